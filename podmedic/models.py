@@ -1,0 +1,139 @@
+"""Data that crosses process boundaries: health events, incident input, state and outcome.
+
+Everything here travels through Temporal with the pydantic data converter, so every model
+is plain data (no I/O, no clocks) and safe to import from workflow code.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from podmedic.policy import DriverPolicy
+
+
+class Health(StrEnum):
+    """Device health as KEP-4680 reports it in ``allocatedResourcesStatus``."""
+
+    HEALTHY = "Healthy"
+    UNHEALTHY = "Unhealthy"
+    UNKNOWN = "Unknown"
+
+
+class FailureMode(StrEnum):
+    """What kind of failure an incident is about; decides which steps make sense."""
+
+    DEVICE_FAILED = "device_failed"
+    DEVICE_DEGRADED = "device_degraded"
+    CONTAINER_CODE = "container_code"
+    INFRASTRUCTURE = "infrastructure"
+    BAD_CONFIG = "bad_config"
+
+
+class Permanence(StrEnum):
+    """Whether a restart can be expected to clear the failure."""
+
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+
+
+class Outcome(StrEnum):
+    """How an incident ended. Every value is terminal and explained in the incident record."""
+
+    RECOVERED_IN_PLACE = "recovered_in_place"
+    RECOVERED_RESCHEDULED = "recovered_rescheduled"
+    RESOLVED_BY_VENDOR = "resolved_by_vendor"
+    CLEARED = "cleared"
+    QUARANTINED = "quarantined"
+    NOT_ACTIONABLE = "not_actionable"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+_DNS_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+class DeviceRef(BaseModel):
+    """One device, named the way DRA names it: driver, pool and device."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    driver: str = Field(min_length=1, max_length=253)
+    pool: str = Field(min_length=1, max_length=253)
+    device: str = Field(min_length=1, max_length=128)
+
+    @property
+    def resource_id(self) -> str:
+        """The KEP-4680 ``resourceID``: ``<driver>/<pool>/<device>``."""
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+    @property
+    def workflow_id(self) -> str:
+        """The incident's Temporal workflow id; one open incident per device."""
+        return f"device/{self.resource_id}"
+
+    @property
+    def object_name(self) -> str:
+        """A DNS-subdomain-safe name for cluster objects that belong to this device."""
+        readable = _DNS_UNSAFE.sub("-", self.resource_id.lower().replace(".", "-")).strip("-")
+        digest = hashlib.sha256(self.resource_id.encode()).hexdigest()[:8]
+        return f"podmedic-{readable[:200]}-{digest}"
+
+    @classmethod
+    def parse(cls, resource_id: str) -> DeviceRef:
+        """Parse ``<driver>/<pool>/<device>``; raises ``ValueError`` naming what is wrong."""
+        parts = resource_id.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"resourceID {resource_id!r} is not <driver>/<pool>/<device>")
+        return cls(driver=parts[0], pool=parts[1], device=parts[2])
+
+
+class DeviceHealthEvent(BaseModel):
+    """A detector's observation of one device, the single input of the incident pipeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: DeviceRef
+    health: Health
+    node: str | None = None
+    reason: str = ""
+    code: int | None = None
+    message: str = ""
+    source: str = Field("unknown", description="Detector that saw it: pod-status, http, ...")
+    observed_at: dt.datetime
+    event_id: str = Field(min_length=1, description="Stable id used to drop duplicates.")
+
+
+class IncidentInput(BaseModel):
+    """Start argument of an incident. The policy in force at opening travels with it,
+    so editing the policy file never changes a running incident's replay."""
+
+    device: DeviceRef
+    policy: DriverPolicy
+    ui_url: str = ""
+
+
+class PodRef(BaseModel):
+    """A pod using the failed device, as seen when the incident opened."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str | None = None
+    job: str | None = None
+    restart_count: int = 0
+    containers: list[str] = Field(default_factory=list)
+    checkpoint_method: str | None = None
+    last_checkpoint_id: str | None = None
+
+
+class TimelineEntry(BaseModel):
+    """One line of the incident's record: what happened, when (workflow time), and why."""
+
+    at: dt.datetime
+    step: str
+    message: str

@@ -1,0 +1,162 @@
+"""Per-DRA-driver policy: how podmedic detects, classifies and remediates each driver's devices.
+
+The file is YAML, keyed by driver name under ``drivers:``, with a ``default`` entry. A
+driver's entry is laid over ``default`` key by key, so it lists only what differs. Every
+resolved driver policy is validated in full; errors name the field path and the reason.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetryPolicy(_Model):
+    """Temporal retry policy for one step's activity."""
+
+    initial_interval_s: float = Field(1.0, gt=0, description="First retry delay.")
+    backoff_coefficient: float = Field(2.0, ge=1, description="Growth of the delay per attempt.")
+    max_interval_s: float = Field(30.0, gt=0, description="Ceiling of the retry delay.")
+    max_attempts: int = Field(5, ge=0, description="Attempts in all; 0 retries without limit.")
+    non_retryable_errors: list[str] = Field(
+        default_factory=lambda: ["InvalidObject", "Forbidden", "BadPolicy"],
+        description="Error types that fail the step at once.",
+    )
+
+    @model_validator(mode="after")
+    def _interval_order(self) -> RetryPolicy:
+        if self.max_interval_s < self.initial_interval_s:
+            raise ValueError("max_interval_s must be >= initial_interval_s")
+        return self
+
+
+class StepPolicy(_Model):
+    """Timeouts and retries of one pipeline step, turned into Temporal activity options."""
+
+    start_to_close_s: float = Field(30.0, gt=0, description="Limit of one attempt.")
+    heartbeat_s: float | None = Field(None, gt=0, description="Heartbeat timeout for long waits.")
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+
+class StepPolicies(_Model):
+    """One ``StepPolicy`` per activity of the pipeline."""
+
+    discover: StepPolicy = Field(default_factory=StepPolicy)
+    checkpoint: StepPolicy = Field(default_factory=lambda: StepPolicy(start_to_close_s=120, heartbeat_s=10))
+    taint: StepPolicy = Field(default_factory=StepPolicy)
+    recover: StepPolicy = Field(default_factory=lambda: StepPolicy(start_to_close_s=600, heartbeat_s=10))
+    ticket: StepPolicy = Field(default_factory=StepPolicy)
+    close: StepPolicy = Field(default_factory=StepPolicy)
+
+
+class Effect(StrEnum):
+    """DeviceTaintRule effects (resource.k8s.io/v1)."""
+
+    NONE = "None"
+    NO_SCHEDULE = "NoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Detection(_Model):
+    """When a signal becomes an incident."""
+
+    unknown_grace_s: float = Field(60.0, ge=0, description="How long Unknown health may last.")
+
+
+class XidTable(_Model):
+    """Classification of NVIDIA XID (or any numeric driver) codes."""
+
+    permanent: list[int] = Field(default_factory=list, description="Device failed for good.")
+    container_code: list[int] = Field(default_factory=list, description="The workload's own fault.")
+    ignore: list[int] = Field(default_factory=list, description="Noise: never an incident.")
+
+
+class Classification(_Model):
+    """How events of this driver are classified."""
+
+    codes: XidTable = Field(default_factory=XidTable)
+    unknown_code_permanence: Literal["transient", "permanent"] = "transient"
+
+
+class Checkpoint(_Model):
+    """Asking workloads to save state before anything disruptive."""
+
+    enabled: bool = True
+    timeout_s: float = Field(60.0, gt=0, description="Wait for acknowledgements at most this long.")
+    poll_s: float = Field(0.5, gt=0, description="How often the acknowledgement is looked for.")
+
+
+class Taint(_Model):
+    """DeviceTaintRule effect by permanence."""
+
+    transient: Effect = Effect.NO_SCHEDULE
+    permanent: Effect = Effect.NO_EXECUTE
+
+
+Rung = Literal["in_place_restart", "same_node"]
+
+
+class LadderRung(_Model):
+    """One rung of the recovery ladder."""
+
+    action: Rung
+    attempts: int = Field(1, ge=1, le=10)
+    timeout_s: float = Field(120.0, gt=0, description="Verification must pass within this.")
+
+
+class Recovery(_Model):
+    """Escalation ladders by permanence, tried in order until one verifies."""
+
+    transient: list[LadderRung] = Field(
+        default_factory=lambda: [
+            LadderRung(action="in_place_restart", timeout_s=60),
+            LadderRung(action="same_node", timeout_s=300),
+        ]
+    )
+    permanent: list[LadderRung] = Field(
+        default_factory=lambda: [LadderRung(action="same_node", timeout_s=300)]
+    )
+    verify_poll_s: float = Field(0.5, gt=0, description="How often verification looks.")
+
+
+class Ticket(_Model):
+    """Vendor tickets: when to file and where."""
+
+    backend: Literal["none", "webhook"] = "webhook"
+    url: str = Field(
+        "${PODMEDIC_TICKET_URL}",
+        description="Webhook endpoint; ${VAR} is expanded by the worker, so the URL and any "
+        "credentials stay out of workflow history. Empty after expansion disables filing.",
+    )
+    file_when_permanent: bool = True
+    file_when_unhealed: bool = Field(True, description="File when the device stays unhealthy.")
+    wait_resolution_s: float = Field(86400.0, gt=0, description="Wait for the vendor this long.")
+    poll_s: float = Field(30.0, gt=0, description="How often the backend is asked for status.")
+
+
+class Close(_Model):
+    """When the taint comes off."""
+
+    heal_wait_s: float = Field(600.0, ge=0, description="Wait for the device to heal by itself.")
+    anti_flap_s: float = Field(60.0, ge=0, description="Healthy this long before untainting.")
+    poll_s: float = Field(5.0, gt=0, description="How often device health is read.")
+
+
+class DriverPolicy(_Model):
+    """Everything podmedic does for one DRA driver's devices."""
+
+    driver: str = Field("default", description="Driver this policy was resolved for.")
+    detection: Detection = Field(default_factory=Detection)
+    classification: Classification = Field(default_factory=Classification)
+    steps: StepPolicies = Field(default_factory=StepPolicies)
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    taint: Taint = Field(default_factory=Taint)
+    recovery: Recovery = Field(default_factory=Recovery)
+    ticket: Ticket = Field(default_factory=Ticket)
+    close: Close = Field(default_factory=Close)

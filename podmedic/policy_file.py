@@ -1,0 +1,123 @@
+"""Loading and validating the policy file, with errors that name the field and the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from podmedic.policy import DriverPolicy
+
+DEFAULT_KEY = "default"
+
+
+class PolicyError(Exception):
+    """A policy file that cannot be used; ``errors`` lists ``(field path, reason)``."""
+
+    def __init__(self, source: str, errors: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.errors = errors
+        lines = "\n".join(f"  {path}: {reason}" for path, reason in errors)
+        super().__init__(f"invalid policy {source}:\n{lines}")
+
+
+class PolicySet(BaseModel):
+    """Every driver's resolved policy; ``for_driver`` falls back to ``default``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    drivers: dict[str, DriverPolicy]
+
+    def for_driver(self, driver: str) -> DriverPolicy:
+        """The policy for ``driver``: its own entry, else ``default`` renamed for it."""
+        if driver in self.drivers:
+            return self.drivers[driver]
+        return self.drivers[DEFAULT_KEY].model_copy(update={"driver": driver})
+
+
+def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` laid over ``base``: mappings merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in top.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = _overlay(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _set_in(entry: Mapping[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Whether ``entry`` itself sets the value at ``loc`` (else the error is default's)."""
+    node: Any = entry
+    for part in loc:
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return False
+    return True
+
+
+def _path(driver: str, loc: tuple[int | str, ...]) -> str:
+    return f"drivers.{driver}" + "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc
+    )
+
+
+def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
+    """Parse and validate policy YAML; raises ``PolicyError`` listing every problem."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "file"
+        raise PolicyError(source, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from exc
+    if not isinstance(raw, Mapping):
+        raise PolicyError(source, [("(top)", "must be a mapping with a 'drivers' key")])
+    unknown = sorted(set(raw) - {"drivers"})
+    errors = [(key, "unknown top-level key (only 'drivers' is allowed)") for key in unknown]
+    drivers = raw.get("drivers")
+    if not isinstance(drivers, Mapping) or not drivers:
+        raise PolicyError(source, [*errors, ("drivers", "must be a non-empty mapping of driver name to policy")])
+    if DEFAULT_KEY not in drivers:
+        errors.append((f"drivers.{DEFAULT_KEY}", "missing: every policy needs a default entry"))
+    base = drivers.get(DEFAULT_KEY) or {}
+    resolved: dict[str, DriverPolicy] = {}
+    for name, entry in drivers.items():
+        if entry is None:
+            entry = {}
+        if not isinstance(entry, Mapping) or not isinstance(base, Mapping):
+            errors.append((f"drivers.{name}", "must be a mapping"))
+            continue
+        if "driver" in entry:
+            errors.append((f"drivers.{name}.driver", "is set from the key; remove it"))
+            continue
+        merged = entry if name == DEFAULT_KEY else _overlay(base, entry)
+        try:
+            resolved[str(name)] = DriverPolicy.model_validate({**merged, "driver": str(name)})
+        except ValidationError as exc:
+            for err in exc.errors():
+                if name != DEFAULT_KEY and DEFAULT_KEY in resolved and not _set_in(entry, err["loc"]):
+                    continue
+                errors.append((_path(str(name), tuple(err["loc"])), err["msg"]))
+    if errors:
+        raise PolicyError(source, errors)
+    return PolicySet(drivers=resolved)
+
+
+def load_policy(path: Path | None) -> PolicySet:
+    """Load a policy file, or the embedded default policy when ``path`` is ``None``."""
+    if path is None:
+        text = resources.files("podmedic").joinpath("default_policy.yaml").read_text()
+        return parse_policy(text, "embedded default policy")
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PolicyError(str(path), [("(file)", f"cannot read: {exc.strerror}")]) from exc
+    return parse_policy(text, str(path))
