@@ -103,7 +103,7 @@ def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
             resolved[str(name)] = DriverPolicy.model_validate({**merged, "driver": str(name)})
         except ValidationError as exc:
             for err in exc.errors():
-                if name != DEFAULT_KEY and DEFAULT_KEY in resolved and not _set_in(entry, err["loc"]):
+                if name != DEFAULT_KEY and DEFAULT_KEY in drivers and not _set_in(entry, err["loc"]):
                     continue
                 errors.append((_path(str(name), tuple(err["loc"])), err["msg"]))
     if errors:
