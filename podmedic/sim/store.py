@@ -13,6 +13,7 @@ may keep a reference without copying. Callers that want to change an object use
 
 from __future__ import annotations
 
+import builtins
 import copy
 import datetime as dt
 import uuid
@@ -194,7 +195,7 @@ class Store:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def events_since(self, resource: str, rv: int) -> list[WatchEvent]:
+    def events_since(self, resource: str, rv: int) -> builtins.list[WatchEvent]:
         """Changes to ``resource`` newer than ``rv``; raises ``Gone`` if history lost them."""
         if rv < self._rv and self._history and self._history[0].rv > rv + 1:
             raise Gone(f"too old resource version: {rv} ({self._history[0].rv - 1})")

@@ -1,0 +1,90 @@
+"""Registry of the Kubernetes resource types the simulator's API server serves.
+
+Each entry carries what routing, discovery, validation and the ``kind``/``listKind``
+fields of responses need. The store keys objects by ``plural``, so plurals are unique.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One served resource: ``group``/``version``/``plural`` and how it behaves."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+    # The real API server answers DELETE of these with a Status rather than the object.
+    delete_returns_status: bool = False
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        """``apiVersion`` of the objects: ``v1`` for core, ``group/version`` otherwise."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        """``kind`` of a list response."""
+        return f"{self.kind}List"
+
+    @property
+    def singular(self) -> str:
+        """Lower-case kind, as discovery reports it."""
+        return self.kind.lower()
+
+    @property
+    def prefix(self) -> str:
+        """URL prefix of the group/version: ``/api/v1`` or ``/apis/<group>/<version>``."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType("", "v1", "Namespace", "namespaces", False, ("status",), short_names=("ns",)),
+    ResourceType("", "v1", "Node", "nodes", False, ("status",), True, ("no",)),
+    ResourceType("", "v1", "Pod", "pods", True, ("status", "eviction"), short_names=("po",)),
+    ResourceType("", "v1", "Event", "events", True, (), True, ("ev",)),
+    ResourceType(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        True,
+        ("status",),
+        True,
+        ("pdb",),
+    ),
+    ResourceType("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, ("status",)),
+    ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    ResourceType(
+        "resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", False, ("status",), True
+    ),
+    ResourceType("batch", "v1", "Job", "jobs", True, ("status",), True),
+)
+
+BY_PATH: dict[tuple[str, str, str], ResourceType] = {
+    (r.group, r.version, r.plural): r for r in RESOURCES
+}
+BY_PLURAL: dict[str, ResourceType] = {r.plural: r for r in RESOURCES}
+BY_KIND: dict[tuple[str, str], ResourceType] = {(r.api_version, r.kind): r for r in RESOURCES}
+
+
+def group_versions() -> list[tuple[str, str]]:
+    """The (group, version) pairs served, core first, each once, in registry order."""
+    seen: list[tuple[str, str]] = []
+    for r in RESOURCES:
+        if (r.group, r.version) not in seen:
+            seen.append((r.group, r.version))
+    return seen
+
+
+def lookup(group: str, version: str, plural: str) -> ResourceType | None:
+    """The resource served at ``group/version/plural``, or ``None``."""
+    return BY_PATH.get((group, version, plural))
