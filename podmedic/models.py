@@ -114,7 +114,7 @@ class IncidentInput(BaseModel):
 
     device: DeviceRef
     policy: DriverPolicy
-    ui_url: str = ""
+    search_attributes: bool = Field(True, description="Off only on servers without podmedic's attributes.")
 
 
 class PodRef(BaseModel):

@@ -1,0 +1,1 @@
+"""Every side effect of podmedic: Kubernetes API calls, checkpoint requests, tickets."""

@@ -1,0 +1,71 @@
+"""Detect stage: which pods use the device, and how healthy the cluster says it is."""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities import podview
+from activities.base import KubeActivities
+from podmedic.models import DeviceRef, Health
+from podmedic.steps import DeviceHealthReading, DeviceInput, Discovery, DiscoverInput
+
+Obj = podview.Obj
+
+
+class DiscoverActivities(KubeActivities):
+    """Read-only activities: safe to retry any number of times."""
+
+    def _pods_on(self, device: DeviceRef) -> list[Obj]:
+        pods: list[Obj] = []
+        for claim in self.kube.list_claims():
+            if not podview.claim_uses_device(claim, device):
+                continue
+            for ns, name, uid in podview.pods_of_claim(claim):
+                pod = self.kube.get_pod(ns, name)
+                if pod is not None and (not uid or pod["metadata"].get("uid") == uid):
+                    pods.append(pod)
+        return pods
+
+    def _driver_taints(self, device: DeviceRef) -> list[Obj]:
+        """Taints the driver itself put on the device in its ResourceSlice (not podmedic's)."""
+        for rslice in self.kube.list_slices():
+            spec = rslice.get("spec") or {}
+            if spec.get("driver") != device.driver or (spec.get("pool") or {}).get("name") != device.pool:
+                continue
+            for dev in spec.get("devices") or []:
+                if dev.get("name") == device.device:
+                    return [t for t in dev.get("taints") or [] if not str(t.get("key", "")).startswith("podmedic.io/")]
+        return []
+
+    def _reading(self, device: DeviceRef, pods: list[Obj]) -> DeviceHealthReading:
+        for pod in pods:
+            status = podview.device_statuses(pod).get(device.resource_id)
+            if status is not None:
+                health, message = status
+                return DeviceHealthReading(
+                    health=health, message=message, source=f"pod {pod['metadata']['name']} allocatedResourcesStatus"
+                )
+        taints = self._driver_taints(device)
+        if taints:
+            text = ", ".join(f"{t.get('key')}={t.get('value', '')}" for t in taints)
+            return DeviceHealthReading(health=Health.UNHEALTHY, message=text, source="ResourceSlice taints")
+        return DeviceHealthReading(health=Health.UNKNOWN, message="no pod reports this device", source="")
+
+    def _discover(self, device: DeviceRef) -> Discovery:
+        pods = self._pods_on(device)
+        nodes = {p.get("spec", {}).get("nodeName") for p in pods} - {None}
+        return Discovery(
+            node=next(iter(nodes)) if len(nodes) == 1 else None,
+            pods=[podview.pod_ref(p) for p in pods],
+            reading=self._reading(device, pods),
+        )
+
+    @activity.defn(name="discover_device")
+    async def discover_device(self, inp: DiscoverInput) -> Discovery:
+        """Pods on the device (via ResourceClaim allocations) and its health now."""
+        return await self.run(self._discover, inp.device)
+
+    @activity.defn(name="read_device_health")
+    async def read_device_health(self, inp: DeviceInput) -> DeviceHealthReading:
+        """The device's health from pods' allocatedResourcesStatus, else driver taints."""
+        return await self.run(lambda: self._reading(inp.device, self._pods_on(inp.device)))

@@ -1,0 +1,198 @@
+"""The one module that imports ``kubernetes``: a narrow gateway to the cluster.
+
+Everything podmedic reads or changes in a cluster goes through ``KubeGateway``, so the
+RBAC it needs is visible in one place, and API errors become a few exception types whose
+class names Temporal retry policies can name (``InvalidObject`` and ``Forbidden`` fail a
+step at once; ``Conflict``, ``Throttled`` and ``ServerError`` are retried).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+Obj = dict[str, Any]
+FIELD_MANAGER = "podmedic"
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed; ``status`` is the HTTP code (0 for no answer)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(KubeError):
+    """404: the object does not exist (often fine: someone else removed it)."""
+
+
+class Conflict(KubeError):
+    """409: already exists, or a stale update; callers re-read and decide."""
+
+
+class InvalidObject(KubeError):
+    """422: the server refused the object; retrying the same object cannot help."""
+
+
+class Forbidden(KubeError):
+    """401/403: podmedic lacks the permission; fix RBAC, do not retry."""
+
+
+class Throttled(KubeError):
+    """429: rate limited or blocked by a PodDisruptionBudget; retry later."""
+
+
+class ServerError(KubeError):
+    """5xx or no answer; retry later."""
+
+
+def _translate(exc: ApiException, what: str) -> KubeError:
+    status = int(exc.status or 0)
+    try:
+        message = json.loads(exc.body or "{}").get("message") or exc.reason
+    except (ValueError, AttributeError):
+        message = exc.reason
+    text = f"{what}: {status} {message}"
+    kinds: dict[int, type[KubeError]] = {
+        404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden, 429: Throttled,
+    }
+    return kinds.get(status, ServerError)(text, status)
+
+
+class KubeGateway:
+    """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread)."""
+
+    def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0) -> None:
+        if kubeconfig is not None:
+            api_client = config.new_client_from_config(config_file=str(kubeconfig))
+        else:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            api_client = client.ApiClient()
+        self._api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
+        self.timeout_s = timeout_s
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._api.close()
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        try:
+            resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
+        except ApiException as exc:
+            raise _translate(exc, what) from exc
+        except OSError as exc:
+            raise ServerError(f"{what}: {exc}") from exc
+        data = resp.data
+        result: Obj = json.loads(data) if data else {}
+        return result
+
+    # -- reads -------------------------------------------------------------------------------
+    def list_claims(self) -> list[Obj]:
+        """Every ResourceClaim in the cluster."""
+        items: list[Obj] = self._call("list resourceclaims", self.resource.list_resource_claim_for_all_namespaces)[
+            "items"
+        ]
+        return items
+
+    def list_slices(self) -> list[Obj]:
+        """Every ResourceSlice (drivers publish device taints there)."""
+        items: list[Obj] = self._call("list resourceslices", self.resource.list_resource_slice)["items"]
+        return items
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        """A pod, or ``None`` if it is gone."""
+        try:
+            return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        except NotFound:
+            return None
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[Obj]:
+        """Pods in ``namespace`` matching ``label_selector``."""
+        items: list[Obj] = self._call(
+            f"list pods {namespace} {label_selector}", self.core.list_namespaced_pod, namespace,
+            label_selector=label_selector,
+        )["items"]
+        return items
+
+    def get_taint_rule(self, name: str) -> Obj | None:
+        """A DeviceTaintRule, or ``None``."""
+        try:
+            return self._call(f"get devicetaintrule {name}", self.resource.read_device_taint_rule, name)
+        except NotFound:
+            return None
+
+    # -- writes ------------------------------------------------------------------------------
+    def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str | None]) -> Obj:
+        """Merge-patch annotations (``None`` removes one)."""
+        body = {"metadata": {"annotations": annotations}}
+        return self._call(
+            f"annotate pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, body,
+            field_manager=FIELD_MANAGER,
+        )
+
+    def create_taint_rule(self, body: Obj) -> Obj:
+        """Create a DeviceTaintRule; raises ``Conflict`` if the name exists."""
+        name = body["metadata"]["name"]
+        return self._call(
+            f"create devicetaintrule {name}", self.resource.create_device_taint_rule, body,
+            field_manager=FIELD_MANAGER,
+        )
+
+    def delete_taint_rule(self, name: str) -> None:
+        """Delete a DeviceTaintRule; a missing one is fine."""
+        try:
+            self._call(f"delete devicetaintrule {name}", self.resource.delete_device_taint_rule, name)
+        except NotFound:
+            pass
+
+    def evict_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Evict through the Eviction API (PodDisruptionBudgets apply; 429 when blocked)."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }
+        try:
+            self._call(f"evict pod {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body)
+        except (NotFound, Conflict):
+            pass  # already gone, or replaced by a pod with another UID
+
+    def create_event(self, namespace: str, body: Obj) -> None:
+        """Record a Kubernetes Event."""
+        self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)
+
+    # -- watches -----------------------------------------------------------------------------
+    def watch_pods(self, resource_version: str | None, timeout_s: int = 60) -> Iterator[tuple[str, Obj]]:
+        """Pod changes across all namespaces as ``(type, object)``; raises ``KubeError``
+        with status 410 when ``resource_version`` is too old (the caller relists)."""
+        stream = watch.Watch().stream(
+            self.core.list_pod_for_all_namespaces,
+            resource_version=resource_version,
+            timeout_seconds=timeout_s,
+            allow_watch_bookmarks=True,
+        )
+        try:
+            for event in stream:
+                raw = event.get("raw_object") or {}
+                if event["type"] == "ERROR":
+                    raise KubeError(f"watch pods: {raw.get('message')}", int(raw.get("code") or 0))
+                yield event["type"], raw
+        except ApiException as exc:
+            raise _translate(exc, "watch pods") from exc
+
+    def list_pods_all(self) -> tuple[list[Obj], str]:
+        """Every pod and the list's resourceVersion (the start of a watch)."""
+        data = self._call("list pods", self.core.list_pod_for_all_namespaces)
+        return data["items"], data["metadata"].get("resourceVersion", "")

@@ -1,0 +1,154 @@
+"""Inputs and results of the pipeline's activities, one model each.
+
+Shared by ``workflows/`` (which must stay free of I/O) and ``activities/`` (which do it).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from podmedic.models import DeviceRef, Health, PodRef
+from podmedic.policy import Effect
+
+
+class DiscoverInput(BaseModel):
+    """Find the pods on a device and the device's health right now."""
+
+    incident_id: str
+    device: DeviceRef
+
+
+class DeviceHealthReading(BaseModel):
+    """Device health as the cluster shows it: pods' allocatedResourcesStatus and driver taints."""
+
+    health: Health
+    message: str = ""
+    source: str = ""
+
+
+class Discovery(BaseModel):
+    """What was found when the incident opened."""
+
+    node: str | None
+    pods: list[PodRef]
+    reading: DeviceHealthReading
+
+
+class CheckpointStatus(StrEnum):
+    """Per-pod result of a checkpoint request."""
+
+    SAVED = "saved"
+    TIMED_OUT = "timed_out"
+    SKIPPED = "skipped"
+
+
+class CheckpointInput(BaseModel):
+    """Ask every pod on the device to save its state, and wait for the answers."""
+
+    incident_id: str
+    request_id: str
+    pods: list[PodRef]
+    timeout_s: float
+    poll_s: float
+
+
+class PodCheckpoint(BaseModel):
+    """One pod's answer."""
+
+    pod: str
+    method: str | None
+    status: CheckpointStatus
+    checkpoint_id: str | None = None
+    location: str | None = None
+    reason: str = ""
+
+
+class CheckpointReport(BaseModel):
+    """Every pod's answer; ``partial`` when some saved and some did not."""
+
+    results: list[PodCheckpoint] = Field(default_factory=list)
+
+    @property
+    def checkpoint_ids(self) -> list[str]:
+        """Ids of the checkpoints that were saved or already existed."""
+        return [r.checkpoint_id for r in self.results if r.checkpoint_id]
+
+
+class TaintInput(BaseModel):
+    """Create (or find) this incident's DeviceTaintRule."""
+
+    incident_id: str
+    device: DeviceRef
+    effect: Effect
+    reason: str
+
+
+class TaintResult(BaseModel):
+    """The rule in force."""
+
+    rule_name: str
+    created: bool
+    effect: Effect
+
+
+class RecoverInput(BaseModel):
+    """Run one rung of the recovery ladder for one pod and verify it."""
+
+    incident_id: str
+    request_id: str
+    pod: PodRef
+    device: DeviceRef
+    timeout_s: float
+    poll_s: float
+
+
+class RecoveryResult(BaseModel):
+    """Whether the rung verified (pod Ready, its devices Healthy), and where the pod is."""
+
+    verified: bool
+    action: str
+    pod: PodRef | None = None
+    devices: list[str] = Field(default_factory=list)
+    same_node: bool | None = None
+    detail: str = ""
+
+
+class TicketInput(BaseModel):
+    """File a vendor ticket; ``url`` may hold ``${VAR}`` expanded by the worker."""
+
+    incident_id: str
+    idempotency_key: str
+    url: str
+    evidence: dict[str, Any]
+
+
+class TicketResult(BaseModel):
+    """The filed ticket, or why none was filed."""
+
+    filed: bool
+    ticket_id: str | None = None
+    detail: str = ""
+
+
+class TicketStatusInput(BaseModel):
+    """Ask the backend whether the vendor resolved a ticket."""
+
+    url: str
+    ticket_id: str
+
+
+class DeviceInput(BaseModel):
+    """A device, for health reads."""
+
+    device: DeviceRef
+
+
+class UntaintInput(BaseModel):
+    """Remove this incident's rule, and only this incident's."""
+
+    incident_id: str
+    device: DeviceRef
+    rule_name: str

@@ -1,0 +1,66 @@
+"""The Temporal worker: the incident workflow and every activity, against one cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.checkpoint import CheckpointActivities
+from activities.discover import DiscoverActivities
+from activities.kube import KubeGateway
+from activities.recover import RecoverActivities
+from activities.taint import TaintActivities
+from activities.ticket import TicketActivities
+from workflows.incident import DeviceIncidentWorkflow
+
+log = logging.getLogger("podmedic.worker")
+
+
+def all_activities(kube: KubeGateway) -> Sequence[Any]:
+    """Every activity podmedic registers, bound to one cluster gateway."""
+    discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
+    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities()
+    return [
+        discover.discover_device,
+        discover.read_device_health,
+        checkpoint.request_checkpoints,
+        taint.taint_device,
+        taint.remove_taint,
+        recover.restart_in_place,
+        recover.reschedule_same_node,
+        ticket.file_ticket,
+        ticket.ticket_status,
+    ]
+
+
+def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_concurrent: int = 200) -> Worker:
+    """A worker for the incident workflow and its activities."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[DeviceIncidentWorkflow],
+        activities=all_activities(kube),
+        max_concurrent_activities=max_concurrent,
+    )
+
+
+async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None) -> None:
+    """Run until SIGINT/SIGTERM, then drain and stop."""
+    kube = KubeGateway(kubeconfig)
+    worker = build_worker(client, task_queue, kube)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("worker polling task queue %r on %s", task_queue, client.service_client.config.target_host)
+    async with worker:
+        await stop.wait()
+    kube.close()
+    log.info("worker stopped")

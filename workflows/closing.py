@@ -1,0 +1,175 @@
+"""Closing an incident: wait for the device to heal or the vendor to fix it, then untaint."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.discover import DiscoverActivities
+    from activities.taint import TaintActivities
+    from activities.ticket import TicketActivities
+    from podmedic.incident import IncidentOutcome, Phase
+    from podmedic.models import Health, Outcome
+    from podmedic.steps import DeviceInput, TicketInput, TicketStatusInput, UntaintInput
+    from workflows.options import activity_options
+
+if TYPE_CHECKING:
+    from workflows.incident import DeviceIncidentWorkflow
+
+
+class Closer:
+    """The last stages of one incident; split out of the workflow class to keep each small."""
+
+    def __init__(self, wf: DeviceIncidentWorkflow) -> None:
+        self.wf = wf
+        self.policy = wf.policy
+
+    async def close(self, permanent: bool) -> IncidentOutcome:
+        """Ticket if needed, wait for the fix, untaint, and end with an outcome."""
+        recovered = [r for r in self.wf.state.recovery if r.verified]
+        workload = (
+            f"workload recovered by {recovered[-1].action}" if recovered
+            else "no workload to recover" if not self.wf.state.pods
+            else "workload NOT recovered"
+        )
+        healed_in_place = any(r.action == "in_place_restart" for r in recovered)
+        healed = healed_in_place or (not permanent and await self._wait_heal())
+        if healed and await self._stays_healthy():
+            await self._untaint()
+            outcome = (
+                Outcome.RECOVERED_IN_PLACE if healed_in_place
+                else Outcome.RECOVERED_RESCHEDULED if recovered else Outcome.CLEARED
+            )
+            return self.wf.finish(outcome, f"device healthy again; {workload}; taint removed")
+        ticket = self.policy.ticket
+        wants = ticket.file_when_permanent if permanent else ticket.file_when_unhealed
+        if ticket.backend == "none" or not wants or not await self._file_ticket():
+            return self.wf.finish(
+                Outcome.QUARANTINED,
+                f"device not healthy and no vendor ticket filed; {workload}; "
+                f"DeviceTaintRule {self.wf.state.taint_rule} kept for an operator",
+            )
+        if await self._wait_vendor():
+            await self._untaint()
+            by = self.wf.resolution.by if self.wf.resolution else "vendor"
+            return self.wf.finish(
+                Outcome.RESOLVED_BY_VENDOR,
+                f"ticket {self.wf.state.ticket_id} resolved by {by}; {workload}; taint removed",
+            )
+        return self.wf.finish(
+            Outcome.QUARANTINED,
+            f"ticket {self.wf.state.ticket_id} unresolved after {ticket.wait_resolution_s:g}s; "
+            f"{workload}; DeviceTaintRule {self.wf.state.taint_rule} kept",
+        )
+
+    async def _read_health(self) -> Health:
+        reading = await workflow.execute_activity_method(
+            DiscoverActivities.read_device_health,
+            DeviceInput(device=self.wf.inp.device),
+            **activity_options(self.policy.steps.close, f"read health of {self.wf.inp.device.resource_id}"),
+        )
+        return reading.health
+
+    def _healthy_event_seen(self) -> bool:
+        return any(e.health is Health.HEALTHY for e in self.wf.events)
+
+    async def _wait_heal(self) -> bool:
+        """Wait up to the policy's heal time for evidence that the device is healthy."""
+        self.wf.enter(Phase.AWAITING_HEAL, "close")
+        close = self.policy.close
+        self.wf.note("close", f"waiting up to {close.heal_wait_s:g}s for the device to report Healthy")
+        deadline = workflow.now() + timedelta(seconds=close.heal_wait_s)
+        while True:
+            if self._healthy_event_seen() or await self._read_health() is Health.HEALTHY:
+                self.wf.note("close", "device reports Healthy")
+                return True
+            remaining = (deadline - workflow.now()).total_seconds()
+            if remaining <= 0:
+                self.wf.note("close", f"device did not report Healthy within {close.heal_wait_s:g}s")
+                return False
+            await self._sleep(min(close.poll_s, remaining), "poll device health")
+            self.wf.check_abort()
+
+    async def _stays_healthy(self) -> bool:
+        """Anti-flap: the device must still not be Unhealthy after the policy's delay."""
+        self.wf.enter(Phase.AWAITING_HEAL, "close")
+        delay = self.policy.close.anti_flap_s
+        seen = len(self.wf.events)
+        await self._sleep(delay, f"anti-flap delay {delay:g}s")
+        flapped = any(e.health is Health.UNHEALTHY for e in self.wf.events[seen:])
+        if flapped or await self._read_health() is Health.UNHEALTHY:
+            self.wf.note("close", f"device unhealthy again within the {delay:g}s anti-flap delay")
+            return False
+        return True
+
+    async def _file_ticket(self) -> bool:
+        self.wf.enter(Phase.TICKETING, "ticket")
+        state = self.wf.state
+        evidence = {
+            "incident": state.incident_id,
+            "device": self.wf.inp.device.model_dump(),
+            "node": state.node,
+            "failure_mode": state.failure_mode,
+            "permanence": state.permanence,
+            "classification": state.why,
+            "events": [e.model_dump(mode="json") for e in self.wf.events],
+            "pods": [p.model_dump() for p in state.pods],
+            "checkpoint_ids": state.checkpoint.checkpoint_ids if state.checkpoint else [],
+            "taint_rule": state.taint_rule,
+            "actions": [t.model_dump(mode="json") for t in state.timeline],
+        }
+        result = await workflow.execute_activity_method(
+            TicketActivities.file_ticket,
+            TicketInput(incident_id=state.incident_id, idempotency_key=self.wf.request_id("ticket"),
+                        url=self.policy.ticket.url, evidence=evidence),
+            **activity_options(self.policy.steps.ticket, f"vendor ticket for {self.wf.inp.device.resource_id}"),
+        )
+        self.wf.note("ticket", f"ticket {result.ticket_id} filed" if result.filed else f"no ticket: {result.detail}")
+        state.ticket_id = result.ticket_id
+        return result.filed
+
+    async def _wait_vendor(self) -> bool:
+        """Wait for a resolve signal, a Healthy event, or the backend saying resolved."""
+        self.wf.enter(Phase.AWAITING_VENDOR, "ticket")
+        ticket = self.policy.ticket
+        deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
+        while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
+            if self.wf.resolution is not None or self._healthy_event_seen():
+                return True
+            status = await workflow.execute_activity_method(
+                TicketActivities.ticket_status,
+                TicketStatusInput(url=ticket.url, ticket_id=self.wf.state.ticket_id or ""),
+                **activity_options(self.policy.steps.ticket, f"status of ticket {self.wf.state.ticket_id}"),
+            )
+            if status == "resolved":
+                self.wf.note("ticket", f"backend reports ticket {self.wf.state.ticket_id} resolved")
+                return True
+            await self._sleep(min(ticket.poll_s, remaining), "wait for the vendor")
+            self.wf.check_abort()
+        return self.wf.resolution is not None
+
+    async def _sleep(self, seconds: float, summary: str) -> None:
+        """Sleep, waking early for a resolution or an abort."""
+        try:
+            await workflow.wait_condition(
+                lambda: self.wf.resolution is not None or self.wf.abort is not None,
+                timeout=timedelta(seconds=seconds), timeout_summary=summary,
+            )
+        except TimeoutError:
+            pass
+
+    async def _untaint(self) -> None:
+        state = self.wf.state
+        if not state.taint_rule:
+            return
+        self.wf.enter(Phase.UNTAINTING, "close")
+        await workflow.execute_activity_method(
+            TaintActivities.remove_taint,
+            UntaintInput(incident_id=state.incident_id, device=self.wf.inp.device, rule_name=state.taint_rule),
+            **activity_options(self.policy.steps.close, f"remove DeviceTaintRule {state.taint_rule}"),
+        )
+        state.taint_removed = True
+        self.wf.note("close", f"DeviceTaintRule {state.taint_rule} removed")

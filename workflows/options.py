@@ -1,0 +1,38 @@
+"""Activity options from a driver's step policy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TypedDict
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from podmedic.policy import StepPolicy
+
+
+class ActivityOptions(TypedDict):
+    """The keyword arguments ``workflow.execute_activity`` takes for a step."""
+
+    start_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta | None
+    retry_policy: RetryPolicy
+    summary: str
+
+
+def activity_options(step: StepPolicy, summary: str, *, min_start_to_close_s: float = 0) -> ActivityOptions:
+    """Timeouts and retries of one step, exactly as the driver's policy says."""
+    retry = step.retry
+    return ActivityOptions(
+        start_to_close_timeout=timedelta(seconds=max(step.start_to_close_s, min_start_to_close_s)),
+        heartbeat_timeout=timedelta(seconds=step.heartbeat_s) if step.heartbeat_s else None,
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=retry.initial_interval_s),
+            backoff_coefficient=retry.backoff_coefficient,
+            maximum_interval=timedelta(seconds=retry.max_interval_s),
+            maximum_attempts=retry.max_attempts,
+            non_retryable_error_types=list(retry.non_retryable_errors),
+        ),
+        summary=summary[:200],
+    )
