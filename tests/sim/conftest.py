@@ -1,0 +1,93 @@
+"""Shared fixtures of the simulator tests: one simulator per test module, clients, raw HTTP."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from podmedic.sim import SimCluster, SimConfig
+
+Raw = Callable[..., tuple[int, Any]]
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    """A small simulator serving on a free port, shared by one test module."""
+    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2)
+    kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
+    cluster.start(kubeconfig_path=kubeconfig)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def api(sim: SimCluster) -> Iterator[client.ApiClient]:
+    """An unmodified ``kubernetes`` ApiClient configured from the simulator's kubeconfig."""
+    assert sim.kubeconfig_path is not None
+    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+@pytest.fixture
+def ns(api: client.ApiClient) -> str:
+    """A fresh namespace for one test."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture(scope="module")
+def raw(sim: SimCluster) -> Raw:
+    """Send a raw HTTP request: ``raw(method, path, body=None, ctype=...) -> (status, json)``."""
+
+    def send(method: str, path: str, body: Any = None,
+             ctype: str = "application/json") -> tuple[int, Any]:
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        req = urllib.request.Request(sim.url + path, data=data, method=method,
+                                     headers={"Content-Type": ctype})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                status, text = resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            status, text = err.code, err.read()
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text.decode(errors="replace")
+
+    return send
+
+
+def pod_manifest(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A minimal valid pod that no simulated scheduler or kubelet manages (ghost node)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "nodeName": "ghost-node",
+            "schedulerName": "podmedic-test-none",
+            "containers": [{"name": "c", "image": "registry.local/app:1"}],
+            **spec,
+        },
+    }
+
+
+def kubeconfig_of(sim: SimCluster) -> Path:
+    """The simulator's kubeconfig path (asserting it exists)."""
+    assert sim.kubeconfig_path is not None
+    return sim.kubeconfig_path

@@ -1,0 +1,225 @@
+"""CRUD through the unmodified client: pods, nodes, events, conflicts, 404, 422, dry runs."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from podmedic.sim import SimCluster
+from tests.sim.conftest import Raw, pod_manifest
+
+
+def test_pod_create_get_list_replace_delete(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    created = v1.create_namespaced_pod(ns, pod_manifest("web", {"app": "web"}))
+    assert created.metadata.uid and created.metadata.namespace == ns
+    assert created.spec.restart_policy == "Always"  # defaulted like the real server
+    assert created.status.phase == "Pending"
+    got = v1.read_namespaced_pod("web", ns)
+    assert got.metadata.resource_version == created.metadata.resource_version
+    assert [p.metadata.name for p in v1.list_namespaced_pod(ns).items] == ["web"]
+    got.metadata.labels["tier"] = "front"
+    replaced = v1.replace_namespaced_pod("web", ns, got)
+    assert replaced.metadata.labels == {"app": "web", "tier": "front"}
+    assert int(replaced.metadata.resource_version) > int(got.metadata.resource_version)
+    deleted = v1.delete_namespaced_pod("web", ns, grace_period_seconds=0,
+                                       propagation_policy="Background")
+    assert deleted.metadata.name == "web"
+    with pytest.raises(client.ApiException) as err:
+        v1.read_namespaced_pod("web", ns)
+    assert err.value.status == 404
+
+
+def test_not_found_is_a_status(raw: Raw, ns: str) -> None:
+    status, body = raw("GET", f"/api/v1/namespaces/{ns}/pods/missing")
+    assert status == 404
+    assert body["kind"] == "Status" and body["reason"] == "NotFound"
+    assert body["details"] == {"name": "missing", "kind": "pods"}
+    status, body = raw("GET", "/apis/resource.k8s.io/v1/nothings")
+    assert status == 404 and body["kind"] == "Status"
+
+
+def test_stale_update_and_patch_conflict(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    first = v1.create_namespaced_pod(ns, pod_manifest("c1"))
+    v1.patch_namespaced_pod("c1", ns, {"metadata": {"labels": {"x": "1"}}})
+    with pytest.raises(client.ApiException) as err:
+        v1.replace_namespaced_pod("c1", ns, first)
+    assert err.value.status == 409 and '"reason":"Conflict"' in err.value.body
+    stale = {"metadata": {"resourceVersion": first.metadata.resource_version,
+                          "labels": {"x": "2"}}}
+    with pytest.raises(client.ApiException) as err:
+        v1.patch_namespaced_pod("c1", ns, stale)
+    assert err.value.status == 409
+    assert v1.read_namespaced_pod("c1", ns).metadata.labels == {"x": "1"}
+
+
+def test_already_exists(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_pod(ns, pod_manifest("dup"))
+    with pytest.raises(client.ApiException) as err:
+        v1.create_namespaced_pod(ns, pod_manifest("dup"))
+    assert err.value.status == 409 and "AlreadyExists" in err.value.body
+
+
+def test_invalid_objects_are_422_with_causes(api: client.ApiClient, raw: Raw, ns: str) -> None:
+    # The client refuses unknown fields itself, so the unknown field goes over raw HTTP.
+    body = pod_manifest("bad")
+    body["spec"]["containers"][0]["bogus"] = True
+    status, resp = raw("POST", f"/api/v1/namespaces/{ns}/pods", body)
+    assert status == 422 and resp["reason"] == "Invalid"
+    assert {"reason": "FieldValueInvalid", "field": "spec.containers[0].bogus",
+            "message": 'unknown field "spec.containers[0].bogus"'} in resp["details"]["causes"]
+    v1 = client.CoreV1Api(api)
+    with pytest.raises(client.ApiException) as err:
+        v1.create_namespaced_pod(ns, pod_manifest("bad", restartPolicy="Sometimes"))
+    assert err.value.status == 422 and "spec.restartPolicy" in err.value.body
+    with pytest.raises(client.ApiException) as err:
+        v1.create_namespaced_pod(ns, pod_manifest("Bad_Name"))
+    assert err.value.status == 422 and "metadata.name" in err.value.body
+    tol = [{"key": "k", "operator": "Maybe", "effect": "NoSchedule"}]
+    with pytest.raises(client.ApiException) as err:
+        v1.create_namespaced_pod(ns, pod_manifest("tol", tolerations=tol))
+    assert err.value.status == 422 and "spec.tolerations[0].operator" in err.value.body
+    assert v1.list_namespaced_pod(ns).items == []
+
+
+def test_device_taint_rule_effect_is_checked(api: client.ApiClient) -> None:
+    r1 = client.ResourceV1Api(api)
+
+    def rule(effect: str) -> dict[str, object]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                "metadata": {"name": f"r-{effect.lower()}"},
+                "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "node-0000",
+                                            "device": "gpu-0"},
+                         "taint": {"key": "podmedic.io/unhealthy", "effect": effect}}}
+
+    with pytest.raises(client.ApiException) as err:
+        r1.create_device_taint_rule(rule("Sometimes"))
+    assert err.value.status == 422
+    assert '"field":"spec.taint.effect"' in err.value.body
+    assert '"reason":"FieldValueNotSupported"' in err.value.body
+    made = r1.create_device_taint_rule(rule("NoSchedule"))
+    assert made.spec.taint.effect == "NoSchedule"
+    made.status = {"conditions": [{"type": "EvictionInProgress", "status": "False",
+                                   "reason": "NoEffect", "message": "",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    with_status = r1.replace_device_taint_rule_status(made.metadata.name, made)
+    assert with_status.status.conditions[0].type == "EvictionInProgress"
+    r1.delete_device_taint_rule(made.metadata.name)
+    assert made.metadata.name not in [r.metadata.name for r in r1.list_device_taint_rule().items]
+
+
+def test_malformed_json_and_media_types(raw: Raw, ns: str) -> None:
+    status, body = raw("POST", f"/api/v1/namespaces/{ns}/pods", b"{not json")
+    assert status == 400 and body["reason"] == "BadRequest"
+    raw("POST", f"/api/v1/namespaces/{ns}/pods", pod_manifest("m"))
+    status, body = raw("PATCH", f"/api/v1/namespaces/{ns}/pods/m", {"a": 1},
+                       ctype="application/apply-patch+yaml")
+    assert status == 415 and body["reason"] == "UnsupportedMediaType"
+
+
+def test_dry_run_create_stores_nothing(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    made = v1.create_namespaced_pod(ns, pod_manifest("dry"), dry_run="All")
+    assert made.metadata.name == "dry" and made.metadata.uid
+    assert v1.list_namespaced_pod(ns).items == []
+
+
+def test_missing_namespace_is_404(api: client.ApiClient) -> None:
+    with pytest.raises(client.ApiException) as err:
+        client.CoreV1Api(api).create_namespaced_pod("no-such-ns", pod_manifest("x"))
+    assert err.value.status == 404 and "namespaces" in err.value.body
+
+
+def test_generate_name(api: client.ApiClient, ns: str) -> None:
+    body = pod_manifest("x")
+    body["metadata"] = {"generateName": "gen-"}
+    made = client.CoreV1Api(api).create_namespaced_pod(ns, body)
+    assert made.metadata.name.startswith("gen-") and len(made.metadata.name) == 9
+
+
+def test_status_subresource_keeps_spec_and_main_keeps_status(
+    api: client.ApiClient, ns: str
+) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_pod(ns, pod_manifest("s"))
+    v1.patch_namespaced_pod_status("s", ns, {"status": {"phase": "Running"},
+                                            "metadata": {"labels": {"ignored": "yes"}}})
+    pod = v1.read_namespaced_pod("s", ns)
+    assert pod.status.phase == "Running" and not pod.metadata.labels
+    v1.patch_namespaced_pod("s", ns, {"status": {"phase": "Failed"}})
+    assert v1.read_namespaced_pod("s", ns).status.phase == "Running"
+
+
+def test_nodes_get_list_patch_status(api: client.ApiClient, sim: SimCluster) -> None:
+    v1 = client.CoreV1Api(api)
+    names = [n.metadata.name for n in v1.list_node().items]
+    assert "node-0000" in names and "node-0001" in names
+    patched = v1.patch_node("node-0001", {"spec": {"taints": [
+        {"key": "podmedic.io/test", "effect": "NoSchedule"}]}})
+    assert patched.spec.taints[0].key == "podmedic.io/test"
+    cond = {"type": "PodmedicTest", "status": "True", "reason": "Test", "message": "m"}
+    v1.patch_node_status("node-0001", {"status": {"conditions": [cond]}})
+    conds = v1.read_node_status("node-0001").status.conditions
+    assert any(c.type == "PodmedicTest" for c in conds)
+    v1.patch_node("node-0001", {"spec": {"taints": None}})
+    with pytest.raises(client.ApiException) as err:
+        v1.patch_node("node-0001", {"spec": {"taints": [{"key": "k", "effect": "Often"}]}})
+    assert err.value.status == 422
+
+
+def test_events_namespaced_and_all(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+             "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+             "reason": "PodmedicIncident", "message": "incident opened", "type": "Warning"}
+    v1.create_namespaced_event(ns, event)
+    assert [e.reason for e in v1.list_namespaced_event(ns).items] == ["PodmedicIncident"]
+    everywhere = v1.list_event_for_all_namespaces(field_selector=f"metadata.namespace={ns}")
+    assert [e.metadata.name for e in everywhere.items] == ["e1"]
+
+
+def test_jobs_and_cascading_delete(api: client.ApiClient, ns: str) -> None:
+    b1, v1 = client.BatchV1Api(api), client.CoreV1Api(api)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeName": "ghost-node",
+                                          "schedulerName": "podmedic-test-none",
+                                          "containers": [{"name": "t", "image": "i:1"}]}}}}
+    made = b1.create_namespaced_job(ns, job)
+    owned = pod_manifest("train-0")
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                             "name": "train", "uid": made.metadata.uid}]
+    v1.create_namespaced_pod(ns, owned)
+    b1.patch_namespaced_job_status("train", ns, {"status": {"active": 1}})
+    assert b1.read_namespaced_job_status("train", ns).status.active == 1
+    bad = dict(job, metadata={"name": "bad"})
+    bad["spec"] = {"template": {"spec": {**job["spec"]["template"]["spec"],  # type: ignore[index]
+                                         "restartPolicy": "Always"}}}
+    with pytest.raises(client.ApiException) as err:
+        b1.create_namespaced_job(ns, bad)
+    assert err.value.status == 422
+    b1.delete_namespaced_job("train", ns, propagation_policy="Background")
+    assert v1.list_namespaced_pod(ns).items == []
+
+
+def test_resource_api_objects(api: client.ApiClient, ns: str) -> None:
+    r1 = client.ResourceV1Api(api)
+    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "gpu"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                            "tolerations": [{"key": "podmedic.io/unhealthy",
+                                                             "operator": "Exists",
+                                                             "effect": "NoSchedule"}]}}]}}}}
+    r1.create_namespaced_resource_claim_template(ns, tmpl)
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "c"}, "spec": tmpl["spec"]["spec"]}  # type: ignore[index]
+    r1.create_namespaced_resource_claim(ns, claim)
+    r1.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [
+        {"resource": "pods", "name": "p", "uid": "u1"}]}})
+    assert r1.read_namespaced_resource_claim("c", ns).status.reserved_for[0].name == "p"
+    all_claims = r1.list_resource_claim_for_all_namespaces()
+    assert ("c", ns) in [(c.metadata.name, c.metadata.namespace) for c in all_claims.items]
+    r1.list_device_class()
+    r1.list_resource_slice()
