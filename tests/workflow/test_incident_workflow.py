@@ -1,0 +1,158 @@
+"""Workflow logic on the time-skipping server, with fake activities under the real names."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from podmedic.incident import IncidentOutcome
+from podmedic.models import DeviceRef, Health, Outcome
+from podmedic.policy_file import PolicySet, parse_policy
+from tests.workflow.fakes import DEVICE, FakeCluster, event
+from workers.temporal import deliver_event
+from workflows.incident import DeviceIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+POLICY = parse_policy("""
+drivers:
+  default:
+    close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
+    ticket: {url: "http://tickets.invalid", wait_resolution_s: 60, poll_s: 5}
+  gpu.nvidia.com:
+    steps:
+      taint: {retry: {initial_interval_s: 1, max_interval_s: 1, max_attempts: 2}}
+      discover: {start_to_close_s: 1, retry: {max_attempts: 1}}
+    classification: {codes: {permanent: [79]}}
+  gpu.amd.com:
+    steps:
+      taint: {retry: {initial_interval_s: 1, max_interval_s: 5, max_attempts: 0}}
+      discover: {start_to_close_s: 30}
+""")
+AMD = DeviceRef(driver="gpu.amd.com", pool="node-0001", device="gpu-3")
+
+
+def _worker(client: Client, task_queue: str, fake: FakeCluster) -> Worker:
+    return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities())
+
+
+async def _open(client: Client, tq: str, device: DeviceRef = DEVICE, code: int | None = None,
+                event_id: str = "e1", policy: PolicySet = POLICY) -> str:
+    run_id = await deliver_event(client, event(code=code, device=device, event_id=event_id), policy,
+                                 task_queue=tq, search_attributes=False)
+    assert run_id
+    return run_id
+
+
+async def _outcome(client: Client, device: DeviceRef = DEVICE) -> IncidentOutcome:
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+    return await handle.result()
+
+
+async def test_retry_limit_comes_from_the_driver_policy(time_skipping_env: WorkflowEnvironment,
+                                                        task_queue: str) -> None:
+    client = time_skipping_env.client
+    fake = FakeCluster()
+    fake.taint_error = "ServerError"
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue)
+        outcome = await _outcome(client)
+    assert outcome.outcome is Outcome.FAILED
+    assert "API unavailable" in outcome.explanation
+    assert fake.calls["taint_device"] == 2  # gpu.nvidia.com: max_attempts 2
+
+    fake_amd = FakeCluster()
+    fake_amd.taint_error = "ServerError"
+    tq = f"{task_queue}-amd"
+    async with _worker(client, tq, fake_amd):
+        await _open(client, tq, device=AMD)
+        await time_skipping_env.sleep(timedelta(minutes=3))
+        handle = client.get_workflow_handle(AMD.workflow_id)
+        desc = await handle.describe()
+        assert desc.status == WorkflowExecutionStatus.RUNNING  # gpu.amd.com: unlimited attempts
+        assert fake_amd.calls["taint_device"] > 10
+        await handle.terminate("test done")
+
+
+async def test_non_retryable_error_type_fails_at_once(time_skipping_env: WorkflowEnvironment,
+                                                      task_queue: str) -> None:
+    client = time_skipping_env.client
+    fake = FakeCluster()
+    fake.taint_error = "InvalidObject"
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0002", device="gpu-1")
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device)
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.FAILED
+    assert fake.calls["taint_device"] == 1  # InvalidObject is non-retryable by default
+
+
+async def test_start_to_close_timeout_comes_from_the_driver_policy(time_skipping_env: WorkflowEnvironment,
+                                                                   task_queue: str) -> None:
+    client = time_skipping_env.client
+    fake = FakeCluster()
+    fake.discover_delay_s = 2.0
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0003", device="gpu-0")
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device)
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.FAILED
+    assert "timed out" in outcome.explanation.lower() or "timeout" in outcome.explanation.lower()
+
+    device_amd = DeviceRef(driver="gpu.amd.com", pool="node-0003", device="gpu-0")
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device_amd)
+        outcome_amd = await _outcome(client, device_amd)
+    assert outcome_amd.outcome is Outcome.RECOVERED_IN_PLACE
+
+
+async def test_duplicate_events_join_one_incident(time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0004", device="gpu-2")
+    runs = {await _open(client, task_queue, device=device, event_id=eid) for eid in ("a", "a", "b", "a")}
+    assert len(runs) == 1
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        outcome = await _outcome(client, device)
+        state = await client.get_workflow_handle(device.workflow_id).query(DeviceIncidentWorkflow.get_state)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
+    assert state.events_seen == 2
+    assert fake.calls["discover_device"] == 1
+    assert fake.calls["taint_device"] == 1
+
+
+async def test_transient_path_and_replay(time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0005", device="gpu-0")
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device)
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
+    assert outcome.steps == ["detect", "checkpoint", "taint", "recover", "close"]
+    assert outcome.checkpoint_ids and outcome.checkpoint_ids[0].startswith("ckpt-")
+    assert outcome.taint_removed and fake.calls["remove_taint"] == 1
+    history = await client.get_workflow_handle(device.workflow_id).fetch_history()
+    await Replayer(workflows=[DeviceIncidentWorkflow], data_converter=client.data_converter).replay_workflow(history)
+
+
+async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0006", device="gpu-7")
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device, code=79)
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR
+    assert outcome.steps == ["detect", "checkpoint", "taint", "recover", "ticket", "close"]
+    assert fake.calls["request_checkpoints"] == 0
+    assert fake.calls["restart_in_place"] == 0 and fake.calls["reschedule_same_node"] == 1
+    assert fake.calls["file_ticket"] == 1 and outcome.ticket_id == "T-1"
+    assert any("skipped" in t.message for t in outcome.timeline if t.step == "checkpoint")
