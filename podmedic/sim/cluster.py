@@ -28,8 +28,11 @@ from podmedic.sim.store import DEFAULT_HISTORY, Store
 T = TypeVar("T")
 
 
-class _NullEngine:
-    """Stand-in used only while ``podmedic/sim/engine.py`` does not exist yet."""
+class ApiOnlyEngine:
+    """No behaviours: namespaces and bare nodes only, to exercise the API server alone.
+
+    Used for ``SimCluster(api_only=True)`` and while ``podmedic/sim/engine.py`` is absent.
+    """
 
     def __init__(self, store: Store, config: SimConfig) -> None:
         self.store, self.config = store, config
@@ -74,7 +77,7 @@ def _engine(store: Store, config: SimConfig) -> Any:
     try:
         module = importlib.import_module("podmedic.sim.engine")
     except ModuleNotFoundError:
-        return _NullEngine(store, config)
+        return ApiOnlyEngine(store, config)
     return module.SimEngine(store, config)
 
 
@@ -87,10 +90,13 @@ class SimCluster:
         *,
         history_size: int = DEFAULT_HISTORY,
         bookmark_interval_s: float = 10.0,
+        api_only: bool = False,
     ) -> None:
         self.config = config or SimConfig()
         self.store = Store(history_size=history_size)
-        self.engine: Any = _engine(self.store, self.config)
+        self.engine: Any = (
+            ApiOnlyEngine(self.store, self.config) if api_only else _engine(self.store, self.config)
+        )
         self.faults = ApiFaults()
         self.context = ApiContext(
             self.store, getattr(self.engine, "evict", None), bookmark_interval_s

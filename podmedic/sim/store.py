@@ -168,7 +168,9 @@ class Store:
             meta["deletionTimestamp"] = old_meta["deletionTimestamp"]
         return self._write("MODIFIED", resource, key, obj)
 
-    def mutate(self, resource: str, namespace: str | None, name: str, fn: Callable[[Obj], None]) -> Obj:
+    def mutate(
+        self, resource: str, namespace: str | None, name: str, fn: Callable[[Obj], None]
+    ) -> Obj:
         """Read-modify-write for the simulated controllers: copy, apply ``fn``, store."""
         obj = copy.deepcopy(self.get(resource, namespace, name))
         fn(obj)

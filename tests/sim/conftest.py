@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 import uuid
@@ -21,7 +22,10 @@ Raw = Callable[..., tuple[int, Any]]
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     """A small simulator serving on a free port, shared by one test module."""
-    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2)
+    # PODMEDIC_SIM_API_ONLY=1 runs these tests against the API server without behaviours.
+    api_only = os.environ.get("PODMEDIC_SIM_API_ONLY") == "1"
+    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2,
+                         api_only=api_only)
     kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
     cluster.start(kubeconfig_path=kubeconfig)
     try:
