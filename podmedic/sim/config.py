@@ -22,6 +22,22 @@ class SimTimings(BaseModel):
     scheduler_interval_s: float = Field(0.1, gt=0, description="How often pending pods are scheduled.")
     workload_step_s: float = Field(0.5, gt=0, description="Time per training step of a workload.")
     checkpoint_save_s: float = Field(0.3, ge=0, description="Time a workload takes to save a checkpoint.")
+    crash_after_s: float = Field(
+        0.1, ge=0, description="How long a container runs on a crashing device before it dies."
+    )
+    termination_grace_s: float = Field(
+        0.2, ge=0, description="Time from a pod's deletionTimestamp until the kubelet removes it."
+    )
+    backoff_reset_s: float = Field(
+        60.0, ge=0, description="Running this long without a crash resets a container's back-off."
+    )
+    job_requeue_s: float = Field(0.05, ge=0, description="Delay before the Job controller reacts.")
+    progress_write_s: float = Field(
+        1.0, gt=0, description="Least time between writes of a training Job's progress annotations."
+    )
+    eviction_interval_s: float = Field(
+        0.1, gt=0, description="Delay before the device-taint eviction controller reacts."
+    )
 
 
 class SimConfig(BaseModel):
@@ -37,5 +53,17 @@ class SimConfig(BaseModel):
         description="DRA drivers; every node gets one ResourceSlice per driver.",
     )
     device_model: str = Field("H100-SXM5-80GB", description="Value of the `model` device attribute.")
+    node_pool_size: int = Field(
+        16, ge=1, description="Nodes per value of the `sim.podmedic.io/pool` node label."
+    )
+    preloaded_images: list[str] = Field(
+        default_factory=list, description="Images every node has before any pull."
+    )
+    image_size_bytes: int = Field(
+        8_000_000_000, ge=0, description="Size reported for pulled images in node status."
+    )
+    checkpoint_every_steps: int = Field(
+        0, ge=0, description="Training workloads checkpoint on their own every N steps (0: never)."
+    )
     timings: SimTimings = Field(default_factory=SimTimings)
     seed: int = Field(0, description="Seed for anything random (pod name suffixes, UUIDs of devices).")

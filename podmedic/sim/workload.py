@@ -1,0 +1,255 @@
+"""Simulated GPU training workloads and the checkpoint / in-place restart protocol.
+
+A training Job advances one step per ``timings.workload_step_s`` while all its pods
+(``parallelism``) are Running and Ready, like synchronous data-parallel training. Any of
+its containers stopping loses the steps since the last checkpoint. The protocol with
+podmedic runs over pod annotations; see docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from podmedic.sim.config import SimConfig
+from podmedic.sim.jobs import JobController, JobKey, owning_job
+from podmedic.sim.kubelet import Kubelet
+from podmedic.sim.kubelet_status import ContainerRt, PodKey, PodRt
+from podmedic.sim.store import NotFound, Obj, Store, WatchEvent
+from podmedic.sim.timers import Timers
+
+TRAINING = "sim.podmedic.io/training"
+CKPT_METHOD = "podmedic.io/checkpoint-method"
+CKPT_REQUEST = "podmedic.io/checkpoint-request"
+CKPT_ACK = "podmedic.io/checkpoint-ack"
+CKPT_ID = "podmedic.io/checkpoint-id"
+CKPT_LOCATION = "podmedic.io/checkpoint-location"
+RESTART_REQUEST = "podmedic.io/restart-request"
+RESTART_EXIT_CODE = "podmedic.io/restart-exit-code"
+STEP = "sim.podmedic.io/step"
+CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
+LOST_STEPS = "sim.podmedic.io/lost-steps"
+DEFAULT_RESTART_EXIT_CODE = 85
+
+
+@dataclass
+class Progress:
+    """A training Job's progress, as ``GET /sim/v1/state`` reports it."""
+
+    namespace: str
+    name: str
+    parallelism: int = 1
+    step: int = 0
+    checkpointed_step: int = 0
+    lost_steps: int = 0
+    pods_created: int = 0
+    checkpoints: int = 0
+    restarts: int = 0  # container stops of any kind (crash, restart request, eviction)
+    last_checkpoint_id: str = ""
+    written: tuple[int, int, int] = (-1, -1, -1)
+    last_write: float = float("-inf")
+
+    def to_json(self) -> dict[str, Any]:
+        """Fields of the state JSON."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "step": self.step,
+            "checkpointed_step": self.checkpointed_step,
+            "lost_steps": self.lost_steps,
+            "pods_created": self.pods_created,
+            "checkpoints": self.checkpoints,
+            "restarts": self.restarts,
+            "last_checkpoint_id": self.last_checkpoint_id,
+        }
+
+
+@dataclass
+class _PodWork:
+    job: JobKey
+    answered: set[str] = field(default_factory=set)
+    handled_restarts: set[str] = field(default_factory=set)
+    saving: str | None = None
+    seen: tuple[str, str] = ("", "")
+
+
+class Workloads:
+    """Training progress, checkpoints and restart requests of all training Jobs."""
+
+    def __init__(
+        self, store: Store, config: SimConfig, timers: Timers, kubelet: Kubelet, jobs: JobController
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._t = config.timings
+        self._timers = timers
+        self._kubelet = kubelet
+        self._jobs = jobs
+        self.progress: dict[JobKey, Progress] = {}
+        self._work: dict[str, _PodWork] = {}  # by pod uid
+        self._ticking = False
+        kubelet.hooks.append(self)
+        jobs.on_pod_created.append(self._pod_created)
+
+    # -- store and controller events ---------------------------------------------------
+    def on_event(self, ev: WatchEvent) -> None:
+        """Store listener: training Jobs appear; pods get protocol annotations."""
+        obj, meta = ev.obj, ev.obj["metadata"]
+        if ev.resource == "jobs" and ev.type != "DELETED":
+            tmpl = (obj.get("spec", {}).get("template") or {}).get("metadata") or {}
+            if (tmpl.get("annotations") or {}).get(TRAINING) == "true":
+                key = (meta.get("namespace", "default"), meta["name"])
+                prog = self.progress.setdefault(key, Progress(*key))
+                prog.parallelism = int(obj.get("spec", {}).get("parallelism") or 1)
+                self._ensure_ticking()
+            return
+        if ev.resource != "pods" or (meta.get("annotations") or {}).get(TRAINING) != "true":
+            return
+        uid = meta.get("uid", "")
+        if ev.type == "DELETED":
+            self._timers.call_later(1.0, lambda: self._drop(uid))
+            return
+        owner = owning_job(obj)
+        work = self._work.get(uid)
+        if work is None:
+            job = (meta.get("namespace", "default"), owner[0] if owner else meta["name"])
+            work = self._work[uid] = _PodWork(job)
+        ann = meta.get("annotations") or {}
+        seen = (ann.get(CKPT_REQUEST, ""), ann.get(RESTART_REQUEST, ""))
+        if seen != work.seen:
+            work.seen = seen
+            pkey = (meta.get("namespace", "default"), meta["name"])
+            self._timers.call_later(0, lambda: self._check(pkey, uid))
+
+    def _drop(self, uid: str) -> None:
+        self._work.pop(uid, None)
+
+    def _pod_created(self, job: Obj, pod: Obj) -> None:
+        prog = self.progress.get(
+            (job["metadata"].get("namespace", "default"), job["metadata"]["name"])
+        )
+        if prog is not None:
+            prog.pods_created += 1
+
+    def on_container_started(self, rt: PodRt, c: ContainerRt) -> None:
+        """Kubelet hook: a container (re)started; requests that waited for it proceed."""
+        if rt.uid in self._work:
+            self._timers.call_later(0, lambda: self._check(rt.key, rt.uid))
+
+    def on_container_stopped(self, rt: PodRt, c: ContainerRt) -> None:
+        """Kubelet hook: in-memory state since the last checkpoint is gone."""
+        work = self._work.get(rt.uid)
+        prog = self.progress.get(work.job) if work else None
+        if work is None or prog is None:
+            return
+        work.saving = None
+        prog.restarts += 1
+        prog.lost_steps += prog.step - prog.checkpointed_step
+        prog.step = prog.checkpointed_step
+
+    # -- protocol ----------------------------------------------------------------------
+    def _running(self, pkey: PodKey, uid: str) -> tuple[PodRt, ContainerRt] | None:
+        rt = self._kubelet.pods.get(pkey)
+        if rt is None or rt.uid != uid or rt.deleting or not rt.containers:
+            return None
+        c = rt.containers[0]
+        return (rt, c) if c.state == "running" else None
+
+    def _check(self, pkey: PodKey, uid: str) -> None:
+        pod = self._store.find("pods", *pkey)
+        work = self._work.get(uid)
+        running = self._running(pkey, uid)
+        if pod is None or work is None or running is None or pod["metadata"].get("uid") != uid:
+            return
+        rt, c = running
+        ann = pod["metadata"].get("annotations") or {}
+        restart = ann.get(RESTART_REQUEST)
+        if restart and restart not in work.handled_restarts:
+            work.handled_restarts.add(restart)
+            try:
+                code = int(ann.get(RESTART_EXIT_CODE, DEFAULT_RESTART_EXIT_CODE))
+            except ValueError:
+                code = DEFAULT_RESTART_EXIT_CODE
+            self._kubelet.exit_container(rt, c, code, "Error")
+            return
+        request = ann.get(CKPT_REQUEST)
+        if (
+            request
+            and ann.get(CKPT_METHOD) == "annotation"
+            and request not in work.answered
+            and work.saving is None
+        ):
+            work.saving = request
+            gen = c.gen
+            self._timers.call_later(
+                self._t.checkpoint_save_s, lambda: self._save(pkey, uid, request, gen)
+            )
+
+    def _save(self, pkey: PodKey, uid: str, request: str, gen: int) -> None:
+        work = self._work.get(uid)
+        running = self._running(pkey, uid)
+        if work is None or work.saving != request:
+            return
+        work.saving = None
+        prog = self.progress.get(work.job)
+        if running is None or running[1].gen != gen or prog is None:
+            self._timers.call_later(0, lambda: self._check(pkey, uid))
+            return
+        prog.checkpointed_step = prog.step
+        prog.checkpoints += 1
+        ckpt_id = f"{work.job[1]}-step-{prog.step}"
+        prog.last_checkpoint_id = ckpt_id
+        work.answered.add(request)
+        location = f"sim://{work.job[0]}/{work.job[1]}/step-{prog.step}"
+
+        def ack(p: Obj) -> None:
+            p["metadata"].setdefault("annotations", {}).update(
+                {CKPT_ACK: request, CKPT_ID: ckpt_id, CKPT_LOCATION: location}
+            )
+
+        try:
+            self._store.mutate("pods", pkey[0], pkey[1], ack)
+        except NotFound:
+            return
+
+    # -- progress ----------------------------------------------------------------------
+    def _ensure_ticking(self) -> None:
+        if not self._ticking:
+            self._ticking = True
+            self._timers.call_later(self._t.workload_step_s, self._tick)
+
+    def _tick(self) -> None:
+        self._timers.call_later(self._t.workload_step_s, self._tick)
+        now = self._timers.now()
+        saving_jobs = {w.job for w in self._work.values() if w.saving}
+        every = self._config.checkpoint_every_steps
+        for key, prog in self.progress.items():
+            pods = [self._kubelet.pods.get(p) for p in self._jobs.job_pods.get(key, ())]
+            ready = sum(1 for rt in pods if rt is not None and rt.ready())
+            if ready and ready >= prog.parallelism and key not in saving_jobs:
+                prog.step += 1
+                if every and prog.step % every == 0:
+                    prog.checkpointed_step = prog.step
+                    prog.checkpoints += 1
+                    prog.last_checkpoint_id = f"{key[1]}-step-{prog.step}"
+            values = (prog.step, prog.checkpointed_step, prog.lost_steps)
+            if values != prog.written and now - prog.last_write >= self._t.progress_write_s:
+                self._write_progress(key, prog, values, now)
+
+    def _write_progress(
+        self, key: JobKey, prog: Progress, values: tuple[int, int, int], now: float
+    ) -> None:
+        def annotate(job: Obj) -> None:
+            job["metadata"].setdefault("annotations", {}).update(
+                {
+                    STEP: str(values[0]),
+                    CHECKPOINTED_STEP: str(values[1]),
+                    LOST_STEPS: str(values[2]),
+                }
+            )
+
+        try:
+            self._store.mutate("jobs", key[0], key[1], annotate)
+        except NotFound:
+            return
+        prog.written, prog.last_write = values, now
