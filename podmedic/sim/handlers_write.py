@@ -255,6 +255,8 @@ async def handle_delete(request: web.Request, target: Target) -> web.Response:
 async def handle_delete_collection(request: web.Request, target: Target) -> web.Response:
     """DELETE a collection (honouring selectors); answers with the deleted objects' list."""
     store = context(request).store
+    if (target.rt.namespaced and target.namespace is None) or target.rt.kind == "Namespace":
+        raise ApiError(405, f"deletecollection is not supported here for {target.rt.plural}")
     options = await _delete_options(request)
     labels, fields = selectors(request, target)
     dry = dry_run(request)

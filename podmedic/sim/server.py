@@ -112,6 +112,9 @@ def build_app(
     app.add_routes(
         [
             web.get("/version", discovery.version),
+        web.get("/version/", discovery.version),
+        web.get("/api/", discovery.core_versions),
+        web.get("/apis/", discovery.groups),
             web.get("/healthz", discovery.ok),
             web.get("/readyz", discovery.ok),
             web.get("/livez", discovery.ok),
