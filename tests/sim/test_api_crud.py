@@ -16,7 +16,7 @@ def test_pod_create_get_list_replace_delete(api: client.ApiClient, ns: str) -> N
     assert created.spec.restart_policy == "Always"  # defaulted like the real server
     assert created.status.phase == "Pending"
     got = v1.read_namespaced_pod("web", ns)
-    assert got.metadata.resource_version == created.metadata.resource_version
+    assert got.metadata.uid == created.metadata.uid
     assert [p.metadata.name for p in v1.list_namespaced_pod(ns).items] == ["web"]
     got.metadata.labels["tier"] = "front"
     replaced = v1.replace_namespaced_pod("web", ns, got)

@@ -37,7 +37,9 @@ def test_watch_from_resource_version(api: client.ApiClient, ns: str) -> None:
         if event["type"] == "DELETED":
             w.stop()
     thread.join()
-    assert seen == [("ADDED", "after"), ("MODIFIED", "after"), ("DELETED", "after")]
+    # The simulated kubelet/scheduler may add MODIFIED events of their own in between.
+    assert seen[0] == ("ADDED", "after") and seen[-1] == ("DELETED", "after")
+    assert ("MODIFIED", "after") in seen[1:-1]
 
 
 def test_watch_without_version_lists_first(api: client.ApiClient, ns: str) -> None:

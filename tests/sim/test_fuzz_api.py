@@ -75,8 +75,12 @@ def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw
     v1 = client.CoreV1Api(api)
     v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SAFE_NS}})
     v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fuzz"}})
-    canary = v1.create_namespaced_pod(SAFE_NS, pod_manifest("canary", {"keep": "me"}))
-    canary_raw = raw("GET", f"/api/v1/namespaces/{SAFE_NS}/pods/canary")[1]
+    # An Event: no simulated controller touches it, so any change would be corruption.
+    canary = v1.create_namespaced_event(SAFE_NS, {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "canary", "labels": {"k": "v"}},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": SAFE_NS},
+        "reason": "Canary", "message": "must survive the fuzzing", "type": "Normal"})
+    canary_raw = raw("GET", f"/api/v1/namespaces/{SAFE_NS}/events/canary")[1]
     last_rv = [int(canary.metadata.resource_version)]
 
     @settings(max_examples=250, deadline=None, derandomize=True,
@@ -91,4 +95,4 @@ def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw
         last_rv[0] = rv
 
     one()
-    assert raw("GET", f"/api/v1/namespaces/{SAFE_NS}/pods/canary")[1] == canary_raw
+    assert raw("GET", f"/api/v1/namespaces/{SAFE_NS}/events/canary")[1] == canary_raw
