@@ -64,3 +64,46 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+def gpu_template(
+    name: str = "gpu",
+    namespace: str = "default",
+    count: int = 1,
+    tolerations: list[dict[str, Any]] | None = None,
+    driver: str = "gpu.nvidia.com",
+) -> dict[str, Any]:
+    """A ResourceClaimTemplate asking for ``count`` devices of ``driver``."""
+    exactly: dict[str, Any] = {"deviceClassName": driver, "count": count}
+    if tolerations:
+        exactly["tolerations"] = tolerations
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
+
+
+def gpu_pod(
+    name: str,
+    namespace: str = "default",
+    template: str = "gpu",
+    image: str = "registry.local/app:1",
+    restart_policy: str = "Always",
+    **spec: Any,
+) -> dict[str, Any]:
+    """A one-container pod using a claim from ``template``; ``spec`` adds pod spec fields."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "restartPolicy": restart_policy,
+            "containers": [
+                {"name": "main", "image": image, "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            **spec,
+        },
+    }
