@@ -1,0 +1,144 @@
+"""Simulated kubelet: readiness, device health in allocatedResourcesStatus, crash loops,
+restart policies, graceful deletion."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from podmedic.sim.engine import SimEngine
+from podmedic.sim.testkit import gpu_pod, gpu_template, running_engine, wait_until
+
+
+def _status(engine: SimEngine, name: str) -> dict[str, Any]:
+    pod = engine.store.find("pods", "default", name)
+    return (pod or {}).get("status") or {}
+
+
+def _container(engine: SimEngine, name: str) -> dict[str, Any]:
+    statuses = _status(engine, name).get("containerStatuses") or [{}]
+    return dict(statuses[0])
+
+
+def _ready(engine: SimEngine, name: str) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in _status(engine, name).get("conditions") or [])
+
+
+def _device(engine: SimEngine, name: str) -> tuple[str, str, str]:
+    pod = engine.store.get("pods", "default", name)
+    return engine.claims.pod_devices(pod)[0][2]
+
+
+async def _started(engine: SimEngine, name: str, **spec: Any) -> tuple[str, str, str]:
+    if engine.store.find("resourceclaimtemplates", "default", "gpu") is None:
+        engine.store.create("resourceclaimtemplates", gpu_template())
+    engine.store.create("pods", gpu_pod(name, **spec))
+    await wait_until(lambda: _ready(engine, name), what=f"{name} Ready")
+    return _device(engine, name)
+
+
+async def test_pod_becomes_ready_with_healthy_devices() -> None:
+    async with running_engine() as engine:
+        dev = await _started(engine, "p")
+        status = _status(engine, "p")
+        assert status["phase"] == "Running" and status["podIP"] and status["hostIP"]
+        c = _container(engine, "p")
+        assert c["ready"] and c["restartCount"] == 0 and "running" in c["state"]
+        assert c["allocatedResourcesStatus"] == [
+            {"name": "claim:gpu/gpu", "resources": [{"resourceID": "/".join(dev), "health": "Healthy"}]}]
+
+
+async def test_allocated_resources_status_follows_health_without_crash() -> None:
+    async with running_engine() as engine:
+        dev = await _started(engine, "p")
+
+        def health() -> str:
+            return str(_container(engine, "p")["allocatedResourcesStatus"][0]["resources"][0]["health"])
+
+        engine.set_device_health(*dev, health="Unhealthy", reason="XID", code=79, message="XID 79: fallen off the bus")
+        await wait_until(lambda: health() == "Unhealthy", what="Unhealthy reported")
+        resource = _container(engine, "p")["allocatedResourcesStatus"][0]["resources"][0]
+        assert resource["message"] == "XID 79: fallen off the bus"
+        engine.set_device_health(*dev, health="Unknown")
+        await wait_until(lambda: health() == "Unknown", what="Unknown reported")
+        engine.set_device_health(*dev, health="Healthy")
+        await wait_until(lambda: health() == "Healthy", what="Healthy reported")
+        c = _container(engine, "p")
+        assert c["restartCount"] == 0 and c["ready"]
+
+
+async def test_crashing_fault_crash_loops_with_doubling_back_off() -> None:
+    async with running_engine() as engine:
+        dev = await _started(engine, "p")
+        engine.set_device_health(*dev, health="Unhealthy", code=79, crash=True)
+        await wait_until(lambda: _container(engine, "p")["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff",
+                         what="CrashLoopBackOff")
+        c = _container(engine, "p")
+        assert c["lastState"]["terminated"]["exitCode"] == 134 and not c["ready"]
+        await asyncio.sleep(1.2)
+        restarts = _container(engine, "p")["restartCount"]
+        # Back-off 0.1, 0.2, 0.4, 0.4 ... (plus start time): a handful, not dozens.
+        assert 2 <= restarts <= 6
+        backoffs = [e for e in engine.store.list("events", "default") if e["reason"] == "BackOff"]
+        assert backoffs and backoffs[0]["type"] == "Warning" and backoffs[0]["count"] >= 2
+        engine.set_device_health(*dev, health="Healthy")
+        await wait_until(lambda: _ready(engine, "p"), what="Ready after the fault clears")
+        assert _status(engine, "p")["phase"] == "Running"
+
+
+async def test_transient_fault_clears_on_restart() -> None:
+    async with running_engine() as engine:
+        dev = await _started(engine, "p")
+        engine.set_device_health(*dev, health="Unhealthy", crash=True, clears_on_restart=True)
+        await wait_until(lambda: _container(engine, "p")["restartCount"] == 1 and _ready(engine, "p"),
+                         what="one restart then Ready")
+        assert engine.devices.fault(dev).health == "Healthy"
+        await asyncio.sleep(0.3)
+        assert _container(engine, "p")["restartCount"] == 1
+
+
+async def test_restart_policy_never_fails_the_pod_and_releases_devices() -> None:
+    async with running_engine() as engine:
+        dev = await _started(engine, "p", restart_policy="Never")
+        engine.set_device_health(*dev, health="Unhealthy", crash=True)
+        await wait_until(lambda: _status(engine, "p").get("phase") == "Failed", what="pod Failed")
+        assert _container(engine, "p")["state"]["terminated"]["exitCode"] == 134
+        await wait_until(lambda: dev not in engine.claims.owner, what="device released")
+
+
+async def test_restart_policy_rules_restart_in_place() -> None:
+    rules = [{"action": "Restart", "exitCodes": {"operator": "In", "values": [134]}}]
+    async with running_engine() as engine:
+        engine.store.create("resourceclaimtemplates", gpu_template())
+        pod = gpu_pod("p", restart_policy="Never")
+        pod["spec"]["containers"][0].update(restartPolicy="Never", restartPolicyRules=rules)
+        engine.store.create("pods", pod)
+        await wait_until(lambda: _ready(engine, "p"), what="Ready")
+        uid = engine.store.get("pods", "default", "p")["metadata"]["uid"]
+        dev = _device(engine, "p")
+        engine.set_device_health(*dev, health="Unhealthy", crash=True, clears_on_restart=True)
+        await wait_until(lambda: _container(engine, "p")["restartCount"] == 1 and _ready(engine, "p"),
+                         what="restarted in place")
+        assert engine.store.get("pods", "default", "p")["metadata"]["uid"] == uid
+        assert _status(engine, "p")["phase"] == "Running"
+
+
+async def test_on_failure_does_not_restart_success() -> None:
+    async with running_engine() as engine:
+        await _started(engine, "p", restart_policy="OnFailure")
+        rt = engine.kubelet.pods[("default", "p")]
+        engine.kubelet.exit_container(rt, rt.containers[0], 0, "Completed")
+        await wait_until(lambda: _status(engine, "p").get("phase") == "Succeeded", what="Succeeded")
+        assert _container(engine, "p")["restartCount"] == 0
+
+
+async def test_graceful_deletion_kills_then_removes() -> None:
+    async with running_engine() as engine:
+        dev = await _started(engine, "p")
+        engine.delete_pod("default", "p")
+        pod = engine.store.get("pods", "default", "p")
+        assert "deletionTimestamp" in pod["metadata"]
+        await wait_until(lambda: engine.store.find("pods", "default", "p") is None, what="pod removed")
+        assert any(e["reason"] == "Killing" for e in engine.store.list("events", "default"))
+        assert dev not in engine.claims.owner
+        assert engine.store.list("resourceclaims", "default") == []
