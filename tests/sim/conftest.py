@@ -24,8 +24,9 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     """A small simulator serving on a free port, shared by one test module."""
     # PODMEDIC_SIM_API_ONLY=1 runs these tests against the API server without behaviours.
     api_only = os.environ.get("PODMEDIC_SIM_API_ONLY") == "1"
-    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2,
-                         api_only=api_only)
+    cluster = SimCluster(
+        SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2, api_only=api_only
+    )
     kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
     cluster.start(kubeconfig_path=kubeconfig)
     try:
@@ -49,8 +50,9 @@ def api(sim: SimCluster) -> Iterator[client.ApiClient]:
 def ns(api: client.ApiClient) -> str:
     """A fresh namespace for one test."""
     name = f"t-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": name}})
+    client.CoreV1Api(api).create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
     return name
 
 
@@ -58,11 +60,13 @@ def ns(api: client.ApiClient) -> str:
 def raw(sim: SimCluster) -> Raw:
     """Send a raw HTTP request: ``raw(method, path, body=None, ctype=...) -> (status, json)``."""
 
-    def send(method: str, path: str, body: Any = None,
-             ctype: str = "application/json") -> tuple[int, Any]:
+    def send(
+        method: str, path: str, body: Any = None, ctype: str = "application/json"
+    ) -> tuple[int, Any]:
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        req = urllib.request.Request(sim.url + path, data=data, method=method,
-                                     headers={"Content-Type": ctype})
+        req = urllib.request.Request(
+            sim.url + path, data=data, method=method, headers={"Content-Type": ctype}
+        )
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 status, text = resp.status, resp.read()

@@ -22,8 +22,9 @@ def test_pod_create_get_list_replace_delete(api: client.ApiClient, ns: str) -> N
     replaced = v1.replace_namespaced_pod("web", ns, got)
     assert replaced.metadata.labels == {"app": "web", "tier": "front"}
     assert int(replaced.metadata.resource_version) > int(got.metadata.resource_version)
-    deleted = v1.delete_namespaced_pod("web", ns, grace_period_seconds=0,
-                                       propagation_policy="Background")
+    deleted = v1.delete_namespaced_pod(
+        "web", ns, grace_period_seconds=0, propagation_policy="Background"
+    )
     assert deleted.metadata.name == "web"
     with pytest.raises(client.ApiException) as err:
         v1.read_namespaced_pod("web", ns)
@@ -46,8 +47,7 @@ def test_stale_update_and_patch_conflict(api: client.ApiClient, ns: str) -> None
     with pytest.raises(client.ApiException) as err:
         v1.replace_namespaced_pod("c1", ns, first)
     assert err.value.status == 409 and '"reason":"Conflict"' in err.value.body
-    stale = {"metadata": {"resourceVersion": first.metadata.resource_version,
-                          "labels": {"x": "2"}}}
+    stale = {"metadata": {"resourceVersion": first.metadata.resource_version, "labels": {"x": "2"}}}
     with pytest.raises(client.ApiException) as err:
         v1.patch_namespaced_pod("c1", ns, stale)
     assert err.value.status == 409
@@ -68,8 +68,11 @@ def test_invalid_objects_are_422_with_causes(api: client.ApiClient, raw: Raw, ns
     body["spec"]["containers"][0]["bogus"] = True
     status, resp = raw("POST", f"/api/v1/namespaces/{ns}/pods", body)
     assert status == 422 and resp["reason"] == "Invalid"
-    assert {"reason": "FieldValueInvalid", "field": "spec.containers[0].bogus",
-            "message": 'unknown field "spec.containers[0].bogus"'} in resp["details"]["causes"]
+    assert {
+        "reason": "FieldValueInvalid",
+        "field": "spec.containers[0].bogus",
+        "message": 'unknown field "spec.containers[0].bogus"',
+    } in resp["details"]["causes"]
     v1 = client.CoreV1Api(api)
     with pytest.raises(client.ApiException) as err:
         v1.create_namespaced_pod(ns, pod_manifest("bad", restartPolicy="Sometimes"))
@@ -88,11 +91,19 @@ def test_device_taint_rule_effect_is_checked(api: client.ApiClient) -> None:
     r1 = client.ResourceV1Api(api)
 
     def rule(effect: str) -> dict[str, object]:
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
-                "metadata": {"name": f"r-{effect.lower()}"},
-                "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "node-0000",
-                                            "device": "gpu-0"},
-                         "taint": {"key": "podmedic.io/unhealthy", "effect": effect}}}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": f"r-{effect.lower()}"},
+            "spec": {
+                "deviceSelector": {
+                    "driver": "gpu.nvidia.com",
+                    "pool": "node-0000",
+                    "device": "gpu-0",
+                },
+                "taint": {"key": "podmedic.io/unhealthy", "effect": effect},
+            },
+        }
 
     with pytest.raises(client.ApiException) as err:
         r1.create_device_taint_rule(rule("Sometimes"))
@@ -101,9 +112,17 @@ def test_device_taint_rule_effect_is_checked(api: client.ApiClient) -> None:
     assert '"reason":"FieldValueNotSupported"' in err.value.body
     made = r1.create_device_taint_rule(rule("NoSchedule"))
     assert made.spec.taint.effect == "NoSchedule"
-    made.status = {"conditions": [{"type": "EvictionInProgress", "status": "False",
-                                   "reason": "NoEffect", "message": "",
-                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    made.status = {
+        "conditions": [
+            {
+                "type": "EvictionInProgress",
+                "status": "False",
+                "reason": "NoEffect",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
     with_status = r1.replace_device_taint_rule_status(made.metadata.name, made)
     assert with_status.status.conditions[0].type == "EvictionInProgress"
     r1.delete_device_taint_rule(made.metadata.name)
@@ -114,8 +133,9 @@ def test_malformed_json_and_media_types(raw: Raw, ns: str) -> None:
     status, body = raw("POST", f"/api/v1/namespaces/{ns}/pods", b"{not json")
     assert status == 400 and body["reason"] == "BadRequest"
     raw("POST", f"/api/v1/namespaces/{ns}/pods", pod_manifest("m"))
-    status, body = raw("PATCH", f"/api/v1/namespaces/{ns}/pods/m", {"a": 1},
-                       ctype="application/apply-patch+yaml")
+    status, body = raw(
+        "PATCH", f"/api/v1/namespaces/{ns}/pods/m", {"a": 1}, ctype="application/apply-patch+yaml"
+    )
     assert status == 415 and body["reason"] == "UnsupportedMediaType"
 
 
@@ -144,8 +164,9 @@ def test_status_subresource_keeps_spec_and_main_keeps_status(
 ) -> None:
     v1 = client.CoreV1Api(api)
     v1.create_namespaced_pod(ns, pod_manifest("s"))
-    v1.patch_namespaced_pod_status("s", ns, {"status": {"phase": "Running"},
-                                            "metadata": {"labels": {"ignored": "yes"}}})
+    v1.patch_namespaced_pod_status(
+        "s", ns, {"status": {"phase": "Running"}, "metadata": {"labels": {"ignored": "yes"}}}
+    )
     pod = v1.read_namespaced_pod("s", ns)
     assert pod.status.phase == "Running" and not pod.metadata.labels
     v1.patch_namespaced_pod("s", ns, {"status": {"phase": "Failed"}})
@@ -156,8 +177,9 @@ def test_nodes_get_list_patch_status(api: client.ApiClient, sim: SimCluster) -> 
     v1 = client.CoreV1Api(api)
     names = [n.metadata.name for n in v1.list_node().items]
     assert "node-0000" in names and "node-0001" in names
-    patched = v1.patch_node("node-0001", {"spec": {"taints": [
-        {"key": "podmedic.io/test", "effect": "NoSchedule"}]}})
+    patched = v1.patch_node(
+        "node-0001", {"spec": {"taints": [{"key": "podmedic.io/test", "effect": "NoSchedule"}]}}
+    )
     assert patched.spec.taints[0].key == "podmedic.io/test"
     cond = {"type": "PodmedicTest", "status": "True", "reason": "Test", "message": "m"}
     v1.patch_node_status("node-0001", {"status": {"conditions": [cond]}})
@@ -171,9 +193,15 @@ def test_nodes_get_list_patch_status(api: client.ApiClient, sim: SimCluster) -> 
 
 def test_events_namespaced_and_all(api: client.ApiClient, ns: str) -> None:
     v1 = client.CoreV1Api(api)
-    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
-             "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
-             "reason": "PodmedicIncident", "message": "incident opened", "type": "Warning"}
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+        "reason": "PodmedicIncident",
+        "message": "incident opened",
+        "type": "Warning",
+    }
     v1.create_namespaced_event(ns, event)
     assert [e.reason for e in v1.list_namespaced_event(ns).items] == ["PodmedicIncident"]
     everywhere = v1.list_event_for_all_namespaces(field_selector=f"metadata.namespace={ns}")
@@ -182,20 +210,38 @@ def test_events_namespaced_and_all(api: client.ApiClient, ns: str) -> None:
 
 def test_jobs_and_cascading_delete(api: client.ApiClient, ns: str) -> None:
     b1, v1 = client.BatchV1Api(api), client.CoreV1Api(api)
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
-           "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeName": "ghost-node",
-                                          "schedulerName": "podmedic-test-none",
-                                          "containers": [{"name": "t", "image": "i:1"}]}}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeName": "ghost-node",
+                    "schedulerName": "podmedic-test-none",
+                    "containers": [{"name": "t", "image": "i:1"}],
+                }
+            }
+        },
+    }
     made = b1.create_namespaced_job(ns, job)
     owned = pod_manifest("train-0")
-    owned["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
-                                             "name": "train", "uid": made.metadata.uid}]
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": made.metadata.uid}
+    ]
     v1.create_namespaced_pod(ns, owned)
     b1.patch_namespaced_job_status("train", ns, {"status": {"active": 1}})
     assert b1.read_namespaced_job_status("train", ns).status.active == 1
     bad = dict(job, metadata={"name": "bad"})
-    bad["spec"] = {"template": {"spec": {**job["spec"]["template"]["spec"],  # type: ignore[index]
-                                         "restartPolicy": "Always"}}}
+    bad["spec"] = {
+        "template": {
+            "spec": {
+                **job["spec"]["template"]["spec"],  # type: ignore[index]
+                "restartPolicy": "Always",
+            }
+        }
+    }
     with pytest.raises(client.ApiException) as err:
         b1.create_namespaced_job(ns, bad)
     assert err.value.status == 422
@@ -205,19 +251,43 @@ def test_jobs_and_cascading_delete(api: client.ApiClient, ns: str) -> None:
 
 def test_resource_api_objects(api: client.ApiClient, ns: str) -> None:
     r1 = client.ResourceV1Api(api)
-    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "gpu"},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
-                                            "tolerations": [{"key": "podmedic.io/unhealthy",
-                                                             "operator": "Exists",
-                                                             "effect": "NoSchedule"}]}}]}}}}
+    tmpl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "tolerations": [
+                                    {
+                                        "key": "podmedic.io/unhealthy",
+                                        "operator": "Exists",
+                                        "effect": "NoSchedule",
+                                    }
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
     r1.create_namespaced_resource_claim_template(ns, tmpl)
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-             "metadata": {"name": "c"}, "spec": tmpl["spec"]["spec"]}  # type: ignore[index]
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+        "spec": tmpl["spec"]["spec"],
+    }  # type: ignore[index]
     r1.create_namespaced_resource_claim(ns, claim)
-    r1.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [
-        {"resource": "pods", "name": "p", "uid": "u1"}]}})
+    r1.patch_namespaced_resource_claim_status(
+        "c", ns, {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}}
+    )
     assert r1.read_namespaced_resource_claim("c", ns).status.reserved_for[0].name == "p"
     all_claims = r1.list_resource_claim_for_all_namespaces()
     assert ("c", ns) in [(c.metadata.name, c.metadata.namespace) for c in all_claims.items]

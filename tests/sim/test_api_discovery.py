@@ -28,7 +28,12 @@ def test_resource_lists(raw: Raw) -> None:
     assert "pods/eviction" in by_name and "pods/status" in by_name
     status, dra = raw("GET", "/apis/resource.k8s.io/v1")
     assert {r["name"] for r in dra["resources"]} >= {
-        "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates",
-        "devicetaintrules", "devicetaintrules/status"}
+        "deviceclasses",
+        "resourceslices",
+        "resourceclaims",
+        "resourceclaimtemplates",
+        "devicetaintrules",
+        "devicetaintrules/status",
+    }
     assert raw("GET", "/api")[1]["versions"] == ["v1"]
     assert raw("GET", "/apis/resource.k8s.io/v9")[0] == 404

@@ -14,8 +14,11 @@ READY = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status
 
 
 def _eviction(name: str, ns: str) -> dict[str, object]:
-    return {"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": name, "namespace": ns}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": ns},
+    }
 
 
 def _gone_or_terminating(v1: client.CoreV1Api, name: str, ns: str) -> bool:
@@ -38,9 +41,15 @@ def guarded(api: client.ApiClient, ns: str) -> str:
     for name in ("w-0", "w-1"):
         v1.create_namespaced_pod(ns, pod_manifest(name, {"app": "train"}))
         v1.patch_namespaced_pod_status(name, ns, READY)
-    pol.create_namespaced_pod_disruption_budget(ns, {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}}})
+    pol.create_namespaced_pod_disruption_budget(
+        ns,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "train"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}},
+        },
+    )
     return ns
 
 
@@ -60,15 +69,22 @@ def test_eviction_allowed_then_blocked(api: client.ApiClient, guarded: str) -> N
     assert v1.read_namespaced_pod("w-1", guarded).metadata.deletion_timestamp is None
 
 
-def test_unready_pod_evicted_with_always_allow_policy(
-    api: client.ApiClient, ns: str
-) -> None:
+def test_unready_pod_evicted_with_always_allow_policy(api: client.ApiClient, ns: str) -> None:
     v1, pol = client.CoreV1Api(api), client.PolicyV1Api(api)
     v1.create_namespaced_pod(ns, pod_manifest("sick", {"app": "x"}))
-    pol.create_namespaced_pod_disruption_budget(ns, {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "x"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "x"}},
-                 "unhealthyPodEvictionPolicy": "AlwaysAllow"}})
+    pol.create_namespaced_pod_disruption_budget(
+        ns,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "x"},
+            "spec": {
+                "maxUnavailable": 0,
+                "selector": {"matchLabels": {"app": "x"}},
+                "unhealthyPodEvictionPolicy": "AlwaysAllow",
+            },
+        },
+    )
     v1.create_namespaced_pod_eviction("sick", ns, _eviction("sick", ns))
     assert _gone_or_terminating(v1, "sick", ns)
 

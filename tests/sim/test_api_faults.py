@@ -12,8 +12,11 @@ from tests.sim.conftest import Raw
 
 
 def test_http_fault_with_count(api: client.ApiClient, raw: Raw) -> None:
-    status, body = raw("POST", "/sim/v1/faults/api",
-                       {"verbs": ["list"], "resources": ["nodes"], "status": 503, "count": 2})
+    status, body = raw(
+        "POST",
+        "/sim/v1/faults/api",
+        {"verbs": ["list"], "resources": ["nodes"], "status": 503, "count": 2},
+    )
     assert status == 201 and len(body["active"]) == 1
     v1 = client.CoreV1Api(api)
     try:
@@ -46,8 +49,7 @@ def test_python_fault_latency_and_clear(api: client.ApiClient, sim: SimCluster) 
 
 
 def test_fault_duration_expires(api: client.ApiClient, raw: Raw) -> None:
-    raw("POST", "/sim/v1/faults/api", {"status": 500, "duration_s": 0.3,
-                                       "resources": ["events"]})
+    raw("POST", "/sim/v1/faults/api", {"status": 500, "duration_s": 0.3, "resources": ["events"]})
     v1 = client.CoreV1Api(api)
     with pytest.raises(client.ApiException) as err:
         v1.list_event_for_all_namespaces()

@@ -31,8 +31,9 @@ def labelled(api: client.ApiClient, ns: str) -> str:
         ("app=train,tier", ["a"]),
     ],
 )
-def test_label_selectors(api: client.ApiClient, labelled: str, selector: str,
-                         expected: list[str]) -> None:
+def test_label_selectors(
+    api: client.ApiClient, labelled: str, selector: str, expected: list[str]
+) -> None:
     pods = client.CoreV1Api(api).list_namespaced_pod(labelled, label_selector=selector)
     assert [p.metadata.name for p in pods.items] == expected
 
@@ -46,15 +47,17 @@ def test_label_selectors(api: client.ApiClient, labelled: str, selector: str,
         ("spec.nodeName=ghost-node,metadata.name!=a", ["b", "c"]),
     ],
 )
-def test_field_selectors(api: client.ApiClient, labelled: str, selector: str,
-                         expected: list[str]) -> None:
+def test_field_selectors(
+    api: client.ApiClient, labelled: str, selector: str, expected: list[str]
+) -> None:
     pods = client.CoreV1Api(api).list_namespaced_pod(labelled, field_selector=selector)
     assert [p.metadata.name for p in pods.items] == expected
 
 
 def test_field_selector_namespace_cluster_wide(api: client.ApiClient, labelled: str) -> None:
     pods = client.CoreV1Api(api).list_pod_for_all_namespaces(
-        field_selector=f"metadata.namespace={labelled}")
+        field_selector=f"metadata.namespace={labelled}"
+    )
     assert sorted(p.metadata.name for p in pods.items) == ["a", "b", "c"]
 
 

@@ -27,9 +27,13 @@ def test_watch_from_resource_version(api: client.ApiClient, ns: str) -> None:
     v1 = client.CoreV1Api(api)
     v1.create_namespaced_pod(ns, pod_manifest("before"))
     rv = v1.list_namespaced_pod(ns).metadata.resource_version
-    thread = _later(lambda: (v1.create_namespaced_pod(ns, pod_manifest("after")),
-                             v1.patch_namespaced_pod("after", ns, {"metadata": {"labels": {"a": "b"}}}),
-                             v1.delete_namespaced_pod("after", ns)))
+    thread = _later(
+        lambda: (
+            v1.create_namespaced_pod(ns, pod_manifest("after")),
+            v1.patch_namespaced_pod("after", ns, {"metadata": {"labels": {"a": "b"}}}),
+            v1.delete_namespaced_pod("after", ns),
+        )
+    )
     seen = []
     w = watch.Watch()
     for event in w.stream(v1.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=5):
@@ -54,13 +58,22 @@ def test_watch_without_version_lists_first(api: client.ApiClient, ns: str) -> No
 def test_cluster_wide_watch_with_selectors_and_bookmarks(api: client.ApiClient, ns: str) -> None:
     v1 = client.CoreV1Api(api)
     rv = v1.list_pod_for_all_namespaces().metadata.resource_version
-    thread = _later(lambda: (v1.create_namespaced_pod(ns, pod_manifest("skip", {"app": "no"})),
-                             v1.create_namespaced_pod(ns, pod_manifest("keep", {"app": "yes"}))))
+    thread = _later(
+        lambda: (
+            v1.create_namespaced_pod(ns, pod_manifest("skip", {"app": "no"})),
+            v1.create_namespaced_pod(ns, pod_manifest("keep", {"app": "yes"})),
+        )
+    )
     kinds, names = [], []
     w = watch.Watch()
-    for event in w.stream(v1.list_pod_for_all_namespaces, resource_version=rv,
-                          label_selector="app=yes", field_selector=f"metadata.namespace={ns}",
-                          allow_watch_bookmarks=True, timeout_seconds=5):
+    for event in w.stream(
+        v1.list_pod_for_all_namespaces,
+        resource_version=rv,
+        label_selector="app=yes",
+        field_selector=f"metadata.namespace={ns}",
+        allow_watch_bookmarks=True,
+        timeout_seconds=5,
+    ):
         kinds.append(event["type"])
         if event["type"] == "ADDED":
             names.append(event["object"].metadata.name)
@@ -75,14 +88,16 @@ def test_watch_timeout_ends_the_stream(api: client.ApiClient, ns: str) -> None:
     v1 = client.CoreV1Api(api)
     rv = v1.list_namespaced_pod(ns).metadata.resource_version
     start = time.monotonic()
-    events = list(watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=rv,
-                                       timeout_seconds=1))
+    events = list(
+        watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=1)
+    )
     assert events == []
     assert 0.9 <= time.monotonic() - start < 4
 
 
-def test_expired_resource_version_is_410(api: client.ApiClient, sim: SimCluster, raw: Raw,
-                                         ns: str) -> None:
+def test_expired_resource_version_is_410(
+    api: client.ApiClient, sim: SimCluster, raw: Raw, ns: str
+) -> None:
     v1 = client.CoreV1Api(api)
     old_rv = v1.list_namespaced_pod(ns).metadata.resource_version
     size = sim.store.history_size
@@ -97,8 +112,9 @@ def test_expired_resource_version_is_410(api: client.ApiClient, sim: SimCluster,
     assert text["type"] == "ERROR" and text["object"]["code"] == 410
     assert text["object"]["reason"] == "Expired"
     with pytest.raises(client.ApiException) as err:
-        for _ in watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=old_rv,
-                                      timeout_seconds=2):
+        for _ in watch.Watch().stream(
+            v1.list_namespaced_pod, ns, resource_version=old_rv, timeout_seconds=2
+        ):
             pass
     assert err.value.status == 410
 
@@ -106,10 +122,15 @@ def test_expired_resource_version_is_410(api: client.ApiClient, sim: SimCluster,
 def test_watch_of_resource_api(api: client.ApiClient) -> None:
     r1 = client.ResourceV1Api(api)
     rv = r1.list_device_taint_rule().metadata.resource_version
-    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
-            "metadata": {"name": "watched"},
-            "spec": {"deviceSelector": {"driver": "gpu.nvidia.com"},
-                     "taint": {"key": "podmedic.io/unhealthy", "effect": "None"}}}
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "watched"},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com"},
+            "taint": {"key": "podmedic.io/unhealthy", "effect": "None"},
+        },
+    }
     thread = _later(r1.create_device_taint_rule, rule)
     w = watch.Watch()
     for event in w.stream(r1.list_device_taint_rule, resource_version=rv, timeout_seconds=5):

@@ -14,26 +14,60 @@ from tests.sim.conftest import Raw, pod_manifest
 
 SAFE_NS = "fuzz-safe"
 PATHS = [
-    "/api", "/apis", "/api/v1", "/version", "/apis/resource.k8s.io/v1",
-    "/api/v1/namespaces/{ns}/pods", "/api/v1/namespaces/{ns}/pods/{name}",
-    "/api/v1/namespaces/{ns}/pods/{name}/status", "/api/v1/namespaces/{ns}/pods/{name}/eviction",
-    "/api/v1/namespaces/{ns}/pods/{name}/{junk}", "/api/v1/pods", "/api/v1/nodes/{name}",
-    "/api/v1/nodes/{name}/status", "/api/v1/namespaces/{ns}/events", "/api/v1/namespaces/{ns}",
-    "/apis/resource.k8s.io/v1/devicetaintrules/{name}", "/apis/resource.k8s.io/v1/devicetaintrules",
+    "/api",
+    "/apis",
+    "/api/v1",
+    "/version",
+    "/apis/resource.k8s.io/v1",
+    "/api/v1/namespaces/{ns}/pods",
+    "/api/v1/namespaces/{ns}/pods/{name}",
+    "/api/v1/namespaces/{ns}/pods/{name}/status",
+    "/api/v1/namespaces/{ns}/pods/{name}/eviction",
+    "/api/v1/namespaces/{ns}/pods/{name}/{junk}",
+    "/api/v1/pods",
+    "/api/v1/nodes/{name}",
+    "/api/v1/nodes/{name}/status",
+    "/api/v1/namespaces/{ns}/events",
+    "/api/v1/namespaces/{ns}",
+    "/apis/resource.k8s.io/v1/devicetaintrules/{name}",
+    "/apis/resource.k8s.io/v1/devicetaintrules",
     "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status",
-    "/apis/batch/v1/namespaces/{ns}/jobs/{name}", "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-    "/apis/{junk}/{junk}/{junk}", "/{junk}", "/api/v1/{junk}/{junk}/{junk}/{junk}/{junk}",
+    "/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+    "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    "/apis/{junk}/{junk}/{junk}",
+    "/{junk}",
+    "/api/v1/{junk}/{junk}/{junk}/{junk}/{junk}",
 ]
-CTYPES = ["application/json", "application/merge-patch+json", "application/json-patch+json",
-          "application/strategic-merge-patch+json", "application/apply-patch+yaml", "text/html",
-          "", "application/json; charset=utf-8"]
-QUERY_KEYS = ["watch", "labelSelector", "fieldSelector", "resourceVersion", "limit", "continue",
-              "dryRun", "timeoutSeconds", "gracePeriodSeconds", "propagationPolicy", "junk"]
+CTYPES = [
+    "application/json",
+    "application/merge-patch+json",
+    "application/json-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "text/html",
+    "",
+    "application/json; charset=utf-8",
+]
+QUERY_KEYS = [
+    "watch",
+    "labelSelector",
+    "fieldSelector",
+    "resourceVersion",
+    "limit",
+    "continue",
+    "dryRun",
+    "timeoutSeconds",
+    "gracePeriodSeconds",
+    "propagationPolicy",
+    "junk",
+]
 
 segment = st.text(st.characters(codec="ascii", exclude_characters="/?#%"), min_size=1, max_size=12)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -76,15 +110,27 @@ def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw
     v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SAFE_NS}})
     v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fuzz"}})
     # An Event: no simulated controller touches it, so any change would be corruption.
-    canary = v1.create_namespaced_event(SAFE_NS, {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "canary", "labels": {"k": "v"}},
-        "involvedObject": {"kind": "Pod", "name": "p", "namespace": SAFE_NS},
-        "reason": "Canary", "message": "must survive the fuzzing", "type": "Normal"})
+    canary = v1.create_namespaced_event(
+        SAFE_NS,
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "canary", "labels": {"k": "v"}},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": SAFE_NS},
+            "reason": "Canary",
+            "message": "must survive the fuzzing",
+            "type": "Normal",
+        },
+    )
     canary_raw = raw("GET", f"/api/v1/namespaces/{SAFE_NS}/events/canary")[1]
     last_rv = [int(canary.metadata.resource_version)]
 
-    @settings(max_examples=250, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=250,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(requests())
     def one(req: tuple[str, str, bytes | None, str]) -> None:
         method, path, body, ctype = req
