@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import tempfile
 import threading
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from aiohttp import web
 
 from podmedic.sim.api_faults import ApiFault, ApiFaults
 from podmedic.sim.config import SimConfig
+from podmedic.sim.engine import SimEngine
 from podmedic.sim.handlers_request import ApiContext
 from podmedic.sim.kubeconfig import write_kubeconfig
 from podmedic.sim.server import build_app
@@ -31,7 +31,7 @@ T = TypeVar("T")
 class ApiOnlyEngine:
     """No behaviours: namespaces and bare nodes only, to exercise the API server alone.
 
-    Used for ``SimCluster(api_only=True)`` and while ``podmedic/sim/engine.py`` is absent.
+    Used for ``SimCluster(api_only=True)`` (``sim serve --api-only``).
     """
 
     def __init__(self, store: Store, config: SimConfig) -> None:
@@ -73,14 +73,6 @@ class ApiOnlyEngine:
         raise NotImplementedError("the behaviour engine is not available")
 
 
-def _engine(store: Store, config: SimConfig) -> Any:
-    try:
-        module = importlib.import_module("podmedic.sim.engine")
-    except ModuleNotFoundError:
-        return ApiOnlyEngine(store, config)
-    return module.SimEngine(store, config)
-
-
 class SimCluster:
     """A simulated Kubernetes cluster reachable through a kubeconfig."""
 
@@ -95,7 +87,7 @@ class SimCluster:
         self.config = config or SimConfig()
         self.store = Store(history_size=history_size)
         self.engine: Any = (
-            ApiOnlyEngine(self.store, self.config) if api_only else _engine(self.store, self.config)
+            ApiOnlyEngine(self.store, self.config) if api_only else SimEngine(self.store, self.config)
         )
         self.faults = ApiFaults()
         self.context = ApiContext(
