@@ -87,7 +87,9 @@ class SimCluster:
         self.config = config or SimConfig()
         self.store = Store(history_size=history_size)
         self.engine: Any = (
-            ApiOnlyEngine(self.store, self.config) if api_only else SimEngine(self.store, self.config)
+            ApiOnlyEngine(self.store, self.config)
+            if api_only
+            else SimEngine(self.store, self.config)
         )
         self.faults = ApiFaults()
         self.context = ApiContext(
