@@ -6,7 +6,7 @@ from temporalio import activity
 
 from activities import podview
 from activities.base import KubeActivities
-from podmedic.models import DeviceRef, Health
+from podmedic.models import DeviceRef, Health, PodKey
 from podmedic.steps import DeviceHealthReading, DeviceInput, Discovery, DiscoverInput
 
 Obj = podview.Obj
@@ -15,8 +15,14 @@ Obj = podview.Obj
 class DiscoverActivities(KubeActivities):
     """Read-only activities: safe to retry any number of times."""
 
-    def _pods_on(self, device: DeviceRef) -> list[Obj]:
+    def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None) -> list[Obj]:
+        """Pods whose claims hold the device, plus pods that reported it (their claim may
+        already be released: a pod that failed on the device is still affected)."""
         pods: list[Obj] = []
+        for key in reported_by or []:
+            pod = self.kube.get_pod(key.namespace, key.name)
+            if pod is not None and (not key.uid or pod["metadata"].get("uid") == key.uid):
+                pods.append(pod)
         for claim in self.kube.list_claims():
             if not podview.claim_uses_device(claim, device):
                 continue
@@ -24,7 +30,8 @@ class DiscoverActivities(KubeActivities):
                 pod = self.kube.get_pod(ns, name)
                 if pod is not None and (not uid or pod["metadata"].get("uid") == uid):
                     pods.append(pod)
-        return pods
+        unique = {p["metadata"].get("uid"): p for p in pods}
+        return list(unique.values())
 
     def _driver_taints(self, device: DeviceRef) -> list[Obj]:
         """Taints the driver itself put on the device in its ResourceSlice (not podmedic's)."""
@@ -51,8 +58,8 @@ class DiscoverActivities(KubeActivities):
             return DeviceHealthReading(health=Health.UNHEALTHY, message=text, source="ResourceSlice taints")
         return DeviceHealthReading(health=Health.UNKNOWN, message="no pod reports this device", source="")
 
-    def _discover(self, device: DeviceRef) -> Discovery:
-        pods = self._pods_on(device)
+    def _discover(self, device: DeviceRef, reported_by: list[PodKey]) -> Discovery:
+        pods = self._pods_on(device, reported_by)
         nodes = {p.get("spec", {}).get("nodeName") for p in pods} - {None}
         return Discovery(
             node=next(iter(nodes)) if len(nodes) == 1 else None,
@@ -63,7 +70,7 @@ class DiscoverActivities(KubeActivities):
     @activity.defn(name="discover_device")
     async def discover_device(self, inp: DiscoverInput) -> Discovery:
         """Pods on the device (via ResourceClaim allocations) and its health now."""
-        return await self.run(self._discover, inp.device)
+        return await self.run(self._discover, inp.device, inp.reported_by)
 
     @activity.defn(name="read_device_health")
     async def read_device_health(self, inp: DeviceInput) -> DeviceHealthReading:

@@ -94,6 +94,8 @@ def pod_ref(pod: Obj) -> PodRef:
         namespace=meta.get("namespace", ""),
         name=meta["name"],
         uid=meta.get("uid", ""),
+        created=meta.get("creationTimestamp", ""),
+        phase=(pod.get("status") or {}).get("phase", ""),
         node=spec.get("nodeName"),
         job=job_name(pod),
         restart_count=restart_count(pod),

@@ -63,6 +63,9 @@ class RecoverActivities(KubeActivities):
     async def restart_in_place(self, inp: RecoverInput) -> RecoveryResult:
         """Ask the workload to exit with the code its ``restartPolicyRules`` restart in place
         (KEP-5307): pod UID and device allocation are kept; restartCount grows."""
+        if inp.pod.phase in ("Failed", "Succeeded"):
+            return RecoveryResult(verified=False, action="in_place_restart", pod=inp.pod,
+                                  detail=f"pod has terminated (phase {inp.pod.phase}): nothing to restart in place")
         baseline = await self.run(self._request_restart, inp)
         if baseline is None:
             return RecoveryResult(verified=False, action="in_place_restart", pod=None, detail="pod is gone")
@@ -106,7 +109,12 @@ class RecoverActivities(KubeActivities):
         if details:
             known = set(details[0])  # a retry: the pods that existed before the first eviction
         else:
-            known = {p["metadata"]["uid"] for p in await self.run(self._job_pods, inp)} | {inp.pod.uid}
+            # Siblings that existed with the affected pod are not replacements; pods created
+            # after it are (the Job controller may have replaced a failed pod already).
+            known = {
+                p["metadata"]["uid"] for p in await self.run(self._job_pods, inp)
+                if not p["metadata"].get("creationTimestamp", "") > inp.pod.created
+            } | {inp.pod.uid}
             activity.heartbeat(sorted(known), "evicting")
         await self.run(self.kube.evict_pod, inp.pod.namespace, inp.pod.name, inp.pod.uid)
         pod = await self._wait(inp, lambda: self._replacement(inp, known), sorted(known), "replacement")

@@ -92,6 +92,16 @@ class DeviceRef(BaseModel):
         return cls(driver=parts[0], pool=parts[1], device=parts[2])
 
 
+class PodKey(BaseModel):
+    """A pod by namespace, name and UID."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+
 class DeviceHealthEvent(BaseModel):
     """A detector's observation of one device, the single input of the incident pipeline."""
 
@@ -106,6 +116,7 @@ class DeviceHealthEvent(BaseModel):
     source: str = Field("unknown", description="Detector that saw it: pod-status, http, ...")
     observed_at: dt.datetime
     event_id: str = Field(min_length=1, description="Stable id used to drop duplicates.")
+    pod: PodKey | None = Field(None, description="The pod that reported it, when a pod did.")
 
 
 class IncidentInput(BaseModel):
@@ -123,6 +134,8 @@ class PodRef(BaseModel):
     namespace: str
     name: str
     uid: str
+    created: str = Field("", description="creationTimestamp (RFC 3339), to tell replacements apart.")
+    phase: str = ""
     node: str | None = None
     job: str | None = None
     restart_count: int = 0

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from podmedic.models import DeviceRef, Health, PodRef
+from podmedic.models import DeviceRef, Health, PodKey, PodRef
 from podmedic.policy import Effect
 
 
@@ -19,6 +19,7 @@ class DiscoverInput(BaseModel):
 
     incident_id: str
     device: DeviceRef
+    reported_by: list[PodKey] = Field(default_factory=list, description="Pods named by the events.")
 
 
 class DeviceHealthReading(BaseModel):

@@ -28,8 +28,10 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.steps import (
         CheckpointInput,
         CheckpointReport,
+        CheckpointStatus,
         DiscoverInput,
         Discovery,
+        PodCheckpoint,
         TaintInput,
     )
     from workflows import search
@@ -161,7 +163,8 @@ class DeviceIncidentWorkflow:
         self.enter(Phase.DISCOVERING, "detect")
         discovery = await workflow.execute_activity_method(
             DiscoverActivities.discover_device,
-            DiscoverInput(incident_id=self.state.incident_id, device=self.inp.device),
+            DiscoverInput(incident_id=self.state.incident_id, device=self.inp.device,
+                          reported_by=list(dict.fromkeys(e.pod for e in self.events if e.pod))),
             **activity_options(self.policy.steps.discover, f"find pods on {self.inp.device.resource_id}"),
         )
         self.state.pods = discovery.pods
@@ -185,8 +188,13 @@ class DeviceIncidentWorkflow:
         elif permanent:
             skip = "device failed permanently: it cannot serve a checkpoint"
         if skip:
-            self.note("checkpoint", f"skipped: {skip}")
-            return CheckpointReport()
+            last = [p.last_checkpoint_id for p in discovery.pods if p.last_checkpoint_id]
+            self.note("checkpoint", f"skipped: {skip}; last known checkpoint(s): {', '.join(last) or 'none'}")
+            return CheckpointReport(results=[
+                PodCheckpoint(pod=p.name, method=p.checkpoint_method, status=CheckpointStatus.SKIPPED,
+                              checkpoint_id=p.last_checkpoint_id, reason=skip)
+                for p in discovery.pods
+            ])
         report = await workflow.execute_activity_method(
             CheckpointActivities.request_checkpoints,
             CheckpointInput(incident_id=self.state.incident_id, request_id=self.request_id("ckpt"),

@@ -1,0 +1,199 @@
+"""End to end: the Temporal dev server, the simulator over HTTP, the real worker and ingest."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import KubeGateway
+from podmedic.incident import IncidentOutcome
+from podmedic.models import Outcome
+from podmedic.policy_file import parse_policy
+from podmedic.sim import SimCluster, SimConfig
+from podmedic.sim.config import SimTimings
+from tests.helpers import wait_until
+from workers.ingest import run_ingest
+from workers.vendor_desk import VendorDesk
+from workers.worker import build_worker
+from workflows.incident import DeviceIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+DRIVER = "gpu.nvidia.com"
+
+POLICY = parse_policy("""
+drivers:
+  default:
+    checkpoint: {timeout_s: 5, poll_s: 0.2}
+    recovery:
+      transient:
+        - {action: in_place_restart, timeout_s: 6}
+        - {action: same_node, timeout_s: 20}
+      permanent:
+        - {action: same_node, timeout_s: 20}
+      verify_poll_s: 0.2
+    close: {heal_wait_s: 2, anti_flap_s: 1, poll_s: 0.5}
+    ticket: {poll_s: 0.5, wait_resolution_s: 60}
+  gpu.nvidia.com:
+    classification: {codes: {permanent: [79], container_code: [13, 31, 43]}}
+""")
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    timings = SimTimings(image_pull_s=1.0, container_start_s=0.1, kubelet_report_s=0.1, backoff_base_s=0.3,
+                         backoff_max_s=2.0, workload_step_s=0.1, checkpoint_save_s=0.1)
+    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=4, timings=timings))
+    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("e2e") / "kubeconfig")
+    yield cluster
+    cluster.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def desk(sim: SimCluster) -> AsyncIterator[VendorDesk]:
+    """A real HTTP ticket receiver that resolves tickets after 1 s by replacing the device."""
+    vendor = VendorDesk(sim_url=sim.url, resolve_after_s=1.0)
+    runner = web.AppRunner(vendor.app())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    os.environ["PODMEDIC_TICKET_URL"] = f"http://127.0.0.1:{port}/tickets"
+    yield vendor
+    os.environ.pop("PODMEDIC_TICKET_URL", None)
+    await runner.cleanup()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, desk: VendorDesk,
+                task_queue: str) -> AsyncIterator[tuple[Client, str]]:
+    """The worker and the ingest service against the simulator, on a fresh task queue."""
+    assert sim.kubeconfig_path is not None
+    kube = KubeGateway(Path(sim.kubeconfig_path))
+    stop = asyncio.Event()
+    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, task_queue, stop))
+    async with build_worker(dev_env.client, task_queue, kube):
+        yield dev_env.client, task_queue
+        stop.set()
+        await ingest
+    kube.close()
+
+
+def _running_pod(sim: SimCluster, job: str) -> dict[str, Any]:
+    def find() -> dict[str, Any] | None:
+        pods = [p for p in sim.state()["pods"] if p.get("job") == job and p.get("ready")]
+        return pods[0] if pods else None
+
+    return wait_until(find, timeout=30, what=f"a Ready pod of job {job}")
+
+
+async def _start_job(sim: SimCluster) -> tuple[str, dict[str, Any]]:
+    name = f"train-{uuid.uuid4().hex[:6]}"
+    # Each job its own image: only the node that ran it has the image, as in a real fleet.
+    sim.call(lambda: sim.engine.create_training_job(name, image=f"registry.local/{name}:1"))
+    pod = await asyncio.to_thread(_running_pod, sim, name)
+    return name, pod
+
+
+def _device(pod: dict[str, Any]) -> tuple[str, str, str]:
+    driver, pool, device = pod["devices"][0].split("/")
+    return driver, pool, device
+
+
+async def _last_run(client: Client, resource_id: str) -> str | None:
+    try:
+        return (await client.get_workflow_handle(f"device/{resource_id}").describe()).run_id
+    except RPCError:
+        return None
+
+
+async def _outcome(client: Client, resource_id: str, previous_run: str | None) -> IncidentOutcome:
+    """The result of the device's incident opened after ``previous_run`` (by the ingest)."""
+    for _ in range(300):
+        run = await _last_run(client, resource_id)
+        if run is not None and run != previous_run:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"no incident opened for {resource_id}")
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{resource_id}", run_id=run)
+    return await asyncio.wait_for(handle.result(), timeout=120)
+
+
+async def test_transient_fault_recovers_in_place(sim: SimCluster, stack: tuple[Client, str]) -> None:
+    client, _ = stack
+    job, pod = await _start_job(sim)
+    driver, pool, device = _device(pod)
+    previous = await _last_run(client, pod["devices"][0])
+    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31,
+                          message="XID 31: MMU fault", clears_on_restart=True)
+    outcome = await _outcome(client, f"{driver}/{pool}/{device}", previous)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE, outcome.explanation
+    after = next(p for p in sim.state()["pods"] if p["name"] == pod["name"])
+    assert after["uid"] == pod["uid"]
+    assert after["restart_count"] == pod["restart_count"] + 1
+    assert after["ready"] and after["devices"] == pod["devices"]
+    assert outcome.checkpoint_ids, outcome.timeline
+    assert outcome.taint_removed
+    assert not [r for r in sim.state()["taint_rules"] if device in str(r)]
+
+
+async def test_fault_a_restart_cannot_fix_moves_the_pod_on_the_same_node(
+    sim: SimCluster, stack: tuple[Client, str], desk: VendorDesk
+) -> None:
+    client, _ = stack
+    job, pod = await _start_job(sim)
+    driver, pool, device = _device(pod)
+    previous = await _last_run(client, pod["devices"][0])
+    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", message="XID 94: contained ECC")
+    outcome = await _outcome(client, f"{driver}/{pool}/{device}", previous)
+    assert outcome.recovered_by == "same_node", outcome.timeline
+    assert outcome.pod is not None and outcome.pod.node == pod["node"]
+    replacement = next(p for p in sim.state()["pods"] if p["name"] == outcome.pod.name)
+    assert replacement["ready"] and replacement["devices"] != pod["devices"]
+    assert replacement["devices"][0].split("/")[1] == pool
+    assert outcome.checkpoint_ids, outcome.timeline
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
+
+
+async def test_permanent_fault_one_taint_rule_one_ticket(
+    sim: SimCluster, stack: tuple[Client, str], desk: VendorDesk
+) -> None:
+    client, _ = stack
+    job, pod = await _start_job(sim)
+    driver, pool, device = _device(pod)
+    # The job checkpoints on its own first (same protocol), so a last known checkpoint exists.
+    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
+    kube.patch_pod_annotations("default", pod["name"], {"podmedic.io/checkpoint-request": "job-own-1"})
+    wait_until(lambda: (kube.get_pod("default", pod["name"]) or {}).get("metadata", {}).get("annotations", {})
+               .get("podmedic.io/checkpoint-ack") == "job-own-1", timeout=10, what="the job's own checkpoint")
+    kube.close()
+    before = len(desk.tickets)
+    previous = await _last_run(client, pod["devices"][0])
+    created: list[str] = []
+    unsubscribe = sim.call(sim.store.add_listener, lambda e: created.append(e.obj["metadata"]["name"])
+                           if e.type == "ADDED" and e.resource == "devicetaintrules" else None)
+    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=79, crash=True,
+                          message="XID 79: GPU has fallen off the bus")
+    outcome = await _outcome(client, f"{driver}/{pool}/{device}", previous)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
+    assert outcome.permanence == "permanent", "\n".join(t.message for t in outcome.timeline)
+    assert outcome.checkpoint_ids, outcome.timeline
+    assert "ticket" in outcome.steps and outcome.ticket_id
+    mine = [t for t in desk.tickets.values() if t["evidence"].get("device", {}).get("device") == device
+            and t["evidence"]["device"]["pool"] == pool]
+    assert len(mine) == 1 and len(desk.tickets) == before + 1
+    sim.call(unsubscribe)
+    assert created == [outcome.taint_rule]  # exactly one rule, removed after the vendor fixed the device
+    assert outcome.taint_removed
+    assert not [r for r in sim.state()["taint_rules"] if device in str(r) and pool in str(r)]

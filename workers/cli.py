@@ -1,0 +1,201 @@
+"""The ``podmedic`` command line. Every subcommand's ``--help`` says what it does and how."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from podmedic.policy_file import PolicyError, load_policy
+from workers.temporal import DEFAULT_TASK_QUEUE, connect
+
+DESCRIPTION = """\
+podmedic remediates Kubernetes pods whose GPUs fail: one durable Temporal workflow per
+device incident runs detect -> checkpoint -> taint -> recover -> ticket -> close.
+
+Start here:
+  podmedic demo                   whole stack on embedded defaults, with injected faults
+  podmedic up --state-dir DIR     the stack without faults (Temporal, simulator, worker, ingest)
+  podmedic policy validate FILE   check a per-driver policy file
+Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig
+(or in-cluster credentials) and --temporal-address pointing at your Temporal.
+"""
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _connection_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--temporal-address", default=_env("PODMEDIC_TEMPORAL_ADDRESS", "localhost:7233"),
+                   help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS; default %(default)s)")
+    p.add_argument("--namespace", default=_env("PODMEDIC_NAMESPACE", "default"),
+                   help="Temporal namespace (env PODMEDIC_NAMESPACE; default %(default)s)")
+    p.add_argument("--task-queue", default=_env("PODMEDIC_TASK_QUEUE", DEFAULT_TASK_QUEUE),
+                   help="task queue of incident workflows (env PODMEDIC_TASK_QUEUE; default %(default)s)")
+    p.add_argument("--kubeconfig", type=Path, default=os.environ.get("PODMEDIC_KUBECONFIG"),
+                   help="kubeconfig of the cluster to heal (env PODMEDIC_KUBECONFIG; default: in-cluster, "
+                        "then ~/.kube/config)")
+    p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
+                   help="per-driver policy YAML (env PODMEDIC_POLICY; default: the embedded policy)")
+
+
+def _load_policy_or_exit(path: Path | None) -> object:
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
+async def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the Temporal worker."""
+    from workers.worker import run_worker
+
+    _load_policy_or_exit(args.policy)
+
+    async def main() -> None:
+        client = await connect(args.temporal_address, args.namespace)
+        await run_worker(client, args.task_queue, args.kubeconfig)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Run the ingest service."""
+    from activities.kube import KubeGateway
+    from podmedic.policy_file import PolicySet
+    from workers.ingest import run_ingest
+
+    policies = _load_policy_or_exit(args.policy)
+    assert isinstance(policies, PolicySet)
+
+    async def main() -> None:
+        stop = await _stop_event()
+        client = await connect(args.temporal_address, args.namespace)
+        kube = KubeGateway(args.kubeconfig)
+        try:
+            await run_ingest(client, kube, policies, args.task_queue, stop)
+        finally:
+            kube.close()
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_policy_validate(args: argparse.Namespace) -> int:
+    """Validate a policy file; print every error with its field path."""
+    try:
+        policies = load_policy(args.file)
+    except PolicyError as exc:
+        print(f"INVALID {exc.source}", file=sys.stderr)
+        for path, reason in exc.errors:
+            print(f"  {path}: {reason}", file=sys.stderr)
+        return 1
+    print(f"OK {args.file}: drivers {', '.join(sorted(policies.drivers))}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Run the whole stack until interrupted."""
+    from workers.up import Stack, StackOptions
+
+    _load_policy_or_exit(args.policy)
+    with Stack(StackOptions(state_dir=args.state_dir, policy=args.policy, nodes=args.nodes,
+                            devices_per_node=args.devices_per_node)) as stack:
+        stack.wait_forever()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo."""
+    from workers.demo import run_demo
+
+    return run_demo(faults=args.faults, summary_json=args.summary_json, keep=args.keep, state_dir=args.state_dir)
+
+
+def cmd_vendor_desk(args: argparse.Namespace) -> int:
+    """Run the vendor ticket desk."""
+    from workers.vendor_desk import serve
+
+    serve(args.port, args.sim_url, args.resolve_after, args.store)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command tree."""
+    parser = argparse.ArgumentParser(prog="podmedic", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("worker", help="run the Temporal worker (incident workflow + activities)")
+    _connection_flags(p)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("ingest", help="watch the cluster for unhealthy devices and open incidents")
+    _connection_flags(p)
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("policy", help="per-driver policy files")
+    psub = p.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    v = psub.add_parser("validate", help="validate a policy file; errors name the field path")
+    v.add_argument("file", type=Path, help="policy YAML")
+    v.set_defaults(func=cmd_policy_validate)
+
+    for name, helptext in (("up", "start Temporal, the simulator, the worker and ingest; run until Ctrl-C"),
+                           ("demo", "`up` plus injected device faults, live progress and a summary")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--state-dir", type=Path, default=Path("state") / name,
+                       help="where the Temporal database, logs and endpoints.json go (default %(default)s)")
+        if name == "up":
+            p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
+                           help="per-driver policy YAML (default: the embedded policy)")
+            p.add_argument("--nodes", type=int, default=4, help="simulated GPU nodes (default %(default)s)")
+            p.add_argument("--devices-per-node", type=int, default=8, help="GPUs per node (default %(default)s)")
+            p.set_defaults(func=cmd_up)
+        else:
+            p.add_argument("--faults", type=int, default=6, help="device faults to inject (default %(default)s)")
+            p.add_argument("--summary-json", type=Path, help="write the incidents' summary here")
+            p.add_argument("--keep", action="store_true", help="keep the stack running after the summary")
+            p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("vendor-desk", help="a vendor ticket desk (generic webhook shape) for demos and tests")
+    p.add_argument("--port", type=int, default=8089, help="listen port (default %(default)s)")
+    p.add_argument("--sim-url", help="simulator URL: resolved tickets mark their device Healthy there")
+    p.add_argument("--resolve-after", type=float, help="resolve each ticket after this many seconds")
+    p.add_argument("--store", type=Path, help="JSON file that keeps tickets across restarts")
+    p.set_defaults(func=cmd_vendor_desk)
+
+    try:
+        from podmedic.sim import cli as sim_cli
+    except ImportError:  # the simulator CLI is optional in slim images
+        pass
+    else:
+        sim_cli.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``podmedic`` command."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""``podmedic up``: the whole stack on embedded defaults, each part its own child process.
+
+Children: the Temporal dev server (SQLite under the state dir, UI on, podmedic's search
+attributes registered), the cluster simulator, a vendor ticket desk, the worker and the
+ingest service. A child that dies is restarted with back-off; ``endpoints.json`` says where
+everything is. Logs go to ``<state-dir>/logs/<role>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from workers.temporal import DEFAULT_TASK_QUEUE
+from workflows import search
+
+log = logging.getLogger("podmedic.up")
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_ready(check: str, deadline_s: float, what: str) -> None:
+    """Wait until ``check`` (``tcp:host:port`` or an http URL) answers."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if check.startswith("tcp:"):
+                _, host, port = check.split(":")
+                with socket.create_connection((host, int(port)), timeout=1):
+                    return
+            else:
+                with urllib.request.urlopen(check, timeout=1):
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} did not become ready within {deadline_s:g}s ({check})")
+
+
+@dataclass
+class StackOptions:
+    """What ``up`` starts."""
+
+    state_dir: Path
+    policy: Path | None = None
+    nodes: int = 4
+    devices_per_node: int = 8
+    vendor_resolve_s: float = 6.0
+    task_queue: str = DEFAULT_TASK_QUEUE
+
+
+@dataclass
+class Child:
+    """One supervised process."""
+
+    role: str
+    argv: list[str]
+    ready: str
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+
+
+class Stack:
+    """Starts, supervises and stops the children."""
+
+    def __init__(self, options: StackOptions) -> None:
+        self.o = options
+        self.dir = options.state_dir.resolve()
+        self.children: list[Child] = []
+        self.endpoints: dict[str, object] = {}
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    def _plan(self) -> list[Child]:
+        d, py = self.dir, [sys.executable, "-m", "workers.cli"]
+        tp, ui, sim, vendor = free_port(), free_port(), free_port(), free_port()
+        kubeconfig = d / "kubeconfig"
+        attrs = [f"--search-attribute={k.name}=Keyword" for k in search.ALL_KEYS]
+        temporal_addr = f"127.0.0.1:{tp}"
+        conn = ["--temporal-address", temporal_addr, "--task-queue", self.o.task_queue,
+                "--kubeconfig", str(kubeconfig)]
+        if self.o.policy:
+            conn += ["--policy", str(self.o.policy.resolve())]
+        ticket_url = f"http://127.0.0.1:{vendor}/tickets"
+        self.endpoints = {
+            "temporal_address": temporal_addr, "temporal_namespace": "default",
+            "ui_url": f"http://127.0.0.1:{ui}", "kubeconfig": str(kubeconfig),
+            "sim_url": f"http://127.0.0.1:{sim}", "task_queue": self.o.task_queue,
+            "ticket_url": ticket_url, "state_dir": str(d),
+        }
+        return [
+            Child("temporal", [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1",
+                               "--port", str(tp), "--ui-port", str(ui), "--db-filename", str(d / "temporal.db"),
+                               "--log-level", "error", "--sqlite-pragma", "journal_mode=WAL",
+                               "--sqlite-pragma", "synchronous=OFF", *attrs], f"tcp:127.0.0.1:{tp}"),
+            Child("simulator", [*py, "sim", "serve", "--port", str(sim), "--nodes", str(self.o.nodes),
+                                "--devices-per-node", str(self.o.devices_per_node), "--kubeconfig", str(kubeconfig)],
+                  f"http://127.0.0.1:{sim}/version"),
+            Child("vendor", [*py, "vendor-desk", "--port", str(vendor), "--sim-url", f"http://127.0.0.1:{sim}",
+                             "--resolve-after", str(self.o.vendor_resolve_s), "--store", str(d / "tickets.json")],
+                  f"http://127.0.0.1:{vendor}/healthz"),
+            Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url}),
+            Child("ingest", [*py, "ingest", *conn], ""),
+        ]
+
+    def _spawn(self, child: Child) -> None:
+        logfile = open(self.dir / "logs" / f"{child.role}.log", "ab")  # noqa: SIM115 - owned by the child
+        env = {**os.environ, **child.env, "PYTHONUNBUFFERED": "1"}
+        child.proc = subprocess.Popen(child.argv, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=env, cwd=Path(__file__).resolve().parent.parent)
+        logfile.close()
+
+    def _write_endpoints(self) -> None:
+        pids = {c.role: c.proc.pid for c in self.children if c.proc}
+        data = {**self.endpoints, "pids": pids}
+        tmp = self.dir / "endpoints.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.dir / "endpoints.json")
+
+    def start(self) -> Stack:
+        """Start every child in order, each once the one before is ready."""
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.children = self._plan()
+        for child in self.children:
+            log.info("starting %s", child.role)
+            self._spawn(child)
+            if child.ready:
+                wait_ready(child.ready, 60, child.role)
+        self._write_endpoints()
+        self._monitor = threading.Thread(target=self._supervise, name="podmedic-up", daemon=True)
+        self._monitor.start()
+        log.info("stack up: Temporal UI %s, endpoints in %s", self.endpoints["ui_url"], self.dir / "endpoints.json")
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.5):
+            for child in self.children:
+                if child.proc is None or child.proc.poll() is None:
+                    continue
+                delay = min(30.0, 2.0 ** min(child.restarts, 5))
+                log.warning("%s exited with %s; restarting in %.0fs (restart %d, log %s)", child.role,
+                            child.proc.returncode, delay, child.restarts + 1, self.dir / "logs" / f"{child.role}.log")
+                if self._stopping.wait(delay):
+                    return
+                child.restarts += 1
+                self._spawn(child)
+                self._write_endpoints()
+
+    def stop(self) -> None:
+        """Stop the children, newest first: SIGTERM, then SIGKILL after 10 s."""
+        self._stopping.set()
+        if self._monitor:
+            self._monitor.join(timeout=5)
+        for child in reversed(self.children):
+            if child.proc and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+                try:
+                    child.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.proc.kill()
+                    child.proc.wait()
+        log.info("stack stopped")
+
+    def wait_forever(self) -> None:
+        """Block until SIGINT or SIGTERM."""
+        done = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: done.set())
+        print(f"podmedic up: Temporal UI {self.endpoints['ui_url']}  endpoints {self.dir / 'endpoints.json'}  "
+              "(Ctrl-C stops)", flush=True)
+        done.wait()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
