@@ -8,7 +8,6 @@ keeps a 10,000-node cluster idle when nothing happens and lets tests run in seco
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -24,7 +23,7 @@ class Timers:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
-        self._wake: asyncio.Event | None = None
+        self._wake: asyncio.Future[None] | None = None
 
     @staticmethod
     def now() -> float:
@@ -39,8 +38,8 @@ class Timers:
         """Run ``fn`` at monotonic time ``when``."""
         earliest = self._heap[0][0] if self._heap else None
         heapq.heappush(self._heap, (when, next(self._seq), fn))
-        if self._wake is not None and (earliest is None or when < earliest):
-            self._wake.set()
+        if earliest is None or when < earliest:
+            self._wake_up()
 
     def fire_due(self) -> int:
         """Run every callback that is due now; returns how many ran."""
@@ -57,7 +56,7 @@ class Timers:
 
     async def run(self) -> None:
         """Fire callbacks as they fall due, until the task is cancelled."""
-        self._wake = asyncio.Event()
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 self.fire_due()
@@ -65,11 +64,21 @@ class Timers:
                 if timeout is not None and timeout <= 0:
                     await asyncio.sleep(0)  # let HTTP handlers run between busy bursts
                     continue
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                # A bare future rather than wait_for(): wait_for can swallow a cancellation
+                # that races with the wake-up (Python 3.11), which would hang shutdown.
+                self._wake = loop.create_future()
+                handle = loop.call_later(timeout, self._wake_up) if timeout is not None else None
+                try:
+                    await self._wake
+                finally:
+                    if handle is not None:
+                        handle.cancel()
         finally:
             self._wake = None
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
 
 class Coalescer:
