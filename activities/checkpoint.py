@@ -32,7 +32,7 @@ class CheckpointActivities(KubeActivities):
         if current is None or current["metadata"].get("uid") != pod.uid:
             return PodCheckpoint(pod=pod.name, method=pod.checkpoint_method, status=CheckpointStatus.SKIPPED,
                                  checkpoint_id=pod.last_checkpoint_id, reason="pod is gone")
-        notes = podview.annotations(current)
+        notes = podview.annotations_of(current)
         if notes.get(podview.CHECKPOINT_REQUEST) != request_id:
             self.kube.patch_pod_annotations(pod.namespace, pod.name, {podview.CHECKPOINT_REQUEST: request_id})
         return None
@@ -41,7 +41,7 @@ class CheckpointActivities(KubeActivities):
         current = self.kube.get_pod(pod.namespace, pod.name)
         if current is None:
             return None
-        notes = podview.annotations(current)
+        notes = podview.annotations_of(current)
         if notes.get(podview.CHECKPOINT_ACK) != request_id:
             return None
         return PodCheckpoint(

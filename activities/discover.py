@@ -7,7 +7,7 @@ from temporalio import activity
 from activities import podview
 from activities.base import KubeActivities
 from podmedic.models import DeviceRef, Health, PodKey
-from podmedic.steps import DeviceHealthReading, DeviceInput, Discovery, DiscoverInput
+from podmedic.steps import DeviceHealthReading, DeviceInput, DiscoverInput, Discovery
 
 Obj = podview.Obj
 

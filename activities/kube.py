@@ -8,6 +8,7 @@ step at once; ``Conflict``, ``Throttled`` and ``ServerError`` are retried).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -151,10 +152,8 @@ class KubeGateway:
 
     def delete_taint_rule(self, name: str) -> None:
         """Delete a DeviceTaintRule; a missing one is fine."""
-        try:
+        with contextlib.suppress(NotFound):
             self._call(f"delete devicetaintrule {name}", self.resource.delete_device_taint_rule, name)
-        except NotFound:
-            pass
 
     def evict_pod(self, namespace: str, name: str, uid: str) -> None:
         """Evict through the Eviction API (PodDisruptionBudgets apply; 429 when blocked)."""
@@ -164,10 +163,9 @@ class KubeGateway:
             "metadata": {"name": name, "namespace": namespace},
             "deleteOptions": {"preconditions": {"uid": uid}},
         }
-        try:
+        # NotFound: already gone; Conflict: replaced by a pod with another UID.
+        with contextlib.suppress(NotFound, Conflict):
             self._call(f"evict pod {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body)
-        except (NotFound, Conflict):
-            pass  # already gone, or replaced by a pod with another UID
 
     def create_event(self, namespace: str, body: Obj) -> None:
         """Record a Kubernetes Event."""

@@ -36,7 +36,7 @@ def pods_of_claim(claim: Obj) -> list[tuple[str, str, str]]:
     ]
 
 
-def annotations(pod: Obj) -> dict[str, str]:
+def annotations_of(pod: Obj) -> dict[str, str]:
     """A pod's annotations (never ``None``)."""
     return pod["metadata"].get("annotations") or {}
 
@@ -89,7 +89,7 @@ def devices_healthy(pod: Obj) -> bool:
 def pod_ref(pod: Obj) -> PodRef:
     """The fields of a pod the incident keeps."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
-    notes = annotations(pod)
+    notes = annotations_of(pod)
     return PodRef(
         namespace=meta.get("namespace", ""),
         name=meta["name"],

@@ -42,7 +42,7 @@ class RecoverActivities(KubeActivities):
         pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name)
         if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
             return None
-        notes = podview.annotations(pod)
+        notes = podview.annotations_of(pod)
         if notes.get(podview.RESTART_REQUEST) == inp.request_id and RESTART_BASELINE in notes:
             return int(notes[RESTART_BASELINE])  # asked already (a retry): keep the first baseline
         baseline = podview.restart_count(pod)

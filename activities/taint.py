@@ -66,7 +66,7 @@ class TaintActivities(KubeActivities):
         rule = self.kube.get_taint_rule(inp.rule_name)
         if rule is None:
             return False
-        owner = podview.annotations(rule).get(podview.INCIDENT)
+        owner = podview.annotations_of(rule).get(podview.INCIDENT)
         if owner != inp.incident_id:
             activity.logger.warning("rule %s belongs to %s, not %s: kept", inp.rule_name, owner, inp.incident_id)
             return False

@@ -55,9 +55,8 @@ def _set_in(entry: Mapping[str, Any], loc: tuple[int | str, ...]) -> bool:
     """Whether ``entry`` itself sets the value at ``loc`` (else the error is default's)."""
     node: Any = entry
     for part in loc:
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if (isinstance(node, Mapping) and part in node) or in_list:
             node = node[part]
         else:
             return False

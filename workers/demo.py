@@ -75,7 +75,7 @@ async def _watch(client: Client, devices: list[str], timeout_s: float) -> dict[s
             try:
                 desc = await handle.describe()
                 state = await handle.query(DeviceIncidentWorkflow.get_state)
-            except Exception:  # noqa: BLE001 - not opened yet
+            except Exception:
                 continue
             if state.phase.value != phases.get(rid):
                 phases[rid] = state.phase.value

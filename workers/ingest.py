@@ -118,7 +118,7 @@ async def run_ingest(client: Client, kube: KubeGateway, policies: PolicySet, tas
                 try:
                     run_id = await deliver_event(client, event, policies, task_queue=task_queue)
                     break
-                except Exception as exc:  # noqa: BLE001 - keep the event; Temporal may be restarting
+                except Exception as exc:
                     log.warning("delivering %s failed (%s); retrying", event.event_id, exc)
                     await asyncio.sleep(1.0)
             if run_id:

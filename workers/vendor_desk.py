@@ -89,10 +89,10 @@ class VendorDesk:
         if self.sim_url and device:
             payload = {**device, "health": "Healthy", "reason": "DeviceReplaced",
                        "message": f"replaced under {ticket['id']}"}
-            async with aiohttp.ClientSession() as session:
-                async with session.post(f"{self.sim_url}/sim/v1/faults/device", json=payload) as resp:
-                    if resp.status >= 300:
-                        log.warning("could not mark %s healthy: %s", device, await resp.text())
+            async with aiohttp.ClientSession() as session, \
+                    session.post(f"{self.sim_url}/sim/v1/faults/device", json=payload) as resp:
+                if resp.status >= 300:
+                    log.warning("could not mark %s healthy: %s", device, await resp.text())
         ticket["status"] = "resolved"
         self._save()
         log.info("ticket %s resolved", ticket["id"])

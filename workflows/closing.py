@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -153,13 +154,11 @@ class Closer:
 
     async def _sleep(self, seconds: float, summary: str) -> None:
         """Sleep, waking early for a resolution or an abort."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: self.wf.resolution is not None or self.wf.abort is not None,
                 timeout=timedelta(seconds=seconds), timeout_summary=summary,
             )
-        except TimeoutError:
-            pass
 
     async def _untaint(self) -> None:
         state = self.wf.state

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -230,7 +231,7 @@ class DeviceIncidentWorkflow:
         """Add a line to the timeline (workflow time, so replay gives the same record)."""
         self.state.timeline.append(TimelineEntry(at=workflow.now(), step=step, message=message))
 
-    def _upsert(self, key: search.SearchAttributeKey[str], value: str) -> None:
+    def _upsert(self, key: SearchAttributeKey[str], value: str) -> None:
         if self.inp.search_attributes:
             workflow.upsert_search_attributes([key.value_set(value)])
 

@@ -132,7 +132,7 @@ async def _outcome(client: Client, resource_id: str, previous_run: str | None) -
 
 async def test_transient_fault_recovers_in_place(sim: SimCluster, stack: tuple[Client, str]) -> None:
     client, _ = stack
-    job, pod = await _start_job(sim)
+    _, pod = await _start_job(sim)
     driver, pool, device = _device(pod)
     previous = await _last_run(client, pod["devices"][0])
     sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31,
@@ -152,7 +152,7 @@ async def test_fault_a_restart_cannot_fix_moves_the_pod_on_the_same_node(
     sim: SimCluster, stack: tuple[Client, str], desk: VendorDesk
 ) -> None:
     client, _ = stack
-    job, pod = await _start_job(sim)
+    _, pod = await _start_job(sim)
     driver, pool, device = _device(pod)
     previous = await _last_run(client, pod["devices"][0])
     sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", message="XID 94: contained ECC")
@@ -170,7 +170,7 @@ async def test_permanent_fault_one_taint_rule_one_ticket(
     sim: SimCluster, stack: tuple[Client, str], desk: VendorDesk
 ) -> None:
     client, _ = stack
-    job, pod = await _start_job(sim)
+    _, pod = await _start_job(sim)
     driver, pool, device = _device(pod)
     # The job checkpoints on its own first (same protocol), so a last known checkpoint exists.
     kube = KubeGateway(Path(str(sim.kubeconfig_path)))
