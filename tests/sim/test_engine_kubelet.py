@@ -71,7 +71,8 @@ async def test_crashing_fault_crash_loops_with_doubling_back_off() -> None:
     async with running_engine() as engine:
         dev = await _started(engine, "p")
         engine.set_device_health(*dev, health="Unhealthy", code=79, crash=True)
-        await wait_until(lambda: _container(engine, "p")["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff",
+        await wait_until(lambda: _container(engine, "p")["state"].get("waiting", {}).get("reason")
+                         == "CrashLoopBackOff",
                          what="CrashLoopBackOff")
         c = _container(engine, "p")
         assert c["lastState"]["terminated"]["exitCode"] == 134 and not c["ready"]

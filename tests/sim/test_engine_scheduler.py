@@ -135,7 +135,8 @@ async def test_node_affinity_required_and_preferred() -> None:
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-9999"]}]}]}}}
         store.create("pods", gpu_pod("nowhere", affinity=nowhere))
         await wait_until(lambda: _events(engine, "nowhere", "FailedScheduling"), what="FailedScheduling")
-        assert "didn't match Pod's node affinity/selector" in _events(engine, "nowhere", "FailedScheduling")[0]["message"]
+        message = _events(engine, "nowhere", "FailedScheduling")[0]["message"]
+        assert "didn't match Pod's node affinity/selector" in message
 
 
 async def test_image_locality_and_pull_delay() -> None:
