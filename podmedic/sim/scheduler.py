@@ -8,6 +8,7 @@ taint rule or pod deletion), like kube-scheduler's unschedulable queue.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from podmedic.sim.affinity import (
@@ -27,7 +28,7 @@ from podmedic.sim.timers import Coalescer, Timers
 
 PodKey = tuple[str, str]
 _BATCH = 500  # pods per pass, so HTTP handlers get the loop between passes
-_MIN_FEASIBLE = 100  # like percentageOfNodesToScore: stop searching after this many fits
+_MIN_FEASIBLE = 20  # like percentageOfNodesToScore: stop searching after this many fits
 _CLAIMS_MSG = "cannot allocate all claims"
 _AFFINITY_MSG = "didn't match Pod's node affinity/selector"
 
@@ -178,14 +179,14 @@ class Scheduler:
         fixed = {n for n in (self._claim_node(c) for c in claims) if n}
         pinned = pinned_nodes(pod)
         if fixed:
-            candidates = [n for n in fixed if pinned is None or n in pinned]
+            candidates: Iterable[str] = [n for n in fixed if pinned is None or n in pinned]
         elif pinned is not None:
             candidates = sorted(pinned)
         else:
             candidates = self._candidates(pod)
         reasons: Counter[str] = Counter()
         fits: list[_Fit] = []
-        limit = max(_MIN_FEASIBLE, len(self.nodes) // 20)
+        limit = _MIN_FEASIBLE
         for name in candidates:
             fit_or_reason = self._fit(pod, claims, name)
             if isinstance(fit_or_reason, str):
@@ -204,17 +205,20 @@ class Scheduler:
         self._bind(pod, best)
         return True
 
-    def _candidates(self, pod: Obj) -> list[str]:
-        """Nodes with the pod's images first (image locality), then a rotating scan."""
-        first: list[str] = []
+    def _candidates(self, pod: Obj) -> Iterator[str]:
+        """Nodes with the pod's images first (image locality), then a rotating scan; lazy,
+        because the search stops after enough feasible nodes."""
+        first: dict[str, None] = {}
         for img in pod_images(pod):
-            first.extend(sorted(self._image_nodes.get(img, ())))
-        seen = set(first)
+            first.update(dict.fromkeys(sorted(self._image_nodes.get(img, ()))))
+        yield from first
         n = len(self._order)
         start = self._next_start % n if n else 0
         self._next_start = start + 1
-        rest = [name for name in self._order[start:] + self._order[:start] if name not in seen]
-        return list(dict.fromkeys(first)) + rest
+        for i in range(n):
+            name = self._order[(start + i) % n]
+            if name not in first:
+                yield name
 
     def _claim_node(self, claim: Obj) -> str | None:
         alloc = (claim.get("status") or {}).get("allocation") or {}
