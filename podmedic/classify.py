@@ -32,27 +32,18 @@ def classify(event: DeviceHealthEvent, policy: DriverPolicy) -> Verdict:
             actionable=False,
             why="device reported Healthy",
         )
-    if code is not None and code in codes.ignore:
-        return Verdict(
-            failure_mode=FailureMode.CONTAINER_CODE,
-            permanence=Permanence.TRANSIENT,
-            actionable=False,
-            why=f"code {code} is on {policy.driver}'s ignore list",
+    if code is not None:
+        # (codes, failure mode, permanence, actionable, why): the driver's table, first match wins.
+        table = (
+            (codes.ignore, FailureMode.CONTAINER_CODE, Permanence.TRANSIENT, False, "is on the ignore list"),
+            (codes.container_code, FailureMode.CONTAINER_CODE, Permanence.TRANSIENT, True,
+             "is caused by the workload, not the device"),
+            (codes.permanent, FailureMode.DEVICE_FAILED, Permanence.PERMANENT, True, "is a permanent device failure"),
         )
-    if code is not None and code in codes.container_code:
-        return Verdict(
-            failure_mode=FailureMode.CONTAINER_CODE,
-            permanence=Permanence.TRANSIENT,
-            actionable=True,
-            why=f"code {code} is caused by the workload, not the device ({policy.driver} table)",
-        )
-    if code is not None and code in codes.permanent:
-        return Verdict(
-            failure_mode=FailureMode.DEVICE_FAILED,
-            permanence=Permanence.PERMANENT,
-            actionable=True,
-            why=f"code {code} is a permanent device failure ({policy.driver} table)",
-        )
+        for listed, mode, permanence, actionable, why in table:
+            if code in listed:
+                return Verdict(failure_mode=mode, permanence=permanence, actionable=actionable,
+                               why=f"code {code} {why} ({policy.driver} table)")
     permanence = Permanence(policy.classification.unknown_code_permanence)
     reason = f"code {code} is not in {policy.driver}'s table" if code is not None else "no code"
     mode = FailureMode.DEVICE_DEGRADED if event.health is Health.UNKNOWN else FailureMode.DEVICE_FAILED
