@@ -50,6 +50,7 @@ class Outcome(StrEnum):
     CLEARED = "cleared"
     QUARANTINED = "quarantined"
     NOT_ACTIONABLE = "not_actionable"
+    REPORTED = "reported"
     ABORTED = "aborted"
     FAILED = "failed"
 
@@ -117,6 +118,37 @@ class DeviceHealthEvent(BaseModel):
     observed_at: dt.datetime
     event_id: str = Field(min_length=1, description="Stable id used to drop duplicates.")
     pod: PodKey | None = Field(None, description="The pod that reported it, when a pod did.")
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="Readings behind a degradation report (e.g. ecc_correctable_per_hour), "
+        "compared with the driver's detection.degradation thresholds.",
+    )
+
+    @property
+    def state_key(self) -> tuple[str, str, int | None, str]:
+        """What makes two observations of a device the same state, for deduplication."""
+        return (self.health.value, self.reason, self.code, ",".join(sorted(self.metrics)))
+
+
+class ConfigProblem(BaseModel):
+    """A pod that cannot start because of its own configuration (a driver's prepare failure
+    classified ``bad_config``): reported on the pod, never a device incident."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pod: PodKey
+    driver: str
+    node: str | None = None
+    reason: str
+    message: str
+    source: str = "events"
+    observed_at: dt.datetime
+    event_id: str = Field(min_length=1)
+
+    @property
+    def workflow_id(self) -> str:
+        """One incident per pod instance, ever: a repeating prepare failure never loops."""
+        return f"config/{self.pod.namespace}/{self.pod.name}/{self.pod.uid}"
 
 
 class IncidentInput(BaseModel):
