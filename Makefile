@@ -22,7 +22,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy podmedic workflows activities workers
+	$(BIN)/mypy podmedic workflows activities workers ingest agent
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state

@@ -153,3 +153,21 @@ class UntaintInput(BaseModel):
     incident_id: str
     device: DeviceRef
     rule_name: str
+
+
+class PodNoticeInput(BaseModel):
+    """Tell a pod's owner what podmedic saw or did: a Kubernetes Event and annotations."""
+
+    incident_id: str
+    pod: PodKey
+    reason: str = Field(description="CamelCase Event reason, e.g. PodmedicBadConfig.")
+    message: str
+    warning: bool = True
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class PodNoticeResult(BaseModel):
+    """What reached the pod; a pod already gone is not an error."""
+
+    pod_found: bool
+    event_recorded: bool

@@ -19,9 +19,9 @@ from temporalio.client import Client
 
 from activities import podview
 from activities.kube import KubeError, KubeGateway
+from ingest.delivery import deliver_event
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.policy_file import PolicySet
-from workers.temporal import deliver_event
 
 log = logging.getLogger("podmedic.ingest")
 _CODE = re.compile(r"(?i)\bxid\s*[:=#]?\s*(\d+)")

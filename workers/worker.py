@@ -15,9 +15,11 @@ from temporalio.worker import Worker
 from activities.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
 from activities.kube import KubeGateway
+from activities.notice import NoticeActivities
 from activities.recover import RecoverActivities
 from activities.taint import TaintActivities
 from activities.ticket import TicketActivities
+from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 
 log = logging.getLogger("podmedic.worker")
@@ -27,6 +29,7 @@ def all_activities(kube: KubeGateway) -> Sequence[Any]:
     """Every activity podmedic registers, bound to one cluster gateway."""
     discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
     taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities()
+    notice = NoticeActivities(kube)
     return [
         discover.discover_device,
         discover.read_device_health,
@@ -37,6 +40,7 @@ def all_activities(kube: KubeGateway) -> Sequence[Any]:
         recover.reschedule_same_node,
         ticket.file_ticket,
         ticket.ticket_status,
+        notice.notify_pod,
     ]
 
 
@@ -45,7 +49,7 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_conc
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[DeviceIncidentWorkflow],
+        workflows=[DeviceIncidentWorkflow, ConfigIncidentWorkflow],
         activities=all_activities(kube),
         max_concurrent_activities=max_concurrent,
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
+from podmedic.models import ConfigProblem
+
 DRIVER = SearchAttributeKey.for_keyword("PodmedicDriver")
 NODE = SearchAttributeKey.for_keyword("PodmedicNode")
 DEVICE = SearchAttributeKey.for_keyword("PodmedicDevice")
@@ -24,4 +26,17 @@ def initial(driver: str, device: str, node: str | None) -> TypedSearchAttributes
     ]
     if node:
         pairs.append(SearchAttributePair(NODE, node))
+    return TypedSearchAttributes(pairs)
+
+
+def for_config_problem(problem: ConfigProblem) -> TypedSearchAttributes:
+    """Attributes of a pod's configuration incident."""
+    pairs = [
+        SearchAttributePair(DRIVER, problem.driver),
+        SearchAttributePair(NAMESPACE, problem.pod.namespace),
+        SearchAttributePair(FAILURE_MODE, "bad_config"),
+        SearchAttributePair(PHASE, "Opened"),
+    ]
+    if problem.node:
+        pairs.append(SearchAttributePair(NODE, problem.node))
     return TypedSearchAttributes(pairs)

@@ -13,7 +13,7 @@ from podmedic.incident import IncidentOutcome
 from podmedic.models import DeviceRef, Health, Outcome
 from podmedic.policy_file import PolicySet, parse_policy
 from tests.workflow.fakes import DEVICE, FakeCluster, event
-from workers.temporal import deliver_event
+from ingest.delivery import deliver_event
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,0 +1,1 @@
+"""Node agents that read device health where it happens and post it to ingest."""

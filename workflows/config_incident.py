@@ -1,0 +1,67 @@
+"""A pod's own configuration problem: reported on the pod, never a device incident.
+
+A driver's prepare failure classified ``bad_config`` (the claim's opaque parameters are
+wrong, the request is not supported) is not the device's fault: tainting the device or
+restarting the pod would not help and would loop. The incident tells the pod's owner what
+is wrong, with a Kubernetes Event and an annotation, and closes as ``reported``. Its id is
+per pod instance and opened with REJECT_DUPLICATE, so the kubelet's retries cannot reopen it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.notice import NoticeActivities
+    from podmedic.models import ConfigProblem, FailureMode, Outcome
+    from podmedic.steps import PodNoticeInput
+    from workflows import search
+
+PROBLEM_ANNOTATION = "podmedic.io/problem"
+
+
+class ConfigIncidentOutcome(BaseModel):
+    """How a configuration incident ended."""
+
+    incident_id: str
+    outcome: Outcome
+    failure_mode: FailureMode
+    explanation: str
+    reported_on_pod: bool
+
+
+@workflow.defn(name="ConfigIncident")
+class ConfigIncidentWorkflow:
+    """Reports a bad-config prepare failure on its pod, once."""
+
+    @workflow.run
+    async def run(self, problem: ConfigProblem) -> ConfigIncidentOutcome:
+        """Explain the problem on the pod and close."""
+        pod = f"{problem.pod.namespace}/{problem.pod.name}"
+        explanation = (f"pod {pod} cannot start: {problem.driver} refused to prepare its devices because of "
+                       f"the pod's configuration ({problem.message}). Not a device fault: podmedic will not "
+                       f"taint a device or restart the pod; fix the claim or its parameters.")
+        workflow.set_current_details(f"**Reporting** bad configuration on {pod}: {problem.message}")
+        notice = await workflow.execute_activity_method(
+            NoticeActivities.notify_pod,
+            PodNoticeInput(
+                incident_id=workflow.info().workflow_id, pod=problem.pod, reason="PodmedicBadConfig",
+                message=explanation, annotations={PROBLEM_ANNOTATION: f"bad_config: {problem.message}"[:500]},
+            ),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=10, non_retryable_error_types=["InvalidObject", "Forbidden"]),
+            summary=f"explain bad configuration on {pod}",
+        )
+        if not notice.pod_found:
+            explanation += " The pod was already gone; the record stays here."
+        if workflow.info().typed_search_attributes.get(search.DRIVER) is not None:
+            workflow.upsert_search_attributes([search.PHASE.value_set("Closed"),
+                                               search.OUTCOME.value_set(Outcome.REPORTED.value)])
+        workflow.set_current_details(f"**Closed** — reported: {explanation}")
+        return ConfigIncidentOutcome(incident_id=workflow.info().workflow_id, outcome=Outcome.REPORTED,
+                                     failure_mode=FailureMode.BAD_CONFIG, explanation=explanation,
+                                     reported_on_pod=notice.pod_found)
