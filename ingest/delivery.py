@@ -22,6 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ingest.dedup import RecentStates
+from ingest.types import Observation
 from podmedic.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput
 from podmedic.policy_file import PolicySet
 from workflows import search
@@ -30,7 +31,6 @@ from workflows.incident import DeviceIncidentWorkflow
 
 log = logging.getLogger("podmedic.ingest.delivery")
 
-Observation = DeviceHealthEvent | ConfigProblem
 
 
 class Delivered(BaseModel):
