@@ -1,0 +1,1 @@
+"""Unit tests of the HTTP ingest: parsing, auth, settings, refusals."""
