@@ -15,6 +15,7 @@ class Phase(StrEnum):
 
     OPENED = "Opened"
     WAITING_GRACE = "WaitingGrace"
+    WATCHING = "Watching"
     DISCOVERING = "Discovering"
     CHECKPOINTING = "Checkpointing"
     TAINTING = "Tainting"
@@ -58,6 +59,8 @@ class IncidentState(BaseModel):
     recovery: list[RecoveryResult] = Field(default_factory=list)
     ticket_id: str | None = None
     events_seen: int = 0
+    flapping: bool = False
+    node_incident: str | None = Field(None, description="The node-level incident this device is part of.")
     timeline: list[TimelineEntry] = Field(default_factory=list)
 
 

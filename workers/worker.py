@@ -15,18 +15,22 @@ from temporalio.worker import Worker
 from activities.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
 from activities.kube import KubeGateway
+from activities.node import NodeActivities
 from activities.notice import NoticeActivities
 from activities.recover import RecoverActivities
 from activities.taint import TaintActivities
 from activities.ticket import TicketActivities
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
+WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow]
 
-def all_activities(kube: KubeGateway) -> Sequence[Any]:
-    """Every activity podmedic registers, bound to one cluster gateway."""
+
+def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
+    """Every activity podmedic registers, bound to one cluster gateway and one Temporal client."""
     discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
     taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities()
     notice = NoticeActivities(kube)
@@ -41,6 +45,7 @@ def all_activities(kube: KubeGateway) -> Sequence[Any]:
         ticket.file_ticket,
         ticket.ticket_status,
         notice.notify_pod,
+        NodeActivities(client).report_to_node,
     ]
 
 
@@ -49,8 +54,8 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_conc
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[DeviceIncidentWorkflow, ConfigIncidentWorkflow],
-        activities=all_activities(kube),
+        workflows=WORKFLOWS,
+        activities=all_activities(kube, client),
         max_concurrent_activities=max_concurrent,
     )
 

@@ -6,17 +6,20 @@ signals (signal-with-start), so duplicates and several ingest replicas join one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
+from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.checkpoint import CheckpointActivities
     from activities.discover import DiscoverActivities
+    from activities.node import NodeActivities
     from activities.taint import TaintActivities
     from podmedic.classify import classify
+    from podmedic.flapping import transitions_within
     from podmedic.incident import AbortRequest, IncidentOutcome, IncidentState, Phase, Resolution
     from podmedic.models import (
         DeviceHealthEvent,
@@ -26,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         Permanence,
         TimelineEntry,
     )
+    from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
     from podmedic.steps import (
         CheckpointInput,
         CheckpointReport,
@@ -74,6 +78,7 @@ class DeviceIncidentWorkflow:
         self.events.append(event)
         self.state.events_seen = len(self.events)
         self.note("detect", f"{event.source}: {event.health.value} {event.reason} {event.message}".strip())
+        self._check_flapping()
 
     @workflow.signal
     def resolve(self, resolution: Resolution) -> None:
@@ -86,6 +91,13 @@ class DeviceIncidentWorkflow:
         """Stop acting; what was done stays done and is recorded."""
         self.abort = request
         self.note("abort", f"abort requested by {request.by}: {request.reason}")
+
+    @workflow.signal
+    def node_incident(self, notice: NodeIncidentNotice) -> None:
+        """The device's node became the incident: several of its devices failed together."""
+        if self.state.node_incident is None:
+            self.state.node_incident = notice.incident_id
+            self.note("correlate", f"part of node incident {notice.incident_id}: {', '.join(notice.devices)}")
 
     @workflow.query
     def get_state(self) -> IncidentState:
@@ -106,18 +118,22 @@ class DeviceIncidentWorkflow:
 
     async def _pipeline(self) -> IncidentOutcome:
         await workflow.wait_condition(lambda: bool(self.events))
-        event = await self._settle_unknown(self.events[0])
+        event = await self._settle()
         verdict = classify(event, self.policy)
         self.state.failure_mode, self.state.permanence = verdict.failure_mode, verdict.permanence
         self.state.why = verdict.why
+        if self.state.flapping and verdict.actionable and self.permanent:
+            self.state.permanence = Permanence.PERMANENT
+            self.state.why = f"{verdict.why}; flapping"
         self.state.node = event.node
         self.note("classify", verdict.why)
         self._upsert(search.FAILURE_MODE, verdict.failure_mode.value)
         if not verdict.actionable:
             raise IncidentStopped(Outcome.NOT_ACTIONABLE, verdict.why)
+        await self._report_to_node(event)
 
         discovery = await self._discover()
-        permanent = verdict.permanence is Permanence.PERMANENT
+        permanent = self.permanent
         report = await self._checkpoint(discovery, permanent)
         self.state.checkpoint = report
 
@@ -138,27 +154,89 @@ class DeviceIncidentWorkflow:
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
             self.state.recovery.append(result)
-        return await Closer(self).close(permanent)
+        return await Closer(self).close(self.permanent)
 
-    async def _settle_unknown(self, event: DeviceHealthEvent) -> DeviceHealthEvent:
-        """Unknown health becomes an incident only after the driver's grace period."""
-        if event.health is not Health.UNKNOWN:
-            return event
-        self.enter(Phase.WAITING_GRACE, None)
-        grace = self.policy.detection.unknown_grace_s
-        self.note("detect", f"health Unknown: waiting {grace:g}s grace for a clearer signal")
+    async def _settle(self) -> DeviceHealthEvent:
+        """The event that opens the incident for real.
+
+        Unknown health becomes an incident only after the driver's grace period. A device
+        that returns to Healthy is watched for the flapping window before the incident
+        closes, so a device that keeps failing and recovering stays one incident.
+        """
+        index = 0
+        while True:
+            event = self.events[index]
+            if event.health is Health.UNKNOWN:
+                grace = self.policy.detection.unknown_grace_s
+                self.enter(Phase.WAITING_GRACE, None)
+                self.note("detect", f"health Unknown: waiting {grace:g}s grace for a clearer signal")
+                found = await self._next_event(index, lambda e: e.health is not Health.UNKNOWN, grace,
+                                               "Unknown-health grace period")
+                if found is None:
+                    self.note("detect", f"still Unknown after {grace:g}s: opening the incident")
+                    return event
+                index = found
+                event = self.events[index]
+            if event.health is not Health.HEALTHY:
+                return event
+            window = self.policy.detection.flapping.window_s
+            self.enter(Phase.WATCHING, None)
+            self.note("detect", f"device back to Healthy; watching {window:g}s for it to fail again")
+            found = await self._next_event(index, lambda e: e.health is not Health.HEALTHY, window,
+                                           "watch for flapping")
+            if found is None:
+                raise IncidentStopped(Outcome.CLEARED, "device returned to Healthy and stayed healthy "
+                                      f"for the {window:g}s flapping window")
+            index = found
+
+    async def _next_event(self, after: int, wanted: Callable[[DeviceHealthEvent], bool], timeout_s: float,
+                          summary: str) -> int | None:
+        """Index of the first event after ``after`` that is ``wanted``, waiting up to ``timeout_s``."""
+        def position() -> int | None:
+            return next((i for i in range(after + 1, len(self.events)) if wanted(self.events[i])), None)
         try:
-            await workflow.wait_condition(
-                lambda: any(e.health is not Health.UNKNOWN for e in self.events),
-                timeout=timedelta(seconds=grace), timeout_summary="Unknown-health grace period",
-            )
+            await workflow.wait_condition(lambda: position() is not None, timeout=timedelta(seconds=timeout_s),
+                                          timeout_summary=summary)
         except TimeoutError:
-            self.note("detect", f"still Unknown after {grace:g}s: opening the incident")
-            return event
-        clearer = next(e for e in self.events if e.health is not Health.UNKNOWN)
-        if clearer.health is Health.HEALTHY:
-            raise IncidentStopped(Outcome.CLEARED, "device returned to Healthy within the grace period")
-        return clearer
+            return None
+        return position()
+
+    def _check_flapping(self) -> None:
+        rule = self.policy.detection.flapping
+        if self.state.flapping:
+            return
+        changes = transitions_within(self.events, rule.window_s)
+        if changes >= rule.transitions:
+            self.state.flapping = True
+            treat = "; treated as a permanent failure" if rule.permanent else ""
+            self.note("detect", f"flapping: {changes} health changes within {rule.window_s:g}s{treat}")
+
+    @property
+    def permanent(self) -> bool:
+        """Whether the incident is about a failure a restart will not clear (now, as known)."""
+        flapping = self.state.flapping and self.policy.detection.flapping.permanent
+        return self.state.permanence is Permanence.PERMANENT or flapping
+
+    async def _report_to_node(self, event: DeviceHealthEvent) -> None:
+        """Tell the node's watch; losing this only loses correlation, never the incident."""
+        node = event.node or self.inp.device.pool
+        if not node or self.state.failure_mode is None:
+            return
+        report = NodeDeviceReport(incident_id=self.state.incident_id, device=self.inp.device,
+                                  failure_mode=self.state.failure_mode, observed_at=event.observed_at,
+                                  why=self.state.why)
+        watch = NodeWatchInput(node=node, driver=self.inp.device.driver,
+                               correlation=self.policy.detection.node_correlation,
+                               search_attributes=self.inp.search_attributes)
+        try:
+            await workflow.execute_activity_method(
+                NodeActivities.report_to_node, NodeReportInput(watch=watch, report=report),
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=5)),
+                summary=f"report to node {node}'s watch",
+            )
+        except ActivityError as err:
+            self.note("correlate", f"node {node} not told (correlation skipped): {err.cause or err}")
 
     async def _discover(self) -> Discovery:
         self.enter(Phase.DISCOVERING, "detect")

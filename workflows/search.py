@@ -40,3 +40,12 @@ def for_config_problem(problem: ConfigProblem) -> TypedSearchAttributes:
     if problem.node:
         pairs.append(SearchAttributePair(NODE, problem.node))
     return TypedSearchAttributes(pairs)
+
+
+def for_node(driver: str, node: str) -> TypedSearchAttributes:
+    """Attributes of a node's watch (and node incident)."""
+    return TypedSearchAttributes([
+        SearchAttributePair(DRIVER, driver),
+        SearchAttributePair(NODE, node),
+        SearchAttributePair(PHASE, "Watching"),
+    ])

@@ -12,6 +12,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
+from podmedic.node import NodeReportInput
 from podmedic.steps import (
     CheckpointInput,
     CheckpointReport,
@@ -36,12 +37,15 @@ POD = PodRef(namespace="default", name="train-abcde", uid="uid-1", node="node-00
              checkpoint_method="annotation")
 
 
+T0 = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+
+
 def event(health: Health = Health.UNHEALTHY, code: int | None = None, event_id: str = "e1",
-          device: DeviceRef = DEVICE) -> DeviceHealthEvent:
-    """A health event as a detector would send it."""
+          device: DeviceRef = DEVICE, after_s: float = 0.0) -> DeviceHealthEvent:
+    """A health event as a detector would send it, ``after_s`` seconds after T0."""
     return DeviceHealthEvent(
         device=device, health=health, node=device.pool, reason="XID" if code else "test", code=code,
-        source="test", observed_at=dt.datetime(2026, 11, 22, tzinfo=dt.UTC), event_id=event_id,
+        source="test", observed_at=T0 + dt.timedelta(seconds=after_s), event_id=event_id,
     )
 
 
@@ -54,6 +58,8 @@ class FakeCluster:
         self.discover_delay_s = 0.0
         self.restart_verifies = True
         self.health = Health.HEALTHY
+        self.node_reports: list[NodeReportInput] = []
+        self.ticket_state = "resolved"
 
     def activities(self) -> Sequence[Callable[..., Any]]:
         """The fakes, each under the name of the real activity."""
@@ -108,7 +114,13 @@ class FakeCluster:
         @activity.defn(name="ticket_status")
         async def ticket_status(inp: TicketStatusInput) -> str:
             self.calls["ticket_status"] += 1
-            return "resolved"
+            return self.ticket_state
+
+        @activity.defn(name="report_to_node")
+        async def report_to_node(inp: NodeReportInput) -> str:
+            self.calls["report_to_node"] += 1
+            self.node_reports.append(inp)
+            return f"node/{inp.watch.node}"
 
         return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,
-                reschedule_same_node, read_device_health, file_ticket, ticket_status]
+                reschedule_same_node, read_device_health, file_ticket, ticket_status, report_to_node]

@@ -9,11 +9,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
+from ingest.delivery import deliver_event
 from podmedic.incident import IncidentOutcome
 from podmedic.models import DeviceRef, Health, Outcome
 from podmedic.policy_file import PolicySet, parse_policy
 from tests.workflow.fakes import DEVICE, FakeCluster, event
-from ingest.delivery import deliver_event
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

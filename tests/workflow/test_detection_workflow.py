@@ -1,0 +1,150 @@
+"""Detection logic inside the workflows: flapping, the Unknown grace, node correlation.
+
+Time-skipping server, fake cluster activities under the real names; the node watch is
+reached through the real ``report_to_node`` activity (signal-with-start on the server).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.node import NodeActivities
+from ingest.delivery import deliver_event
+from podmedic.incident import IncidentOutcome
+from podmedic.models import DeviceRef, Health, Outcome, Permanence
+from podmedic.node import NodeIncidentOutcome, node_workflow_id
+from podmedic.policy_file import parse_policy
+from tests.workflow.fakes import FakeCluster, event
+from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+POLICY = parse_policy("""
+drivers:
+  default:
+    detection:
+      unknown_grace_s: 60
+      flapping: {transitions: 4, window_s: 600, permanent: true}
+      node_correlation: {devices: 3, window_s: 120}
+    close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
+    ticket: {url: "http://tickets.invalid", wait_resolution_s: 600, poll_s: 5}
+    classification: {codes: {permanent: [79]}}
+""")
+
+
+def _worker(client: Client, task_queue: str, fake: FakeCluster, real_node_activity: bool = False) -> Worker:
+    activities = list(fake.activities())
+    if real_node_activity:
+        activities = [a for a in activities if getattr(a, "__name__", "") != "report_to_node"]
+        activities.append(NodeActivities(client).report_to_node)
+    return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow, NodeIncidentWorkflow],
+                  activities=activities)
+
+
+async def _send(client: Client, tq: str, *events: object) -> None:
+    for ev in events:
+        await deliver_event(client, ev, POLICY, task_queue=tq, search_attributes=False)  # type: ignore[arg-type]
+
+
+async def _outcome(client: Client, device: DeviceRef) -> IncidentOutcome:
+    return await client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id).result()
+
+
+async def test_flapping_device_is_one_incident_treated_as_permanent(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0100", device="gpu-1")
+    flaps = [Health.UNKNOWN, Health.HEALTHY, Health.UNKNOWN, Health.HEALTHY, Health.UNHEALTHY]
+    await _send(client, task_queue, *(event(h, device=device, event_id=f"f{i}", after_s=30 * i)
+                                      for i, h in enumerate(flaps)))
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY
+    async with _worker(client, task_queue, fake):
+        outcome = await _outcome(client, device)
+        state = await client.get_workflow_handle(device.workflow_id).query(DeviceIncidentWorkflow.get_state)
+    assert state.flapping and state.events_seen == 5
+    assert outcome.permanence is Permanence.PERMANENT
+    assert "flapping" in " ".join(t.message for t in outcome.timeline)
+    assert fake.calls["taint_device"] == 1 and fake.calls["file_ticket"] == 1
+    assert fake.calls["restart_in_place"] == 0  # permanent ladder: no in-place restart of a flapping device
+
+
+async def test_unknown_blip_that_clears_closes_after_the_flapping_window(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0101", device="gpu-0")
+    await _send(client, task_queue, event(Health.UNKNOWN, device=device, event_id="u"),
+                event(Health.HEALTHY, device=device, event_id="h", after_s=10))
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        # Signal-with-start runs do not unlock the test server's auto time skipping: skip explicitly.
+        await time_skipping_env.sleep(timedelta(seconds=700))
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.CLEARED
+    assert "flapping window" in outcome.explanation
+    assert fake.calls["taint_device"] == 0 and fake.calls["discover_device"] == 0
+
+
+async def test_few_transitions_are_not_flapping(time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-0")
+    await _send(client, task_queue, event(Health.UNKNOWN, device=device, event_id="u1"),
+                event(Health.HEALTHY, device=device, event_id="h1", after_s=10),
+                event(Health.UNHEALTHY, device=device, event_id="x1", after_s=20))
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        outcome = await _outcome(client, device)
+        state = await client.get_workflow_handle(device.workflow_id).query(DeviceIncidentWorkflow.get_state)
+    assert not state.flapping
+    assert outcome.permanence is Permanence.TRANSIENT
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
+
+
+async def test_devices_failing_together_open_one_node_incident(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    node = "node-0200"
+    devices = [DeviceRef(driver="gpu.nvidia.com", pool=node, device=f"gpu-{i}") for i in range(3)]
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY
+    fake.ticket_state = "open"  # keep the device incidents open while the node escalates
+    async with _worker(client, task_queue, fake, real_node_activity=True):
+        # gpu-0..2 fail within 40 s of each other: within the 120 s window, so the node is the incident.
+        await _send(client, task_queue, *(event(code=79, device=d, event_id=f"n{i}", after_s=20 * i)
+                                          for i, d in enumerate(devices)))
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
+        await time_skipping_env.sleep(timedelta(seconds=300))
+        result: NodeIncidentOutcome = await watch.result()
+        states = [await client.get_workflow_handle(d.workflow_id).query(DeviceIncidentWorkflow.get_state)
+                  for d in devices]
+        for d in devices:  # still waiting for the vendor: end them so they hold no timers for other tests
+            await client.get_workflow_handle(d.workflow_id).terminate("test done")
+    assert result.escalated
+    assert sorted(result.devices) == sorted(d.resource_id for d in devices)
+    assert all(s.node_incident == node_workflow_id(node) for s in states)
+
+
+async def test_devices_failing_apart_do_not_make_a_node_incident(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    node = "node-0201"
+    devices = [DeviceRef(driver="gpu.nvidia.com", pool=node, device=f"gpu-{i}") for i in range(3)]
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake, real_node_activity=True):
+        # Three devices, but 10 minutes apart: each is its own incident.
+        await _send(client, task_queue, *(event(code=79, device=d, event_id=f"a{i}", after_s=600 * i)
+                                          for i, d in enumerate(devices)))
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
+        await time_skipping_env.sleep(timedelta(seconds=300))
+        result: NodeIncidentOutcome = await watch.result()
+    assert not result.escalated and result.devices == []
