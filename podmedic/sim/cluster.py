@@ -219,6 +219,30 @@ class SimCluster:
             )
         )
 
+    def set_slice_taint(
+        self,
+        driver: str,
+        pool: str,
+        device: str,
+        key: str,
+        value: str = "",
+        effect: str = "NoExecute",
+        remove: bool = False,
+    ) -> dict[str, Any]:
+        """Add/replace or remove a driver taint in the device's ResourceSlice (see
+        ``SimEngine.set_slice_taint``); returns the slice."""
+        result: dict[str, Any] = self.call(
+            lambda: self.engine.set_slice_taint(driver, pool, device, key, value, effect, remove)
+        )
+        return result
+
+    def set_prepare_failure(
+        self, driver: str, pool: str, device: str, message: str = "", clear: bool = False
+    ) -> None:
+        """Make the driver fail to prepare the device for pods (see
+        ``SimEngine.set_prepare_failure``)."""
+        self.call(lambda: self.engine.set_prepare_failure(driver, pool, device, message, clear))
+
     def state(self) -> dict[str, Any]:
         """The same JSON as ``GET /sim/v1/state``."""
         result: dict[str, Any] = self.call(self.engine.state)

@@ -55,6 +55,7 @@ class DeviceRegistry:
         self.by_node: dict[str, list[SliceInfo]] = {}
         self.faults: dict[DevKey, Fault] = {}
         self.slice_taints: dict[DevKey, list[Taint]] = {}
+        self.prepare_faults: dict[DevKey, str] = {}  # device -> the driver's prepare error
         self.rules: dict[str, Obj] = {}
         self._rule_first_seen: dict[str, float] = {}
         self.health_listeners: list[Callable[[DevKey, Fault], None]] = []
@@ -164,6 +165,17 @@ class DeviceRegistry:
             self.faults[key] = fault
         for listener in list(self.health_listeners):
             listener(key, self.fault(key))
+
+    def set_prepare_failure(self, key: DevKey, message: str, *, clear: bool = False) -> None:
+        """Make the driver fail (or, with ``clear``, stop failing) to prepare the device for pods."""
+        if not self.exists(key):
+            raise KeyError(f"device {'/'.join(key)} not found")
+        if clear:
+            self.prepare_faults.pop(key, None)
+            return
+        if not message:
+            raise ValueError("message must not be empty unless clear is true")
+        self.prepare_faults[key] = message
 
     def set_slice_taint(
         self, key: DevKey, taint_key: str, value: str, effect: str, *, remove: bool

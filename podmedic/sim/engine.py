@@ -128,6 +128,14 @@ class SimEngine:
             (driver, pool, device), key, value, effect, remove=remove
         )
 
+    def set_prepare_failure(
+        self, driver: str, pool: str, device: str, message: str = "", clear: bool = False
+    ) -> None:
+        """Make the driver fail to prepare the device for pods starting on it (``clear``:
+        stop); pods waiting on it start at their next retry. ``KeyError`` for unknown devices,
+        ``ValueError`` for an empty message."""
+        self.devices.set_prepare_failure((driver, pool, device), message, clear=clear)
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> Obj:
         """Delete a pod like the API server: bound, running pods get a deletionTimestamp and
         are removed by the kubelet after the grace period; others go at once."""

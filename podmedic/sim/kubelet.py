@@ -130,8 +130,36 @@ class Kubelet:
         rt.devices = self._claims.pod_devices(pod)
         rt.pod_claims = {k[1]: name for name, k in self._claims.pod_claim_keys(pod) if k}
         self._write(rt)
+        if self._prepare_failed(rt):
+            return
         for c in rt.containers:
             self._prepare(rt, c)
+
+    def _prepare_failed(self, rt: PodRt) -> bool:
+        """The DRA driver refusing to prepare a device: a Warning Event, containers stay
+        ``ContainerCreating``, and another try after a back-off (as the real kubelet does)."""
+        failing = sorted(
+            (dev, msg) for _, _, dev in rt.devices if (msg := self._devices.prepare_faults.get(dev))
+        )
+        if not failing:
+            rt.prepare_failures = 0
+            return False
+        (driver, _, _), message = failing[0]
+        self._event(
+            rt,
+            "FailedPrepareDynamicResources",
+            f"failed to prepare dynamic resources: {driver}: {message}",
+            warning=True,
+        )
+        delay = min(self._t.backoff_base_s * 2**rt.prepare_failures, self._t.backoff_max_s)
+        rt.prepare_failures += 1
+
+        def retry() -> None:
+            if not rt.gone and not rt.deleting:
+                self._start_pod(rt)
+
+        self._timers.call_later(delay, retry)
+        return True
 
     def _prepare(self, rt: PodRt, c: ContainerRt) -> None:
         gen = c.bump()

@@ -81,6 +81,7 @@ class PodRt:
     pod_ip: str = ""
     deleting: bool = False
     gone: bool = False
+    prepare_failures: int = 0  # consecutive failed attempts to prepare the devices, for back-off
 
     def container(self, name: str) -> ContainerRt | None:
         """The container of that name."""

@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podmedic.sim.store import StoreError
 
@@ -45,6 +45,22 @@ class SliceTaint(_Strict):
     value: str = ""
     effect: Literal["None", "NoSchedule", "NoExecute"] = "NoExecute"
     remove: bool = False
+
+
+class PrepareFault(_Strict):
+    """Body of ``POST /sim/v1/faults/prepare``."""
+
+    driver: str = Field(min_length=1)
+    pool: str = Field(min_length=1)
+    device: str = Field(min_length=1)
+    message: str = ""
+    clear: bool = False
+
+    @model_validator(mode="after")
+    def _message_unless_clear(self) -> PrepareFault:
+        if not self.clear and not self.message:
+            raise ValueError("message: required unless clear is true")
+        return self
 
 
 class TrainingJob(_Strict):
@@ -97,6 +113,7 @@ def _device_json(engine: SimEngine, driver: str, pool: str, device: str) -> dict
         "crash": fault.crash,
         "clears_on_restart": fault.clears_on_restart,
         "taints": [t.to_json() for t in engine.devices.taints(key)],
+        "prepare_failure": engine.devices.prepare_faults.get(key),
     }
 
 
@@ -137,6 +154,17 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
             return _error(404, str(err.args[0]))
         return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
 
+    async def prepare_fault(request: web.Request) -> web.Response:
+        body = await _body(request, PrepareFault)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, PrepareFault)
+        try:
+            engine.set_prepare_failure(body.driver, body.pool, body.device, body.message, body.clear)
+        except KeyError as err:
+            return _error(404, str(err.args[0]))
+        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
+
     async def training(request: web.Request) -> web.Response:
         body = await _body(request, TrainingJob)
         if isinstance(body, web.Response):
@@ -154,6 +182,7 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
     return [
         web.post("/sim/v1/faults/device", device_fault),
         web.post("/sim/v1/faults/slice-taint", slice_taint),
+        web.post("/sim/v1/faults/prepare", prepare_fault),
         web.post("/sim/v1/workloads/training", training),
         web.get("/sim/v1/state", state),
     ]

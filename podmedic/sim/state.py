@@ -30,6 +30,7 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
                     "crash": fault.crash,
                     "clears_on_restart": fault.clears_on_restart,
                     "taints": [t.to_json() for t in engine.devices.taints(key)],
+                    "prepare_failure": engine.devices.prepare_faults.get(key),
                     "allocated_to": "/".join(engine.claims.owner[key])
                     if key in engine.claims.owner
                     else None,
