@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -194,3 +195,77 @@ class KubeGateway:
         """Every pod and the list's resourceVersion (the start of a watch)."""
         data = self._call("list pods", self.core.list_pod_for_all_namespaces)
         return data["items"], data["metadata"].get("resourceVersion", "")
+
+    # -- generic list/watch for the ingest's cluster sources ---------------------------------
+    def _lister(self, kind: str) -> Callable[..., Any]:
+        listers: dict[str, Callable[..., Any]] = {
+            "pods": self.core.list_pod_for_all_namespaces,
+            "resourceslices": self.resource.list_resource_slice,
+            "events": self.core.list_event_for_all_namespaces,
+        }
+        if kind not in listers:
+            raise ValueError(f"kind {kind!r} cannot be watched; one of {', '.join(sorted(listers))}")
+        return listers[kind]
+
+    def list_objects(self, kind: str, *, field_selector: str | None = None,
+                     page_size: int = 500) -> tuple[list[Obj], str]:
+        """Every object of ``kind`` (``pods``, ``resourceslices`` or ``events``) across all
+        namespaces, page by page, as plain dicts, with the resourceVersion to watch from.
+
+        The first page's resourceVersion is returned: a watch from it replays anything that
+        changed while later pages were read, so nothing falls between the list and the watch.
+        """
+        lister = self._lister(kind)
+        selector = {"field_selector": field_selector} if field_selector else {}
+        items: list[Obj] = []
+        token: str | None = None
+        version = ""
+        while True:
+            paging: dict[str, Any] = {"limit": page_size, **({"_continue": token} if token else {})}
+            data = self._call(f"list {kind}", lister, **selector, **paging)
+            items.extend(data.get("items") or [])
+            meta = data.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def watch_objects(self, kind: str, resource_version: str | None, *, timeout_s: int = 30,
+                      field_selector: str | None = None) -> Iterator[tuple[str, Obj]]:
+        """Changes of ``kind`` across all namespaces as ``(type, object dict)``, bookmarks
+        included, until the server ends the watch after ``timeout_s``.
+
+        Lines are decoded as plain JSON (no client models: ten times cheaper on busy
+        clusters). Raises ``KubeError`` with status 410 when ``resource_version`` is too old
+        (the caller relists) and ``ServerError`` when the stream breaks.
+        """
+        lister = self._lister(kind)
+        selector = {"field_selector": field_selector} if field_selector else {}
+        try:
+            resp = lister(watch=True, resource_version=resource_version or None, timeout_seconds=timeout_s,
+                          allow_watch_bookmarks=True, _preload_content=False,
+                          _request_timeout=(self.timeout_s, timeout_s + self.timeout_s), **selector)
+        except ApiException as exc:
+            raise _translate(exc, f"watch {kind}") from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ServerError(f"watch {kind}: {exc}") from exc
+        try:
+            for line in watch.watch.iter_resp_lines(resp):
+                event = json.loads(line)
+                obj: Obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise KubeError(f"watch {kind}: {obj.get('message')}", int(obj.get("code") or 0))
+                yield str(event.get("type")), obj
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            raise ServerError(f"watch {kind}: stream broke: {exc}") from exc
+        finally:
+            resp.close()
+            resp.release_conn()
+
+    def get_claim(self, namespace: str, name: str) -> Obj | None:
+        """A ResourceClaim, or ``None`` if it is gone."""
+        try:
+            return self._call(f"get resourceclaim {namespace}/{name}", self.resource.read_namespaced_resource_claim,
+                              name, namespace)
+        except NotFound:
+            return None
