@@ -19,7 +19,8 @@ T0 = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 
 
 def _event(health: Health = Health.UNHEALTHY, *, reason: str = "", code: int | None = None, message: str = "",
-           metrics: dict[str, float] | None = None, after_s: float = 0, device: DeviceRef = DEVICE) -> DeviceHealthEvent:
+           metrics: dict[str, float] | None = None, after_s: float = 0,
+           device: DeviceRef = DEVICE) -> DeviceHealthEvent:
     return DeviceHealthEvent(device=device, health=health, reason=reason, code=code, message=message,
                              metrics=metrics or {}, observed_at=T0 + dt.timedelta(seconds=after_s),
                              event_id=f"e-{health}-{after_s}")
