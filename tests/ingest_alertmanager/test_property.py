@@ -35,7 +35,8 @@ times = st.sampled_from(["2025-03-14T09:26:53.589Z", "2025-03-14T09:26:53.123456
 damage = json_values | st.sampled_from(["2025-03-14T09:26:53", "2025-02-30T00:00:00Z", "soon", "1741944413", ""])
 label_values = {
     "alertname": st.sampled_from(NAMES), "gpu": st.sampled_from(["0", "3", "7"] * 3 + ["", "x" * 130]),
-    "Hostname": st.sampled_from(["gpu-node-07"] * 4 + ["", " "]), "instance": st.sampled_from(["10.0.0.5:9400", "[::1]:1"]),
+    "Hostname": st.sampled_from(["gpu-node-07"] * 4 + ["", " "]),
+    "instance": st.sampled_from(["10.0.0.5:9400", "[::1]:1"]),
     "xid": numbers, "err_code": numbers, "UUID": st.sampled_from(["GPU-5b0c", ""]), "job": st.just("dcgm"),
     "podmedic_driver": st.sampled_from(["gpu.amd.com", ""]),
 }
