@@ -13,10 +13,18 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from temporalio.client import Client
+
+from activities.kube import KubeGateway
+from ingest.dedup import RecentStates
 from ingest.delivery import Deliverer
+from ingest.http.app import build_app, start_site
+from ingest.settings import IngestSettings
+from ingest.sources import cluster_sources
 from ingest.types import Observation, Source, Stopping
+from podmedic.policy_file import PolicySet
 
 log = logging.getLogger("podmedic.ingest")
 
@@ -95,3 +103,37 @@ def _run_source(source: Source, emit: BlockingEmitter, halt: threading.Event) ->
             log.exception("source %s crashed; restarting in %.0fs", source.name, delay)
             halt.wait(delay)
             delay = min(delay * 2, 30.0)
+
+
+async def run_ingest(
+    client: Client,
+    kube: KubeGateway,
+    policies: PolicySet,
+    settings: IngestSettings,
+    task_queue: str,
+    stop: asyncio.Event,
+    *,
+    watch: bool = True,
+    http: bool = True,
+    on_ready: Callable[[str | None], None] | None = None,
+) -> None:
+    """The whole ingest service until ``stop``: cluster watches and the HTTP front, one Deliverer.
+
+    ``on_ready`` receives the HTTP front's base URL (``None`` without one) once serving.
+    """
+    deliverer = Deliverer(client, policies, task_queue,
+                          dedup=RecentStates(settings.dedup.ttl_s, settings.dedup.max_entries))
+    runner = None
+    url = None
+    if http:
+        runner, url = await start_site(build_app(deliverer, settings), settings.http)
+        log.info("ingest HTTP front on %s (POST /v1/events, /v1/alertmanager)", url)
+    if on_ready is not None:
+        on_ready(url)
+    sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
+    try:
+        await run_sources(sources, deliverer, stop)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        log.info("ingest stopped: %d delivered, %d deduplicated", deliverer.delivered, deliverer.deduplicated)

@@ -21,7 +21,9 @@ class Stopping(Exception):
 class Source(Protocol):
     """A cluster watch that turns objects into observations, run in its own thread."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Short name, for logs and the cursor file."""
 
     def run(self, emit: Emit, stop: threading.Event) -> None:
         """Watch until ``stop`` is set; call ``emit`` for each observation, in order."""

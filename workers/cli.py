@@ -26,6 +26,32 @@ Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubec
 """
 
 
+INGEST_HELP = """\
+Turn every health signal into exactly one incident per device.
+
+Sources: pods' allocatedResourcesStatus (KEP-4680), ResourceSlice device taints written by
+drivers, FailedPrepareDynamicResources Events (bad configuration is reported on the pod,
+never tainted), and an HTTP front:
+  POST /v1/events        CloudEvents 1.0 (application/cloudevents+json, or a batch as
+                         application/cloudevents-batch+json), type io.podmedic.device.health.v1
+  POST /v1/alertmanager  Alertmanager webhook (dcgm-exporter alerts; mapping in the settings)
+  GET  /healthz, /v1/stats
+Every POST needs `Authorization: Bearer <token>`; 202 means Temporal has the event.
+Repeats of a device's state cost no Temporal round trip. See docs/detection.md.
+
+Example:
+  PODMEDIC_INGEST_TOKEN=$(cat token) podmedic ingest --kubeconfig kc --listen 0.0.0.0:8088 \\
+      --state-dir /var/lib/podmedic/ingest
+"""
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 0.0.0.0:8088)")
+    return host, int(port)
+
+
 def _env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
@@ -75,24 +101,41 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """Run the ingest service."""
+    """Run the ingest service: cluster watches and the HTTP front."""
     from activities.kube import KubeGateway
+    from ingest.http.auth import AuthConfigError
+    from ingest.service import run_ingest
+    from ingest.settings import SettingsError, load_ingest_settings
     from podmedic.policy_file import PolicySet
-    from workers.ingest import run_ingest
 
     policies = _load_policy_or_exit(args.policy)
     assert isinstance(policies, PolicySet)
+    try:
+        settings = load_ingest_settings(args.settings)
+    except SettingsError as exc:
+        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
+        return 2
+    overrides: dict[str, object] = {"token_file": args.token_file} if args.token_file else {}
+    if args.listen:
+        overrides["host"], overrides["port"] = args.listen
+    settings = settings.model_copy(update={"http": settings.http.model_copy(update=overrides),
+                                           "state_dir": args.state_dir or settings.state_dir})
 
     async def main() -> None:
         stop = await _stop_event()
         client = await connect(args.temporal_address, args.namespace)
         kube = KubeGateway(args.kubeconfig)
         try:
-            await run_ingest(client, kube, policies, args.task_queue, stop)
+            await run_ingest(client, kube, policies, settings, args.task_queue, stop,
+                             watch=not args.no_watch, http=not args.no_http)
         finally:
             kube.close()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except AuthConfigError as exc:
+        print(f"podmedic: refusing to start the HTTP front: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -146,8 +189,20 @@ def build_parser() -> argparse.ArgumentParser:
     _connection_flags(p)
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("ingest", help="watch the cluster for unhealthy devices and open incidents")
+    p = sub.add_parser(
+        "ingest", help="turn health signals (cluster watches, HTTP, Alertmanager) into incidents",
+        description=INGEST_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _connection_flags(p)
+    p.add_argument("--settings", type=Path, default=os.environ.get("PODMEDIC_INGEST_SETTINGS"),
+                   help="ingest settings YAML: http, dedup, alertmanager mapping, state_dir "
+                        "(env PODMEDIC_INGEST_SETTINGS; default: built-in defaults)")
+    p.add_argument("--listen", metavar="HOST:PORT", type=_host_port,
+                   help="HTTP front address (overrides http.host/http.port)")
+    p.add_argument("--token-file", type=Path, help="bearer token file (overrides http.token_file; "
+                                                   "else env PODMEDIC_INGEST_TOKEN)")
+    p.add_argument("--state-dir", type=Path, help="keep watch cursors here, to resume after a restart")
+    p.add_argument("--no-http", action="store_true", help="cluster watches only")
+    p.add_argument("--no-watch", action="store_true", help="HTTP front only (e.g. for a cluster without access)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("policy", help="per-driver policy files")

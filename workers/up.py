@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -66,6 +67,16 @@ class StackOptions:
     task_queue: str = DEFAULT_TASK_QUEUE
 
 
+def ingest_token(state_dir: Path) -> Path:
+    """The ingest's bearer token file under ``state_dir``, made once (owner-only)."""
+    path = state_dir / "ingest-token"
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32))
+    return path
+
+
 @dataclass
 class Child:
     """One supervised process."""
@@ -91,7 +102,7 @@ class Stack:
 
     def _plan(self) -> list[Child]:
         d, py = self.dir, [sys.executable, "-m", "workers.cli"]
-        tp, ui, sim, vendor = free_port(), free_port(), free_port(), free_port()
+        tp, ui, sim, vendor, ingest = free_port(), free_port(), free_port(), free_port(), free_port()
         kubeconfig = d / "kubeconfig"
         attrs = [f"--search-attribute={k.name}=Keyword" for k in search.ALL_KEYS]
         temporal_addr = f"127.0.0.1:{tp}"
@@ -100,11 +111,13 @@ class Stack:
         if self.o.policy:
             conn += ["--policy", str(self.o.policy.resolve())]
         ticket_url = f"http://127.0.0.1:{vendor}/tickets"
+        token_file = ingest_token(d)
         self.endpoints = {
             "temporal_address": temporal_addr, "temporal_namespace": "default",
             "ui_url": f"http://127.0.0.1:{ui}", "kubeconfig": str(kubeconfig),
             "sim_url": f"http://127.0.0.1:{sim}", "task_queue": self.o.task_queue,
             "ticket_url": ticket_url, "state_dir": str(d),
+            "ingest_url": f"http://127.0.0.1:{ingest}", "ingest_token_file": str(token_file),
         }
         return [
             Child("temporal", [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1",
@@ -118,7 +131,8 @@ class Stack:
                              "--resolve-after", str(self.o.vendor_resolve_s), "--store", str(d / "tickets.json")],
                   f"http://127.0.0.1:{vendor}/healthz"),
             Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url}),
-            Child("ingest", [*py, "ingest", *conn], ""),
+            Child("ingest", [*py, "ingest", *conn, "--listen", f"127.0.0.1:{ingest}", "--token-file", str(token_file),
+                             "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz"),
         ]
 
     def _spawn(self, child: Child) -> None:

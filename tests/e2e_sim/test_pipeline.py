@@ -17,13 +17,14 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import KubeGateway
+from ingest.service import run_ingest
+from ingest.settings import IngestSettings
 from podmedic.incident import IncidentOutcome
 from podmedic.models import Outcome
 from podmedic.policy_file import parse_policy
 from podmedic.sim import SimCluster, SimConfig
 from podmedic.sim.config import SimTimings
 from tests.helpers import wait_until
-from workers.ingest import run_ingest
 from workers.vendor_desk import VendorDesk
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
@@ -81,7 +82,8 @@ async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, desk: VendorDesk,
     assert sim.kubeconfig_path is not None
     kube = KubeGateway(Path(sim.kubeconfig_path))
     stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, task_queue, stop))
+    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, IngestSettings(), task_queue, stop,
+                                            http=False))
     async with build_worker(dev_env.client, task_queue, kube):
         yield dev_env.client, task_queue
         stop.set()
