@@ -1,0 +1,95 @@
+"""`podmedic up` as separate processes: the ingest's HTTP front, its token, and a SIGKILLed
+ingest restarted by the supervisor without losing what it had answered 202 for."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podmedic.incident import IncidentState
+from podmedic.models import FailureMode
+from tests.helpers import assert_eventually, wait_until
+from workers.temporal import connect
+from workers.up import Stack, StackOptions
+from workflows.incident import DeviceIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with Stack(StackOptions(state_dir=tmp_path_factory.mktemp("up"), nodes=2, devices_per_node=2)) as running:
+        yield running
+
+
+def _post(url: str, body: Any, token: str | None) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": "application/cloudevents+json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def _cloudevent(device: str, code: int) -> dict[str, Any]:
+    return {"specversion": "1.0", "id": f"ev-{device}-{code}", "source": "tests/up",
+            "type": "io.podmedic.device.health.v1", "time": dt.datetime.now(dt.UTC).isoformat(),
+            "data": {"driver": "gpu.nvidia.com", "pool": "node-0001", "device": device, "node": "node-0001",
+                     "health": "Unhealthy", "code": code, "message": f"XID {code}"}}
+
+
+async def _failure_mode(stack: Stack, device: str) -> FailureMode | None:
+    client = await connect(str(stack.endpoints["temporal_address"]))
+    handle = client.get_workflow_handle(f"device/gpu.nvidia.com/node-0001/{device}")
+
+    async def classified() -> IncidentState:
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        assert state.failure_mode is not None
+        return state
+
+    return (await assert_eventually(classified, timeout=60)).failure_mode
+
+
+async def test_up_serves_ingest_with_a_token_and_survives_an_ingest_kill(stack: Stack) -> None:
+    ep = stack.endpoints
+    url = f"{ep['ingest_url']}/v1/events"
+    token = Path(str(ep["ingest_token_file"])).read_text().strip()
+    assert Path(str(ep["ingest_token_file"])).stat().st_mode & 0o077 == 0  # owner-only
+
+    status, body = _post(url, _cloudevent("gpu-0", 79), token=None)
+    assert status == 401, body
+    status, body = _post(url, _cloudevent("gpu-0", 79), token="wrong")
+    assert status == 401, body
+
+    status, body = _post(url, _cloudevent("gpu-0", 79), token=token)
+    assert status == 202, body
+    assert body["incidents"] == ["device/gpu.nvidia.com/node-0001/gpu-0"]
+    assert await _failure_mode(stack, "gpu-0") is FailureMode.DEVICE_FAILED
+
+    ingest = next(c for c in stack.children if c.role == "ingest")
+    assert ingest.proc is not None
+    os.kill(ingest.proc.pid, signal.SIGKILL)
+    wait_until(lambda: ingest.restarts >= 1, timeout=30, what="the supervisor to restart ingest")
+
+    def answered() -> tuple[int, dict[str, Any]] | None:
+        try:
+            return _post(url, _cloudevent("gpu-1", 13), token=token)
+        except OSError:
+            return None
+
+    status, body = await asyncio.to_thread(wait_until, answered, timeout=60, interval=0.5, what="ingest back")
+    assert status == 202, body
+    assert await _failure_mode(stack, "gpu-1") is FailureMode.CONTAINER_CODE
