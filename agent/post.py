@@ -109,7 +109,8 @@ class Poster:
             if outcome == "retry":
                 self._spool.extendleft(reversed(batch))
                 self._trim()
-                self._retry_at = self._clock() + self._delay * random.uniform(0.8, 1.2)
+                # Jitter, so that a fleet of agents does not return in step when the ingest comes back.
+                self._retry_at = self._clock() + min(self._delay * random.uniform(0.8, 1.2), self._backoff[1])
                 self._delay = min(self._delay * 2, self._backoff[1])
                 break
             self._delay = self._backoff[0]
