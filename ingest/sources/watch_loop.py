@@ -23,13 +23,12 @@ from typing import Any, ClassVar
 
 from activities.kube import KubeError, KubeGateway
 from ingest.sources.cursor import Cursor, Memory
-from podmedic.models import ConfigProblem, DeviceHealthEvent
+from ingest.types import Emit, Observation, Stopping
 
 log = logging.getLogger("podmedic.ingest.watch")
 
 Obj = dict[str, Any]
-Observation = DeviceHealthEvent | ConfigProblem
-Emit = Callable[[Observation], None]
+__all__ = ["Change", "ClusterSource", "Emit", "Obj", "Observation", "WatchLoop", "WatchStats"]
 
 
 def _nothing() -> None:
@@ -131,7 +130,7 @@ class WatchLoop:
                         self._relist()
                     self._watch()
                     delay = self.source.backoff_s[0]
-                except _Stopped:
+                except (_Stopped, Stopping):
                     return
                 except KubeError as exc:
                     if exc.status == 410:
