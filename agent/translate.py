@@ -165,15 +165,15 @@ class Translator:
         """The device's present state as one event (``--once``): Healthy unless a reading says not."""
         dev = self._device(reading.index)
         metrics = self._metrics(dev, reading)
-        problems = [f"{n} volatile uncorrectable ECC errors" for n in [reading.ecc_uncorrected] if n]
-        problems += ["NVML reports the GPU lost"] if reading.lost else []
-        problems += ["row remapper failure"] if reading.row_remap_failure else []
-        reasons = ["ecc-uncorrectable"] * bool(reading.ecc_uncorrected) + ["gpu-lost"] * reading.lost
-        reasons += ["row-remap-failure"] * bool(reading.row_remap_failure)
         over = self._over(metrics)
-        if over:
-            problems.append(f"above report thresholds: {', '.join(over)}")
-            reasons.append("degraded")
+        found = [(reason, text) for present, reason, text in (
+            (bool(reading.ecc_uncorrected), "ecc-uncorrectable",
+             f"{reading.ecc_uncorrected} volatile uncorrectable ECC errors"),
+            (reading.lost, "gpu-lost", "NVML reports the GPU lost"),
+            (bool(reading.row_remap_failure), "row-remap-failure", "row remapper failure"),
+            (bool(over), "degraded", f"above report thresholds: {', '.join(over)}"),
+        ) if present]
+        reasons, problems = [r for r, _ in found], [t for _, t in found]
         health = "Unhealthy" if problems else "Healthy"
         return self._event(dev, health, reading.at, reason=reasons[0] if reasons else "",
                            message="; ".join(problems) or "readings within report thresholds", metrics=metrics)
