@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test fuzz lint clean
 
 install: $(STAMP)
 
@@ -18,11 +18,15 @@ demo: install
 	$(BIN)/podmedic demo
 
 test: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not slow"
+
+# The long property-based runs (10,000 generated cases each).
+fuzz: install
+	$(BIN)/pytest -q -m slow
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy podmedic workflows activities workers ingest agent
+	$(BIN)/mypy podmedic workflows activities workers ingest agent benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state

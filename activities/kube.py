@@ -172,30 +172,6 @@ class KubeGateway:
         """Record a Kubernetes Event."""
         self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)
 
-    # -- watches -----------------------------------------------------------------------------
-    def watch_pods(self, resource_version: str | None, timeout_s: int = 60) -> Iterator[tuple[str, Obj]]:
-        """Pod changes across all namespaces as ``(type, object)``; raises ``KubeError``
-        with status 410 when ``resource_version`` is too old (the caller relists)."""
-        stream = watch.Watch().stream(
-            self.core.list_pod_for_all_namespaces,
-            resource_version=resource_version,
-            timeout_seconds=timeout_s,
-            allow_watch_bookmarks=True,
-        )
-        try:
-            for event in stream:
-                raw = event.get("raw_object") or {}
-                if event["type"] == "ERROR":
-                    raise KubeError(f"watch pods: {raw.get('message')}", int(raw.get("code") or 0))
-                yield event["type"], raw
-        except ApiException as exc:
-            raise _translate(exc, "watch pods") from exc
-
-    def list_pods_all(self) -> tuple[list[Obj], str]:
-        """Every pod and the list's resourceVersion (the start of a watch)."""
-        data = self._call("list pods", self.core.list_pod_for_all_namespaces)
-        return data["items"], data["metadata"].get("resourceVersion", "")
-
     # -- generic list/watch for the ingest's cluster sources ---------------------------------
     def _lister(self, kind: str) -> Callable[..., Any]:
         listers: dict[str, Callable[..., Any]] = {

@@ -21,6 +21,9 @@ Start here:
   podmedic demo                   whole stack on embedded defaults, with injected faults
   podmedic up --state-dir DIR     the stack without faults (Temporal, simulator, worker, ingest)
   podmedic policy validate FILE   check a per-driver policy file
+  podmedic ingest --help          the detection service: cluster watches, CloudEvents, Alertmanager
+  podmedic agent nvml --help      the NVIDIA node agent (XID, ECC, thermal, NVLink -> ingest)
+  podmedic bench detection        events/s accepted and event -> running incident latency
 Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig
 (or in-cluster credentials) and --temporal-address pointing at your Temporal.
 """
@@ -234,6 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolve-after", type=float, help="resolve each ticket after this many seconds")
     p.add_argument("--store", type=Path, help="JSON file that keeps tickets across restarts")
     p.set_defaults(func=cmd_vendor_desk)
+
+    from agent.cli import add_agent_parser
+    from benchmarks.cli import add_bench_parser
+
+    add_agent_parser(sub)
+    add_bench_parser(sub)
 
     try:
         from podmedic.sim import cli as sim_cli
