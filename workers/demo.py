@@ -8,6 +8,7 @@ drives each one to a terminal, explained outcome.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import shutil
 import time
@@ -19,9 +20,11 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from podmedic.incident import IncidentOutcome
+from podmedic.node import NodeIncidentState
 from workers.temporal import connect
 from workers.up import Stack, StackOptions
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 
 # (label, fault body without the device) — drawn from the Llama 3 interruption mix.
 FAULTS: list[tuple[str, dict[str, Any]]] = [
@@ -62,6 +65,23 @@ def _start_jobs(sim_url: str, count: int) -> list[dict[str, Any]]:
     raise RuntimeError("training jobs did not become Ready within 90s")
 
 
+def _agent_report(ep: dict[str, object], rid: str) -> None:
+    """What a node agent would post about the first faulty device: it joins the open incident."""
+    driver, pool, device = rid.split("/")
+    token = Path(str(ep["ingest_token_file"])).read_text().strip()
+    event = {"specversion": "1.0", "id": f"demo-{rid}", "source": f"podmedic-agent/{pool}",
+             "type": "io.podmedic.device.health.v1", "time": dt.datetime.now(dt.UTC).isoformat(),
+             "data": {"driver": driver, "pool": pool, "device": device, "node": pool, "health": "Unhealthy",
+                      "code": FAULTS[0][1]["code"], "message": FAULTS[0][1]["message"]}}
+    req = urllib.request.Request(f"{ep['ingest_url']}/v1/events", data=json.dumps(event).encode(), method="POST",
+                                 headers={"Content-Type": "application/cloudevents+json",
+                                          "Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        answer = json.loads(resp.read())
+    print(f"  node agent reports {rid} over HTTP: {resp.status}, incident {', '.join(answer['incidents'])} "
+          "(same incident: one per device)", flush=True)
+
+
 async def _watch(client: Client, devices: list[str], timeout_s: float) -> dict[str, IncidentOutcome | None]:
     """Print phase changes until every device's incident has closed."""
     outcomes: dict[str, IncidentOutcome | None] = {d: None for d in devices}
@@ -87,6 +107,18 @@ async def _watch(client: Client, devices: list[str], timeout_s: float) -> dict[s
     return outcomes
 
 
+async def _node_incidents(client: Client) -> list[NodeIncidentState]:
+    """Every node watch the incidents opened, as it stands now."""
+    states = []
+    async for wf in client.list_workflows("WorkflowType = 'NodeIncident'"):
+        handle = client.get_workflow_handle_for(NodeIncidentWorkflow.run, wf.id)
+        try:
+            states.append(await handle.query(NodeIncidentWorkflow.get_state))
+        except Exception as exc:  # a watch that cannot be read is shown, not fatal to the demo
+            print(f"  (node watch {wf.id} unreadable: {exc})")
+    return sorted(states, key=lambda s: s.node)
+
+
 def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: Path) -> int:
     """Run the demo; 0 when every incident reached a terminal state."""
     if state_dir.exists():
@@ -110,6 +142,8 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
                 "driver": driver, "pool": pool, "device": device, "health": "Unhealthy",
                 "reason": "XidError", **fault})
             devices.append(rid)
+            if i == 0:
+                _agent_report(ep, rid)
             time.sleep(0.5)
         client = asyncio.run(connect(str(ep["temporal_address"])))
         outcomes = asyncio.run(_watch(client, devices, timeout_s=300))
@@ -124,8 +158,14 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
                 print(f"  {'':<36} {out.explanation}")
             rows.append({"id": f"device/{rid}", "device": rid, "failure_mode": mode, "outcome": result,
                          "steps": out.steps if out else [], "explanation": out.explanation if out else ""})
+        nodes = asyncio.run(_node_incidents(client))
+        if nodes:
+            print("\nNode watches (several devices of one node failing together):")
+            for node in nodes:
+                print(f"  {node.node:<12} {node.phase:<13} {', '.join(node.devices) or '-'}")
         if summary_json:
-            summary_json.write_text(json.dumps({"incidents": rows}, indent=2))
+            summary_json.write_text(json.dumps({"incidents": rows, "nodes": [n.model_dump() for n in nodes]},
+                                               indent=2))
         print(f"\nTemporal UI: {ep['ui_url']}  (search: WorkflowType='DeviceIncident')")
         done = all(v is not None for v in outcomes.values())
         if keep:
