@@ -1,0 +1,65 @@
+"""``podmedic bench ...`` (and ``python -m benchmarks.cli ...``): the benchmark commands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path("bench/results/detection.json")
+
+
+def _detection(args: argparse.Namespace) -> int:
+    from benchmarks.detection import DetectionOptions, run_and_report
+
+    opts = DetectionOptions(events=args.events, devices=args.devices, concurrency=args.concurrency,
+                            batch=args.batch, batch_concurrency=args.batch_concurrency, nodes=args.nodes,
+                            devices_per_node=args.devices_per_node, burst_concurrency=args.burst_concurrency,
+                            temporal_dynamic=args.temporal_dynamic, profile=args.profile)
+    run_and_report(opts, args.out)
+    return 0
+
+
+def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    """Add ``bench`` with its benchmarks to a command tree; returns the ``bench`` parser."""
+    bench: argparse.ArgumentParser = subparsers.add_parser(
+        "bench", help="benchmarks: start their own stack, print figures, write JSON")
+    which = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+    p = which.add_parser(
+        "detection", help="events/s accepted by the HTTP ingest, and event -> running incident latency",
+        description="Starts Temporal, the simulator (NODES x DEVICES_PER_NODE GPUs), a worker and the HTTP "
+                    "ingest; (a) sends EVENTS events of DEVICES devices repeating, as single events and as "
+                    "batches; (b) fails every simulated GPU at once and measures send -> workflow running.")
+    p.add_argument("--events", type=int, default=20_000, help="events per throughput run (default %(default)s)")
+    p.add_argument("--devices", type=int, default=100, help="distinct devices in (a) (default %(default)s)")
+    p.add_argument("--concurrency", type=int, default=64, help="connections for single events (default %(default)s)")
+    p.add_argument("--batch", type=int, default=100, help="events per batch request (default %(default)s)")
+    p.add_argument("--batch-concurrency", type=int, default=4, help="connections for batches (default %(default)s)")
+    p.add_argument("--nodes", type=int, default=125, help="simulated nodes (default %(default)s)")
+    p.add_argument("--devices-per-node", type=int, default=8, help="GPUs per node (default %(default)s)")
+    p.add_argument("--burst-concurrency", type=int, default=250,
+                   help="connections sending the burst (default %(default)s)")
+    p.add_argument("--temporal-dynamic", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Temporal dev server dynamic config (repeatable), e.g. "
+                        "history.transferProcessorMaxPollRPS=10000")
+    p.add_argument("--profile", type=Path, help="write a cProfile (by own time) of the ingest during (a) here")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default %(default)s)")
+    p.set_defaults(func=_detection)
+    return bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.cli detection [flags]``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cli")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="BENCHMARK")
+    add_bench_parser(sub)
+    # Standalone, ``bench`` is implied: ``python -m benchmarks.cli detection``.
+    args = parser.parse_args(["bench", *(argv if argv is not None else sys.argv[1:])])
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
