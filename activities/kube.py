@@ -107,9 +107,12 @@ class KubeGateway:
         ]
         return items
 
-    def list_slices(self) -> list[Obj]:
-        """Every ResourceSlice (drivers publish device taints there)."""
-        items: list[Obj] = self._call("list resourceslices", self.resource.list_resource_slice)["items"]
+    def list_slices(self, field_selector: str = "") -> list[Obj]:
+        """ResourceSlices (drivers publish device taints there), all or by ``field_selector``
+        (``spec.driver``, ``spec.pool.name``, ``spec.nodeName``)."""
+        items: list[Obj] = self._call(f"list resourceslices {field_selector}".strip(),
+                                      self.resource.list_resource_slice,
+                                      **({"field_selector": field_selector} if field_selector else {}))["items"]
         return items
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
