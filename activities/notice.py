@@ -1,7 +1,9 @@
 """Notices on pods: a Kubernetes Event and annotations saying what podmedic saw and did.
 
-The Event's name derives from the incident and reason, so a retried activity finds the
-Event it wrote instead of writing a second one.
+The Event's name derives from the incident and reason (for step notices: the incident's
+run and step), so a retried activity finds the Event it wrote instead of writing a second.
+Step notices link to the incident in the Temporal UI when the worker knows the UI's
+address (env ``PODMEDIC_UI_URL``; ``podmedic up`` sets it).
 """
 
 from __future__ import annotations
@@ -9,20 +11,31 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import os
+import urllib.parse
 
 from temporalio import activity
 
 from activities import podview
 from activities.base import KubeActivities
 from activities.kube import Conflict, NotFound, Obj
+from podmedic.incident import StepNotice, StepNoticeResult
 from podmedic.steps import PodNoticeInput, PodNoticeResult
 
 COMPONENT = "podmedic"
+UI_URL_ENV = "PODMEDIC_UI_URL"
+INCIDENT_URL = "podmedic.io/incident-url"
 
 
-def event_body(inp: PodNoticeInput, pod_uid: str) -> Obj:
-    """The core/v1 Event about the pod (name stable per incident and reason)."""
-    digest = hashlib.sha256(f"{inp.incident_id}/{inp.reason}".encode()).hexdigest()[:12]
+def incident_url(ui_base: str, namespace: str, workflow_id: str, run_id: str) -> str:
+    """The incident's page in the Temporal UI (the workflow id holds slashes: encoded)."""
+    wid = urllib.parse.quote(workflow_id, safe="")
+    return f"{ui_base.rstrip('/')}/namespaces/{urllib.parse.quote(namespace, safe='')}/workflows/{wid}/{run_id}/history"
+
+
+def event_body(inp: PodNoticeInput, pod_uid: str, key: str | None = None) -> Obj:
+    """The core/v1 Event about the pod (name stable per ``key``, default incident and reason)."""
+    digest = hashlib.sha256((key or f"{inp.incident_id}/{inp.reason}").encode()).hexdigest()[:12]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
@@ -45,7 +58,7 @@ def event_body(inp: PodNoticeInput, pod_uid: str) -> Obj:
 class NoticeActivities(KubeActivities):
     """Pod Events and annotations, idempotent."""
 
-    def _notice(self, inp: PodNoticeInput) -> PodNoticeResult:
+    def _notice(self, inp: PodNoticeInput, key: str | None = None) -> PodNoticeResult:
         pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name)
         if pod is None or (inp.pod.uid and pod["metadata"].get("uid") != inp.pod.uid):
             return PodNoticeResult(pod_found=False, event_recorded=False)
@@ -54,10 +67,27 @@ class NoticeActivities(KubeActivities):
             self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
         # Conflict: an earlier attempt of this activity already wrote this Event.
         with contextlib.suppress(Conflict):
-            self.kube.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", "")))
+            self.kube.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", ""), key))
         return PodNoticeResult(pod_found=True, event_recorded=True)
 
     @activity.defn(name="notify_pod")
     async def notify_pod(self, inp: PodNoticeInput) -> PodNoticeResult:
         """Record an Event on the pod and annotate it with the incident."""
         return await self.run(self._notice, inp)
+
+    def _step(self, notice: StepNotice, namespace: str) -> StepNoticeResult:
+        ui = os.environ.get(UI_URL_ENV, "")
+        url = incident_url(ui, namespace, notice.incident_id, notice.run_id) if ui else ""
+        message = f"{notice.message}; see {url}" if url else notice.message
+        result = StepNoticeResult()
+        for pod in notice.pods:
+            inp = PodNoticeInput(incident_id=notice.incident_id, pod=pod, reason=notice.reason, message=message,
+                                 warning=notice.warning, annotations={INCIDENT_URL: url} if url else {})
+            done = self._notice(inp, key=f"{notice.incident_id}#{notice.run_id}/{notice.step}")
+            (result.recorded if done.pod_found else result.gone).append(f"{pod.namespace}/{pod.name}")
+        return result
+
+    @activity.defn(name="notify_step")
+    async def notify_step(self, notice: StepNotice) -> StepNoticeResult:
+        """One Event per affected pod for one step of an incident (idempotent), linking the UI."""
+        return await self.run(self._step, notice, activity.info().namespace)

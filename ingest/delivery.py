@@ -25,7 +25,7 @@ from ingest.dedup import RecentStates
 from ingest.types import Observation
 from podmedic.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput
 from podmedic.policy_file import PolicySet
-from workflows import search
+from workflows import describe, search
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -79,7 +79,7 @@ async def deliver_event(
         start_signal_args=[event],
         search_attributes=search.initial(device.driver, device.resource_id, event.node)
         if search_attributes else None,
-        static_summary=f"{device.resource_id} {event.health.value}: {event.reason or event.message}"[:200],
+        static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy),
     )
     return handle.result_run_id
 

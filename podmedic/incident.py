@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from podmedic.models import DeviceRef, FailureMode, Outcome, Permanence, PodRef, TimelineEntry
+from podmedic.models import DeviceRef, FailureMode, Outcome, Permanence, PodKey, PodRef, TimelineEntry
 from podmedic.steps import CheckpointReport, RecoveryResult
 
 
@@ -18,6 +19,7 @@ class Phase(StrEnum):
     WATCHING = "Watching"
     DISCOVERING = "Discovering"
     CHECKPOINTING = "Checkpointing"
+    AWAITING_APPROVAL = "AwaitingApproval"
     TAINTING = "Tainting"
     RECOVERING = "Recovering"
     TICKETING = "Ticketing"
@@ -25,6 +27,19 @@ class Phase(StrEnum):
     AWAITING_VENDOR = "AwaitingVendor"
     UNTAINTING = "Untainting"
     CLOSED = "Closed"
+
+
+STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "ticket")
+"""Steps an operator can approve (when gated) or skip; a gate on ``taint_no_execute`` gates ``taint``."""
+
+
+class IncidentStopped(Exception):
+    """Raised inside the workflow to end early with a given outcome (abort, not actionable, ...)."""
+
+    def __init__(self, outcome: Outcome, explanation: str) -> None:
+        super().__init__(explanation)
+        self.outcome = outcome
+        self.explanation = explanation
 
 
 class Resolution(BaseModel):
@@ -39,6 +54,51 @@ class AbortRequest(BaseModel):
 
     by: str = "operator"
     reason: str
+
+
+class ApprovalRequest(BaseModel):
+    """An operator approving the step the incident waits on."""
+
+    step: str
+    by: str = "operator"
+    note: str = ""
+
+
+class SkipRequest(BaseModel):
+    """An operator telling the incident not to take a step (now, if it waits on it, or later)."""
+
+    step: str
+    by: str = "operator"
+    reason: str = ""
+
+
+class OperatorAnswer(BaseModel):
+    """What an accepted update did, for the operator's terminal."""
+
+    incident_id: str
+    accepted: str
+    phase: Phase
+
+
+class PendingApproval(BaseModel):
+    """A gate the incident waits on."""
+
+    step: str
+    action: str = Field(description="What will be done once approved, for a person.")
+    gate: str = Field(description="The policy gate that holds it, e.g. taint_no_execute.")
+    since: dt.datetime
+    timeout_s: float
+    on_timeout: str
+
+
+class Decision(BaseModel):
+    """How a gate or a skip was settled, and by whom."""
+
+    step: str
+    decision: str = Field(description="approved, skipped, aborted, timed_out_proceed or timed_out_abort.")
+    by: str
+    at: dt.datetime
+    note: str = ""
 
 
 class IncidentState(BaseModel):
@@ -61,6 +121,10 @@ class IncidentState(BaseModel):
     events_seen: int = 0
     flapping: bool = False
     node_incident: str | None = Field(None, description="The node-level incident this device is part of.")
+    pending_approval: PendingApproval | None = None
+    decisions: list[Decision] = Field(default_factory=list, description="Approvals, skips, timeouts, aborts.")
+    skip: dict[str, str] = Field(default_factory=dict, description="Steps an operator skipped: step → reason.")
+    doing: str = Field("", description="What the incident is doing now, for a person.")
     timeline: list[TimelineEntry] = Field(default_factory=list)
 
 
@@ -81,3 +145,23 @@ class IncidentOutcome(BaseModel):
     pod: PodRef | None
     ticket_id: str | None
     timeline: list[TimelineEntry]
+    decisions: list[Decision] = Field(default_factory=list)
+
+
+class StepNotice(BaseModel):
+    """One step told to the affected pods: one Kubernetes Event per (incident run, step, pod)."""
+
+    incident_id: str
+    run_id: str
+    step: str = Field(description="opened, checkpointed, tainted, restarted, rescheduled, ticketed, closed, ...")
+    reason: str = Field(description="CamelCase Event reason, e.g. PodmedicTainted.")
+    message: str
+    pods: list[PodKey]
+    warning: bool = False
+
+
+class StepNoticeResult(BaseModel):
+    """Pods that got the Event, and pods already gone."""
+
+    recorded: list[str] = Field(default_factory=list)
+    gone: list[str] = Field(default_factory=list)

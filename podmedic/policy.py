@@ -223,6 +223,43 @@ class Close(_Model):
     poll_s: float = Field(5.0, gt=0, description="How often device health is read.")
 
 
+GateAction = Literal["checkpoint", "taint", "taint_no_execute", "in_place_restart", "same_node", "ticket"]
+OnTimeout = Literal["proceed", "abort"]
+
+
+class Gate(_Model):
+    """One action that waits for an operator's approval before podmedic takes it.
+
+    ``taint_no_execute`` gates only NoExecute taints (they evict running pods); ``taint``
+    gates every taint. The recovery rungs are gated by their action name.
+    """
+
+    action: GateAction
+    timeout_s: float | None = Field(None, gt=0, description="Wait this long; default: approvals.timeout_s.")
+    on_timeout: OnTimeout | None = Field(None, description="proceed or abort; default: approvals.on_timeout.")
+
+
+class Approvals(_Model):
+    """Approval gates: actions an operator must approve (``podmedic incidents approve``)."""
+
+    gates: list[Gate] = Field(default_factory=list, description="Gated actions; empty: nothing waits.")
+    timeout_s: float = Field(3600.0, gt=0, description="How long a gate waits for an operator.")
+    on_timeout: OnTimeout = Field("abort", description="What an unanswered gate does: proceed or abort.")
+
+    @field_validator("gates")
+    @classmethod
+    def _one_gate_per_action(cls, gates: list[Gate]) -> list[Gate]:
+        actions = [g.action for g in gates]
+        twice = sorted({a for a in actions if actions.count(a) > 1})
+        if twice:
+            raise ValueError(f"action(s) gated more than once: {', '.join(twice)}")
+        return gates
+
+    def gate_for(self, action: str) -> Gate | None:
+        """The gate on ``action``, if the policy has one."""
+        return next((g for g in self.gates if g.action == action), None)
+
+
 class DriverPolicy(_Model):
     """Everything podmedic does for one DRA driver's devices."""
 
@@ -235,3 +272,4 @@ class DriverPolicy(_Model):
     recovery: Recovery = Field(default_factory=Recovery)
     ticket: Ticket = Field(default_factory=Ticket)
     close: Close = Field(default_factory=Close)
+    approvals: Approvals = Field(default_factory=Approvals)

@@ -104,7 +104,7 @@ class Stack:
         d, py = self.dir, [sys.executable, "-m", "workers.cli"]
         tp, ui, sim, vendor, ingest = free_port(), free_port(), free_port(), free_port(), free_port()
         kubeconfig = d / "kubeconfig"
-        attrs = [f"--search-attribute={k.name}=Keyword" for k in search.ALL_KEYS]
+        attrs = search.dev_server_flags()
         temporal_addr = f"127.0.0.1:{tp}"
         conn = ["--temporal-address", temporal_addr, "--task-queue", self.o.task_queue,
                 "--kubeconfig", str(kubeconfig)]
@@ -130,7 +130,8 @@ class Stack:
             Child("vendor", [*py, "vendor-desk", "--port", str(vendor), "--sim-url", f"http://127.0.0.1:{sim}",
                              "--resolve-after", str(self.o.vendor_resolve_s), "--store", str(d / "tickets.json")],
                   f"http://127.0.0.1:{vendor}/healthz"),
-            Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url}),
+            Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url,
+                                                             "PODMEDIC_UI_URL": f"http://127.0.0.1:{ui}"}),
             Child("ingest", [*py, "ingest", *conn, "--listen", f"127.0.0.1:{ingest}", "--token-file", str(token_file),
                              "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz"),
         ]

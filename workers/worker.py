@@ -45,6 +45,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         ticket.file_ticket,
         ticket.ticket_status,
         notice.notify_pod,
+        notice.notify_step,
         NodeActivities(client).report_to_node,
     ]
 

@@ -15,6 +15,9 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.incident import IncidentOutcome, Phase
     from podmedic.models import Health, Outcome
     from podmedic.steps import DeviceInput, TicketInput, TicketStatusInput, UntaintInput
+    from workflows import search
+    from workflows.gates import clear_to
+    from workflows.notices import tell_pods
     from workflows.options import activity_options
 
 if TYPE_CHECKING:
@@ -79,8 +82,9 @@ class Closer:
 
     async def _wait_heal(self) -> bool:
         """Wait up to the policy's heal time for evidence that the device is healthy."""
-        self.wf.enter(Phase.AWAITING_HEAL, "close")
         close = self.policy.close
+        self.wf.enter(Phase.AWAITING_HEAL, "close", f"waiting up to {close.heal_wait_s:g}s for the device to report "
+                                                    "Healthy")
         self.wf.note("close", f"waiting up to {close.heal_wait_s:g}s for the device to report Healthy")
         deadline = workflow.now() + timedelta(seconds=close.heal_wait_s)
         while True:
@@ -96,8 +100,9 @@ class Closer:
 
     async def _stays_healthy(self) -> bool:
         """Anti-flap: the device must still not be Unhealthy after the policy's delay."""
-        self.wf.enter(Phase.AWAITING_HEAL, "close")
         delay = self.policy.close.anti_flap_s
+        self.wf.enter(Phase.AWAITING_HEAL, "close", f"device healthy; staying tainted {delay:g}s (anti-flap) "
+                                                    "before untainting")
         seen = len(self.wf.events)
         await self._sleep(delay, f"anti-flap delay {delay:g}s")
         flapped = any(e.health is Health.UNHEALTHY for e in self.wf.events[seen:])
@@ -107,7 +112,11 @@ class Closer:
         return True
 
     async def _file_ticket(self) -> bool:
-        self.wf.enter(Phase.TICKETING, "ticket")
+        self.wf.enter(Phase.TICKETING, "ticket", f"filing a vendor ticket for {self.wf.inp.device.resource_id}")
+        if not await clear_to(self.wf, "ticket", f"file a vendor ticket for {self.wf.inp.device.resource_id} "
+                                                 f"with the evidence bundle"):
+            self.wf.note("ticket", f"no ticket: skipped by an operator ({self.wf.state.skip['ticket']})")
+            return False
         state = self.wf.state
         evidence = {
             "incident": state.incident_id,
@@ -122,20 +131,27 @@ class Closer:
             "taint_rule": state.taint_rule,
             "actions": [t.model_dump(mode="json") for t in state.timeline],
         }
+        self.wf.running = "ticket"
         result = await workflow.execute_activity_method(
             TicketActivities.file_ticket,
             TicketInput(incident_id=state.incident_id, idempotency_key=self.wf.request_id("ticket"),
                         url=self.policy.ticket.url, evidence=evidence),
             **activity_options(self.policy.steps.ticket, f"vendor ticket for {self.wf.inp.device.resource_id}"),
         )
+        self.wf.finished("ticket")
         self.wf.note("ticket", f"ticket {result.ticket_id} filed" if result.filed else f"no ticket: {result.detail}")
         state.ticket_id = result.ticket_id
+        if result.filed:
+            self.wf.upsert(search.TICKET, result.ticket_id)
+            await tell_pods(self.wf, "ticketed", f"vendor ticket {result.ticket_id} filed for "
+                                                 f"{self.wf.inp.device.resource_id}", warning=True)
         return result.filed
 
     async def _wait_vendor(self) -> bool:
         """Wait for a resolve signal, a Healthy event, or the backend saying resolved."""
-        self.wf.enter(Phase.AWAITING_VENDOR, "ticket")
         ticket = self.policy.ticket
+        self.wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
+                                                       f"to resolve ticket {self.wf.state.ticket_id}")
         deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
         while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
             if self.wf.resolution is not None or self._healthy_event_seen():
@@ -156,7 +172,7 @@ class Closer:
         """Sleep, waking early for a resolution or an abort."""
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: self.wf.resolution is not None or self.wf.abort is not None,
+                lambda: self.wf.resolution is not None or self.wf.abort_request is not None,
                 timeout=timedelta(seconds=seconds), timeout_summary=summary,
             )
 
@@ -164,7 +180,7 @@ class Closer:
         state = self.wf.state
         if not state.taint_rule:
             return
-        self.wf.enter(Phase.UNTAINTING, "close")
+        self.wf.enter(Phase.UNTAINTING, "close", f"removing DeviceTaintRule {state.taint_rule}")
         await workflow.execute_activity_method(
             TaintActivities.remove_taint,
             UntaintInput(incident_id=state.incident_id, device=self.wf.inp.device, rule_name=state.taint_rule),

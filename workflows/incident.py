@@ -8,19 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.checkpoint import CheckpointActivities
     from activities.discover import DiscoverActivities
     from activities.node import NodeActivities
-    from activities.taint import TaintActivities
     from podmedic.classify import classify
     from podmedic.flapping import transitions_within
-    from podmedic.incident import AbortRequest, IncidentOutcome, IncidentState, Phase, Resolution
+    from podmedic.incident import (
+        AbortRequest,
+        IncidentOutcome,
+        IncidentState,
+        IncidentStopped,
+        Phase,
+        Resolution,
+    )
     from podmedic.models import (
         DeviceHealthEvent,
         Health,
@@ -30,33 +36,21 @@ with workflow.unsafe.imports_passed_through():
         TimelineEntry,
     )
     from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
-    from podmedic.steps import (
-        CheckpointInput,
-        CheckpointReport,
-        CheckpointStatus,
-        DiscoverInput,
-        Discovery,
-        PodCheckpoint,
-        TaintInput,
-    )
-    from workflows import search
+    from podmedic.steps import DiscoverInput, Discovery
+    from workflows import describe, search, stages
     from workflows.closing import Closer
+    from workflows.notices import tell_pods
+    from workflows.operators import OperatorHandlers
     from workflows.options import activity_options
     from workflows.recovery import run_ladder
 
-
-class IncidentStopped(Exception):
-    """Raised inside the workflow to end early with a given outcome."""
-
-    def __init__(self, outcome: Outcome, explanation: str) -> None:
-        super().__init__(explanation)
-        self.outcome = outcome
-        self.explanation = explanation
+__all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
 
 @workflow.defn(name="DeviceIncident")
-class DeviceIncidentWorkflow:
-    """Drives one device incident to a terminal, explained outcome."""
+class DeviceIncidentWorkflow(OperatorHandlers):
+    """Drives one device incident to a terminal, explained outcome; operators steer it with
+    the updates in ``workflows/operators.py``."""
 
     @workflow.init
     def __init__(self, inp: IncidentInput) -> None:
@@ -66,7 +60,11 @@ class DeviceIncidentWorkflow:
         self.events: list[DeviceHealthEvent] = []
         self._seen: set[str] = set()
         self.resolution: Resolution | None = None
-        self.abort: AbortRequest | None = None
+        self.abort_request: AbortRequest | None = None
+        self.approved: set[str] = set()
+        self.running: str | None = None
+        self.done: set[str] = set()
+        self._attributes: dict[str, object] = {}
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal
@@ -81,40 +79,28 @@ class DeviceIncidentWorkflow:
         self._check_flapping()
 
     @workflow.signal
-    def resolve(self, resolution: Resolution) -> None:
-        """The device was repaired or replaced (operator or vendor callback)."""
-        self.resolution = resolution
-        self.note("resolve", f"resolved by {resolution.by}: {resolution.note}")
-
-    @workflow.signal
-    def abort_incident(self, request: AbortRequest) -> None:
-        """Stop acting; what was done stays done and is recorded."""
-        self.abort = request
-        self.note("abort", f"abort requested by {request.by}: {request.reason}")
-
-    @workflow.signal
     def node_incident(self, notice: NodeIncidentNotice) -> None:
         """The device's node became the incident: several of its devices failed together."""
         if self.state.node_incident is None:
             self.state.node_incident = notice.incident_id
             self.note("correlate", f"part of node incident {notice.incident_id}: {', '.join(notice.devices)}")
 
-    @workflow.query
-    def get_state(self) -> IncidentState:
-        """The incident as it is now."""
-        return self.state
-
     # -- the pipeline ----------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: IncidentInput) -> IncidentOutcome:
-        """Run the pipeline; every path ends in an ``IncidentOutcome``."""
+        """Run the pipeline; every path ends in an ``IncidentOutcome``, told to the pods."""
         try:
-            return await self._pipeline()
+            outcome = await self._pipeline()
         except IncidentStopped as stop:
-            return self.finish(stop.outcome, stop.explanation)
+            outcome = self.finish(stop.outcome, stop.explanation)
         except ActivityError as err:
             cause = err.cause or err
-            return self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
+            outcome = self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
+        good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
+                                   Outcome.RESOLVED_BY_VENDOR, Outcome.CLEARED)
+        await tell_pods(self, "closed", f"incident closed: {outcome.outcome.value}: {outcome.explanation}",
+                        warning=not good)
+        return outcome
 
     async def _pipeline(self) -> IncidentOutcome:
         await workflow.wait_condition(lambda: bool(self.events))
@@ -127,33 +113,24 @@ class DeviceIncidentWorkflow:
             self.state.why = f"{verdict.why}; flapping"
         self.state.node = event.node
         self.note("classify", verdict.why)
-        self._upsert(search.FAILURE_MODE, verdict.failure_mode.value)
+        self.upsert(search.FAILURE_MODE, verdict.failure_mode.value)
         if not verdict.actionable:
             raise IncidentStopped(Outcome.NOT_ACTIONABLE, verdict.why)
         await self._report_to_node(event)
 
         discovery = await self._discover()
         permanent = self.permanent
-        report = await self._checkpoint(discovery, permanent)
-        self.state.checkpoint = report
+        await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
+                                        f"podmedic will checkpoint, taint and recover", warning=True)
+        self.state.checkpoint = await stages.checkpoint(self, discovery, permanent)
+        await stages.taint(self, permanent)
 
-        self.enter(Phase.TAINTING, "taint")
-        effect = self.policy.taint.permanent if permanent else self.policy.taint.transient
-        taint = await workflow.execute_activity_method(
-            TaintActivities.taint_device,
-            TaintInput(incident_id=self.state.incident_id, device=self.inp.device, effect=effect,
-                       reason=verdict.why),
-            **activity_options(self.policy.steps.taint, f"taint {self.inp.device.resource_id} {effect.value}"),
-        )
-        self.state.taint_rule = taint.rule_name
-        self.note("taint", f"DeviceTaintRule {taint.rule_name} ({effect.value}, "
-                  f"{'created' if taint.created else 'already present'})")
-
-        self.enter(Phase.RECOVERING, "recover")
         rungs = self.policy.recovery.permanent if permanent else self.policy.recovery.transient
+        self.enter(Phase.RECOVERING, "recover", f"recovering {len(discovery.pods)} pod(s)")
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
             self.state.recovery.append(result)
+            self.track_pods()
         return await Closer(self).close(self.permanent)
 
     async def _settle(self) -> DeviceHealthEvent:
@@ -168,7 +145,7 @@ class DeviceIncidentWorkflow:
             event = self.events[index]
             if event.health is Health.UNKNOWN:
                 grace = self.policy.detection.unknown_grace_s
-                self.enter(Phase.WAITING_GRACE, None)
+                self.enter(Phase.WAITING_GRACE, None, f"health Unknown: waiting {grace:g}s for a clearer signal")
                 self.note("detect", f"health Unknown: waiting {grace:g}s grace for a clearer signal")
                 found = await self._next_event(index, lambda e: e.health is not Health.UNKNOWN, grace,
                                                "Unknown-health grace period")
@@ -180,7 +157,7 @@ class DeviceIncidentWorkflow:
             if event.health is not Health.HEALTHY:
                 return event
             window = self.policy.detection.flapping.window_s
-            self.enter(Phase.WATCHING, None)
+            self.enter(Phase.WATCHING, None, f"device back to Healthy; watching {window:g}s for it to fail again")
             self.note("detect", f"device back to Healthy; watching {window:g}s for it to fail again")
             found = await self._next_event(index, lambda e: e.health is not Health.HEALTHY, window,
                                            "watch for flapping")
@@ -195,10 +172,11 @@ class DeviceIncidentWorkflow:
         def position() -> int | None:
             return next((i for i in range(after + 1, len(self.events)) if wanted(self.events[i])), None)
         try:
-            await workflow.wait_condition(lambda: position() is not None, timeout=timedelta(seconds=timeout_s),
-                                          timeout_summary=summary)
+            await workflow.wait_condition(lambda: position() is not None or self.abort_request is not None,
+                                          timeout=timedelta(seconds=timeout_s), timeout_summary=summary)
         except TimeoutError:
             return None
+        self.check_abort()
         return position()
 
     def _check_flapping(self) -> None:
@@ -239,7 +217,7 @@ class DeviceIncidentWorkflow:
             self.note("correlate", f"node {node} not told (correlation skipped): {err.cause or err}")
 
     async def _discover(self) -> Discovery:
-        self.enter(Phase.DISCOVERING, "detect")
+        self.enter(Phase.DISCOVERING, "detect", f"finding the pods on {self.inp.device.resource_id}")
         discovery = await workflow.execute_activity_method(
             DiscoverActivities.discover_device,
             DiscoverInput(incident_id=self.state.incident_id, device=self.inp.device,
@@ -249,41 +227,16 @@ class DeviceIncidentWorkflow:
         self.state.pods = discovery.pods
         self.state.node = discovery.node or self.state.node
         if self.state.node:
-            self._upsert(search.NODE, self.state.node)
+            self.upsert(search.NODE, self.state.node)
         if discovery.pods:
-            self._upsert(search.NAMESPACE, discovery.pods[0].namespace)
+            self.upsert(search.NAMESPACE, discovery.pods[0].namespace)
+            jobs = [p.job for p in discovery.pods if p.job]
+            if jobs:
+                self.upsert(search.JOB, jobs[0])
+        self.track_pods()
         names = ", ".join(f"{p.namespace}/{p.name}" for p in discovery.pods) or "none"
         self.note("detect", f"device {discovery.reading.health.value} ({discovery.reading.message}); pods: {names}")
         return discovery
-
-    async def _checkpoint(self, discovery: Discovery, permanent: bool) -> CheckpointReport:
-        self.enter(Phase.CHECKPOINTING, "checkpoint")
-        policy = self.policy.checkpoint
-        skip = None
-        if not discovery.pods:
-            skip = "no pod uses the device"
-        elif not policy.enabled:
-            skip = f"checkpoints disabled for {self.policy.driver}"
-        elif permanent:
-            skip = "device failed permanently: it cannot serve a checkpoint"
-        if skip:
-            last = [p.last_checkpoint_id for p in discovery.pods if p.last_checkpoint_id]
-            self.note("checkpoint", f"skipped: {skip}; last known checkpoint(s): {', '.join(last) or 'none'}")
-            return CheckpointReport(results=[
-                PodCheckpoint(pod=p.name, method=p.checkpoint_method, status=CheckpointStatus.SKIPPED,
-                              checkpoint_id=p.last_checkpoint_id, reason=skip)
-                for p in discovery.pods
-            ])
-        report = await workflow.execute_activity_method(
-            CheckpointActivities.request_checkpoints,
-            CheckpointInput(incident_id=self.state.incident_id, request_id=self.request_id("ckpt"),
-                            pods=discovery.pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s),
-            **activity_options(self.policy.steps.checkpoint, f"checkpoint {len(discovery.pods)} pod(s)",
-                               min_start_to_close_s=policy.timeout_s + 30),
-        )
-        for r in report.results:
-            self.note("checkpoint", f"{r.pod}: {r.status.value} {r.checkpoint_id or ''} {r.reason}".strip())
-        return report
 
     # -- helpers shared with recovery and closing ------------------------------------------
     def request_id(self, purpose: str, attempt: int = 0) -> str:
@@ -293,32 +246,59 @@ class DeviceIncidentWorkflow:
 
     def check_abort(self) -> None:
         """End the incident if an operator asked to."""
-        if self.abort is not None:
-            raise IncidentStopped(Outcome.ABORTED, f"aborted by {self.abort.by}: {self.abort.reason}")
+        if self.abort_request is not None:
+            request = self.abort_request
+            raise IncidentStopped(Outcome.ABORTED, f"aborted by {request.by}: {request.reason}")
 
-    def enter(self, phase: Phase, step: str | None) -> None:
-        """Move to ``phase``; ``step`` is recorded once in the list of stages that ran."""
+    def enter(self, phase: Phase, step: str | None, doing: str | None = None) -> None:
+        """Move to ``phase`` doing ``doing``; ``step`` is recorded once in the list of stages that ran."""
         self.check_abort()
         self.state.phase = phase
+        if doing:
+            self.state.doing = doing
         if step and step not in self.state.steps:
             self.state.steps.append(step)
-        self._upsert(search.PHASE, phase.value)
-        workflow.set_current_details(f"**{phase.value}** — {self.state.why or 'opening'}")
+        self.upsert(search.PHASE, phase.value)
+        self.refresh_details()
+
+    def finished(self, step: str) -> None:
+        """An operator-visible step ran to its end (it can no longer be skipped)."""
+        self.done.add(step)
+        self.running = None
+
+    def refresh_details(self) -> None:
+        """Rewrite the incident's current details in the Temporal UI."""
+        workflow.set_current_details(describe.current_details(self.state))
 
     def note(self, step: str, message: str) -> None:
         """Add a line to the timeline (workflow time, so replay gives the same record)."""
         self.state.timeline.append(TimelineEntry(at=workflow.now(), step=step, message=message))
 
-    def _upsert(self, key: SearchAttributeKey[str], value: str) -> None:
-        if self.inp.search_attributes:
-            workflow.upsert_search_attributes([key.value_set(value)])
+    def upsert(self, key: SearchAttributeKey[Any], value: object | None) -> None:
+        """Set (``None``: unset) a search attribute, only when its value changes."""
+        if not self.inp.search_attributes or self._attributes.get(key.name) == value:
+            return
+        self._attributes[key.name] = value
+        update = key.value_unset() if value is None else key.value_set(value)
+        workflow.upsert_search_attributes([update])
+
+    def track_pods(self) -> None:
+        """Keep ``PodmedicPods`` naming every pod the incident touched (replacements too)."""
+        pods = [f"{p.namespace}/{p.name}" for p in self.state.pods]
+        pods += [f"{r.pod.namespace}/{r.pod.name}" for r in self.state.recovery if r.pod is not None]
+        if pods:
+            self.upsert(search.PODS, list(dict.fromkeys(pods)))
 
     def finish(self, outcome: Outcome, explanation: str) -> IncidentOutcome:
         """Close the record with an outcome."""
         self.state.phase = Phase.CLOSED
-        self._upsert(search.PHASE, Phase.CLOSED.value)
-        self._upsert(search.OUTCOME, outcome.value)
+        self.state.doing = f"closed: {outcome.value}"
+        self.state.pending_approval = None
+        self.upsert(search.PHASE, Phase.CLOSED.value)
+        self.upsert(search.OUTCOME, outcome.value)
+        self.upsert(search.AWAITING_APPROVAL, None)
         self.note("close", f"{outcome.value}: {explanation}")
+        workflow.set_current_details(describe.current_details(self.state) + f"\n\n**Outcome**: {explanation}")
         verified = [r for r in self.state.recovery if r.verified]
         return IncidentOutcome(
             incident_id=self.state.incident_id,
@@ -335,4 +315,5 @@ class DeviceIncidentWorkflow:
             pod=verified[-1].pod if verified else None,
             ticket_id=self.state.ticket_id,
             timeline=list(self.state.timeline),
+            decisions=list(self.state.decisions),
         )

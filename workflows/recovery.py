@@ -1,4 +1,8 @@
-"""The recovery ladder: rungs tried in order, each with attempts, a timeout and a verification."""
+"""The recovery ladder: rungs tried in order, each with attempts, a timeout and a verification.
+
+A rung may be gated by the driver's approval policy (once per incident) or skipped by an
+operator; each attempt is told to the pods it concerns.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.recover import RecoverActivities
     from podmedic.incident import Phase
-    from podmedic.models import PodRef
+    from podmedic.models import PodKey, PodRef
     from podmedic.policy import LadderRung
     from podmedic.steps import RecoverInput, RecoveryResult
+    from workflows.gates import clear_to
+    from workflows.notices import tell_pods
     from workflows.options import activity_options
 
 if TYPE_CHECKING:
@@ -21,6 +27,10 @@ _ACTIONS = {
     "in_place_restart": RecoverActivities.restart_in_place,
     "same_node": RecoverActivities.reschedule_same_node,
 }
+_WHAT = {
+    "in_place_restart": "restart {pod}'s containers in place (same pod, same device allocation)",
+    "same_node": "evict {pod} so its controller reschedules it to a healthy device on the same node",
+}
 
 
 async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[LadderRung]) -> RecoveryResult:
@@ -28,10 +38,12 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
     result = RecoveryResult(verified=False, action="none", pod=pod, detail="no rung in the policy")
     current = pod
     for rung in rungs:
+        if not await clear_to(wf, rung.action, _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")):
+            continue
         for attempt in range(1, rung.attempts + 1):
-            wf.enter(Phase.RECOVERING, "recover")
             summary = f"{rung.action} {current.namespace}/{current.name} (attempt {attempt}/{rung.attempts})"
-            workflow.set_current_details(f"**Recovering** — {summary}")
+            wf.enter(Phase.RECOVERING, "recover", summary)
+            wf.running = rung.action
             result = await workflow.execute_activity_method(
                 _ACTIONS[rung.action],
                 RecoverInput(
@@ -44,9 +56,24 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
                 ),
                 **activity_options(wf.policy.steps.recover, summary, min_start_to_close_s=rung.timeout_s + 30),
             )
-            wf.note("recover", f"{summary}: {'verified' if result.verified else 'not verified'}; {result.detail}")
+            wf.running = None
+            verdict = "verified" if result.verified else "not verified"
+            wf.note("recover", f"{summary}: {verdict}; {result.detail}")
+            await _tell(wf, current, result, f"{summary}: {verdict}; {result.detail}")
             if result.verified:
+                wf.done.add(rung.action)
                 return result
             if result.pod is not None:
                 current = result.pod
+        wf.done.add(rung.action)
     return result
+
+
+async def _tell(wf: DeviceIncidentWorkflow, before: PodRef, result: RecoveryResult, message: str) -> None:
+    """The pod before the attempt and the one after (a replacement, when rescheduled) get the Event."""
+    step = "restarted" if result.action == "in_place_restart" else "rescheduled"
+    pods = [before] + ([result.pod] if result.pod is not None and result.pod.uid != before.uid else [])
+    keys = [PodKey(namespace=p.namespace, name=p.name, uid=p.uid) for p in pods]
+    if result.pod is not None and result.pod.uid != before.uid:
+        message += f"; now {result.pod.namespace}/{result.pod.name} on {result.pod.node or '?'}"
+    await tell_pods(wf, step, message, pods=keys, warning=not result.verified)

@@ -1,8 +1,20 @@
-"""Search attributes that make incidents findable in the Temporal UI and CLI."""
+"""Search attributes that make incidents findable in the Temporal UI and CLI.
+
+``ALL_KEYS`` is the one list: ``podmedic up`` registers it on the dev server
+(``dev_server_flags``), the test fixtures too, and docs/operators.md prints the
+``temporal operator search-attribute create`` commands for a real cluster from it.
+"""
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from typing import Any
+
+from temporalio.common import (
+    SearchAttributeIndexedValueType,
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
 
 from podmedic.models import ConfigProblem
 
@@ -13,8 +25,40 @@ PHASE = SearchAttributeKey.for_keyword("PodmedicPhase")
 FAILURE_MODE = SearchAttributeKey.for_keyword("PodmedicFailureMode")
 NAMESPACE = SearchAttributeKey.for_keyword("PodmedicNamespace")
 OUTCOME = SearchAttributeKey.for_keyword("PodmedicOutcome")
+JOB = SearchAttributeKey.for_keyword("PodmedicJob")
+PODS = SearchAttributeKey.for_keyword_list("PodmedicPods")
+AWAITING_APPROVAL = SearchAttributeKey.for_keyword("PodmedicAwaitingApproval")
+TICKET = SearchAttributeKey.for_keyword("PodmedicTicket")
 
-ALL_KEYS = (DRIVER, NODE, DEVICE, PHASE, FAILURE_MODE, NAMESPACE, OUTCOME)
+ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
+    DRIVER, NODE, DEVICE, PHASE, FAILURE_MODE, NAMESPACE, OUTCOME, JOB, PODS, AWAITING_APPROVAL, TICKET,
+)
+
+_CLI_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+}
+
+
+def cli_type(key: SearchAttributeKey[Any]) -> str:
+    """The type name the ``temporal`` CLI uses for ``key`` (``Keyword``, ``KeywordList``, ...)."""
+    return _CLI_TYPES[key.indexed_value_type]
+
+
+def dev_server_flags() -> list[str]:
+    """``temporal server start-dev`` flags registering every podmedic attribute."""
+    return [f"--search-attribute={k.name}={cli_type(k)}" for k in ALL_KEYS]
+
+
+def create_commands(namespace: str = "default") -> list[str]:
+    """The commands that register the attributes on a real Temporal cluster, once per namespace."""
+    return [f"temporal operator search-attribute create --namespace {namespace} --name {k.name} --type {cli_type(k)}"
+            for k in ALL_KEYS]
 
 
 def initial(driver: str, device: str, node: str | None) -> TypedSearchAttributes:

@@ -11,6 +11,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from podmedic.incident import StepNotice, StepNoticeResult
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
 from podmedic.node import NodeReportInput
 from podmedic.steps import (
@@ -60,6 +61,7 @@ class FakeCluster:
         self.health = Health.HEALTHY
         self.node_reports: list[NodeReportInput] = []
         self.ticket_state = "resolved"
+        self.notices: list[StepNotice] = []
 
     def activities(self) -> Sequence[Callable[..., Any]]:
         """The fakes, each under the name of the real activity."""
@@ -122,5 +124,11 @@ class FakeCluster:
             self.node_reports.append(inp)
             return f"node/{inp.watch.node}"
 
+        @activity.defn(name="notify_step")
+        async def notify_step(notice: StepNotice) -> StepNoticeResult:
+            self.calls["notify_step"] += 1
+            self.notices.append(notice)
+            return StepNoticeResult(recorded=[f"{p.namespace}/{p.name}" for p in notice.pods])
+
         return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,
-                reschedule_same_node, read_device_health, file_ticket, ticket_status, report_to_node]
+                reschedule_same_node, read_device_health, file_ticket, ticket_status, report_to_node, notify_step]

@@ -1,0 +1,113 @@
+"""What an incident says about itself in the Temporal UI: a summary, static details written
+when it opens, and current details that say what it is doing now and why.
+
+Pure functions of the event, the policy and the incident state, so the ingest (which
+starts incidents) and the workflow (which updates them) write the same words. Markdown:
+the Temporal UI renders it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from podmedic.classify import classify
+from podmedic.incident import IncidentState, Phase
+from podmedic.models import DeviceHealthEvent
+from podmedic.policy import DriverPolicy, LadderRung
+
+CLI = "podmedic incidents"
+
+
+def static_summary(event: DeviceHealthEvent) -> str:
+    """One line for the list of workflows: device, health and the signal's own words."""
+    what = f"XID {event.code}" if event.code is not None else event.reason
+    text = event.message or what or event.health.value
+    if what and what not in text:
+        text = f"{what}: {text}"
+    return f"{event.device.resource_id} {event.health.value} — {text}"[:200]
+
+
+def _ladder(rungs: list[LadderRung]) -> str:
+    return " → ".join(f"{r.action} x{r.attempts} ({r.timeout_s:g}s)" for r in rungs) or "none"
+
+
+def policy_lines(policy: DriverPolicy) -> list[str]:
+    """The parts of the driver's policy an operator needs to predict what the incident does."""
+    approvals = policy.approvals
+    gates = ", ".join(f"{g.action} ({g.timeout_s or approvals.timeout_s:g}s, "
+                      f"then {g.on_timeout or approvals.on_timeout})" for g in approvals.gates) or "none"
+    ticket = "no tickets" if policy.ticket.backend == "none" else (
+        f"{policy.ticket.backend}; filed when permanent: {policy.ticket.file_when_permanent}, "
+        f"when unhealed: {policy.ticket.file_when_unhealed}")
+    return [
+        f"- **Taint**: transient → `{policy.taint.transient.value}`, permanent → `{policy.taint.permanent.value}`",
+        f"- **Recovery**: transient: {_ladder(policy.recovery.transient)}; "
+        f"permanent: {_ladder(policy.recovery.permanent)}",
+        f"- **Checkpoint**: {'on' if policy.checkpoint.enabled else 'off'}, waits {policy.checkpoint.timeout_s:g}s",
+        f"- **Ticket**: {ticket}",
+        f"- **Approval gates**: {gates}",
+        f"- **Close**: heal wait {policy.close.heal_wait_s:g}s, anti-flap {policy.close.anti_flap_s:g}s",
+    ]
+
+
+def static_details(event: DeviceHealthEvent, policy: DriverPolicy) -> str:
+    """Markdown set once at start: the device, the first signal, its classification and the policy."""
+    device = event.device
+    verdict = classify(event, policy)
+    pod = f"`{event.pod.namespace}/{event.pod.name}`" if event.pod else "found by the incident (see current details)"
+    code = f", code {event.code}" if event.code is not None else ""
+    metrics = ", ".join(f"{k}={v:g}" for k, v in sorted(event.metrics.items()))
+    lines = [
+        f"### Device incident `{device.resource_id}`",
+        f"- **Device**: `{device.device}` in pool `{device.pool}`, driver `{device.driver}`",
+        f"- **Node**: `{event.node or device.pool}`",
+        f"- **Pods**: {pod}",
+        f"- **First signal**: {event.health.value}{code} from `{event.source}` at "
+        f"{event.observed_at.isoformat(timespec='seconds')}: {event.reason} {event.message}".rstrip(),
+    ]
+    if metrics:
+        lines.append(f"- **Readings**: {metrics}")
+    lines += [
+        f"- **Classification**: `{verdict.failure_mode.value}`, {verdict.permanence.value}"
+        f"{'' if verdict.actionable else ', not acted on'} — {verdict.why}",
+        "",
+        f"#### Policy in force ({policy.driver})",
+        *policy_lines(policy),
+        "",
+        f"Steer it: `{CLI} show|approve|skip|abort|resolve {device.workflow_id} ...`; "
+        f"post-mortem: `podmedic report {device.workflow_id}`.",
+    ]
+    return "\n".join(lines)
+
+
+def current_details(state: IncidentState) -> str:
+    """Markdown kept current: the phase, what the incident does now and why, what waits on whom."""
+    lines = [f"**{state.phase.value}** — {state.doing or 'opening'}"]
+    pending = state.pending_approval
+    if pending is not None and state.phase is Phase.AWAITING_APPROVAL:
+        deadline = pending.since + dt.timedelta(seconds=pending.timeout_s)
+        lines += [
+            "",
+            f"**Pending approval: `{pending.step}`** — {pending.action} (gate `{pending.gate}`; "
+            f"{pending.on_timeout} if nobody answers within {pending.timeout_s:g}s, "
+            f"at {deadline.strftime('%Y-%m-%d %H:%M:%SZ')}).",
+            f"Approve: `{CLI} approve {state.incident_id} {pending.step} --by NAME` · "
+            f"skip: `{CLI} skip {state.incident_id} {pending.step} --reason TEXT` · "
+            f"abort: `{CLI} abort {state.incident_id} --reason TEXT`",
+        ]
+    if state.why:
+        lines += ["", f"**Why**: {state.why}"]
+    if state.pods:
+        pods = ", ".join(f"`{p.namespace}/{p.name}`" + (f" (job {p.job})" if p.job else "") for p in state.pods)
+        lines.append(f"**Pods**: {pods} on node `{state.node or '?'}`")
+    if state.taint_rule:
+        lines.append(f"**Taint**: `{state.taint_rule}`{' (removed)' if state.taint_removed else ''}")
+    if state.ticket_id:
+        lines.append(f"**Ticket**: `{state.ticket_id}`")
+    if state.decisions:
+        lines.append("**Operators**: " + "; ".join(f"{d.step} {d.decision} by {d.by}" for d in state.decisions))
+    if state.timeline:
+        last = state.timeline[-1]
+        lines.append(f"**Last**: {last.at.strftime('%H:%M:%S')} {last.step}: {last.message}")
+    return "\n".join(lines)
+

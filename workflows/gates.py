@@ -1,0 +1,80 @@
+"""Approval gates: a gated step waits in phase ``AwaitingApproval`` for an operator.
+
+The driver's policy names the gated actions (``approvals.gates``). A gate is settled by
+the ``approve`` update, by ``skip`` (the step is not taken), by ``abort``, or by its
+timeout, which proceeds or aborts as the policy says. Each settlement is recorded with
+who made it; a step approved once is not asked again in the same incident.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from podmedic.incident import Decision, IncidentStopped, PendingApproval, Phase
+    from podmedic.models import Outcome
+    from podmedic.policy import Gate
+    from workflows import search
+    from workflows.notices import tell_pods
+
+if TYPE_CHECKING:
+    from workflows.incident import DeviceIncidentWorkflow
+
+
+def gate_of(wf: DeviceIncidentWorkflow, step: str, *, no_execute: bool = False) -> Gate | None:
+    """The policy gate holding ``step`` (``taint_no_execute`` holds NoExecute taints only)."""
+    approvals = wf.policy.approvals
+    gate = approvals.gate_for(step)
+    if gate is None and step == "taint" and no_execute:
+        gate = approvals.gate_for("taint_no_execute")
+    return gate
+
+
+async def clear_to(wf: DeviceIncidentWorkflow, step: str, action: str, *, no_execute: bool = False) -> bool:
+    """Whether to take ``step`` now: False when an operator skipped it; waits at a gate.
+
+    Raises ``IncidentStopped`` when the gate times out and the policy says abort, or when
+    an operator aborts while it waits.
+    """
+    if step in wf.state.skip:
+        wf.note(step, f"skipped by an operator: {wf.state.skip[step]}")
+        return False
+    gate = gate_of(wf, step, no_execute=no_execute)
+    if gate is None or step in wf.approved:
+        return True
+    approvals = wf.policy.approvals
+    timeout = gate.timeout_s or approvals.timeout_s
+    on_timeout = gate.on_timeout or approvals.on_timeout
+    resume = wf.state.phase
+    wf.state.pending_approval = PendingApproval(step=step, action=action, gate=gate.action, since=workflow.now(),
+                                                timeout_s=timeout, on_timeout=on_timeout)
+    wf.upsert(search.AWAITING_APPROVAL, step)
+    wf.enter(Phase.AWAITING_APPROVAL, None, f"waiting for an operator to approve {step}: {action}")
+    wf.note("approval", f"{step} needs approval (gate {gate.action}): {action}; "
+                        f"{on_timeout} after {timeout:g}s without an answer")
+    await tell_pods(wf, "awaiting_approval", f"incident waits for an operator to approve {step}: {action}")
+    try:
+        await workflow.wait_condition(lambda: wf.state.pending_approval is None or wf.abort_request is not None,
+                                      timeout=timedelta(seconds=timeout),
+                                      timeout_summary=f"approval of {step} ({on_timeout} after {timeout:g}s)")
+    except TimeoutError:
+        wf.state.pending_approval = None
+        decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
+        wf.state.decisions.append(Decision(step=step, decision=decision, by="policy", at=workflow.now(),
+                                           note=f"no answer within {timeout:g}s"))
+        wf.note("approval", f"no answer on {step} within {timeout:g}s: {on_timeout} (policy {wf.policy.driver})")
+        if on_timeout == "abort":
+            raise IncidentStopped(Outcome.ABORTED, f"approval of {step} not given within {timeout:g}s; "
+                                               f"aborted as the {wf.policy.driver} policy says") from None
+        wf.approved.add(step)
+    finally:
+        wf.upsert(search.AWAITING_APPROVAL, None)
+    wf.check_abort()
+    skipped = step in wf.state.skip
+    if not skipped:
+        wf.approved.add(step)
+    wf.enter(resume, None, f"{step} {'skipped by an operator' if skipped else 'approved'}; going on")
+    return not skipped

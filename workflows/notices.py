@@ -1,0 +1,63 @@
+"""Telling the affected pods what the incident did: one Kubernetes Event per step.
+
+Best effort: a notice that cannot be written is noted on the timeline and the incident
+goes on (the pod's owner loses a hint; the cluster is not left half-remediated).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.notice import NoticeActivities
+    from podmedic.incident import StepNotice
+    from podmedic.models import PodKey
+
+if TYPE_CHECKING:
+    from workflows.incident import DeviceIncidentWorkflow
+
+REASONS = {
+    "opened": "PodmedicIncidentOpened",
+    "awaiting_approval": "PodmedicAwaitingApproval",
+    "checkpointed": "PodmedicCheckpointed",
+    "tainted": "PodmedicDeviceTainted",
+    "restarted": "PodmedicRestarted",
+    "rescheduled": "PodmedicRescheduled",
+    "ticketed": "PodmedicTicketed",
+    "closed": "PodmedicIncidentClosed",
+}
+
+
+def affected_pods(wf: DeviceIncidentWorkflow) -> list[PodKey]:
+    """The pods found on the device and every replacement recovery made, once each."""
+    pods = list(wf.state.pods) + [r.pod for r in wf.state.recovery if r.pod is not None]
+    keys = {(p.namespace, p.name, p.uid): PodKey(namespace=p.namespace, name=p.name, uid=p.uid) for p in pods}
+    return list(keys.values())
+
+
+async def tell_pods(wf: DeviceIncidentWorkflow, step: str, message: str, *, pods: list[PodKey] | None = None,
+                    warning: bool = False) -> None:
+    """Record ``step`` as an Event on each affected pod (``pods`` overrides which)."""
+    targets = affected_pods(wf) if pods is None else pods
+    if not targets:
+        return
+    notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,
+                        reason=REASONS[step], message=message, pods=targets, warning=warning)
+    try:
+        result = await workflow.execute_activity_method(
+            NoticeActivities.notify_step, notice,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=5),
+                                     non_retryable_error_types=["InvalidObject", "Forbidden"]),
+            summary=f"pod Event {REASONS[step]} on {', '.join(p.name for p in targets)}"[:200],
+        )
+    except ActivityError as err:
+        wf.note("notice", f"{REASONS[step]} not recorded on the pods: {err.cause or err}")
+        return
+    if result.gone:
+        wf.note("notice", f"{REASONS[step]}: pod(s) already gone: {', '.join(result.gone)}")

@@ -1,0 +1,164 @@
+"""How operators steer an incident: updates with validators, the signals kept for older
+callers, and the ``get_state`` query.
+
+A validator runs before the update is written to history: a rejected update leaves no
+trace in the incident and the caller gets the reason (``WorkflowUpdateFailedError``).
+Accepted updates record who did what on the timeline and in ``decisions``.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from podmedic.incident import (
+        STEPS,
+        AbortRequest,
+        ApprovalRequest,
+        Decision,
+        IncidentState,
+        OperatorAnswer,
+        Phase,
+        Resolution,
+        SkipRequest,
+    )
+    from podmedic.policy import DriverPolicy
+
+
+class OperatorHandlers:
+    """Mixed into the incident workflow: every handler an operator (or vendor) calls."""
+
+    state: IncidentState
+    policy: DriverPolicy
+    abort_request: AbortRequest | None
+    resolution: Resolution | None
+    approved: set[str]
+    running: str | None
+    done: set[str]
+
+    def note(self, step: str, message: str) -> None:
+        """Add a line to the timeline (the workflow class provides it)."""
+        raise NotImplementedError
+
+    def refresh_details(self) -> None:
+        """Rewrite the current details (the workflow class provides it)."""
+        raise NotImplementedError
+
+    def _answer(self, accepted: str) -> OperatorAnswer:
+        self.note("operator", accepted)
+        self.refresh_details()
+        return OperatorAnswer(incident_id=self.state.incident_id, accepted=accepted, phase=self.state.phase)
+
+    def _decide(self, step: str, decision: str, by: str, note: str) -> None:
+        self.state.decisions.append(Decision(step=step, decision=decision, by=by, at=workflow.now(), note=note))
+
+    def _open(self) -> None:
+        if self.state.phase is Phase.CLOSED:
+            raise ValueError(f"incident {self.state.incident_id} is closed")
+
+    @staticmethod
+    def _who(by: str) -> None:
+        if not by.strip():
+            raise ValueError("'by' must name who is acting")
+
+    # -- approve -------------------------------------------------------------------------
+    @workflow.update
+    def approve(self, request: ApprovalRequest) -> OperatorAnswer:
+        """Approve the step the incident waits on."""
+        self._decide(request.step, "approved", request.by, request.note)
+        self.state.pending_approval = None
+        return self._answer(f"{request.step} approved by {request.by}" + (f": {request.note}" if request.note else ""))
+
+    @approve.validator
+    def _validate_approve(self, request: ApprovalRequest) -> None:
+        self._open()
+        self._who(request.by)
+        pending = self.state.pending_approval
+        if pending is None:
+            raise ValueError(f"nothing waits for approval (phase {self.state.phase.value})")
+        if request.step != pending.step:
+            raise ValueError(f"the incident waits for approval of {pending.step!r}, not {request.step!r}")
+
+    # -- skip ----------------------------------------------------------------------------
+    @workflow.update
+    def skip(self, request: SkipRequest) -> OperatorAnswer:
+        """Do not take a step: the one waiting for approval, or one still ahead."""
+        reason = request.reason or "no reason given"
+        self.state.skip[request.step] = f"{reason} ({request.by})"
+        self._decide(request.step, "skipped", request.by, reason)
+        if self.state.pending_approval is not None and self.state.pending_approval.step == request.step:
+            self.state.pending_approval = None
+        return self._answer(f"{request.step} will be skipped ({request.by}: {reason})")
+
+    @skip.validator
+    def _validate_skip(self, request: SkipRequest) -> None:
+        self._open()
+        self._who(request.by)
+        if request.step not in STEPS:
+            raise ValueError(f"unknown step {request.step!r}; steps: {', '.join(STEPS)}")
+        if request.step in self.state.skip:
+            raise ValueError(f"{request.step} is already skipped")
+        if request.step == self.running:
+            raise ValueError(f"{request.step} is running now; abort the incident to stop it")
+        if request.step in self.done:
+            raise ValueError(f"{request.step} already ran")
+
+    # -- abort ---------------------------------------------------------------------------
+    @workflow.update
+    def abort(self, request: AbortRequest) -> OperatorAnswer:
+        """Stop the incident before its next step; what was done stays done and is recorded."""
+        self._stop(request)
+        return self._answer(f"abort requested by {request.by}: {request.reason}; "
+                            "the incident stops before its next step")
+
+    @abort.validator
+    def _validate_abort(self, request: AbortRequest) -> None:
+        self._open()
+        self._who(request.by)
+        if not request.reason.strip():
+            raise ValueError("a reason is required to abort")
+        if self.abort_request is not None:
+            raise ValueError(f"already aborted by {self.abort_request.by}: {self.abort_request.reason}")
+
+    def _stop(self, request: AbortRequest) -> None:
+        self.abort_request = request
+        step = self.state.pending_approval.step if self.state.pending_approval else "incident"
+        self._decide(step, "aborted", request.by, request.reason)
+
+    @workflow.signal(name="abort_incident")
+    def abort_signal(self, request: AbortRequest) -> None:
+        """Signal form of ``abort``, without validation (kept for older callers)."""
+        if self.abort_request is None and self.state.phase is not Phase.CLOSED:
+            self._stop(request)
+            self.note("abort", f"abort requested by {request.by}: {request.reason}")
+
+    # -- resolve -------------------------------------------------------------------------
+    @workflow.update(name="resolve")
+    def resolve_update(self, resolution: Resolution) -> OperatorAnswer:
+        """The device was repaired or replaced: the incident untaints and closes when it gets there."""
+        self._resolved(resolution)
+        return self._answer(f"resolved by {resolution.by}" + (f": {resolution.note}" if resolution.note else ""))
+
+    @resolve_update.validator
+    def _validate_resolve(self, resolution: Resolution) -> None:
+        self._open()
+        self._who(resolution.by)
+        if self.resolution is not None:
+            raise ValueError(f"already resolved by {self.resolution.by}")
+
+    def _resolved(self, resolution: Resolution) -> None:
+        self.resolution = resolution
+        self._decide("resolve", "resolved", resolution.by, resolution.note)
+
+    @workflow.signal(name="resolve")
+    def resolve(self, resolution: Resolution) -> None:
+        """Signal form of ``resolve`` (vendor callbacks), without validation."""
+        if self.resolution is None:
+            self._resolved(resolution)
+            self.note("resolve", f"resolved by {resolution.by}: {resolution.note}")
+
+    # -- read ----------------------------------------------------------------------------
+    @workflow.query
+    def get_state(self) -> IncidentState:
+        """The incident as it is now: phase, pods, decisions, pending approval and timeline."""
+        return self.state
