@@ -113,12 +113,12 @@ class OperatorHandlers:
 
     @abort.validator
     def _validate_abort(self, request: AbortRequest) -> None:
+        if self.abort_request is not None:
+            raise ValueError(f"already aborted by {self.abort_request.by}: {self.abort_request.reason}")
         self._open()
         self._who(request.by)
         if not request.reason.strip():
             raise ValueError("a reason is required to abort")
-        if self.abort_request is not None:
-            raise ValueError(f"already aborted by {self.abort_request.by}: {self.abort_request.reason}")
 
     def _stop(self, request: AbortRequest) -> None:
         self.abort_request = request

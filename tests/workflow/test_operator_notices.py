@@ -1,0 +1,77 @@
+"""What the incident tells: a pod Event per step in order, the summary and details for the UI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from temporalio.testing import WorkflowEnvironment
+
+from podmedic.incident import IncidentState, PendingApproval, Phase
+from podmedic.models import DeviceRef, Health, Outcome
+from podmedic.policy_file import parse_policy
+from tests.workflow.fakes import POD, T0, FakeCluster, event
+from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, worker
+from workflows import describe
+
+POLICY = parse_policy("""
+drivers:
+  default:
+    close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
+    ticket: {url: "http://tickets.invalid", wait_resolution_s: 60, poll_s: 5}
+    classification: {codes: {permanent: [79], container_code: [31]}}
+    approvals: {gates: [{action: ticket, timeout_s: 900, on_timeout: proceed}], timeout_s: 60}
+""")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async for server in own_time_skipping_env():
+        yield server
+
+
+@pytest.mark.parametrize(("code", "steps", "outcome"), [
+    (31, ["opened", "checkpointed", "tainted", "restarted", "closed"], Outcome.RECOVERED_IN_PLACE),
+    (79, ["opened", "checkpointed", "tainted", "rescheduled", "awaiting_approval", "ticketed", "closed"],
+     Outcome.RESOLVED_BY_VENDOR),
+])
+async def test_one_pod_event_per_step_in_order(env: WorkflowEnvironment, task_queue: str, code: int,
+                                               steps: list[str], outcome: Outcome) -> None:
+    client = env.client
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY if code == 79 else Health.HEALTHY
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0400", device=f"gpu-{code}")
+    async with worker(client, task_queue, fake):
+        handle = await open_incident(client, task_queue, device, POLICY, code=code)
+        result = await outcome_of(env, handle)
+        run_id = (await handle.describe()).run_id
+    assert result.outcome is outcome
+    assert [n.step for n in fake.notices] == steps
+    assert {n.run_id for n in fake.notices} == {run_id}
+    assert all(n.incident_id == device.workflow_id and n.reason.startswith("Podmedic") for n in fake.notices)
+    assert all([p.name for p in n.pods] == [POD.name] for n in fake.notices)
+    assert result.outcome.value in fake.notices[-1].message
+
+
+def test_static_details_name_device_node_classification_and_policy() -> None:
+    first = event(code=79, device=DeviceRef(driver="gpu.nvidia.com", pool="node-0400", device="gpu-9"))
+    text = describe.static_details(first, POLICY.for_driver("gpu.nvidia.com"))
+    assert "`gpu.nvidia.com/node-0400/gpu-9`" in text and "**Node**: `node-0400`" in text
+    assert "`device_failed`, permanent" in text
+    assert "**Approval gates**: ticket (900s, then proceed)" in text
+    assert "permanent → `NoExecute`" in text
+    assert describe.static_summary(first) == "gpu.nvidia.com/node-0400/gpu-9 Unhealthy — XID 79"
+
+
+def test_current_details_show_a_pending_approval_with_the_commands() -> None:
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0400", device="gpu-9")
+    state = IncidentState(incident_id=device.workflow_id, device=device, phase=Phase.AWAITING_APPROVAL,
+                          doing="waiting for an operator to approve taint", why="XID 79: permanent",
+                          pending_approval=PendingApproval(step="taint", action="NoExecute taint", gate="taint",
+                                                           since=T0, timeout_s=60, on_timeout="abort"))
+    text = describe.current_details(state)
+    assert text.startswith("**AwaitingApproval** — waiting for an operator to approve taint")
+    assert "**Pending approval: `taint`**" in text and "abort if nobody answers within 60s" in text
+    assert f"podmedic incidents approve {device.workflow_id} taint --by NAME" in text
+    assert "**Why**: XID 79: permanent" in text
