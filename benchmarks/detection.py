@@ -105,20 +105,35 @@ async def _throughput(url: str, token: str, stack: BenchStack, deliverer: Delive
     }
 
 
+async def _first_task_done(client: Client, workflow_id: str) -> float | None:
+    """Wall time of the first WorkflowTaskCompleted of the workflow's latest run, if there is one yet."""
+    try:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+    except Exception:  # not visible yet
+        return None
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return event.event_time.ToDatetime(tzinfo=dt.UTC).timestamp()
+    return None
+
+
 async def _running_at(client: Client, workflow_id: str, deadline: float) -> float | None:
-    """Wall time of the first WorkflowTaskCompleted of the workflow's latest run."""
-    handle = client.get_workflow_handle(workflow_id)
+    """``_first_task_done``, waiting for it until ``deadline``."""
     while time.time() < deadline:
-        try:
-            history = await handle.fetch_history()
-        except Exception:  # not visible yet
-            history = None
-        if history is not None:
-            for event in history.events:
-                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-                    return event.event_time.ToDatetime(tzinfo=dt.UTC).timestamp()
+        done = await _first_task_done(client, workflow_id)
+        if done is not None:
+            return done
         await asyncio.sleep(0.5)
     return None
+
+
+async def _settle(client: Client, probes: list[str], deadline: float) -> None:
+    """Wait until the last incidents sent are running, probing only those few: fetching a
+    thousand histories while incidents start would load the very server being measured."""
+    while time.time() < deadline:
+        if None not in await asyncio.gather(*(_first_task_done(client, wid) for wid in probes)):
+            return
+        await asyncio.sleep(2.0)
 
 
 async def _burst(url: str, token: str, stack: BenchStack, deliverer: Deliverer,
@@ -130,7 +145,9 @@ async def _burst(url: str, token: str, stack: BenchStack, deliverer: Deliverer,
     cpu = cpu_seconds(stack.pids)
     result: LoadResult = await run_in_child(spec)
     sent = {s.devices[0]: s for s in result.sends}
-    deadline = time.time() + 120
+    deadline = time.time() + 300
+    last = sorted(sent, key=lambda r: sent[r].sent)[-5:]
+    await _settle(stack.client, [f"device/{r}" for r in last], deadline)
     gate = asyncio.Semaphore(16)
 
     async def one(resource_id: str) -> float | None:
@@ -142,8 +159,8 @@ async def _burst(url: str, token: str, stack: BenchStack, deliverer: Deliverer,
     started = [r for r in ids if running[r] is not None]
     latencies = [running[r] - sent[r].sent for r in started]  # type: ignore[operator]
     accept = [s.answered - s.sent for s in result.sends]
-    last = max((running[r] for r in started), default=None)  # type: ignore[type-var]
-    all_running = (last - result.first_sent) if last is not None and len(started) == len(ids) else None
+    latest = max((running[r] for r in started), default=None)  # type: ignore[type-var]
+    all_running = (latest - result.first_sent) if latest is not None and len(started) == len(ids) else None
     return {
         "devices": len(ids), "concurrency": spec.concurrency, "statuses": result.status_counts,
         "round_trips": deliverer.delivered - trips, "send_s": round(result.elapsed_s, 3),

@@ -86,7 +86,7 @@ async def running_stack(config: StackConfig, keep_dir: Path | None = None) -> As
             str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(tport), "--headless",
             "--db-filename", str(workdir / "temporal.db"), "--log-level", "error",
             "--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=OFF",
-            *(f"--search-attribute={k.name}=Keyword" for k in search.ALL_KEYS), *config.temporal_args,
+            *search.dev_server_flags(), *config.temporal_args,
         ], logs))
         py = [sys.executable, "-m", "workers.cli"]
         procs.append(_spawn("simulator", [
