@@ -58,6 +58,10 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_conc
         workflows=WORKFLOWS,
         activities=all_activities(kube, client),
         max_concurrent_activities=max_concurrent,
+        # Poll new incidents' first tasks as often as running incidents' next ones (SDK default 0.2):
+        # with 1,000 devices failing at once, the default left new incidents waiting behind running ones
+        # (all running after 63 s instead of 23 s in `podmedic bench detection`).
+        nonsticky_to_sticky_poll_ratio=1.0,
     )
 
 
