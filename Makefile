@@ -26,7 +26,7 @@ fuzz: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy podmedic workflows activities workers ingest agent benchmarks
+	$(BIN)/mypy podmedic workflows activities workers ingest agent benchmarks operators
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state

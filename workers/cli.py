@@ -24,6 +24,8 @@ Start here:
   podmedic ingest --help          the detection service: cluster watches, CloudEvents, Alertmanager
   podmedic agent nvml --help      the NVIDIA node agent (XID, ECC, thermal, NVLink -> ingest)
   podmedic bench detection        events/s accepted and event -> running incident latency
+  podmedic incidents --help       list, show, approve, skip, abort, resolve incidents
+  podmedic report ID              an incident's post-mortem (Markdown or JSON)
 Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig
 (or in-cluster credentials) and --temporal-address pointing at your Temporal.
 """
@@ -243,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_agent_parser(sub)
     add_bench_parser(sub)
+    from operators.cli import register as add_operator_parsers
+
+    add_operator_parsers(sub)
 
     try:
         from podmedic.sim import cli as sim_cli

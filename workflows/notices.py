@@ -34,9 +34,11 @@ REASONS = {
 
 
 def affected_pods(wf: DeviceIncidentWorkflow) -> list[PodKey]:
-    """The pods found on the device and every replacement recovery made, once each."""
-    pods = list(wf.state.pods) + [r.pod for r in wf.state.recovery if r.pod is not None]
-    keys = {(p.namespace, p.name, p.uid): PodKey(namespace=p.namespace, name=p.name, uid=p.uid) for p in pods}
+    """The pods the incident is about as they are now: a rescheduled pod's replacement
+    stands in for it (recovery results are in the order of the pods found)."""
+    now = [r.pod if i < len(wf.state.recovery) and (r := wf.state.recovery[i]).pod is not None else p
+           for i, p in enumerate(wf.state.pods)]
+    keys = {(p.namespace, p.name, p.uid): PodKey(namespace=p.namespace, name=p.name, uid=p.uid) for p in now}
     return list(keys.values())
 
 

@@ -1,0 +1,1 @@
+"""Operator tooling: the ``podmedic incidents`` and ``podmedic report`` commands."""

@@ -1,0 +1,115 @@
+"""Kubernetes Events on the affected pods at each step, the incident annotation, and the
+post-mortem report, end to end: simulator pods, real worker, gate approved by the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from tests.e2e_operators.stack import Ops
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def _job(ops: Ops, name: str) -> dict[str, Any]:
+    ops.sim("/sim/v1/workloads/training", {"name": name, "image": f"registry.local/{name}:1"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pods: list[dict[str, Any]] = [p for p in ops.sim("/sim/v1/state")["pods"]
+                                      if p.get("job") == name and p.get("ready")]
+        if pods:
+            return pods[0]
+        time.sleep(0.3)
+    raise AssertionError(f"job {name} never Ready")
+
+
+def _fault(ops: Ops, pod: dict[str, Any], **fault: Any) -> str:
+    driver, pool, device = pod["devices"][0].split("/")
+    ops.sim("/sim/v1/faults/device", {"driver": driver, "pool": pool, "device": device, "health": "Unhealthy",
+                                      "reason": "XidError", **fault})
+    return f"device/{pod['devices'][0]}"
+
+
+def _api(ops: Ops) -> Any:
+    return k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=str(ops.ep["kubeconfig"])))  # type: ignore[no-untyped-call]
+
+
+def _events(ops: Ops, incident: str) -> list[Any]:
+    api = _api(ops)
+    try:
+        items = api.list_namespaced_event("default").items
+    finally:
+        api.api_client.close()
+    return [e for e in items if (e.metadata.annotations or {}).get("podmedic.io/incident") == incident
+            and e.source and e.source.component == "podmedic"]
+
+
+async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all(ops: Ops) -> None:
+    permanent_pod, transient_pod = _job(ops, "train-ev-a"), _job(ops, "train-ev-b")
+    permanent = _fault(ops, permanent_pod, code=79, message="XID 79: GPU has fallen off the bus", crash=True)
+    transient = _fault(ops, transient_pod, code=31, message="XID 31: GPU memory page fault", clears_on_restart=True)
+
+    waiting = await ops.wait_phase(permanent, "AwaitingApproval")
+    assert waiting["state"]["pending_approval"]["step"] == "taint"
+    approved = ops.cli("incidents", "approve", permanent, "taint", "--by", "alice", "--note", "drained")
+    assert approved.returncode == 0, approved.stderr
+    await ops.wait_phase(permanent, "AwaitingVendor")
+    resolved = ops.cli("incidents", "resolve", permanent, "--by", "vendor-rma", "--note", "GPU swapped")
+    assert resolved.returncode == 0, resolved.stderr
+    done = await asyncio.gather(ops.wait_phase(permanent, "Closed"), ops.wait_phase(transient, "Closed"))
+    assert done[0]["outcome"]["outcome"] == "resolved_by_vendor"
+    assert done[1]["outcome"]["outcome"] == "recovered_in_place"
+
+    events = _events(ops, permanent)
+    reasons = Counter(e.reason for e in events)
+    assert set(reasons) == {"PodmedicIncidentOpened", "PodmedicCheckpointed", "PodmedicAwaitingApproval",
+                            "PodmedicDeviceTainted", "PodmedicRescheduled", "PodmedicTicketed",
+                            "PodmedicIncidentClosed"}
+    replacement = done[0]["outcome"]["pod"]["name"]
+    assert replacement != permanent_pod["name"]
+    per_pod = Counter((e.reason, e.involved_object.name) for e in events)
+    assert all(n == 1 for n in per_pod.values()), per_pod  # one Event per (incident, step, pod)
+    assert per_pod[("PodmedicIncidentOpened", permanent_pod["name"])] == 1
+    assert per_pod[("PodmedicIncidentClosed", replacement)] == 1
+    run_id = done[0]["run_id"]
+    for e in events:
+        assert permanent in e.message and f"/workflows/{permanent.replace('/', '%2F')}/{run_id}/history" in e.message
+    tainted = next(e for e in events if e.reason == "PodmedicDeviceTainted")
+    assert tainted.type == "Warning" and "NoExecute" in tainted.message
+
+    transient_reasons = Counter(e.reason for e in _events(ops, transient))
+    assert transient_reasons == Counter({"PodmedicIncidentOpened": 1, "PodmedicCheckpointed": 1,
+                                         "PodmedicDeviceTainted": 1, "PodmedicRestarted": 1,
+                                         "PodmedicIncidentClosed": 1})
+
+    api = _api(ops)
+    try:
+        notes = api.read_namespaced_pod(replacement, "default").metadata.annotations
+    finally:
+        api.api_client.close()
+    assert notes["podmedic.io/incident"] == permanent and run_id in notes["podmedic.io/incident-url"]
+
+    report = ops.cli("report", permanent, "--format", "json")
+    assert report.returncode == 0, report.stderr
+    rep = json.loads(report.stdout)
+    assert rep["failure"]["code"] == 79 and rep["failure"]["health"] == "Unhealthy"
+    assert rep["failure"]["source"] == "pod-status" and rep["cluster_reading"]["health"] == "Unhealthy"
+    assert [p["name"] for p in rep["pods"]] == [permanent_pod["name"]]
+    activities = [a["name"] for a in rep["actions"] if a["kind"] == "activity"]
+    for name in ("discover_device", "taint_device", "reschedule_same_node", "file_ticket", "remove_taint",
+                 "notify_step"):
+        assert name in activities
+    assert [(a["name"], a["status"]) for a in rep["actions"] if a["kind"] == "update"] == [
+        ("approve", "completed"), ("resolve", "completed")]
+    times = [a["at"] for a in rep["actions"]]
+    assert times == sorted(times) and all(a["finished_at"] for a in rep["actions"])
+    assert [(d["step"], d["decision"], d["by"]) for d in rep["decisions"]] == [
+        ("taint", "approved", "alice"), ("resolve", "resolved", "vendor-rma")]
+    assert rep["outcome"]["ticket_id"] and rep["duration_s"] > 0
