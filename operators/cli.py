@@ -131,7 +131,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     """``incidents list``."""
     async def job(t: connection.Target) -> int:
         query = list_query(args.type, driver=args.driver, node=args.node, phase=args.phase,
-                           namespace=args.pod_namespace, job=args.job, open_only=args.open)
+                           namespace=args.pod_namespace, job=args.job, pod=args.pod, open_only=args.open)
         rows = await list_incidents(await connection.client_for(t), query, args.limit)
         if args.json:
             print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
@@ -196,6 +196,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("--phase", help="e.g. AwaitingApproval, Recovering, Closed")
     q.add_argument("--pod-namespace", help="Kubernetes namespace of the affected pods")
     q.add_argument("--job", help="the affected pods' Job")
+    q.add_argument("--pod", metavar="NAMESPACE/NAME", help="a pod the incident touched (replacements too)")
     q.add_argument("--open", action="store_true", help="only incidents still running")
     q.add_argument("--limit", type=int, default=100, help="at most this many (default %(default)s)")
     q.add_argument("--json", action="store_true", help="JSON instead of a table")

@@ -38,13 +38,14 @@ def incident_id(text: str) -> str:
 
 
 def list_query(kind: str, *, driver: str | None = None, node: str | None = None, phase: str | None = None,
-               namespace: str | None = None, job: str | None = None, open_only: bool = False) -> str:
+               namespace: str | None = None, job: str | None = None, pod: str | None = None,
+               open_only: bool = False) -> str:
     """The visibility query for ``incidents list``; values are checked, never pasted blindly."""
     kinds = list(KINDS.values()) if kind == "all" else [KINDS[kind]]
     parts = ["(" + " OR ".join(f"WorkflowType = '{k}'" for k in kinds) + ")"]
     filters = ((search.DRIVER.name, "--driver", driver), (search.NODE.name, "--node", node),
                (search.PHASE.name, "--phase", phase), (search.NAMESPACE.name, "--pod-namespace", namespace),
-               (search.JOB.name, "--job", job))
+               (search.JOB.name, "--job", job), (search.PODS.name, "--pod", pod))
     for attribute, flag, value in filters:
         if value is None:
             continue

@@ -96,6 +96,11 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
         api.api_client.close()
     assert notes["podmedic.io/incident"] == permanent and run_id in notes["podmedic.io/incident-url"]
 
+    for flag, value in (("--pod", f"default/{replacement}"), ("--pod", f"default/{permanent_pod['name']}"),
+                        ("--job", "train-ev-a")):
+        listed = ops.cli("incidents", "list", flag, value, "--json")
+        assert [r["id"] for r in json.loads(listed.stdout)] == [permanent], (flag, value, listed.stderr)
+
     report = ops.cli("report", permanent, "--format", "json")
     assert report.returncode == 0, report.stderr
     rep = json.loads(report.stdout)
