@@ -98,7 +98,7 @@ async def deliver_config_problem(client: Client, problem: ConfigProblem, *, task
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=search.for_config_problem(problem) if search_attributes else None,
             static_summary=f"{problem.pod.namespace}/{problem.pod.name}: bad configuration, "
-                           f"{problem.message}"[:200],
+                           f"{problem.message}"[:200], static_details=describe.config_details(problem),
         )
     except WorkflowAlreadyStartedError:
         return False

@@ -12,7 +12,7 @@ import datetime as dt
 
 from podmedic.classify import classify
 from podmedic.incident import IncidentState, Phase
-from podmedic.models import DeviceHealthEvent
+from podmedic.models import ConfigProblem, DeviceHealthEvent
 from podmedic.policy import DriverPolicy, LadderRung
 
 CLI = "podmedic incidents"
@@ -78,6 +78,22 @@ def static_details(event: DeviceHealthEvent, policy: DriverPolicy) -> str:
         f"post-mortem: `podmedic report {device.workflow_id}`.",
     ]
     return "\n".join(lines)
+
+
+def config_details(problem: ConfigProblem) -> str:
+    """Markdown set once at start of a configuration incident: whose pod, what the driver said."""
+    pod = problem.pod
+    return "\n".join([
+        f"### Configuration problem of pod `{pod.namespace}/{pod.name}`",
+        f"- **Pod**: `{pod.namespace}/{pod.name}` (uid `{pod.uid or '?'}`) on node `{problem.node or '?'}`",
+        f"- **Driver**: `{problem.driver}` refused to prepare the pod's devices: {problem.reason}",
+        f"- **Message**: {problem.message}",
+        f"- **Seen**: {problem.observed_at.isoformat(timespec='seconds')} by `{problem.source}`",
+        "",
+        "Classified `bad_config`: the pod's own claim or its parameters are wrong, not the device. podmedic reports "
+        "it on the pod (Event `PodmedicBadConfig` and annotation `podmedic.io/problem`) and never taints a device "
+        "or restarts the pod for it. Fix the claim, then recreate the pod.",
+    ])
 
 
 def current_details(state: IncidentState) -> str:

@@ -9,7 +9,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.incident import IncidentState, PendingApproval, Phase
-from podmedic.models import DeviceRef, Health, Outcome
+from podmedic.models import ConfigProblem, DeviceRef, Health, Outcome, PodKey
 from podmedic.policy_file import parse_policy
 from tests.workflow.fakes import POD, T0, FakeCluster, event
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, worker
@@ -75,3 +75,12 @@ def test_current_details_show_a_pending_approval_with_the_commands() -> None:
     assert "**Pending approval: `taint`**" in text and "abort if nobody answers within 60s" in text
     assert f"podmedic incidents approve {device.workflow_id} taint --by NAME" in text
     assert "**Why**: XID 79: permanent" in text
+
+
+def test_config_details_say_it_is_the_pods_own_configuration() -> None:
+    problem = ConfigProblem(pod=PodKey(namespace="team-a", name="infer-1", uid="u-1"), driver="gpu.nvidia.com",
+                            node="node-0400", reason="FailedPrepareDynamicResources",
+                            message="invalid opaque parameter sharing.strategy", observed_at=T0, event_id="ev-1")
+    text = describe.config_details(problem)
+    assert "### Configuration problem of pod `team-a/infer-1`" in text
+    assert "invalid opaque parameter sharing.strategy" in text and "never taints a device" in text
