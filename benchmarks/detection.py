@@ -220,6 +220,7 @@ async def run_detection(opts: DetectionOptions) -> dict[str, Any]:
             await runner.cleanup()
     return {
         "benchmark": "detection", "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(), "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "options": opts.model_dump(mode="json"), "throughput": [singles, batches],
         "incidents_running_before_burst": still, "burst": burst,
         "targets": {"events_per_s": TARGET_EVENTS_PER_S, "all_running_s": TARGET_ALL_RUNNING_S},
@@ -239,6 +240,10 @@ def _write_profile(profiler: cProfile.Profile, path: Path) -> None:
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(40)
 
 
+def _cpu_line(cpu: dict[str, float]) -> str:
+    return ", ".join(f"{role} {seconds:.1f}" for role, seconds in cpu.items())
+
+
 def table(results: dict[str, Any]) -> str:
     """The figures as a plain-text table, with each target's verdict."""
     lines = ["(a) throughput, repeated events of distinct devices",
@@ -249,6 +254,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"  {row['mode']:<8}{row['accepted']:>8}{row['requests']:>10}{row['concurrency']:>6}"
                      f"{row['elapsed_s']:>9.2f}{row['events_per_s']:>10.0f}{row['deduplicated']:>8}"
                      f"{row['round_trips']:>13}  {verdict}")
+        lines.append(f"  {'':<8}CPU s: {_cpu_line(row['cpu_s'])}; ingest "
+                     f"{row['cpu_s']['ingest'] / max(row['accepted'], 1) * 1e6:.0f} us/event")
     b = results["burst"]
     lat, acc = b["send_to_running_s"], b["accept_latency_s"]
     all_running = b["all_running_after_s"]
@@ -258,7 +265,9 @@ def table(results: dict[str, Any]) -> str:
               f"  send -> running:       p50 {lat['p50']:.3f}s  p99 {lat['p99']:.3f}s  max {lat['max']:.3f}s",
               f"  all {b['running']}/{b['devices']} running after "
               f"{'never' if all_running is None else f'{all_running:.2f}s'}  "
-              f"(target <= {TARGET_ALL_RUNNING_S:g}s: {verdict}); Temporal round trips {b['round_trips']}"]
+              f"(target <= {TARGET_ALL_RUNNING_S:g}s: {verdict}); Temporal round trips {b['round_trips']}",
+              f"  CPU s until all histories were read: {_cpu_line(b['cpu_s'])}",
+              f"machine: {results['cpus']} CPUs, 1-min load average at the end {results['load_average_1m_at_end']}"]
     return "\n".join(lines)
 
 
