@@ -74,7 +74,8 @@ async def clear_to(wf: DeviceIncidentWorkflow, step: str, action: str, *, no_exe
         wf.upsert(search.AWAITING_APPROVAL, None)
     wf.check_abort()
     skipped = step in wf.state.skip
+    settled = wf.state.decisions[-1].decision if wf.state.decisions else "approved"
     if not skipped:
         wf.approved.add(step)
-    wf.enter(resume, None, f"{step} {'skipped by an operator' if skipped else 'approved'}; going on")
+    wf.enter(resume, None, f"{step} {'skipped by an operator' if skipped else settled.replace('_', ' ')}; going on")
     return not skipped
