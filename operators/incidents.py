@@ -117,6 +117,8 @@ async def show(client: Client, wid: str, run_id: str | None = None) -> Shown:
         elif desc.status == WorkflowExecutionStatus.COMPLETED:
             typed = client.get_workflow_handle(wid, run_id=desc.run_id, result_type=IncidentOutcome)
             shown.outcome = await typed.result()
+    elif running and desc.workflow_type == KINDS["node"]:
+        shown.other = await handle.query("get_state", rpc_timeout=dt.timedelta(seconds=10))
     elif desc.status == WorkflowExecutionStatus.COMPLETED:
         shown.other = await handle.result()
     return shown

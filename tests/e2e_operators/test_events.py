@@ -101,6 +101,12 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
         listed = ops.cli("incidents", "list", flag, value, "--json")
         assert [r["id"] for r in json.loads(listed.stdout)] == [permanent], (flag, value, listed.stderr)
 
+    node = permanent_pod["devices"][0].split("/")[1]
+    watches = ops.cli("incidents", "list", "--type", "node", "--node", node, "--json")
+    assert [r["id"] for r in json.loads(watches.stdout)] == [f"node/{node}"], watches.stderr
+    watch = json.loads(ops.cli("incidents", "show", f"node/{node}", "--json").stdout)
+    assert watch["type"] == "NodeIncident" and watch["other"]["node"] == node
+
     report = ops.cli("report", permanent, "--format", "json")
     assert report.returncode == 0, report.stderr
     rep = json.loads(report.stdout)
