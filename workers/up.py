@@ -154,11 +154,15 @@ class Stack:
         """Start every child in order, each once the one before is ready."""
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         self.children = self._plan()
-        for child in self.children:
-            log.info("starting %s", child.role)
-            self._spawn(child)
-            if child.ready:
-                wait_ready(child.ready, 60, child.role)
+        try:
+            for child in self.children:
+                log.info("starting %s", child.role)
+                self._spawn(child)
+                if child.ready:
+                    wait_ready(child.ready, 60, child.role)
+        except BaseException:
+            self.stop()  # a child that never became ready must not orphan the ones already running
+            raise
         self._write_endpoints()
         self._monitor = threading.Thread(target=self._supervise, name="podmedic-up", daemon=True)
         self._monitor.start()
