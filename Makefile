@@ -3,15 +3,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PACKAGES := podmedic workflows activities workers ingest agent benchmarks operators
 
 .PHONY: install demo test fuzz lint clean
 
 install: $(STAMP)
 
+# Bytecode is compiled once: with PYTHONDONTWRITEBYTECODE set, the workflow sandbox would
+# otherwise compile every module from source for every new incident.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib $(PACKAGES) >/dev/null
 	touch $(STAMP)
 
 demo: install
@@ -26,7 +30,7 @@ fuzz: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy podmedic workflows activities workers ingest agent benchmarks operators
+	$(BIN)/mypy $(PACKAGES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state

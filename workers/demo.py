@@ -164,7 +164,7 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
             for node in nodes:
                 print(f"  {node.node:<12} {node.phase:<13} {', '.join(node.devices) or '-'}")
         if summary_json:
-            summary_json.write_text(json.dumps({"incidents": rows, "nodes": [n.model_dump() for n in nodes]},
+            summary_json.write_text(json.dumps({"incidents": rows, "nodes": [n.model_dump(mode="json") for n in nodes]},
                                                indent=2))
         print(f"\nTemporal UI: {ep['ui_url']}  (search: WorkflowType='DeviceIncident')")
         done = all(v is not None for v in outcomes.values())

@@ -104,8 +104,14 @@ class Closer:
         self.wf.enter(Phase.AWAITING_HEAL, "close", f"device healthy; staying tainted {delay:g}s (anti-flap) "
                                                     "before untainting")
         seen = len(self.wf.events)
+        # A late report of the old fault (observed before the device turned Healthy) is not a new failure.
+        healthy_since = max(
+            (e.observed_at for e in self.wf.events if e.health is Health.HEALTHY), default=workflow.now()
+        )
         await self._sleep(delay, f"anti-flap delay {delay:g}s")
-        flapped = any(e.health is Health.UNHEALTHY for e in self.wf.events[seen:])
+        flapped = any(
+            e.health is Health.UNHEALTHY and e.observed_at > healthy_since for e in self.wf.events[seen:]
+        )
         if flapped or await self._read_health() is Health.UNHEALTHY:
             self.wf.note("close", f"device unhealthy again within the {delay:g}s anti-flap delay")
             return False

@@ -19,6 +19,7 @@ from podmedic.incident import IncidentOutcome
 from podmedic.models import DeviceRef, Health, Outcome, Permanence
 from podmedic.node import NodeIncidentOutcome, node_workflow_id
 from podmedic.policy_file import parse_policy
+from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
@@ -148,3 +149,29 @@ async def test_devices_failing_apart_do_not_make_a_node_incident(
         await time_skipping_env.sleep(timedelta(seconds=300))
         result: NodeIncidentOutcome = await watch.result()
     assert not result.escalated and result.devices == []
+
+
+@pytest.mark.parametrize(("observed_after_s", "reopens"), [(1, False), (3650 * 86400, True)])
+async def test_only_a_failure_observed_after_the_heal_breaks_the_anti_flap_delay(
+    time_skipping_env: WorkflowEnvironment, task_queue: str, observed_after_s: float, reopens: bool
+) -> None:
+    """A late report of the old fault (observed before the heal) must not cost a vendor ticket."""
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0103", device=f"gpu-{int(reopens)}")
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, event(code=13, device=device, event_id="x"))
+        handle = client.get_workflow_handle(device.workflow_id)
+
+        async def in_anti_flap_delay() -> None:
+            state = await handle.query(DeviceIncidentWorkflow.get_state)
+            assert "anti-flap" in state.doing, state.doing
+
+        await assert_eventually(in_anti_flap_delay)
+        await _send(client, task_queue, event(code=13, device=device, event_id="late", after_s=observed_after_s))
+        await time_skipping_env.sleep(timedelta(seconds=700))
+        outcome = await _outcome(client, device)
+    if reopens:
+        assert outcome.outcome is not Outcome.RECOVERED_IN_PLACE and fake.calls["file_ticket"] == 1
+    else:
+        assert outcome.outcome is Outcome.RECOVERED_IN_PLACE and fake.calls["file_ticket"] == 0
