@@ -22,11 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ingest.errors import path_of
 from ingest.http.alertmanager import AlertmanagerMapping
+from podmedic.config_file import ConfigFileError, parse_yaml, read_text
 
 DEFAULT_TOKEN_ENV = "PODMEDIC_INGEST_TOKEN"
 
@@ -74,24 +74,15 @@ class IngestSettings(_Model):
     state_dir: Path | None = Field(None, description="Where watch cursors (resourceVersions) are kept.")
 
 
-class SettingsError(Exception):
+class SettingsError(ConfigFileError):
     """A settings file that cannot be used; ``errors`` lists ``(field path, reason)``."""
 
-    def __init__(self, source: str, errors: list[tuple[str, str]]) -> None:
-        self.source = source
-        self.errors = errors
-        lines = "\n".join(f"  {path}: {reason}" for path, reason in errors)
-        super().__init__(f"invalid ingest settings {source}:\n{lines}")
+    kind = "ingest settings"
 
 
 def parse_ingest_settings(text: str, source: str = "<settings>") -> IngestSettings:
     """Parse and validate settings YAML; raises ``SettingsError`` listing every problem."""
-    try:
-        raw: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
-        raise SettingsError(source, [(where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}")]) from exc
+    raw: Any = parse_yaml(text, source, SettingsError)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -108,8 +99,4 @@ def load_ingest_settings(path: Path | None) -> IngestSettings:
     """Load a settings file, or the defaults when ``path`` is ``None``."""
     if path is None:
         return IngestSettings()
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SettingsError(str(path), [("(file)", f"cannot read: {exc.strerror}")]) from exc
-    return parse_ingest_settings(text, str(path))
+    return parse_ingest_settings(read_text(path, SettingsError), str(path))

@@ -7,22 +7,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from podmedic.config_file import ConfigFileError, parse_yaml, read_text
 from podmedic.policy import DriverPolicy
 
 DEFAULT_KEY = "default"
 
 
-class PolicyError(Exception):
+class PolicyError(ConfigFileError):
     """A policy file that cannot be used; ``errors`` lists ``(field path, reason)``."""
 
-    def __init__(self, source: str, errors: list[tuple[str, str]]) -> None:
-        self.source = source
-        self.errors = errors
-        lines = "\n".join(f"  {path}: {reason}" for path, reason in errors)
-        super().__init__(f"invalid policy {source}:\n{lines}")
+    kind = "policy"
 
 
 class PolicySet(BaseModel):
@@ -71,12 +67,7 @@ def _path(driver: str, loc: tuple[int | str, ...]) -> str:
 
 def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
     """Parse and validate policy YAML; raises ``PolicyError`` listing every problem."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "file"
-        raise PolicyError(source, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from exc
+    raw = parse_yaml(text, source, PolicyError)
     if not isinstance(raw, Mapping):
         raise PolicyError(source, [("(top)", "must be a mapping with a 'drivers' key")])
     unknown = sorted(set(raw) - {"drivers"})
@@ -115,8 +106,4 @@ def load_policy(path: Path | None) -> PolicySet:
     if path is None:
         text = resources.files("podmedic").joinpath("default_policy.yaml").read_text()
         return parse_policy(text, "embedded default policy")
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise PolicyError(str(path), [("(file)", f"cannot read: {exc.strerror}")]) from exc
-    return parse_policy(text, str(path))
+    return parse_policy(read_text(path, PolicyError), str(path))
