@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
+
+from podmedic.sim import SimCluster, SimConfig
+from podmedic.sim.config import SimTimings
 
 T = TypeVar("T")
 
@@ -34,3 +39,21 @@ def wait_until(check: Callable[[], T | None], *, timeout: float = 30.0, interval
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
         time.sleep(interval)
+
+
+E2E_TIMINGS = {"image_pull_s": 0.5, "container_start_s": 0.1, "kubelet_report_s": 0.1, "backoff_base_s": 0.3,
+               "backoff_max_s": 2.0, "workload_step_s": 0.1, "checkpoint_save_s": 0.1}
+
+
+@contextlib.contextmanager
+def served_sim(directory: Path, nodes: int = 2, devices_per_node: int = 4, bookmark_interval_s: float = 10.0,
+               **timings: float) -> Iterator[SimCluster]:
+    """A simulated cluster served over HTTP (kubeconfig in ``directory``), with end-to-end timings."""
+    config = SimConfig(nodes=nodes, devices_per_node=devices_per_node,
+                       timings=SimTimings(**{**E2E_TIMINGS, **timings}))
+    cluster = SimCluster(config, bookmark_interval_s=bookmark_interval_s)
+    cluster.start(kubeconfig_path=directory / "kubeconfig")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

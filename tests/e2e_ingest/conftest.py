@@ -21,21 +21,16 @@ from ingest.delivery import Deliverer
 from ingest.service import run_sources
 from ingest.sources import ClusterSource, cluster_sources
 from podmedic.policy_file import PolicySet, load_policy
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
-from tests.helpers import assert_eventually
+from podmedic.sim import SimCluster
+from tests.helpers import assert_eventually, served_sim
 from workers.worker import build_worker
 
 
 @pytest.fixture(scope="module")
 def ingest_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     """A small simulated cluster (2 nodes x 4 devices) with fast timings."""
-    timings = SimTimings(image_pull_s=0.5, container_start_s=0.1, kubelet_report_s=0.1, backoff_base_s=0.3,
-                         backoff_max_s=2.0, workload_step_s=0.1, checkpoint_save_s=0.1)
-    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=4, timings=timings))
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("e2e-ingest") / "kubeconfig")
-    yield cluster
-    cluster.stop()
+    with served_sim(tmp_path_factory.mktemp("e2e-ingest")) as cluster:
+        yield cluster
 
 
 @pytest_asyncio.fixture(loop_scope="session")

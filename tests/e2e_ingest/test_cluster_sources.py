@@ -26,11 +26,10 @@ from activities import podview
 from activities.kube import KubeGateway
 from podmedic.incident import IncidentState
 from podmedic.models import FailureMode, Health, Outcome, Permanence
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
+from podmedic.sim import SimCluster
 from podmedic.sim.testkit import gpu_pod, gpu_template
 from tests.e2e_ingest.conftest import SourceSet
-from tests.helpers import assert_eventually, wait_until
+from tests.helpers import assert_eventually, served_sim, wait_until
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -44,12 +43,9 @@ Device = tuple[str, str, str]
 @pytest.fixture(scope="module")
 def ingest_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     """This module's cluster: 2 nodes x 8 devices, fast timings, bookmarks every 0.2 s."""
-    timings = SimTimings(image_pull_s=0.3, container_start_s=0.1, kubelet_report_s=0.1, backoff_base_s=0.2,
-                         backoff_max_s=0.8)
-    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=8, timings=timings), bookmark_interval_s=0.2)
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("e2e-sources") / "kubeconfig")
-    yield cluster
-    cluster.stop()
+    with served_sim(tmp_path_factory.mktemp("e2e-sources"), devices_per_node=8, bookmark_interval_s=0.2,
+                    image_pull_s=0.3, backoff_base_s=0.2, backoff_max_s=0.8) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -147,34 +143,23 @@ def prepare_count(api: k8s.ApiClient, pod: str) -> int:
     return max((e.count or 0 for e in events), default=0)
 
 
-async def test_slice_taint_xid_79_opens_a_permanent_device_failure(
+@pytest.mark.parametrize(("key", "value", "effect", "named"), [
+    ("gpu.nvidia.com/xid", "79", "NoSchedule", "79"),  # the XID code read from the taint value
+    ("gpu.nvidia.com/gpu-lost", "", "None", "gpu-lost"),  # effect None still reports a fault
+])
+async def test_slice_taint_opens_a_permanent_device_failure(
     ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet],
-    clean: list[Device],
+    clean: list[Device], key: str, value: str, effect: str, named: str,
 ) -> None:
     client, task_queue = ingest_worker
     sources = source_sets()
     await sources.watching()
     [device] = await free_devices(ingest_sim, client, 1)
     clean.append(device)
-    ingest_sim.set_slice_taint(*device, "gpu.nvidia.com/xid", "79", "NoSchedule")
+    ingest_sim.set_slice_taint(*device, key, value, effect)
     state = await incident(client, task_queue, device)
     assert (state.failure_mode, state.permanence) == (FailureMode.DEVICE_FAILED, Permanence.PERMANENT), state.why
-    assert "79" in state.why and state.node == device[1]
-
-
-async def test_slice_taint_with_effect_none_opens_an_incident(
-    ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet],
-    clean: list[Device],
-) -> None:
-    client, task_queue = ingest_worker
-    sources = source_sets()
-    await sources.watching()
-    [device] = await free_devices(ingest_sim, client, 1)
-    clean.append(device)
-    ingest_sim.set_slice_taint(*device, "gpu.nvidia.com/gpu-lost", "", "None")
-    state = await incident(client, task_queue, device)
-    assert (state.failure_mode, state.permanence) == (FailureMode.DEVICE_FAILED, Permanence.PERMANENT), state.why
-    assert "gpu-lost" in state.why
+    assert named in state.why and state.node == device[1]
 
 
 async def test_bad_config_prepare_failure_is_reported_on_the_pod_once_and_taints_nothing(

@@ -22,9 +22,8 @@ from ingest.settings import IngestSettings
 from podmedic.incident import IncidentOutcome
 from podmedic.models import Outcome
 from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
-from tests.helpers import wait_until
+from podmedic.sim import SimCluster
+from tests.helpers import served_sim, wait_until
 from workers.vendor_desk import VendorDesk
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
@@ -52,12 +51,8 @@ drivers:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
-    timings = SimTimings(image_pull_s=1.0, container_start_s=0.1, kubelet_report_s=0.1, backoff_base_s=0.3,
-                         backoff_max_s=2.0, workload_step_s=0.1, checkpoint_save_s=0.1)
-    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=4, timings=timings))
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("e2e") / "kubeconfig")
-    yield cluster
-    cluster.stop()
+    with served_sim(tmp_path_factory.mktemp("e2e"), image_pull_s=1.0) as cluster:
+        yield cluster
 
 
 @pytest_asyncio.fixture(loop_scope="session")
