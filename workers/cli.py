@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from podmedic.policy_file import PolicyError, load_policy
+from workers.security import SecurityError
 from workers.temporal import DEFAULT_TASK_QUEUE, connect
 
 DESCRIPTION = """\
@@ -245,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_agent_parser(sub)
     add_bench_parser(sub)
+    from workers.codec_server import add_codec_server_parser
+
+    add_codec_server_parser(sub)
     from operators.cli import register as add_operator_parsers
 
     add_operator_parsers(sub)
@@ -263,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except SecurityError as exc:
+        print(f"podmedic: refusing to connect to Temporal: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

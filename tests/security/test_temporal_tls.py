@@ -1,0 +1,61 @@
+"""podmedic's Temporal client over TLS and mTLS, against the dev server behind a TLS proxy."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.testing import WorkflowEnvironment
+
+from tests.security.certs import Pki, make_pki
+from tests.security.tls_proxy import TlsProxy
+from workers.security import TemporalSecurity
+from workers.temporal import connect
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+SERVER = "temporal.podmedic.test"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"), server_name=SERVER)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def proxy(pki: Pki, dev_env: WorkflowEnvironment) -> AsyncIterator[TlsProxy]:
+    tls_proxy = TlsProxy(pki, dev_env.client.service_client.config.target_host)
+    await tls_proxy.start()
+    yield tls_proxy
+    await tls_proxy.close()
+
+
+def _env(pki: Pki, *, client_cert: bool = True, ca: Path | None = None) -> dict[str, str]:
+    env = {"PODMEDIC_TEMPORAL_TLS_CA": str(ca or pki.ca), "PODMEDIC_TEMPORAL_TLS_SERVER_NAME": SERVER}
+    if client_cert:
+        env |= {"PODMEDIC_TEMPORAL_TLS_CERT": str(pki.client_cert), "PODMEDIC_TEMPORAL_TLS_KEY": str(pki.client_key)}
+    return env
+
+
+async def test_mtls_client_from_the_environment_reaches_temporal(pki: Pki, proxy: TlsProxy) -> None:
+    security = TemporalSecurity.from_env(_env(pki))
+    assert security.describe().startswith("TLS mTLS")
+    client = await connect(f"127.0.0.1:{proxy.port}", security=security)
+    count = await client.count_workflows()
+    assert count.count >= 0 and proxy.accepted >= 1
+
+
+@pytest.mark.parametrize("case", ["no client certificate", "server signed by another CA"])
+async def test_a_client_the_server_or_the_client_does_not_trust_cannot_connect(
+    pki: Pki, proxy: TlsProxy, tmp_path: Path, case: str
+) -> None:
+    if case == "no client certificate":
+        env = _env(pki, client_cert=False)
+    else:
+        env = _env(pki, ca=make_pki(tmp_path, server_name=SERVER, ca_name="another CA").ca)
+    before = proxy.accepted
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(connect(f"127.0.0.1:{proxy.port}", security=TemporalSecurity.from_env(env)), 30)
+    assert proxy.accepted == before  # refused in the handshake: no byte reached Temporal
