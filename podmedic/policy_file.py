@@ -70,8 +70,9 @@ def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
     raw = parse_yaml(text, source, PolicyError)
     if not isinstance(raw, Mapping):
         raise PolicyError(source, [("(top)", "must be a mapping with a 'drivers' key")])
-    unknown = sorted(set(raw) - {"drivers"})
-    errors = [(key, "unknown top-level key (only 'drivers' is allowed)") for key in unknown]
+    unknown = sorted((key for key in raw if key != "drivers"), key=repr)
+    errors = [(key if isinstance(key, str) and key.isidentifier() else f"(top) key {key!r}",
+               "unknown top-level key (only 'drivers' is allowed)") for key in unknown]
     drivers = raw.get("drivers")
     if not isinstance(drivers, Mapping) or not drivers:
         raise PolicyError(source, [*errors, ("drivers", "must be a non-empty mapping of driver name to policy")])

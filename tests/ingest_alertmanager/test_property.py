@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ingest.errors import EventError
 from ingest.http.alertmanager import AlertmanagerMapping, alerts_to_observations
 from podmedic.models import DeviceHealthEvent, Health
+from tests.fuzzkit import damage, json_values
 
 NOW = dt.datetime(2025, 3, 14, 10, 0, tzinfo=dt.UTC)
 MAPPINGS = [
@@ -26,13 +27,11 @@ NAMES = ["GPUXidError", "GPUHighTemperature", "GPUFallenOffBus", "GPUEccCorrecta
          "KubeNodeNotReady", "Custom"]
 ROOTS = ("(body)", "version", "status", "alerts")
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
 numbers = st.sampled_from(["79", "31", "93", "0", "-1", "1e3", "79.0", "NaN", "inf", "x", "", " 48 "])
 times = st.sampled_from(["2025-03-14T09:26:53.589Z", "2025-03-14T09:26:53.123456789+02:00", "0001-01-01T00:00:00Z"])
 # Malformations come only from the damage step, so most payloads reach the mapping itself.
-damage = json_values | st.sampled_from(["2025-03-14T09:26:53", "2025-02-30T00:00:00Z", "soon", "1741944413", ""])
+damaged_values = json_values | st.sampled_from(
+    ["2025-03-14T09:26:53", "2025-02-30T00:00:00Z", "soon", "1741944413", ""])
 label_values = {
     "alertname": st.sampled_from(NAMES), "gpu": st.sampled_from(["0", "3", "7"] * 3 + ["", "x" * 130]),
     "Hostname": st.sampled_from(["gpu-node-07"] * 4 + ["", " "]),
@@ -61,21 +60,7 @@ def alerts(draw: st.DrawFn) -> dict[str, Any]:
 def payloads(draw: st.DrawFn) -> object:
     body: dict[str, Any] = {"version": "4", "status": draw(st.sampled_from(["firing", "resolved"])),
                             "receiver": "podmedic", "alerts": draw(st.lists(alerts(), max_size=5))}
-    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2, 3]))):  # damage: replace or delete something anywhere
-        target: Any = body
-        while isinstance(target, dict | list) and target and draw(st.booleans()):
-            key = draw(st.sampled_from(list(target) if isinstance(target, dict) else list(range(len(target)))))
-            if not isinstance(target[key], dict | list):
-                break
-            target = target[key]
-        if isinstance(target, dict) and target:
-            key = draw(st.sampled_from(list(target)))
-            if draw(st.booleans()):
-                del target[key]
-            else:
-                target[key] = draw(damage)
-        elif isinstance(target, list) and target:
-            target[draw(st.integers(0, len(target) - 1))] = draw(damage)
+    damage(draw, body, damaged_values)
     return body if draw(st.integers(0, 9)) else draw(json_values)
 
 
