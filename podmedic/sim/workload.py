@@ -42,7 +42,7 @@ HttpAnswer = tuple[int, dict[str, Any]]
 
 def answer_mode(annotations: dict[str, str], save_s: float) -> tuple[str, float]:
     """How the workload answers checkpoint requests (``sim.podmedic.io/checkpoint-answer``):
-    ``("ok", save time)``, ``("never", 0)`` or ``("fail", 0)``; a bad value fails loudly."""
+    ``(mode, save time)`` with mode ``ok``, ``never`` or ``fail``; a bad value fails loudly."""
     raw = annotations.get(CKPT_ANSWER, "ok").strip()
     if raw in ("ok", "never", "fail"):
         return raw, save_s

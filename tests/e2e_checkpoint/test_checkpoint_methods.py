@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from podmedic.steps import CheckpointAggregate, CheckpointStatus
-from workflows import describe
 from tests.e2e_checkpoint.conftest import Stack, annotate, incident_until_checkpointed, start_job
+from workflows import describe
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
