@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from podmedic.sim.store import Obj, Store
-from podmedic.sim.workload import CKPT_ANSWER, CKPT_METHOD, RESTART_EXIT_CODE, TRAINING
+from podmedic.sim.workload import CKPT_METHOD, RESTART_EXIT_CODE, TRAINING
+from podmedic.sim.workload_http import CKPT_ANSWER
 
 
 def create_training_job(

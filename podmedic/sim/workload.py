@@ -12,12 +12,14 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from podmedic.sim import workload_http
 from podmedic.sim.config import SimConfig
 from podmedic.sim.jobs import JobController, JobKey, owning_job
 from podmedic.sim.kubelet import Kubelet
 from podmedic.sim.kubelet_status import ContainerRt, PodKey, PodRt
 from podmedic.sim.store import NotFound, Obj, Store, WatchEvent
 from podmedic.sim.timers import Timers
+from podmedic.sim.workload_http import CKPT_ANSWER, HttpAnswer
 
 TRAINING = "sim.podmedic.io/training"
 CKPT_METHOD = "podmedic.io/checkpoint-method"
@@ -32,26 +34,6 @@ CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
 LOST_STEPS = "sim.podmedic.io/lost-steps"
 DEFAULT_RESTART_EXIT_CODE = 85
 CKPT_ERROR = "podmedic.io/checkpoint-error"
-CKPT_PORT = "podmedic.io/checkpoint-port"
-CKPT_PATH = "podmedic.io/checkpoint-path"
-CKPT_ANSWER = "sim.podmedic.io/checkpoint-answer"  # ok (default) | never | fail | slow:<seconds>
-DEFAULT_CKPT_PORT = 8471
-DEFAULT_CKPT_PATH = "/podmedic/checkpoint"
-HttpAnswer = tuple[int, dict[str, Any]]
-
-
-def answer_mode(annotations: dict[str, str], save_s: float) -> tuple[str, float]:
-    """How the workload answers checkpoint requests (``sim.podmedic.io/checkpoint-answer``):
-    ``(mode, save time)`` with mode ``ok``, ``never`` or ``fail``; a bad value fails loudly."""
-    raw = annotations.get(CKPT_ANSWER, "ok").strip()
-    if raw in ("ok", "never", "fail"):
-        return raw, save_s
-    if raw.startswith("slow:"):
-        try:
-            return "ok", max(float(raw[5:]), 0.0)
-        except ValueError:
-            pass
-    return "fail", 0.0
 
 
 @dataclass
@@ -211,7 +193,7 @@ class Workloads:
             and request not in work.answered
             and work.saving is None
         ):
-            mode, delay = answer_mode(ann, self._t.checkpoint_save_s)
+            mode, delay = workload_http.answer_mode(ann, self._t.checkpoint_save_s)
             if mode == "never":
                 return
             work.saving = request
@@ -284,41 +266,7 @@ class Workloads:
 
     async def http_checkpoint(self, pkey: PodKey, port: int, path: str, body: Any) -> HttpAnswer:
         """The training script's checkpoint endpoint, reached through the pod proxy."""
-        pod = self._store.find("pods", *pkey)
-        uid = (pod or {}).get("metadata", {}).get("uid", "")
-        ann = ((pod or {}).get("metadata") or {}).get("annotations") or {}
-        work = self._work.get(uid)
-        try:
-            declared = int(ann.get(CKPT_PORT, DEFAULT_CKPT_PORT))
-        except ValueError:
-            declared = -1
-        if work is None or ann.get(CKPT_METHOD) != "http" or port != declared or not self._running(pkey, uid):
-            return 503, {"error": f"dial tcp :{port}: connect: connection refused"}
-        if path != ann.get(CKPT_PATH, DEFAULT_CKPT_PATH):
-            return 404, {"error": f"no handler for {path}"}
-        request = body.get("request_id") if isinstance(body, dict) else None
-        if not isinstance(request, str) or not request:
-            return 400, {"error": "request_id: required, a non-empty string"}
-        if request in work.answers:
-            ckpt_id, location = work.answers[request]
-            return 200, {"request_id": request, "checkpoint_id": ckpt_id, "location": location}
-        mode, delay = answer_mode(ann, self._t.checkpoint_save_s)
-        if mode == "fail" and request not in work.answered:
-            return 500, {"request_id": request, "error": f"save failed ({CKPT_ANSWER}: fail)"}
-        if work.saving is not None and work.saving != request:
-            return 202, {"request_id": request, "status": "busy saving another request"}
-        fut: asyncio.Future[HttpAnswer] = asyncio.get_running_loop().create_future()
-        work.waiters.setdefault(request, []).append(fut)
-        if mode != "never" and work.saving is None:
-            work.saving = request
-            running = self._running(pkey, uid)
-            gen = running[1].gen if running else -1
-            self._timers.call_later(delay, lambda: self._save(pkey, uid, request, gen, "http"))
-        try:
-            return await fut
-        finally:
-            if fut in work.waiters.get(request, []):
-                work.waiters[request].remove(fut)
+        return await workload_http.http_checkpoint(self, pkey, port, path, body)
 
     # -- progress ----------------------------------------------------------------------
     def _ensure_ticking(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from podmedic.sim.proxy import split_pod_target
-from podmedic.sim.workload import answer_mode
+from podmedic.sim.workload_http import answer_mode
 from podmedic_workload import (
     AnnotationResponder,
     ApiServer,
