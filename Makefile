@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := podmedic workflows activities workers ingest agent benchmarks operators
+PACKAGES := podmedic podmedic_workload workflows activities workers ingest agent benchmarks operators
 
 .PHONY: install demo test fuzz lint clean
 

@@ -1,11 +1,12 @@
-"""Checkpoint stage: ask each affected workload to save its state before anything disruptive.
+"""Checkpoint stage: ask every affected pod (and its Job's other pods) to save its state.
 
-Protocol (pod annotations, see docs/checkpoint-protocol.md): the pod declares
-``podmedic.io/checkpoint-method: annotation``; podmedic writes
-``podmedic.io/checkpoint-request: <request-id>``; the workload saves and answers with
-``podmedic.io/checkpoint-ack: <request-id>``, ``podmedic.io/checkpoint-id`` and
-``podmedic.io/checkpoint-location``. The request id is fixed per incident run, so a retried
-activity re-reads the same request instead of asking twice.
+Each pod declares its method with ``podmedic.io/checkpoint-method`` (``annotation``, ``http``,
+``kubelet`` or ``none``; see docs/checkpoint-protocol.md and ``activities/checkpoints/``).
+All pods are asked at once with one request id, fixed per incident run, and the activity
+waits for every answer or the driver's timeout. podmedic first writes
+``podmedic.io/checkpoint-request: <request-id>`` on each pod (the annotation method's
+request; for the others, the record of what was asked), so a retried activity re-reads the
+same request and the answers already given instead of asking twice.
 """
 
 from __future__ import annotations
@@ -17,73 +18,67 @@ from temporalio import activity
 
 from activities import podview
 from activities.base import KubeActivities
+from activities.checkpoints import spec as declared
+from activities.checkpoints.methods import CHANGED_BY, MethodRunner, recorded, result
 from podmedic.models import PodRef
 from podmedic.steps import CheckpointInput, CheckpointReport, CheckpointStatus, PodCheckpoint
 
-SUPPORTED_METHODS = ("annotation",)
+SUPPORTED_METHODS = declared.METHODS
+INCIDENT = "podmedic.io/checkpoint-incident"
 
 
 class CheckpointActivities(KubeActivities):
     """Checkpoint requests; idempotent by request id."""
 
-    def _request(self, pod: PodRef, request_id: str) -> PodCheckpoint | None:
-        """Write the request unless already written; returns a final answer when known now."""
-        current = self.kube.get_pod(pod.namespace, pod.name)
+    async def _one(self, pod: PodRef, runner: MethodRunner) -> PodCheckpoint:
+        """Ask one pod by its declared method (read from the live pod) and wait for its answer."""
+        current = await self.run(self.kube.get_pod, pod.namespace, pod.name)
         if current is None or current["metadata"].get("uid") != pod.uid:
-            return PodCheckpoint(pod=pod.name, method=pod.checkpoint_method, status=CheckpointStatus.SKIPPED,
-                                 checkpoint_id=pod.last_checkpoint_id, reason="pod is gone")
+            return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED, "pod is gone")
         notes = podview.annotations_of(current)
-        if notes.get(podview.CHECKPOINT_REQUEST) != request_id:
-            self.kube.patch_pod_annotations(pod.namespace, pod.name, {podview.CHECKPOINT_REQUEST: request_id})
-        return None
-
-    def _answer(self, pod: PodRef, request_id: str) -> PodCheckpoint | None:
-        current = self.kube.get_pod(pod.namespace, pod.name)
-        if current is None:
-            return None
-        notes = podview.annotations_of(current)
-        if notes.get(podview.CHECKPOINT_ACK) != request_id:
-            return None
-        return PodCheckpoint(
-            pod=pod.name, method=pod.checkpoint_method, status=CheckpointStatus.SAVED,
-            checkpoint_id=notes.get(podview.CHECKPOINT_ID), location=notes.get(podview.CHECKPOINT_LOCATION),
-        )
+        containers = [c["name"] for c in (current.get("spec") or {}).get("containers") or []]
+        try:
+            spec = declared.parse(notes, containers)
+        except declared.BadDeclaration as err:
+            return result(pod, notes.get(declared.METHOD), CheckpointStatus.SKIPPED, str(err))
+        if spec is None:
+            return result(pod, None, CheckpointStatus.SKIPPED, f"pod declares no {declared.METHOD}")
+        if spec.method == "none":
+            return result(pod, "none", CheckpointStatus.SKIPPED, f"pod declares {declared.METHOD}: none")
+        done = recorded(pod, notes, runner.request_id, spec.method)
+        if done is not None:
+            return done
+        if notes.get(podview.CHECKPOINT_REQUEST) != runner.request_id:
+            await self.run(self.kube.patch_pod_annotations, pod.namespace, pod.name, {
+                podview.CHECKPOINT_REQUEST: runner.request_id, INCIDENT: runner.incident_id,
+                CHANGED_BY: f"podmedic worker (checkpoint stage, {spec.method} request) for {runner.incident_id}",
+            })
+        if spec.method == "annotation":
+            return await runner.annotation(pod)
+        if spec.method == "http":
+            return await runner.http(pod, spec)
+        return await runner.kubelet(pod, spec, (current.get("spec") or {}).get("nodeName"))
 
     @activity.defn(name="request_checkpoints")
     async def request_checkpoints(self, inp: CheckpointInput) -> CheckpointReport:
         """Ask every pod at once, then wait for all answers or the driver's timeout."""
-        results: dict[str, PodCheckpoint] = {}
-        waiting: list[PodRef] = []
-        for pod in inp.pods:
-            if pod.checkpoint_method is None:
-                results[pod.name] = PodCheckpoint(
-                    pod=pod.name, method=None, status=CheckpointStatus.SKIPPED, checkpoint_id=pod.last_checkpoint_id,
-                    reason="pod declares no podmedic.io/checkpoint-method",
-                )
-            elif pod.checkpoint_method not in SUPPORTED_METHODS:
-                results[pod.name] = PodCheckpoint(
-                    pod=pod.name, method=pod.checkpoint_method, status=CheckpointStatus.SKIPPED,
-                    checkpoint_id=pod.last_checkpoint_id,
-                    reason=f"method {pod.checkpoint_method!r} unsupported (use: {', '.join(SUPPORTED_METHODS)})",
-                )
-            elif (early := await self.run(self._request, pod, inp.request_id)) is not None:
-                results[pod.name] = early
+        runner = MethodRunner(self.kube, inp.request_id, inp.incident_id, time.monotonic() + inp.timeout_s,
+                              inp.poll_s)
+        tasks = [asyncio.create_task(self._one(p, runner)) for p in inp.pods]
+        pending = set(tasks)
+        # The grace covers the last round trip of a method that started just before the deadline.
+        hard_stop = runner.deadline + max(5.0, inp.poll_s * 2)
+        while pending and time.monotonic() < hard_stop:
+            activity.heartbeat(f"waiting for {len(pending)} of {len(tasks)} checkpoint(s)")
+            _, pending = await asyncio.wait(pending, timeout=max(inp.poll_s, 0.05))
+        for task in pending:
+            task.cancel()
+        results: list[PodCheckpoint] = []
+        for pod, task in zip(inp.pods, tasks, strict=True):
+            if task.cancelled() or not task.done():
+                results.append(runner.timed_out(pod, pod.checkpoint_method or "?", "still waiting at the deadline"))
+            elif (err := task.exception()) is not None:
+                raise err
             else:
-                waiting.append(pod)
-        deadline = time.monotonic() + inp.timeout_s
-        while waiting and time.monotonic() < deadline:
-            activity.heartbeat(f"waiting for {len(waiting)} checkpoint(s)")
-            for pod in list(waiting):
-                answer = await self.run(self._answer, pod, inp.request_id)
-                if answer is not None:
-                    results[pod.name] = answer
-                    waiting.remove(pod)
-            if waiting:
-                await asyncio.sleep(inp.poll_s)
-        for pod in waiting:
-            results[pod.name] = PodCheckpoint(
-                pod=pod.name, method=pod.checkpoint_method, status=CheckpointStatus.TIMED_OUT,
-                checkpoint_id=pod.last_checkpoint_id,
-                reason=f"no acknowledgement within {inp.timeout_s:g}s; last known checkpoint kept",
-            )
-        return CheckpointReport(results=[results[p.name] for p in inp.pods])
+                results.append(task.result())
+        return CheckpointReport(results=results, request_id=inp.request_id)

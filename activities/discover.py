@@ -59,6 +59,22 @@ class DiscoverActivities(KubeActivities):
             return DeviceHealthReading(health=Health.UNHEALTHY, message=text, source="ResourceSlice taints")
         return DeviceHealthReading(health=Health.UNKNOWN, message="no pod reports this device", source="")
 
+    def _job_siblings(self, pods: list[Obj]) -> list[Obj]:
+        """The other live pods of the affected pods' Jobs: a synchronous job saves together."""
+        known = {p["metadata"].get("uid") for p in pods}
+        siblings: list[Obj] = []
+        jobs = {(p["metadata"].get("namespace", ""), job) for p in pods if (job := podview.job_name(p))}
+        for namespace, job in sorted(jobs):
+            for pod in self.kube.list_pods(namespace, f"{podview.JOB_NAME_LABEL}={job}"):
+                meta = pod["metadata"]
+                phase = (pod.get("status") or {}).get("phase", "")
+                if meta.get("uid") in known or meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
+                    continue
+                if podview.job_name(pod) == job:
+                    known.add(meta.get("uid"))
+                    siblings.append(pod)
+        return siblings
+
     def _discover(self, device: DeviceRef, reported_by: list[PodKey]) -> Discovery:
         pods = self._pods_on(device, reported_by)
         nodes = {p.get("spec", {}).get("nodeName") for p in pods} - {None}
@@ -66,6 +82,7 @@ class DiscoverActivities(KubeActivities):
             node=next(iter(nodes)) if len(nodes) == 1 else None,
             pods=[podview.pod_ref(p) for p in pods],
             reading=self._reading(device, pods),
+            job_pods=[podview.pod_ref(p) for p in self._job_siblings(pods)],
         )
 
     @activity.defn(name="discover_device")

@@ -54,6 +54,10 @@ class ServerError(KubeError):
     """5xx or no answer; retry later."""
 
 
+class ProxyTimeout(ServerError):
+    """A proxied call (pod or node proxy) got no answer within its own timeout."""
+
+
 def _translate(exc: ApiException, what: str) -> KubeError:
     status = int(exc.status or 0)
     try:
@@ -240,6 +244,33 @@ class KubeGateway:
         finally:
             resp.close()
             resp.release_conn()
+
+    def proxy_post(self, path: str, body: Obj | None, *, headers: dict[str, str] | None = None,
+                   query: list[tuple[str, str]] | None = None, timeout_s: float) -> tuple[int, str]:
+        """POST through an API server proxy subresource (``/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/...``
+        or ``/api/v1/nodes/{node}/proxy/...``) and return ``(status, body text)`` whatever the status.
+
+        Non-2xx answers are returned, not raised: what the workload or kubelet said is the result.
+        Raises ``ProxyTimeout`` when nothing answers within ``timeout_s`` and ``ServerError`` when
+        the connection fails. Needs RBAC ``create`` on ``pods/proxy`` or ``nodes/proxy``.
+        """
+        header_params = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
+        method, url, header_params, body_out, _ = self._api.param_serialize(
+            "POST", path, query_params=query or [], header_params=header_params, body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            resp = self._api.call_api(method, url, header_params=header_params, body=body_out,
+                                      _request_timeout=(min(self.timeout_s, timeout_s), timeout_s))
+            resp.read()
+        except urllib3.exceptions.TimeoutError as exc:
+            raise ProxyTimeout(f"POST {path}: no answer within {timeout_s:g}s") from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ServerError(f"POST {path}: {exc}") from exc
+        except ApiException as exc:
+            return int(exc.status or 0), str(exc.body or exc.reason or "")
+        data = resp.data or b""
+        return int(resp.status), data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
     def get_claim(self, namespace: str, name: str) -> Obj | None:
         """A ResourceClaim, or ``None`` if it is gone."""

@@ -15,6 +15,7 @@ CHECKPOINT_ID = "podmedic.io/checkpoint-id"
 CHECKPOINT_LOCATION = "podmedic.io/checkpoint-location"
 RESTART_REQUEST = "podmedic.io/restart-request"
 INCIDENT = "podmedic.io/incident"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def claim_uses_device(claim: Obj, device: DeviceRef) -> bool:

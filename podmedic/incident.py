@@ -139,6 +139,8 @@ class IncidentOutcome(BaseModel):
     permanence: Permanence | None
     steps: list[str]
     checkpoint_ids: list[str]
+    checkpoint: str = Field("", description="The job's checkpoint: complete/partial/none with pods saved, e.g. "
+                            "'partial: 2/3 pods'.")
     taint_rule: str | None
     taint_removed: bool
     recovered_by: str | None

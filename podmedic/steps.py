@@ -36,6 +36,10 @@ class Discovery(BaseModel):
     node: str | None
     pods: list[PodRef]
     reading: DeviceHealthReading
+    job_pods: list[PodRef] = Field(
+        default_factory=list,
+        description="Other pods of the affected pods' Jobs (not on the device): checkpointed together, not recovered.",
+    )
 
 
 class CheckpointStatus(StrEnum):
@@ -44,6 +48,15 @@ class CheckpointStatus(StrEnum):
     SAVED = "saved"
     TIMED_OUT = "timed_out"
     SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class CheckpointAggregate(StrEnum):
+    """How much of the job was saved: every pod asked, some of them, or none."""
+
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    NONE = "none"
 
 
 class CheckpointInput(BaseModel):
@@ -65,12 +78,32 @@ class PodCheckpoint(BaseModel):
     checkpoint_id: str | None = None
     location: str | None = None
     reason: str = ""
+    namespace: str = ""
+    locations: list[str] = Field(default_factory=list, description="Every location (kubelet: one per container).")
 
 
 class CheckpointReport(BaseModel):
     """Every pod's answer; ``partial`` when some saved and some did not."""
 
     results: list[PodCheckpoint] = Field(default_factory=list)
+    request_id: str = Field("", description="The one request id every pod of the job was asked with.")
+
+    @property
+    def saved(self) -> int:
+        """Pods whose checkpoint was saved for this request."""
+        return sum(1 for r in self.results if r.status is CheckpointStatus.SAVED)
+
+    @property
+    def aggregate(self) -> CheckpointAggregate:
+        """``complete`` when every pod saved, ``partial`` when some did, else ``none``."""
+        if self.results and self.saved == len(self.results):
+            return CheckpointAggregate.COMPLETE
+        return CheckpointAggregate.PARTIAL if self.saved else CheckpointAggregate.NONE
+
+    @property
+    def summary(self) -> str:
+        """For people: ``partial: 2/3 pods``."""
+        return f"{self.aggregate.value}: {self.saved}/{len(self.results)} pods"
 
     @property
     def checkpoint_ids(self) -> list[str]:

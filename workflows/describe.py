@@ -116,6 +116,9 @@ def current_details(state: IncidentState) -> str:
     if state.pods:
         pods = ", ".join(f"`{p.namespace}/{p.name}`" + (f" (job {p.job})" if p.job else "") for p in state.pods)
         lines.append(f"**Pods**: {pods} on node `{state.node or '?'}`")
+    if state.checkpoint is not None:
+        lines.append(f"**Checkpoint**: {state.checkpoint.summary}"
+                     + (f" ({', '.join(state.checkpoint.checkpoint_ids)})" if state.checkpoint.checkpoint_ids else ""))
     if state.taint_rule:
         lines.append(f"**Taint**: `{state.taint_rule}`{' (removed)' if state.taint_removed else ''}")
     if state.ticket_id:

@@ -309,6 +309,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             permanence=self.state.permanence,
             steps=list(self.state.steps),
             checkpoint_ids=self.state.checkpoint.checkpoint_ids if self.state.checkpoint else [],
+            checkpoint=self.state.checkpoint.summary if self.state.checkpoint else "",
             taint_rule=self.state.taint_rule,
             taint_removed=self.state.taint_removed,
             recovered_by=verified[-1].action if verified else None,

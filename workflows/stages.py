@@ -32,9 +32,11 @@ if TYPE_CHECKING:
 
 
 async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> CheckpointReport:
-    """Ask every pod on the device to save its state, unless there is no point or no consent."""
+    """Ask every pod on the device, and the other pods of their Jobs, to save their state together,
+    unless there is no point or no consent; the report says complete, partial or none."""
     wf.enter(Phase.CHECKPOINTING, "checkpoint", "asking the workload to save its state before anything disruptive")
     policy = wf.policy.checkpoint
+    pods = discovery.pods + (discovery.job_pods if policy.whole_job else [])
     skip = None
     if not discovery.pods:
         skip = "no pod uses the device"
@@ -42,31 +44,37 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
         skip = f"checkpoints disabled for {wf.policy.driver}"
     elif permanent:
         skip = "device failed permanently: it cannot serve a checkpoint"
-    elif not await clear_to(wf, "checkpoint", f"ask {len(discovery.pods)} pod(s) to save a checkpoint"):
+    elif not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):
         skip = f"skipped by an operator: {wf.state.skip['checkpoint']}"
     if skip:
-        last = [p.last_checkpoint_id for p in discovery.pods if p.last_checkpoint_id]
+        last = [p.last_checkpoint_id for p in pods if p.last_checkpoint_id]
         wf.note("checkpoint", f"skipped: {skip}; last known checkpoint(s): {', '.join(last) or 'none'}")
         report = CheckpointReport(results=[
-            PodCheckpoint(pod=p.name, method=p.checkpoint_method, status=CheckpointStatus.SKIPPED,
-                          checkpoint_id=p.last_checkpoint_id, reason=skip)
-            for p in discovery.pods
+            PodCheckpoint(pod=p.name, namespace=p.namespace, method=p.checkpoint_method,
+                          status=CheckpointStatus.SKIPPED, checkpoint_id=p.last_checkpoint_id, reason=skip)
+            for p in pods
         ])
         await tell_pods(wf, "checkpointed", f"no checkpoint requested: {skip}; last known: {', '.join(last) or 'none'}")
         return report
     wf.running = "checkpoint"
+    siblings = f" and {len(pods) - len(discovery.pods)} more of their job(s)" if len(pods) > len(discovery.pods) else ""
+    wf.state.doing = f"waiting up to {policy.timeout_s:g}s for {len(discovery.pods)} pod(s){siblings} to save"
+    wf.refresh_details()
     report = await workflow.execute_activity_method(
         CheckpointActivities.request_checkpoints,
         CheckpointInput(incident_id=wf.state.incident_id, request_id=wf.request_id("ckpt"),
-                        pods=discovery.pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s),
-        **activity_options(wf.policy.steps.checkpoint, f"checkpoint {len(discovery.pods)} pod(s)",
+                        pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s),
+        **activity_options(wf.policy.steps.checkpoint, f"checkpoint {len(pods)} pod(s)",
                            min_start_to_close_s=policy.timeout_s + 30),
     )
     wf.finished("checkpoint")
     for r in report.results:
-        wf.note("checkpoint", f"{r.pod}: {r.status.value} {r.checkpoint_id or ''} {r.reason}".strip())
+        where = f" at {', '.join(r.locations)}" if r.locations else ""
+        wf.note("checkpoint", f"{r.pod} ({r.method}): {r.status.value} {r.checkpoint_id or ''}{where} {r.reason}"
+                .replace("  ", " ").strip())
+    wf.note("checkpoint", f"checkpoint {report.summary} (request {report.request_id})")
     saved = ", ".join(f"{r.pod}: {r.status.value} {r.checkpoint_id or ''}".strip() for r in report.results)
-    await tell_pods(wf, "checkpointed", f"checkpoint before remediation: {saved}")
+    await tell_pods(wf, "checkpointed", f"checkpoint before remediation, {report.summary}: {saved}")
     return report
 
 

@@ -130,7 +130,8 @@ class SimCluster:
     async def _serve(self, host: str, port: int) -> int:
         self.engine.bootstrap()
         self._engine_task = asyncio.get_running_loop().create_task(self.engine.run())
-        app = build_app(self.context, self.faults, self.engine.routes())
+        first = self.engine.proxy_routes() if hasattr(self.engine, "proxy_routes") else []
+        app = build_app(self.context, self.faults, self.engine.routes(), first)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)

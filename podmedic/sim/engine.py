@@ -19,6 +19,7 @@ from podmedic.sim.devices import DeviceRegistry, Fault
 from podmedic.sim.eviction import EvictionController
 from podmedic.sim.jobs import JobController
 from podmedic.sim.kubelet import Kubelet
+from podmedic.sim.proxy import Proxy
 from podmedic.sim.recorder import Recorder
 from podmedic.sim.scheduler import Scheduler
 from podmedic.sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
@@ -53,6 +54,7 @@ class SimEngine:
             store, config, self.timers, self.devices, self.claims, self.recorder, self._delete
         )
         self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
+        self.proxy = Proxy(self)
         self._handlers = (
             self.devices.on_event,
             self.claims.on_event,
@@ -92,7 +94,11 @@ class SimEngine:
         """The ``/sim/v1/`` routes (fault injection, workloads, state)."""
         from podmedic.sim.sim_routes import make_routes
 
-        return make_routes(self)
+        return make_routes(self) + self.proxy.sim_routes()
+
+    def proxy_routes(self) -> list[web.RouteDef]:
+        """Pod and node proxy subresources, matched before the generic Kubernetes routes."""
+        return self.proxy.routes()
 
     # -- actions -------------------------------------------------------------------------
     def set_device_health(
@@ -195,6 +201,7 @@ class SimEngine:
         restart_exit_code: int = 85,
         node_name: str | None = None,
         backoff_limit: int = 100,
+        checkpoint_answer: str | None = None,
     ) -> dict[str, Any]:
         """Create a training Job and its ResourceClaimTemplate (see the workload protocol)."""
         return create_training_job(
@@ -209,6 +216,7 @@ class SimEngine:
             restart_exit_code,
             node_name,
             backoff_limit,
+            checkpoint_answer,
         )
 
     # -- state ---------------------------------------------------------------------------

@@ -103,12 +103,15 @@ def build_app(
     context: ApiContext,
     faults: ApiFaults,
     extra_routes: Iterable[web.RouteDef] = (),
+    first_routes: Iterable[web.RouteDef] = (),
 ) -> web.Application:
-    """The application serving the Kubernetes API, the fault API and ``extra_routes``."""
+    """The application serving the Kubernetes API, the fault API and ``extra_routes``;
+    ``first_routes`` (proxy subresources) are matched before the generic API routes."""
     app = web.Application(
         middlewares=[faults.middleware, status_errors], client_max_size=16 * 1024 * 1024
     )
     app[CONTEXT_KEY] = context
+    app.add_routes(list(first_routes))
     app.add_routes(
         [
             web.get("/version", discovery.version),

@@ -76,6 +76,7 @@ class TrainingJob(_Strict):
     restart_exit_code: int = Field(85, ge=1, le=255)
     node_name: str | None = None
     backoff_limit: int = Field(100, ge=0)
+    checkpoint_answer: str | None = Field(None, pattern=r"^(ok|never|fail|slow:[0-9]+(\.[0-9]+)?)$")
 
 
 def _error(status: int, message: str) -> web.Response:

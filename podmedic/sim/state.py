@@ -90,5 +90,6 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
         "pods": pods,
         "taint_rules": rules,
         "jobs": jobs,
+        "kubelet_checkpoints": list(engine.proxy.kubelet_checkpoints),
         "resource_version": engine.store.resource_version,
     }

@@ -6,6 +6,7 @@ from typing import Any
 
 from podmedic.sim.store import Obj, Store
 from podmedic.sim.workload import CKPT_METHOD, RESTART_EXIT_CODE, TRAINING
+from podmedic.sim.workload_http import CKPT_ANSWER
 
 
 def create_training_job(
@@ -20,6 +21,7 @@ def create_training_job(
     restart_exit_code: int = 85,
     node_name: str | None = None,
     backoff_limit: int = 100,
+    checkpoint_answer: str | None = None,
 ) -> Obj:
     """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job."""
     template_name = f"{name}-gpu"
@@ -50,6 +52,8 @@ def create_training_job(
     annotations = {TRAINING: "true", RESTART_EXIT_CODE: str(restart_exit_code)}
     if checkpoint_method:
         annotations[CKPT_METHOD] = checkpoint_method
+    if checkpoint_answer:
+        annotations[CKPT_ANSWER] = checkpoint_answer
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [

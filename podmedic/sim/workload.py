@@ -8,15 +8,18 @@ podmedic runs over pod annotations; see docs/simulator.md.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from podmedic.sim import workload_http
 from podmedic.sim.config import SimConfig
 from podmedic.sim.jobs import JobController, JobKey, owning_job
 from podmedic.sim.kubelet import Kubelet
 from podmedic.sim.kubelet_status import ContainerRt, PodKey, PodRt
 from podmedic.sim.store import NotFound, Obj, Store, WatchEvent
 from podmedic.sim.timers import Timers
+from podmedic.sim.workload_http import CKPT_ANSWER, HttpAnswer
 
 TRAINING = "sim.podmedic.io/training"
 CKPT_METHOD = "podmedic.io/checkpoint-method"
@@ -30,6 +33,7 @@ STEP = "sim.podmedic.io/step"
 CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
 LOST_STEPS = "sim.podmedic.io/lost-steps"
 DEFAULT_RESTART_EXIT_CODE = 85
+CKPT_ERROR = "podmedic.io/checkpoint-error"
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Progress:
     checkpoints: int = 0
     restarts: int = 0  # container stops of any kind (crash, restart request, eviction)
     last_checkpoint_id: str = ""
+    requested_step: int = -1  # step of the last checkpoint saved on request (podmedic), -1: none
+    interruptions: list[dict[str, int]] = field(default_factory=list)
     written: tuple[int, int, int] = (-1, -1, -1)
     last_write: float = float("-inf")
 
@@ -61,6 +67,8 @@ class Progress:
             "checkpoints": self.checkpoints,
             "restarts": self.restarts,
             "last_checkpoint_id": self.last_checkpoint_id,
+            "requested_step": self.requested_step,
+            "interruptions": list(self.interruptions),
         }
 
 
@@ -71,6 +79,8 @@ class _PodWork:
     handled_restarts: set[str] = field(default_factory=set)
     saving: str | None = None
     seen: tuple[str, str] = ("", "")
+    answers: dict[str, tuple[str, str]] = field(default_factory=dict)  # request -> (id, location)
+    waiters: dict[str, list[asyncio.Future[HttpAnswer]]] = field(default_factory=dict)
 
 
 class Workloads:
@@ -143,7 +153,11 @@ class Workloads:
         if work is None or prog is None:
             return
         work.saving = None
+        self._resolve(work, None, (503, {"error": "connection reset: the container stopped while saving"}))
         prog.restarts += 1
+        prog.interruptions.append({"step": prog.step, "checkpointed_step": prog.checkpointed_step,
+                                   "requested_step": prog.requested_step,
+                                   "lost": prog.step - prog.checkpointed_step})
         prog.lost_steps += prog.step - prog.checkpointed_step
         prog.step = prog.checkpointed_step
 
@@ -179,13 +193,25 @@ class Workloads:
             and request not in work.answered
             and work.saving is None
         ):
+            mode, delay = workload_http.answer_mode(ann, self._t.checkpoint_save_s)
+            if mode == "never":
+                return
             work.saving = request
             gen = c.gen
             self._timers.call_later(
-                self._t.checkpoint_save_s, lambda: self._save(pkey, uid, request, gen)
+                delay, lambda: self._save(pkey, uid, request, gen, "annotation", mode == "fail")
             )
 
-    def _save(self, pkey: PodKey, uid: str, request: str, gen: int) -> None:
+    def _resolve(self, work: _PodWork, request: str | None, answer: HttpAnswer) -> None:
+        """Answer the HTTP requests waiting for ``request`` (``None``: all of them)."""
+        for key in [request] if request is not None else list(work.waiters):
+            for fut in work.waiters.pop(key, []):
+                if not fut.done():
+                    fut.set_result(answer)
+
+    def _save(
+        self, pkey: PodKey, uid: str, request: str, gen: int, via: str = "annotation", fail: bool = False
+    ) -> None:
         work = self._work.get(uid)
         running = self._running(pkey, uid)
         if work is None or work.saving != request:
@@ -195,22 +221,52 @@ class Workloads:
         if running is None or running[1].gen != gen or prog is None:
             self._timers.call_later(0, lambda: self._check(pkey, uid))
             return
-        prog.checkpointed_step = prog.step
-        prog.checkpoints += 1
-        ckpt_id = f"{work.job[1]}-step-{prog.step}"
-        prog.last_checkpoint_id = ckpt_id
         work.answered.add(request)
-        location = f"sim://{work.job[0]}/{work.job[1]}/step-{prog.step}"
+        notes: dict[str, str | None]
+        if fail:
+            error = f"save failed ({CKPT_ANSWER}: fail)"
+            self._resolve(work, request, (500, {"request_id": request, "error": error}))
+            notes = {CKPT_ACK: request, CKPT_ERROR: error}
+        else:
+            ckpt_id, location = self.save_now(work.job, requested=True)
+            work.answers[request] = (ckpt_id, location)
+            self._resolve(work, request, (200, {"request_id": request, "checkpoint_id": ckpt_id,
+                                                "location": location}))
+            notes = {CKPT_ACK: request, CKPT_ID: ckpt_id, CKPT_LOCATION: location, CKPT_ERROR: None}
+        if via != "annotation":
+            return
 
         def ack(p: Obj) -> None:
-            p["metadata"].setdefault("annotations", {}).update(
-                {CKPT_ACK: request, CKPT_ID: ckpt_id, CKPT_LOCATION: location}
-            )
+            mine = p["metadata"].setdefault("annotations", {})
+            for k, v in notes.items():
+                if v is None:
+                    mine.pop(k, None)
+                else:
+                    mine[k] = v
 
         try:
             self._store.mutate("pods", pkey[0], pkey[1], ack)
         except NotFound:
             return
+
+    def save_now(self, job: JobKey, requested: bool) -> tuple[str, str]:
+        """Record a checkpoint of ``job`` at its current step; returns its id and location."""
+        prog = self.progress[job]
+        prog.checkpointed_step = prog.step
+        prog.checkpoints += 1
+        if requested:
+            prog.requested_step = prog.step
+        prog.last_checkpoint_id = f"{job[1]}-step-{prog.step}"
+        return prog.last_checkpoint_id, f"sim://{job[0]}/{job[1]}/step-{prog.step}"
+
+    def job_of(self, uid: str) -> JobKey | None:
+        """The training Job of a pod (by uid), if it is a training pod."""
+        work = self._work.get(uid)
+        return work.job if work is not None and work.job in self.progress else None
+
+    async def http_checkpoint(self, pkey: PodKey, port: int, path: str, body: Any) -> HttpAnswer:
+        """The training script's checkpoint endpoint, reached through the pod proxy."""
+        return await workload_http.http_checkpoint(self, pkey, port, path, body)
 
     # -- progress ----------------------------------------------------------------------
     def _ensure_ticking(self) -> None:

@@ -1,0 +1,114 @@
+"""Fixtures of the checkpoint end-to-end tests: the simulator, the real worker on the dev server,
+and helpers that open an incident for a training pod and stop it right after the checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import KubeGateway
+from ingest.delivery import deliver_event
+from podmedic.incident import AbortRequest, IncidentOutcome, IncidentState, Phase
+from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodKey
+from podmedic.policy_file import PolicySet, parse_policy
+from podmedic.sim import SimCluster, SimConfig
+from podmedic.sim.config import SimTimings
+from tests.helpers import wait_until
+from workers.worker import build_worker
+from workflows.incident import DeviceIncidentWorkflow
+
+# The taint waits for an approval nobody gives: each test stops its incident right after the checkpoint.
+POLICY = parse_policy("""
+drivers:
+  default:
+    checkpoint: {timeout_s: 3, poll_s: 0.1}
+    approvals: {gates: [{action: taint}], timeout_s: 600, on_timeout: abort}
+  gpu.nvidia.com:
+    classification: {codes: {permanent: [79], container_code: [13, 31, 43]}}
+""")
+
+
+@dataclass
+class Stack:
+    """What a test talks to."""
+
+    sim: SimCluster
+    client: Client
+    task_queue: str
+    kube: KubeGateway
+    policy: PolicySet
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    timings = SimTimings(image_pull_s=0.2, container_start_s=0.05, kubelet_report_s=0.05, workload_step_s=0.05,
+                         checkpoint_save_s=0.2, scheduler_interval_s=0.05)
+    cluster = SimCluster(SimConfig(nodes=4, devices_per_node=4, timings=timings))
+    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("ckpt") / "kubeconfig")
+    yield cluster
+    cluster.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def stack(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Stack]:
+    assert sim.kubeconfig_path is not None
+    kube = KubeGateway(Path(sim.kubeconfig_path))
+    task_queue = f"ckpt-{uuid.uuid4().hex[:8]}"
+    async with build_worker(dev_env.client, task_queue, kube):
+        yield Stack(sim, dev_env.client, task_queue, kube, POLICY)
+    kube.close()
+
+
+def start_job(sim: SimCluster, parallelism: int = 1, **options: Any) -> list[dict[str, Any]]:
+    """Create a training Job and return its pods once all are Ready (sim state JSON)."""
+    name = f"train-{uuid.uuid4().hex[:6]}"
+    sim.call(lambda: sim.engine.create_training_job(name, parallelism=parallelism, **options))
+
+    def ready() -> list[dict[str, Any]] | None:
+        pods = [p for p in sim.state()["pods"] if p.get("job") == name and p.get("ready")]
+        return pods if len(pods) == parallelism else None
+
+    pods: list[dict[str, Any]] = wait_until(ready, timeout=30, what=f"{parallelism} Ready pod(s) of {name}")
+    return pods
+
+
+def annotate(sim: SimCluster, pod: dict[str, Any], **notes: str) -> None:
+    """Set annotations on a pod straight in the simulator's store (as its owner would)."""
+    sim.call(lambda: sim.store.mutate("pods", pod["namespace"], pod["name"],
+                                      lambda p: p["metadata"].setdefault("annotations", {}).update(notes)))
+
+
+async def incident_until_checkpointed(stack: Stack, pod: dict[str, Any], code: int = 31,
+                                      crash: bool = False) -> tuple[IncidentOutcome, IncidentState]:
+    """Fail the pod's device, open its incident, let the checkpoint stage run, then abort it."""
+    driver, pool, device = pod["devices"][0].split("/")
+    stack.sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=code, crash=crash,
+                                message=f"XID {code}")
+    event = DeviceHealthEvent(device=DeviceRef(driver=driver, pool=pool, device=device), health=Health.UNHEALTHY,
+                              node=pod["node"], reason="XidError", code=code, message=f"XID {code}",
+                              source="test", observed_at=dt.datetime.now(dt.UTC), event_id=uuid.uuid4().hex,
+                              pod=PodKey(namespace=pod["namespace"], name=pod["name"], uid=pod["uid"]))
+    run_id = await deliver_event(stack.client, event, stack.policy, task_queue=stack.task_queue)
+    handle = stack.client.get_workflow_handle_for(DeviceIncidentWorkflow.run, event.device.workflow_id,
+                                                  run_id=run_id)
+    for _ in range(300):
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        if state.phase is Phase.AWAITING_APPROVAL or state.phase is Phase.CLOSED:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"incident never got past the checkpoint: {state.phase} {state.timeline}")
+    if state.phase is not Phase.CLOSED:
+        await handle.execute_update(DeviceIncidentWorkflow.abort, AbortRequest(by="test", reason="checkpoint seen"))
+    outcome = await asyncio.wait_for(handle.result(), timeout=60)
+    return outcome, await handle.query(DeviceIncidentWorkflow.get_state)
