@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from podmedic.incident import StepNotice, StepNoticeResult
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
-from podmedic.node import NodeReportInput
+from podmedic.node import NodeReportInput, NodeReportResult
 from podmedic.steps import (
     CheckpointInput,
     CheckpointReport,
@@ -31,6 +31,7 @@ from podmedic.steps import (
     TicketResult,
     TicketStatusInput,
     UntaintInput,
+    UntaintResult,
 )
 
 DEVICE = DeviceRef(driver="gpu.nvidia.com", pool="node-0000", device="gpu-0")
@@ -89,9 +90,9 @@ class FakeCluster:
             return TaintResult(rule_name=inp.device.object_name, created=True, effect=inp.effect)
 
         @activity.defn(name="remove_taint")
-        async def remove_taint(inp: UntaintInput) -> bool:
+        async def remove_taint(inp: UntaintInput) -> UntaintResult:
             self.calls["remove_taint"] += 1
-            return True
+            return UntaintResult(removed=True, detail="removed: no other incident holds it")
 
         @activity.defn(name="restart_in_place")
         async def restart_in_place(inp: RecoverInput) -> RecoveryResult:
@@ -119,10 +120,10 @@ class FakeCluster:
             return self.ticket_state
 
         @activity.defn(name="report_to_node")
-        async def report_to_node(inp: NodeReportInput) -> str:
+        async def report_to_node(inp: NodeReportInput) -> NodeReportResult:
             self.calls["report_to_node"] += 1
             self.node_reports.append(inp)
-            return f"node/{inp.watch.node}"
+            return NodeReportResult(watch_id=f"node/{inp.watch.node}")
 
         @activity.defn(name="notify_step")
         async def notify_step(notice: StepNotice) -> StepNoticeResult:
