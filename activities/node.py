@@ -26,7 +26,9 @@ from podmedic.node import (
     node_workflow_id,
 )
 from workflows import search
-from workflows.node_incident import NodeIncidentWorkflow
+
+# By name, not class: the node workflow itself runs these activities' siblings (no import cycle).
+NODE_WORKFLOW = "NodeIncident"
 
 HEALTHY_OUTCOMES = {Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED, Outcome.RESOLVED_BY_VENDOR,
                     Outcome.CLEARED}
@@ -42,7 +44,7 @@ class NodeActivities:
         watch = inp.watch
         workflow_id = node_workflow_id(watch.node)
         handle = await self.client.start_workflow(
-            NodeIncidentWorkflow.run,
+            NODE_WORKFLOW,
             watch,
             id=workflow_id,
             task_queue=activity.info().task_queue,
@@ -54,7 +56,7 @@ class NodeActivities:
             static_summary=f"node {watch.node}: watching for devices failing together",
         )
         try:
-            state = await handle.query(NodeIncidentWorkflow.get_state, rpc_timeout=dt.timedelta(seconds=5))
+            state = await handle.query("get_state", result_type=NodeIncidentState, rpc_timeout=dt.timedelta(seconds=5))
         except RPCError as err:  # losing the answer only delays the device learning it: the watch signals it too
             activity.logger.warning("node watch %s did not answer: %s", workflow_id, err)
             return NodeReportResult(watch_id=workflow_id)

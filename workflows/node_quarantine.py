@@ -13,6 +13,7 @@ covered devices one by one instead, held by the node incident.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -145,11 +146,15 @@ async def _hold(wf: NodeIncidentWorkflow, *, quarantined: bool = True) -> str:
         if remaining <= 0:
             open_ = [s.incident_id for s in statuses if s.running]
             return _keep(wf, f"still open after {q.hold_s:g}s: {', '.join(open_)}", what)
-        known = len(wf.state.incidents)
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda k=known: wf.resolution is not None or len(wf.state.incidents) > k,
+            await workflow.wait_condition(_changed(wf, len(wf.state.incidents)),
                                           timeout=timedelta(seconds=min(q.poll_s, remaining)),
                                           timeout_summary="poll the device incidents")
+
+
+def _changed(wf: NodeIncidentWorkflow, known: int) -> Callable[[], bool]:
+    """Wake the hold early for an operator's resolve or a newly covered device."""
+    return lambda: wf.resolution is not None or len(wf.state.incidents) > known
 
 
 async def _lift(wf: NodeIncidentWorkflow, why: str, quarantined: bool) -> str:
