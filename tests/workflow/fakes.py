@@ -11,9 +11,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.history import PreviousIncident, PreviousIncidentsInput
 from podmedic.incident import StepNotice, StepNoticeResult
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
-from activities.history import PreviousIncident, PreviousIncidentsInput
 from podmedic.node import (
     DeviceIncidentsInput,
     DeviceIncidentStatus,
