@@ -163,6 +163,31 @@ class KubeGateway:
         with contextlib.suppress(NotFound):
             self._call(f"delete devicetaintrule {name}", self.resource.delete_device_taint_rule, name)
 
+    def patch_taint_rule(self, name: str, body: Obj) -> Obj:
+        """Merge-patch a DeviceTaintRule; put ``metadata.resourceVersion`` in ``body`` to get
+        ``Conflict`` when someone changed it since it was read."""
+        return self._call(f"patch devicetaintrule {name}", self.resource.patch_device_taint_rule, name, body,
+                          field_manager=FIELD_MANAGER)
+
+    def delete_taint_rule_if_unchanged(self, name: str, resource_version: str) -> None:
+        """Delete a DeviceTaintRule only if it is still at ``resource_version`` (``Conflict``
+        otherwise); a missing one is fine."""
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=resource_version))
+        with contextlib.suppress(NotFound):
+            self._call(f"delete devicetaintrule {name}", self.resource.delete_device_taint_rule, name, body=body)
+
+    def get_node(self, name: str) -> Obj | None:
+        """A Node, or ``None``."""
+        try:
+            return self._call(f"get node {name}", self.core.read_node, name)
+        except NotFound:
+            return None
+
+    def patch_node(self, name: str, body: Obj) -> Obj:
+        """Merge-patch a Node (cordon, taints, annotations); a ``metadata.resourceVersion`` in
+        ``body`` makes a concurrent change a ``Conflict``."""
+        return self._call(f"patch node {name}", self.core.patch_node, name, body, field_manager=FIELD_MANAGER)
+
     def evict_pod(self, namespace: str, name: str, uid: str) -> None:
         """Evict through the Eviction API (PodDisruptionBudgets apply; 429 when blocked)."""
         body = {

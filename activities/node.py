@@ -1,18 +1,37 @@
 """Correlation stage: a device incident reports its failure to its node's watch.
 
 Signal-with-start by the node's workflow id, so the first failing device opens the watch
-and the rest join it, whichever worker runs them; the watch drops a retried report.
+and the rest join it, whichever worker runs them; the watch drops a retried report. The
+watch is then asked (a query sees every signal delivered before it) whether the device is
+covered by a node incident, so the device incident knows before it taints anything.
 """
 
 from __future__ import annotations
 
-from temporalio import activity
-from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+import datetime as dt
 
-from podmedic.node import NodeReportInput, node_workflow_id
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError
+
+from podmedic.incident import IncidentOutcome
+from podmedic.models import Outcome
+from podmedic.node import (
+    DeviceIncidentsInput,
+    DeviceIncidentStatus,
+    NodeIncidentState,
+    NodeReportInput,
+    NodeReportResult,
+    node_workflow_id,
+)
 from workflows import search
-from workflows.node_incident import NodeIncidentWorkflow
+
+# By name, not class: the node workflow itself runs these activities' siblings (no import cycle).
+NODE_WORKFLOW = "NodeIncident"
+
+HEALTHY_OUTCOMES = {Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED, Outcome.RESOLVED_BY_VENDOR,
+                    Outcome.CLEARED}
 
 
 class NodeActivities:
@@ -21,21 +40,63 @@ class NodeActivities:
     def __init__(self, client: Client) -> None:
         self.client = client
 
-    @activity.defn(name="report_to_node")
-    async def report_to_node(self, inp: NodeReportInput) -> str:
-        """Deliver the report to ``node/<node>``; returns the watch's workflow id."""
+    async def _deliver(self, inp: NodeReportInput, signal: str) -> NodeReportResult:
         watch = inp.watch
         workflow_id = node_workflow_id(watch.node)
-        await self.client.start_workflow(
-            NodeIncidentWorkflow.run,
+        handle = await self.client.start_workflow(
+            NODE_WORKFLOW,
             watch,
             id=workflow_id,
             task_queue=activity.info().task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal="device_failed",
+            start_signal=signal,
             start_signal_args=[inp.report],
             search_attributes=search.for_node(watch.driver, watch.node) if watch.search_attributes else None,
             static_summary=f"node {watch.node}: watching for devices failing together",
         )
-        return workflow_id
+        try:
+            state = await handle.query("get_state", result_type=NodeIncidentState, rpc_timeout=dt.timedelta(seconds=5))
+        except RPCError as err:  # losing the answer only delays the device learning it: the watch signals it too
+            activity.logger.warning("node watch %s did not answer: %s", workflow_id, err)
+            return NodeReportResult(watch_id=workflow_id)
+        return _answer(workflow_id, state, inp.report.device.resource_id)
+
+    @activity.defn(name="report_to_node")
+    async def report_to_node(self, inp: NodeReportInput) -> NodeReportResult:
+        """Deliver the report to ``node/<node>``; says whether a node incident covers the device."""
+        return await self._deliver(inp, "device_failed")
+
+    @activity.defn(name="request_node_quarantine")
+    async def request_node_quarantine(self, inp: NodeReportInput) -> NodeReportResult:
+        """The ladder's last rung: ask the node's watch to quarantine the node now."""
+        return await self._deliver(inp, "quarantine_requested")
+
+    @activity.defn(name="device_incidents_status")
+    async def device_incidents_status(self, inp: DeviceIncidentsInput) -> list[DeviceIncidentStatus]:
+        """Each device incident's latest run: running, or closed and how."""
+        out: list[DeviceIncidentStatus] = []
+        for incident_id in inp.incidents:
+            handle = self.client.get_workflow_handle(incident_id)
+            try:
+                desc = await handle.describe()
+            except RPCError:
+                out.append(DeviceIncidentStatus(incident_id=incident_id, running=False, outcome="not found"))
+                continue
+            if desc.status == WorkflowExecutionStatus.RUNNING:
+                out.append(DeviceIncidentStatus(incident_id=incident_id, running=True))
+                continue
+            outcome: str | None = desc.status.name.lower() if desc.status else None
+            healthy = False
+            if desc.status == WorkflowExecutionStatus.COMPLETED:
+                result = await self.client.get_workflow_handle(incident_id, run_id=desc.run_id,
+                                                               result_type=IncidentOutcome).result()
+                outcome, healthy = result.outcome.value, result.outcome in HEALTHY_OUTCOMES
+            out.append(DeviceIncidentStatus(incident_id=incident_id, running=False, outcome=outcome, healthy=healthy))
+        return out
+
+
+def _answer(workflow_id: str, state: NodeIncidentState, resource_id: str) -> NodeReportResult:
+    covered = state.escalated and resource_id in state.devices
+    return NodeReportResult(watch_id=workflow_id, node_incident=workflow_id if covered else None,
+                            quarantined=state.quarantined)

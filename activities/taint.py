@@ -1,84 +1,158 @@
-"""Taint stage: one DeviceTaintRule per device incident, created once, removed once.
+"""Taint stage: one DeviceTaintRule per device, shared by the incidents that need it.
 
 The rule's name derives from the device, so a retried or replayed activity finds the rule
-it made instead of making a second; its annotations say which incident made it and why.
+it made instead of making a second, and a later incident of the same device (or a node
+incident covering it) takes the rule over rather than racing its old owner. Who holds the
+rule is recorded on it (``activities/holders.py``); a release deletes it only when no one
+else holds it, and only if nobody changed it since it was read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from temporalio import activity
 
-from activities import podview
+from activities import holders
 from activities.base import KubeActivities
 from activities.kube import Conflict, Obj
 from podmedic.models import DeviceRef
+from podmedic.node import HoldTaintsInput
 from podmedic.policy import Effect
-from podmedic.steps import TaintInput, TaintResult, UntaintInput
+from podmedic.steps import TaintInput, TaintResult, UntaintInput, UntaintResult
 
 TAINT_KEY = "podmedic.io/unhealthy"
+_TRIES = 5  # optimistic-concurrency retries against other writers of the same rule
 
 
-def rule_body(device: DeviceRef, incident_id: str, effect: Effect, reason: str) -> Obj:
+def rule_body(device: DeviceRef, incident_id: str, effect: Effect, reason: str, holder: str | None = None) -> Obj:
     """The DeviceTaintRule (resource.k8s.io/v1) podmedic creates for an incident."""
+    spec: Obj = {
+        "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
+        "taint": {
+            "key": TAINT_KEY,
+            "value": "true",
+            "effect": effect.value,
+            "timeAdded": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    }
+    holder = holder or incident_id
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceTaintRule",
         "metadata": {
             "name": device.object_name,
-            "labels": {"app.kubernetes.io/managed-by": "podmedic", "podmedic.io/driver": device.driver[:63]},
+            "labels": {holders.MANAGED_BY: "podmedic", "podmedic.io/driver": device.driver[:63]},
             "annotations": {
-                podview.INCIDENT: incident_id,
-                "podmedic.io/reason": reason[:1000],
-                "podmedic.io/changed-by": "podmedic worker (taint stage)",
+                holders.INCIDENT: incident_id,
+                holders.OWNER_RUN: holder,
+                holders.HOLDERS: json.dumps([holder]),
+                holders.SPEC_HASH: holders.spec_hash(spec),
+                holders.REASON: reason[:1000],
+                holders.CHANGED_BY: "podmedic worker (taint stage)",
             },
         },
-        "spec": {
-            "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
-            "taint": {
-                "key": TAINT_KEY,
-                "value": "true",
-                "effect": effect.value,
-                "timeAdded": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            },
-        },
+        "spec": spec,
     }
 
 
+def _caller() -> str:
+    """The incident run calling this activity: the name it holds rules under."""
+    info = activity.info()
+    return holders.holder_id(info.workflow_id or "", info.workflow_run_id or "")
+
+
 class TaintActivities(KubeActivities):
-    """DeviceTaintRule create and delete, both idempotent."""
+    """DeviceTaintRule create, take over and release; each idempotent."""
 
-    def _ensure(self, inp: TaintInput) -> TaintResult:
-        body = rule_body(inp.device, inp.incident_id, inp.effect, inp.reason)
+    def ensure(self, inp: TaintInput, holder: str) -> TaintResult:
+        """Create the rule held by ``holder``, or take over the one already there."""
+        body = rule_body(inp.device, inp.incident_id, inp.effect, inp.reason, holder)
         name = body["metadata"]["name"]
-        try:
-            self.kube.create_taint_rule(body)
-            return TaintResult(rule_name=name, created=True, effect=inp.effect)
-        except Conflict:
-            existing = self.kube.get_taint_rule(name)
+        for _ in range(_TRIES):
+            try:
+                self.kube.create_taint_rule(body)
+                return TaintResult(rule_name=name, created=True, effect=inp.effect)
+            except Conflict:
+                existing = self.kube.get_taint_rule(name)
             if existing is None:
-                raise  # deleted between create and get: let the retry policy try again
-        effect = Effect(existing["spec"]["taint"].get("effect") or "None")
-        return TaintResult(rule_name=name, created=False, effect=effect)
+                continue  # deleted between create and get: create it again
+            if holders.edited_by_operator(existing):
+                activity.logger.warning("rule %s was edited by an operator: used as it is", name)
+                return TaintResult(rule_name=name, created=False, effect=_effect(existing))
+            patch = holders.plan_take(existing, holder, inp.effect.value, inp.reason)
+            if patch is None:
+                return TaintResult(rule_name=name, created=False, effect=_effect(existing))
+            try:
+                taken = self.kube.patch_taint_rule(name, patch)
+            except Conflict:
+                continue  # someone changed it since we read it: decide again
+            return TaintResult(rule_name=name, created=False, effect=_effect(taken))
+        raise Conflict(f"devicetaintrule {name}: still changing after {_TRIES} tries", 409)
 
-    def _remove(self, inp: UntaintInput) -> bool:
-        rule = self.kube.get_taint_rule(inp.rule_name)
-        if rule is None:
-            return False
-        owner = podview.annotations_of(rule).get(podview.INCIDENT)
-        if owner != inp.incident_id:
-            activity.logger.warning("rule %s belongs to %s, not %s: kept", inp.rule_name, owner, inp.incident_id)
-            return False
-        self.kube.delete_taint_rule(inp.rule_name)
-        return True
+    def release(self, rule_name: str, holder: str, why: str) -> UntaintResult:
+        """Take ``holder`` off the rule; delete it when no one else holds it."""
+        for _ in range(_TRIES):
+            rule = self.kube.get_taint_rule(rule_name)
+            if rule is None:  # a retry after the delete went through, or someone removed it: untainted either way
+                return UntaintResult(removed=True, detail="already removed")
+            plan = holders.plan_release(rule, holder, why)
+            try:
+                if plan.action == "delete":
+                    self.kube.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])
+                    return UntaintResult(removed=True, detail=plan.detail)
+                if plan.action == "patch":
+                    self.kube.patch_taint_rule(rule_name, plan.patch)
+            except Conflict:
+                continue  # taken over or edited since we read it: decide again on the new version
+            return UntaintResult(removed=False, kept_for=plan.remaining, detail=plan.detail)
+        raise Conflict(f"devicetaintrule {rule_name}: still changing after {_TRIES} tries", 409)
+
+    def hold(self, inp: HoldTaintsInput, holder: str) -> list[str]:
+        """Add ``holder`` to the rules that exist for ``inp.devices``; the names it now holds."""
+        held: list[str] = []
+        for device in inp.devices:
+            for _ in range(_TRIES):
+                rule = self.kube.get_taint_rule(device.object_name)
+                if rule is None or holders.edited_by_operator(rule):
+                    break
+                current = holders.holders_of(rule)
+                if holder in current:
+                    held.append(device.object_name)
+                    break
+                patch = {"metadata": {"resourceVersion": rule["metadata"]["resourceVersion"], "annotations": {
+                    holders.HOLDERS: json.dumps([*current, holder]),
+                    holders.CHANGED_BY: f"podmedic worker ({holder} holds it too)",
+                    holders.REASON: inp.reason[:1000]}}}
+                try:
+                    self.kube.patch_taint_rule(device.object_name, patch)
+                except Conflict:
+                    continue
+                held.append(device.object_name)
+                break
+        return held
 
     @activity.defn(name="taint_device")
     async def taint_device(self, inp: TaintInput) -> TaintResult:
-        """Create the incident's DeviceTaintRule, or return the one already there."""
-        return await self.run(self._ensure, inp)
+        """Create the incident's DeviceTaintRule, or take over the one already there."""
+        return await self.run(self.ensure, inp, _caller())
 
     @activity.defn(name="remove_taint")
-    async def remove_taint(self, inp: UntaintInput) -> bool:
-        """Delete the rule if this incident made it; never another incident's rule."""
-        return await self.run(self._remove, inp)
+    async def remove_taint(self, inp: UntaintInput) -> UntaintResult:
+        """Release the rule: deleted only if no other incident still holds it."""
+        return await self.run(self.release, inp.rule_name, _caller(), f"{inp.incident_id} closed")
+
+    @activity.defn(name="hold_taints")
+    async def hold_taints(self, inp: HoldTaintsInput) -> list[str]:
+        """A node incident holds its devices' rules, so they stay while it does."""
+        return await self.run(self.hold, inp, _caller())
+
+    @activity.defn(name="release_taints")
+    async def release_taints(self, inp: HoldTaintsInput) -> list[UntaintResult]:
+        """A node incident lets go of its devices' rules (each deleted if no one else holds it)."""
+        return [await self.run(self.release, d.object_name, _caller(), inp.reason) for d in inp.devices]
+
+
+def _effect(rule: Obj) -> Effect:
+    return Effect((rule.get("spec") or {}).get("taint", {}).get("effect") or "None")

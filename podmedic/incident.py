@@ -29,7 +29,7 @@ class Phase(StrEnum):
     CLOSED = "Closed"
 
 
-STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "ticket")
+STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "ticket", "node_quarantine")
 """Steps an operator can approve (when gated) or skip; a gate on ``taint_no_execute`` gates ``taint``."""
 
 
@@ -121,6 +121,9 @@ class IncidentState(BaseModel):
     events_seen: int = 0
     flapping: bool = False
     node_incident: str | None = Field(None, description="The node-level incident this device is part of.")
+    previous_incidents: list[str] = Field(default_factory=list, description="Earlier incidents of the device "
+                                          "within the repeat-offender window (workflow id@run id).")
+    repeat_offender: bool = False
     pending_approval: PendingApproval | None = None
     decisions: list[Decision] = Field(default_factory=list, description="Approvals, skips, timeouts, aborts.")
     skip: dict[str, str] = Field(default_factory=dict, description="Steps an operator skipped: step → reason.")

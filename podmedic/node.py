@@ -6,8 +6,9 @@ import datetime as dt
 
 from pydantic import BaseModel, Field
 
+from podmedic.incident import Decision, PendingApproval
 from podmedic.models import DeviceRef, FailureMode, TimelineEntry
-from podmedic.policy import NodeCorrelation
+from podmedic.policy import Approvals, NodeCorrelation, NodeQuarantine
 
 
 def node_workflow_id(node: str) -> str:
@@ -31,6 +32,8 @@ class NodeWatchInput(BaseModel):
     node: str
     driver: str
     correlation: NodeCorrelation
+    quarantine: NodeQuarantine = Field(default_factory=NodeQuarantine)
+    approvals: Approvals = Field(default_factory=Approvals)
     search_attributes: bool = True
 
 
@@ -39,6 +42,14 @@ class NodeReportInput(BaseModel):
 
     watch: NodeWatchInput
     report: NodeDeviceReport
+
+
+class NodeReportResult(BaseModel):
+    """What the node's watch said back: the node incident covering the device, if any."""
+
+    watch_id: str
+    node_incident: str | None = None
+    quarantined: bool = False
 
 
 class NodeIncidentNotice(BaseModel):
@@ -57,6 +68,14 @@ class NodeIncidentState(BaseModel):
     escalated: bool = False
     devices: list[str] = Field(default_factory=list)
     incidents: list[str] = Field(default_factory=list)
+    quarantined: bool = Field(False, description="The node is cordoned and tainted by this incident now.")
+    quarantine_requested_by: list[str] = Field(default_factory=list,
+                                               description="Device incidents whose ladder asked for the quarantine.")
+    healed: list[str] = Field(default_factory=list, description="Devices whose incidents closed healthy.")
+    held_rules: list[str] = Field(default_factory=list, description="DeviceTaintRules this incident holds.")
+    pending_approval: PendingApproval | None = None
+    decisions: list[Decision] = Field(default_factory=list)
+    doing: str = ""
     timeline: list[TimelineEntry] = Field(default_factory=list)
 
 
@@ -67,6 +86,48 @@ class NodeIncidentOutcome(BaseModel):
     escalated: bool
     devices: list[str]
     explanation: str
+    quarantined: bool = Field(False, description="The node was still quarantined when the incident closed.")
+
+
+class HoldTaintsInput(BaseModel):
+    """DeviceTaintRules of these devices, to hold or release for a node incident."""
+
+    devices: list[DeviceRef]
+    reason: str
+
+
+class QuarantineInput(BaseModel):
+    """Cordon and taint a node for a node incident, or undo it."""
+
+    node: str
+    incident_id: str
+    cordon: bool
+    taint_key: str
+    effect: str
+    reason: str
+
+
+class QuarantineResult(BaseModel):
+    """What the node looks like now, as far as the quarantine goes."""
+
+    node_found: bool
+    changed: bool
+    detail: str
+
+
+class DeviceIncidentsInput(BaseModel):
+    """Device incidents (workflow ids) whose latest runs the node incident looks at."""
+
+    incidents: list[str]
+
+
+class DeviceIncidentStatus(BaseModel):
+    """One device incident's latest run: still running, or closed with an outcome."""
+
+    incident_id: str
+    running: bool
+    outcome: str | None = None
+    healthy: bool = Field(False, description="Closed with the device verified healthy or fixed by the vendor.")
 
 
 def correlated(reports: list[NodeDeviceReport], rule: NodeCorrelation) -> list[NodeDeviceReport]:

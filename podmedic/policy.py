@@ -175,7 +175,7 @@ class Taint(_Model):
     permanent: Effect = Effect.NO_EXECUTE
 
 
-Rung = Literal["in_place_restart", "same_node"]
+Rung = Literal["in_place_restart", "same_node", "node_quarantine"]
 
 
 class LadderRung(_Model):
@@ -224,7 +224,8 @@ class Close(_Model):
     poll_s: float = Field(5.0, gt=0, description="How often device health is read.")
 
 
-GateAction = Literal["checkpoint", "taint", "taint_no_execute", "in_place_restart", "same_node", "ticket"]
+GateAction = Literal["checkpoint", "taint", "taint_no_execute", "in_place_restart", "same_node", "ticket",
+                     "node_quarantine"]
 OnTimeout = Literal["proceed", "abort"]
 
 
@@ -261,6 +262,39 @@ class Approvals(_Model):
         return next((g for g in self.gates if g.action == action), None)
 
 
+class NodeQuarantine(_Model):
+    """What a node incident does to its node: cordon it and taint it, until its devices heal.
+
+    A ``NoExecute`` taint evicts every pod on the node without a toleration, so it always
+    waits for an operator's approval, gated or not.
+    """
+
+    enabled: bool = Field(True, description="Quarantine the node when it becomes a node incident.")
+    cordon: bool = Field(True, description="Set spec.unschedulable (kubectl cordon).")
+    taint_key: str = Field("podmedic.io/node-quarantine", min_length=1, max_length=253,
+                           description="Key of the node taint podmedic adds.")
+    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = Field(
+        "NoSchedule", description="Effect of the node taint; NoExecute always waits for approval.")
+    hold_s: float = Field(86400.0, gt=0, description="Wait this long for the devices to heal; then close, "
+                                                     "keeping the quarantine for an operator.")
+    poll_s: float = Field(30.0, gt=0, description="How often the device incidents are looked at.")
+
+
+class RepeatOffenders(_Model):
+    """A device with this many incidents (the new one included) within the window is a lemon:
+    treated as permanently failed (NoExecute taint, no in-place restart) and ticketed."""
+
+    incidents: int = Field(0, ge=0, description="K incidents in the window make a repeat offender; 0 turns it off.")
+    window_s: float = Field(604800.0, gt=0, description="The window the device's incidents are counted in.")
+
+    @field_validator("incidents")
+    @classmethod
+    def _at_least_two(cls, incidents: int) -> int:
+        if incidents == 1:
+            raise ValueError("1 would make every incident a repeat offender; use 0 (off) or at least 2")
+        return incidents
+
+
 class DriverPolicy(_Model):
     """Everything podmedic does for one DRA driver's devices."""
 
@@ -274,3 +308,5 @@ class DriverPolicy(_Model):
     ticket: Ticket = Field(default_factory=Ticket)
     close: Close = Field(default_factory=Close)
     approvals: Approvals = Field(default_factory=Approvals)
+    node_quarantine: NodeQuarantine = Field(default_factory=NodeQuarantine)
+    repeat_offenders: RepeatOffenders = Field(default_factory=RepeatOffenders)

@@ -204,3 +204,11 @@ class PodNoticeResult(BaseModel):
 
     pod_found: bool
     event_recorded: bool
+
+
+class UntaintResult(BaseModel):
+    """What releasing a DeviceTaintRule did: removed it, or kept it and why."""
+
+    removed: bool
+    kept_for: list[str] = Field(default_factory=list, description="Incident runs that still hold the rule.")
+    detail: str = ""

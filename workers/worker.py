@@ -14,9 +14,11 @@ from temporalio.worker import Worker
 
 from activities.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
+from activities.history import HistoryActivities
 from activities.kube import KubeGateway
 from activities.node import NodeActivities
 from activities.notice import NoticeActivities
+from activities.quarantine import QuarantineActivities
 from activities.recover import RecoverActivities
 from activities.taint import TaintActivities
 from activities.ticket import TicketActivities
@@ -47,7 +49,15 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         notice.notify_pod,
         notice.notify_step,
         NodeActivities(client).report_to_node,
+        *node_activities(kube, client),
     ]
+
+
+def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
+    """Node quarantine, shared taint rules and incident history (issue 5, HD)."""
+    node, taint, quarantine = NodeActivities(client), TaintActivities(kube), QuarantineActivities(kube)
+    return [node.request_node_quarantine, node.device_incidents_status, taint.hold_taints, taint.release_taints,
+            quarantine.quarantine_node, quarantine.lift_quarantine, HistoryActivities(client).previous_incidents]
 
 
 def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_concurrent: int = 200) -> Worker:

@@ -30,6 +30,7 @@ class Closer:
     def __init__(self, wf: DeviceIncidentWorkflow) -> None:
         self.wf = wf
         self.policy = wf.policy
+        self.verified_healthy = False
 
     async def close(self, permanent: bool) -> IncidentOutcome:
         """Ticket if needed, wait for the fix, untaint, and end with an outcome."""
@@ -42,12 +43,12 @@ class Closer:
         healed_in_place = any(r.action == "in_place_restart" for r in recovered)
         healed = healed_in_place or (not permanent and await self._wait_heal())
         if healed and await self._stays_healthy():
-            await self._untaint()
+            untainted = await self._untaint()
             outcome = (
                 Outcome.RECOVERED_IN_PLACE if healed_in_place
                 else Outcome.RECOVERED_RESCHEDULED if recovered else Outcome.CLEARED
             )
-            return self.wf.finish(outcome, f"device healthy again; {workload}; taint removed")
+            return self.wf.finish(outcome, f"device healthy again; {workload}; {untainted}")
         ticket = self.policy.ticket
         wants = ticket.file_when_permanent if permanent else ticket.file_when_unhealed
         if ticket.backend == "none" or not wants or not await self._file_ticket():
@@ -57,11 +58,11 @@ class Closer:
                 f"DeviceTaintRule {self.wf.state.taint_rule} kept for an operator",
             )
         if await self._wait_vendor():
-            await self._untaint()
+            untainted = await self._untaint()
             by = self.wf.resolution.by if self.wf.resolution else "vendor"
             return self.wf.finish(
                 Outcome.RESOLVED_BY_VENDOR,
-                f"ticket {self.wf.state.ticket_id} resolved by {by}; {workload}; taint removed",
+                f"ticket {self.wf.state.ticket_id} resolved by {by}; {workload}; {untainted}",
             )
         return self.wf.finish(
             Outcome.QUARANTINED,
@@ -115,6 +116,7 @@ class Closer:
         if flapped or await self._read_health() is Health.UNHEALTHY:
             self.wf.note("close", f"device unhealthy again within the {delay:g}s anti-flap delay")
             return False
+        self.verified_healthy = True
         return True
 
     async def _file_ticket(self) -> bool:
@@ -182,15 +184,28 @@ class Closer:
                 timeout=timedelta(seconds=seconds), timeout_summary=summary,
             )
 
-    async def _untaint(self) -> None:
+    async def _untaint(self) -> str:
+        """Release the incident's DeviceTaintRule; what happened to it, for the outcome.
+
+        Only once the device verified healthy for the anti-flap delay or someone resolved the
+        incident: any other way here (a Healthy report while waiting for the vendor) verifies
+        first. The rule is deleted only if no other incident holds it (a newer run of the same
+        device, a node incident covering it) and nobody edited it; otherwise it is kept and
+        the reason recorded.
+        """
         state = self.wf.state
         if not state.taint_rule:
-            return
+            covered = f" (covered by node incident {state.node_incident})" if state.node_incident else ""
+            return f"no DeviceTaintRule of its own to remove{covered}"
+        if not self.verified_healthy and self.wf.resolution is None and not await self._stays_healthy():
+            self.wf.note("close", f"DeviceTaintRule {state.taint_rule} kept: the device did not verify healthy")
+            return f"DeviceTaintRule {state.taint_rule} kept (device not verified healthy)"
         self.wf.enter(Phase.UNTAINTING, "close", f"removing DeviceTaintRule {state.taint_rule}")
-        await workflow.execute_activity_method(
+        result = await workflow.execute_activity_method(
             TaintActivities.remove_taint,
             UntaintInput(incident_id=state.incident_id, device=self.wf.inp.device, rule_name=state.taint_rule),
-            **activity_options(self.policy.steps.close, f"remove DeviceTaintRule {state.taint_rule}"),
+            **activity_options(self.policy.steps.close, f"release DeviceTaintRule {state.taint_rule}"),
         )
-        state.taint_removed = True
-        self.wf.note("close", f"DeviceTaintRule {state.taint_rule} removed")
+        state.taint_removed = result.removed
+        self.wf.note("close", f"DeviceTaintRule {state.taint_rule} {result.detail}")
+        return "taint removed" if result.removed else f"DeviceTaintRule {state.taint_rule} {result.detail}"

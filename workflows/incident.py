@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
     from podmedic.steps import DiscoverInput, Discovery
-    from workflows import describe, search, stages
+    from workflows import describe, repeat, search, stages
     from workflows.closing import Closer
     from workflows.notices import tell_pods
     from workflows.operators import OperatorHandlers
@@ -117,6 +117,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if not verdict.actionable:
             raise IncidentStopped(Outcome.NOT_ACTIONABLE, verdict.why)
         await self._report_to_node(event)
+        await repeat.check(self)
 
         discovery = await self._discover()
         permanent = self.permanent
@@ -125,7 +126,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.state.checkpoint = await stages.checkpoint(self, discovery, permanent)
         await stages.taint(self, permanent)
 
-        rungs = self.policy.recovery.permanent if permanent else self.policy.recovery.transient
+        rungs = repeat.ladder(self, self.policy.recovery.permanent if permanent else self.policy.recovery.transient)
         self.enter(Phase.RECOVERING, "recover", f"recovering {len(discovery.pods)} pod(s)")
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
@@ -205,9 +206,10 @@ class DeviceIncidentWorkflow(OperatorHandlers):
                                   why=self.state.why)
         watch = NodeWatchInput(node=node, driver=self.inp.device.driver,
                                correlation=self.policy.detection.node_correlation,
+                               quarantine=self.policy.node_quarantine, approvals=self.policy.approvals,
                                search_attributes=self.inp.search_attributes)
         try:
-            await workflow.execute_activity_method(
+            answer = await workflow.execute_activity_method(
                 NodeActivities.report_to_node, NodeReportInput(watch=watch, report=report),
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=5)),
@@ -215,6 +217,10 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             )
         except ActivityError as err:
             self.note("correlate", f"node {node} not told (correlation skipped): {err.cause or err}")
+            return
+        if answer.node_incident and self.state.node_incident is None:
+            self.state.node_incident = answer.node_incident
+            self.note("correlate", f"part of node incident {answer.node_incident}")
 
     async def _discover(self) -> Discovery:
         self.enter(Phase.DISCOVERING, "detect", f"finding the pods on {self.inp.device.resource_id}")

@@ -1,10 +1,14 @@
 """A node's watch: device failures on one node, escalated to a node incident when several
-devices fail within the driver's correlation window.
+devices fail within the driver's correlation window (or a device's ladder asks for it).
 
 One workflow per node (id ``node/<node>``), fed by the device incidents through an
-activity (signal-with-start). It closes quietly after a whole window without reports.
-What a node incident does to the node (cordon, node taint) is the recovery ladder's
-decision; here it is opened, made findable, and every device incident is told.
+activity (signal-with-start). Without an escalation it closes quietly after a whole window
+without reports. A node incident quarantines the node (``workflows/node_quarantine.py``):
+cordon and node taint, behind the ``node_quarantine`` approval gate when the policy says
+so, and holds its devices' DeviceTaintRules; it lifts all of it once every device incident
+closed with its device verified healthy, or an operator resolves it, and otherwise keeps it
+and says so. Escalation is decided in the signal handler, so a query right after a report
+already says whether the device is covered.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from podmedic.incident import ApprovalRequest, Decision, OperatorAnswer, Phase, Resolution, SkipRequest
     from podmedic.models import FailureMode, TimelineEntry
     from podmedic.node import (
         NodeDeviceReport,
@@ -24,78 +29,158 @@ with workflow.unsafe.imports_passed_through():
         NodeWatchInput,
         correlated,
     )
-    from workflows import search
+    from workflows import node_quarantine, search
+
+_PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
 
 @workflow.defn(name="NodeIncident")
 class NodeIncidentWorkflow:
-    """Correlates one node's device failures."""
+    """Correlates one node's device failures and quarantines the node when they are one incident."""
 
     @workflow.init
     def __init__(self, inp: NodeWatchInput) -> None:
         self.inp = inp
         self.reports: list[NodeDeviceReport] = []
         self.state = NodeIncidentState(node=inp.node)
+        self.resolution: Resolution | None = None
         self._told: set[str] = set()
         self._seen = 0
 
+    # -- device incidents ------------------------------------------------------------------
     @workflow.signal
     def device_failed(self, report: NodeDeviceReport) -> None:
         """A device incident on this node classified its device as failed."""
+        if self._add(report):
+            self._note(f"{report.device.resource_id}: {report.failure_mode.value} ({report.why})")
+            group = correlated(self.reports, self.inp.correlation)
+            if self.state.escalated:
+                self._cover([report])
+            elif group:
+                self._cover(group)
+                self._note(f"{len(group)} devices failed within {self.inp.correlation.window_s:g}s: "
+                           f"node {self.inp.node} is the incident")
+
+    @workflow.signal
+    def quarantine_requested(self, report: NodeDeviceReport) -> None:
+        """A device incident's ladder reached its ``node_quarantine`` rung."""
+        if report.incident_id not in self.state.quarantine_requested_by:
+            self.state.quarantine_requested_by.append(report.incident_id)
+            self._note(f"{report.incident_id} asks for the node to be quarantined (its ladder's last rung)")
+        self._add(report)
+        if not self.state.escalated:
+            self._note(f"node {self.inp.node} is the incident: {report.incident_id}'s ladder asked for it")
+        self._cover([report])
+
+    def _add(self, report: NodeDeviceReport) -> bool:
         if any(r.incident_id == report.incident_id and r.observed_at == report.observed_at for r in self.reports):
-            return  # the activity delivering it was retried
+            return False  # the activity delivering it was retried
         self.reports.append(report)
-        self._note(f"{report.device.resource_id}: {report.failure_mode.value} ({report.why})")
+        return True
+
+    def _cover(self, group: list[NodeDeviceReport]) -> None:
+        for report in group:
+            if report.device.resource_id not in self.state.devices:
+                self.state.devices.append(report.device.resource_id)
+            if report.incident_id not in self.state.incidents:
+                self.state.incidents.append(report.incident_id)
+        if not self.state.escalated:
+            self.state.escalated = True
+            self.state.phase = "NodeIncident"
+
+    # -- operators ---------------------------------------------------------------------------
+    @workflow.update
+    def approve(self, request: ApprovalRequest) -> OperatorAnswer:
+        """Approve the quarantine the node incident waits on."""
+        self._decide(request.step, "approved", request.by, request.note)
+        self.state.pending_approval = None
+        return self._answer(f"{request.step} approved by {request.by}")
+
+    @approve.validator
+    def _validate_approve(self, request: ApprovalRequest) -> None:
+        self._who(request.by)
+        pending = self.state.pending_approval
+        if pending is None:
+            raise ValueError(f"nothing waits for approval (phase {self.state.phase})")
+        if request.step != pending.step:
+            raise ValueError(f"the node incident waits for approval of {pending.step!r}, not {request.step!r}")
+
+    @workflow.update
+    def skip(self, request: SkipRequest) -> OperatorAnswer:
+        """Do not quarantine the node (the devices stay tainted one by one)."""
+        self._decide(request.step, "skipped", request.by, request.reason)
+        self.state.pending_approval = None
+        return self._answer(f"{request.step} will be skipped ({request.by}: {request.reason or 'no reason'})")
+
+    @skip.validator
+    def _validate_skip(self, request: SkipRequest) -> None:
+        self._who(request.by)
+        if request.step != "node_quarantine":
+            raise ValueError(f"a node incident can only skip 'node_quarantine', not {request.step!r}")
+        if self.state.quarantined or self._skipped():
+            raise ValueError("node_quarantine already ran or was skipped")
+
+    @workflow.update(name="resolve")
+    def resolve_update(self, resolution: Resolution) -> OperatorAnswer:
+        """The node was repaired: lift the quarantine now."""
+        self.resolution = resolution
+        self._decide("resolve", "resolved", resolution.by, resolution.note)
+        return self._answer(f"resolved by {resolution.by}" + (f": {resolution.note}" if resolution.note else ""))
+
+    @resolve_update.validator
+    def _validate_resolve(self, resolution: Resolution) -> None:
+        self._who(resolution.by)
+        if self.state.phase == "Closed":
+            raise ValueError(f"node incident {self.inp.node} is closed")
+        if self.resolution is not None:
+            raise ValueError(f"already resolved by {self.resolution.by}")
 
     @workflow.query
     def get_state(self) -> NodeIncidentState:
         """The watch as it is now."""
         return self.state
 
+    # -- the watch -------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeWatchInput) -> NodeIncidentOutcome:
-        """Escalate when enough devices fail together; close after a quiet window."""
+        """Escalate when enough devices fail together; close after a quiet window, or after the
+        node incident is over."""
         rule = inp.correlation
-        workflow.set_current_details(f"**Watching** node {inp.node}: a node incident opens when "
-                                     f"{rule.devices} devices fail within {rule.window_s:g}s")
-        while True:
+        self.details(f"**Watching** node {inp.node}: a node incident opens when "
+                     f"{rule.devices} devices fail within {rule.window_s:g}s")
+        while not self.state.escalated:
             self._seen = len(self.reports)
-            group = correlated(self.reports, rule)
-            if group:
-                await self._escalate(group)
             try:
-                await workflow.wait_condition(lambda: len(self.reports) > self._seen,
+                await workflow.wait_condition(lambda: self.state.escalated or len(self.reports) > self._seen,
                                               timeout=timedelta(seconds=rule.window_s),
                                               timeout_summary="quiet window of the node watch")
             except TimeoutError:
                 break
-        self.state.phase = "Closed"
-        self._upsert("Closed")
-        devices = ", ".join(self.state.devices)
-        explanation = (f"node incident: {len(self.state.devices)} devices failed together ({devices})"
-                       if self.state.escalated else
-                       f"no node incident: {len({r.device.resource_id for r in self.reports})} device(s) failed, "
-                       f"fewer than {rule.devices} within {rule.window_s:g}s")
-        self._note(explanation)
-        return NodeIncidentOutcome(node=inp.node, escalated=self.state.escalated,
-                                   devices=list(self.state.devices), explanation=explanation)
-
-    async def _escalate(self, group: list[NodeDeviceReport]) -> None:
-        new = [r for r in group if r.device.resource_id not in self.state.devices]
-        for report in new:
-            self.state.devices.append(report.device.resource_id)
-            self.state.incidents.append(report.incident_id)
         if not self.state.escalated:
-            self.state.escalated = True
-            self.state.phase = "NodeIncident"
-            self._upsert("NodeIncident")
-            self._note(f"{len(group)} devices failed within {self.inp.correlation.window_s:g}s: "
-                       f"node {self.inp.node} is the incident")
-            workflow.set_current_details(f"**NodeIncident** — {len(self.state.devices)} devices of node "
-                                         f"{self.inp.node} failed together: {', '.join(self.state.devices)}")
+            explanation = (f"no node incident: {len({r.device.resource_id for r in self.reports})} device(s) "
+                           f"failed, fewer than {rule.devices} within {rule.window_s:g}s")
+            return self._close(explanation)
+        self.upsert("NodeIncident")
+        self.details(f"**NodeIncident** — devices of node {inp.node} failed together: {', '.join(self.state.devices)}")
+        await self.tell_devices()
+        explanation = await node_quarantine.run(self)
+        return self._close(explanation)
+
+    def _close(self, explanation: str) -> NodeIncidentOutcome:
+        self.state.phase = "Closed"
+        self.state.doing = f"closed: {explanation}"
+        self.upsert("Closed")
+        self._note(explanation)
+        self.details(f"**Closed** — {explanation}")
+        return NodeIncidentOutcome(node=self.inp.node, escalated=self.state.escalated,
+                                   devices=list(self.state.devices), explanation=explanation,
+                                   quarantined=self.state.quarantined)
+
+    async def tell_devices(self) -> None:
+        """Tell every device incident not yet told that its node is the incident."""
         notice = NodeIncidentNotice(incident_id=workflow.info().workflow_id, node=self.inp.node,
                                     devices=list(self.state.devices))
-        for incident_id in self.state.incidents:
+        for incident_id in list(self.state.incidents):
             if incident_id in self._told:
                 continue
             self._told.add(incident_id)
@@ -104,13 +189,40 @@ class NodeIncidentWorkflow:
             except FailureError:
                 self._note(f"{incident_id} already closed; not told")
 
-    def _upsert(self, phase: str) -> None:
+    # -- helpers ---------------------------------------------------------------------------------
+    def _skipped(self) -> bool:
+        return any(d.step == "node_quarantine" and d.decision == "skipped" for d in self.state.decisions)
+
+    def _decide(self, step: str, decision: str, by: str, note: str) -> None:
+        self.state.decisions.append(Decision(step=step, decision=decision, by=by, at=workflow.now(), note=note))
+
+    def _answer(self, accepted: str) -> OperatorAnswer:
+        self._note(accepted)
+        phase = _PHASES.get(self.state.phase, Phase.RECOVERING)
+        return OperatorAnswer(incident_id=workflow.info().workflow_id, accepted=accepted, phase=phase)
+
+    @staticmethod
+    def _who(by: str) -> None:
+        if not by.strip():
+            raise ValueError("'by' must name who is acting")
+
+    def details(self, text: str) -> None:
+        """The node incident's current details in the Temporal UI."""
+        workflow.set_current_details(text)
+
+    def upsert(self, phase: str, awaiting: str | None = None) -> None:
+        """Mirror the phase (and a pending approval) into the search attributes."""
         if not self.inp.search_attributes:
             return
-        updates = [search.PHASE.value_set(phase)]
+        updates = [search.PHASE.value_set(phase),
+                   search.AWAITING_APPROVAL.value_set(awaiting) if awaiting else search.AWAITING_APPROVAL.value_unset()]
         if phase == "NodeIncident":
             updates.append(search.FAILURE_MODE.value_set(FailureMode.INFRASTRUCTURE.value))
         workflow.upsert_search_attributes(updates)
 
+    def note(self, message: str, step: str = "node") -> None:
+        """Add a line to the node incident's timeline."""
+        self.state.timeline.append(TimelineEntry(at=workflow.now(), step=step, message=message))
+
     def _note(self, message: str) -> None:
-        self.state.timeline.append(TimelineEntry(at=workflow.now(), step="correlate", message=message))
+        self.note(message, "correlate")

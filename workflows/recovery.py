@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.models import PodKey, PodRef
     from podmedic.policy import LadderRung
     from podmedic.steps import RecoverInput, RecoveryResult
+    from workflows import node_cover
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
@@ -38,6 +39,11 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
     result = RecoveryResult(verified=False, action="none", pod=pod, detail="no rung in the policy")
     current = pod
     for rung in rungs:
+        if node_cover.skip_rung(wf, rung):
+            continue
+        if rung.action == "node_quarantine":  # the node's watch gates it, not this incident
+            result = await node_cover.quarantine_rung(wf, current, rung)
+            continue
         if not await clear_to(wf, rung.action, _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")):
             continue
         for attempt in range(1, rung.attempts + 1):

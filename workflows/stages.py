@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         PodCheckpoint,
         TaintInput,
     )
+    from workflows import node_cover
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
@@ -80,6 +81,8 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
 
 async def taint(wf: DeviceIncidentWorkflow, permanent: bool) -> None:
     """Create the incident's DeviceTaintRule with the policy's effect for this permanence."""
+    if node_cover.skip_taint(wf):
+        return
     effect = wf.policy.taint.permanent if permanent else wf.policy.taint.transient
     device = wf.inp.device.resource_id
     wf.enter(Phase.TAINTING, "taint", f"tainting {device} {effect.value} so no new pod gets it")

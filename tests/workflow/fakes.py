@@ -11,9 +11,18 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.history import PreviousIncident, PreviousIncidentsInput
 from podmedic.incident import StepNotice, StepNoticeResult
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
-from podmedic.node import NodeReportInput
+from podmedic.node import (
+    DeviceIncidentsInput,
+    DeviceIncidentStatus,
+    HoldTaintsInput,
+    NodeReportInput,
+    NodeReportResult,
+    QuarantineInput,
+    QuarantineResult,
+)
 from podmedic.steps import (
     CheckpointInput,
     CheckpointReport,
@@ -31,6 +40,7 @@ from podmedic.steps import (
     TicketResult,
     TicketStatusInput,
     UntaintInput,
+    UntaintResult,
 )
 
 DEVICE = DeviceRef(driver="gpu.nvidia.com", pool="node-0000", device="gpu-0")
@@ -62,6 +72,9 @@ class FakeCluster:
         self.node_reports: list[NodeReportInput] = []
         self.ticket_state = "resolved"
         self.notices: list[StepNotice] = []
+        self.previous: list[PreviousIncident] = []
+        self.quarantines: list[QuarantineInput] = []
+        self.lifts: list[QuarantineInput] = []
 
     def activities(self) -> Sequence[Callable[..., Any]]:
         """The fakes, each under the name of the real activity."""
@@ -89,9 +102,9 @@ class FakeCluster:
             return TaintResult(rule_name=inp.device.object_name, created=True, effect=inp.effect)
 
         @activity.defn(name="remove_taint")
-        async def remove_taint(inp: UntaintInput) -> bool:
+        async def remove_taint(inp: UntaintInput) -> UntaintResult:
             self.calls["remove_taint"] += 1
-            return True
+            return UntaintResult(removed=True, detail="removed: no other incident holds it")
 
         @activity.defn(name="restart_in_place")
         async def restart_in_place(inp: RecoverInput) -> RecoveryResult:
@@ -119,10 +132,10 @@ class FakeCluster:
             return self.ticket_state
 
         @activity.defn(name="report_to_node")
-        async def report_to_node(inp: NodeReportInput) -> str:
+        async def report_to_node(inp: NodeReportInput) -> NodeReportResult:
             self.calls["report_to_node"] += 1
             self.node_reports.append(inp)
-            return f"node/{inp.watch.node}"
+            return NodeReportResult(watch_id=f"node/{inp.watch.node}")
 
         @activity.defn(name="notify_step")
         async def notify_step(notice: StepNotice) -> StepNoticeResult:
@@ -131,4 +144,43 @@ class FakeCluster:
             return StepNoticeResult(recorded=[f"{p.namespace}/{p.name}" for p in notice.pods])
 
         return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,
-                reschedule_same_node, read_device_health, file_ticket, ticket_status, report_to_node, notify_step]
+                reschedule_same_node, read_device_health, file_ticket, ticket_status, report_to_node, notify_step,
+                *self.node_activities()]
+
+    def node_activities(self) -> Sequence[Callable[..., Any]]:
+        """Fakes of the node quarantine, taint holding and history activities."""
+
+        @activity.defn(name="quarantine_node")
+        async def quarantine_node(inp: QuarantineInput) -> QuarantineResult:
+            self.calls["quarantine_node"] += 1
+            self.quarantines.append(inp)
+            return QuarantineResult(node_found=True, changed=True, detail="cordoned and tainted")
+
+        @activity.defn(name="lift_quarantine")
+        async def lift_quarantine(inp: QuarantineInput) -> QuarantineResult:
+            self.calls["lift_quarantine"] += 1
+            self.lifts.append(inp)
+            return QuarantineResult(node_found=True, changed=True, detail="taint removed, uncordoned")
+
+        @activity.defn(name="hold_taints")
+        async def hold_taints(inp: HoldTaintsInput) -> list[str]:
+            self.calls["hold_taints"] += 1
+            return [d.object_name for d in inp.devices]
+
+        @activity.defn(name="release_taints")
+        async def release_taints(inp: HoldTaintsInput) -> list[UntaintResult]:
+            self.calls["release_taints"] += 1
+            return [UntaintResult(removed=True, detail="removed") for _ in inp.devices]
+
+        @activity.defn(name="device_incidents_status")
+        async def device_incidents_status(inp: DeviceIncidentsInput) -> list[DeviceIncidentStatus]:
+            self.calls["device_incidents_status"] += 1
+            return [DeviceIncidentStatus(incident_id=i, running=True) for i in inp.incidents]
+
+        @activity.defn(name="previous_incidents")
+        async def previous_incidents(inp: PreviousIncidentsInput) -> list[PreviousIncident]:
+            self.calls["previous_incidents"] += 1
+            return list(self.previous)
+
+        return [quarantine_node, lift_quarantine, hold_taints, release_taints, device_incidents_status,
+                previous_incidents]

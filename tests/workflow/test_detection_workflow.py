@@ -33,6 +33,7 @@ drivers:
       unknown_grace_s: 60
       flapping: {transitions: 4, window_s: 600, permanent: true}
       node_correlation: {devices: 3, window_s: 120}
+    node_quarantine: {hold_s: 200, poll_s: 30}   # the node incident gives up waiting before the test ends
     close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
     ticket: {url: "http://tickets.invalid", wait_resolution_s: 600, poll_s: 5}
     classification: {codes: {permanent: [79]}}
@@ -42,8 +43,10 @@ drivers:
 def _worker(client: Client, task_queue: str, fake: FakeCluster, real_node_activity: bool = False) -> Worker:
     activities = list(fake.activities())
     if real_node_activity:
-        activities = [a for a in activities if getattr(a, "__name__", "") != "report_to_node"]
-        activities.append(NodeActivities(client).report_to_node)
+        real = NodeActivities(client)
+        names = {"report_to_node", "device_incidents_status", "request_node_quarantine"}
+        activities = [a for a in activities if getattr(a, "__name__", "") not in names]
+        activities += [real.report_to_node, real.device_incidents_status, real.request_node_quarantine]
     return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow, NodeIncidentWorkflow],
                   activities=activities)
 

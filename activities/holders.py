@@ -1,0 +1,138 @@
+"""Who holds a DeviceTaintRule: the ownership record on the rule, and what a release does.
+
+The rule's name derives from the device, so every incident of the device (a new run after
+the old one closed, a node incident covering it) shares one rule. The rule therefore names
+each incident run that still needs it (``podmedic.io/holders``, JSON list of
+``<workflow id>@<run id>``) and its current owner (``podmedic.io/incident`` and
+``podmedic.io/incident-run``). A run releasing the rule takes itself off the list; only the
+last holder deletes it. A rule whose spec no longer matches what podmedic wrote
+(``podmedic.io/spec-hash``) was edited by an operator and is left alone.
+
+Pure functions over plain dicts, so the decisions are unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Obj = dict[str, Any]
+
+INCIDENT = "podmedic.io/incident"
+OWNER_RUN = "podmedic.io/incident-run"
+HOLDERS = "podmedic.io/holders"
+SPEC_HASH = "podmedic.io/spec-hash"
+CHANGED_BY = "podmedic.io/changed-by"
+REASON = "podmedic.io/reason"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+_STRENGTH = {"None": 0, "NoSchedule": 1, "NoExecute": 2}
+
+
+def holder_id(workflow_id: str, run_id: str) -> str:
+    """How one incident run is named on the rules it holds."""
+    return f"{workflow_id}@{run_id}"
+
+
+def spec_hash(spec: Obj) -> str:
+    """Fingerprint of what a rule does (selector, taint key, value and effect; not timeAdded)."""
+    taint = spec.get("taint") or {}
+    what = {"selector": spec.get("deviceSelector") or {}, "key": taint.get("key"), "value": taint.get("value"),
+            "effect": taint.get("effect") or "None"}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _annotations(rule: Obj) -> dict[str, str]:
+    return dict((rule.get("metadata") or {}).get("annotations") or {})
+
+
+def holders_of(rule: Obj) -> list[str]:
+    """The runs holding ``rule``; a rule from before holders were recorded is held by its incident."""
+    notes = _annotations(rule)
+    raw = notes.get(HOLDERS)
+    if raw is None:
+        owner = notes.get(OWNER_RUN) or notes.get(INCIDENT)
+        return [owner] if owner else []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    return [str(h) for h in value] if isinstance(value, list) else []
+
+
+def edited_by_operator(rule: Obj) -> str | None:
+    """Why the rule is no longer podmedic's to change, or ``None`` when it still is."""
+    labels = (rule.get("metadata") or {}).get("labels") or {}
+    if labels.get(MANAGED_BY) != "podmedic":
+        return f"label {MANAGED_BY} is no longer podmedic"
+    recorded = _annotations(rule).get(SPEC_HASH)
+    if recorded is not None and recorded != spec_hash(rule.get("spec") or {}):
+        return "its spec was changed after podmedic wrote it"
+    return None
+
+
+def _holds(holders: list[str], holder: str) -> bool:
+    # A rule recorded before run ids were kept names only the workflow id.
+    return holder in holders or holder.split("@", 1)[0] in holders
+
+
+@dataclass
+class Release:
+    """What releasing a rule does: ``delete`` it, ``patch`` the holders, or ``keep`` it untouched."""
+
+    action: Literal["delete", "patch", "keep"]
+    detail: str
+    patch: Obj = field(default_factory=dict)
+    remaining: list[str] = field(default_factory=list)
+
+
+def plan_release(rule: Obj | None, holder: str, why: str) -> Release:
+    """How ``holder`` lets go of ``rule`` without pulling it from under anyone else."""
+    if rule is None:
+        return Release("keep", "already gone")
+    edited = edited_by_operator(rule)
+    if edited:
+        return Release("keep", f"kept: edited by an operator ({edited})")
+    holders = holders_of(rule)
+    if not _holds(holders, holder):
+        return Release("keep", f"kept: held by {', '.join(holders) or 'nobody recorded'}, not by {holder}",
+                       remaining=holders)
+    remaining = [h for h in holders if h != holder and h != holder.split("@", 1)[0]]
+    if not remaining:
+        return Release("delete", "removed: no other incident holds it")
+    owner = remaining[-1]
+    patch = {"metadata": {
+        "resourceVersion": (rule.get("metadata") or {}).get("resourceVersion"),
+        "annotations": {HOLDERS: json.dumps(remaining), OWNER_RUN: owner, INCIDENT: owner.split("@", 1)[0],
+                        CHANGED_BY: f"podmedic worker ({holder} released it)", REASON: why[:1000]},
+    }}
+    return Release("patch", f"kept for {', '.join(remaining)}", patch=patch, remaining=remaining)
+
+
+def plan_take(rule: Obj, holder: str, effect: str, why: str) -> Obj | None:
+    """The patch that makes ``holder`` the owner of an existing rule (and one of its holders),
+    raising its effect if ``effect`` is stronger; ``None`` when nothing needs to change."""
+    holders = holders_of(rule)
+    spec = rule.get("spec") or {}
+    current = (spec.get("taint") or {}).get("effect") or "None"
+    stronger = _STRENGTH.get(effect, 0) > _STRENGTH.get(current, 0)
+    notes = _annotations(rule)
+    if holder in holders and notes.get(OWNER_RUN) == holder and not stronger:
+        return None
+    # Runs of one workflow id never overlap: an older run of the same incident is closed, so its
+    # hold (left by a terminated run, say) passes to the new one instead of pinning the rule forever.
+    workflow_id = holder.split("@", 1)[0]
+    new_holders = [h for h in holders if h.split("@", 1)[0] != workflow_id] + [holder]
+    annotations = {HOLDERS: json.dumps(new_holders), OWNER_RUN: holder, INCIDENT: holder.split("@", 1)[0],
+                   CHANGED_BY: f"podmedic worker ({holder} took it over)", REASON: why[:1000]}
+    body: Obj = {"metadata": {"resourceVersion": (rule.get("metadata") or {}).get("resourceVersion"),
+                              "annotations": annotations}}
+    if stronger:
+        taint = dict(spec.get("taint") or {})
+        taint["effect"] = effect
+        new_spec = {**spec, "taint": taint}
+        body["spec"] = {"taint": taint}
+        annotations[SPEC_HASH] = spec_hash(new_spec)
+    return body

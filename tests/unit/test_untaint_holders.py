@@ -1,0 +1,113 @@
+"""DeviceTaintRule ownership against the simulator's API server (real HTTP, real client).
+
+The races of issue 5's untaint: an old run closing while a new run holds the rule, a
+retried release, a rule an operator edited, a node incident holding a device's rule, and
+a node quarantine applied twice and lifted without uncordoning a node cordoned before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from activities.holders import holders_of
+from activities.kube import KubeGateway
+from activities.quarantine import QuarantineActivities
+from activities.taint import TaintActivities
+from podmedic.models import DeviceRef
+from podmedic.node import HoldTaintsInput, QuarantineInput
+from podmedic.policy import Effect
+from podmedic.sim import SimCluster, SimConfig
+from podmedic.steps import TaintInput
+
+OLD, NEW, NODE_RUN = "device/d@run-old", "device/d@run-new", "node/node-0000@run-n"
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeGateway]:
+    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=4), api_only=True)
+    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("untaint") / "kubeconfig")
+    gateway = KubeGateway(Path(str(cluster.kubeconfig_path)))
+    yield gateway
+    gateway.close()
+    cluster.stop()
+
+
+def _taint(device: str, effect: Effect = Effect.NO_SCHEDULE) -> TaintInput:
+    ref = DeviceRef(driver="gpu.nvidia.com", pool="node-0000", device=device)
+    return TaintInput(incident_id=ref.workflow_id, device=ref, effect=effect, reason="test")
+
+
+def test_old_run_closing_leaves_the_rule_the_new_run_holds(kube: KubeGateway) -> None:
+    taint = TaintActivities(kube)
+    inp = _taint("gpu-0")
+    assert taint.ensure(inp, OLD).created
+    taken = taint.ensure(_taint("gpu-0", Effect.NO_EXECUTE), NEW)  # repeat offender: stronger effect
+    assert not taken.created and taken.effect is Effect.NO_EXECUTE
+    released = taint.release(inp.device.object_name, OLD, "old run closed")
+    assert not released.removed and "not by" in released.detail  # the new run took it over from the old one
+    rule = kube.get_taint_rule(inp.device.object_name)
+    assert rule is not None and holders_of(rule) == [NEW]
+    assert taint.release(inp.device.object_name, NEW, "new run closed").removed
+    assert kube.get_taint_rule(inp.device.object_name) is None
+
+
+def test_retried_release_is_harmless(kube: KubeGateway) -> None:
+    taint = TaintActivities(kube)
+    inp = _taint("gpu-1")
+    taint.ensure(inp, OLD)
+    assert taint.release(inp.device.object_name, OLD, "closed").removed
+    again = taint.release(inp.device.object_name, OLD, "closed (retry)")
+    assert again.removed and again.detail == "already removed"
+    # A retry after a new run created the rule again must not remove the new run's rule.
+    taint.ensure(inp, NEW)
+    assert not taint.release(inp.device.object_name, OLD, "closed (late retry)").removed
+    assert kube.get_taint_rule(inp.device.object_name) is not None
+    taint.release(inp.device.object_name, NEW, "cleanup")
+
+
+def test_a_rule_an_operator_edited_is_kept(kube: KubeGateway) -> None:
+    taint = TaintActivities(kube)
+    inp = _taint("gpu-2")
+    taint.ensure(inp, OLD)
+    kube.patch_taint_rule(inp.device.object_name, {"spec": {"taint": {"effect": "NoExecute"}}})
+    kept = taint.release(inp.device.object_name, OLD, "closed")
+    assert not kept.removed and "edited by an operator" in kept.detail
+    assert kube.get_taint_rule(inp.device.object_name) is not None
+    kube.delete_taint_rule(inp.device.object_name)
+
+
+def test_a_node_incident_holding_the_rule_keeps_it(kube: KubeGateway) -> None:
+    taint = TaintActivities(kube)
+    inp = _taint("gpu-3")
+    taint.ensure(inp, OLD)
+    assert taint.hold(HoldTaintsInput(devices=[inp.device], reason="node incident"), NODE_RUN) == [
+        inp.device.object_name]
+    kept = taint.release(inp.device.object_name, OLD, "device incident closed")
+    assert not kept.removed and kept.kept_for == [NODE_RUN]
+    assert taint.release(inp.device.object_name, NODE_RUN, "node healed").removed
+
+
+def test_quarantine_is_idempotent_and_lift_restores_the_node(kube: KubeGateway) -> None:
+    q = QuarantineActivities(kube)
+    req = QuarantineInput(node="node-0001", incident_id="node/node-0001", cordon=True,
+                          taint_key="podmedic.io/node-quarantine", effect="NoSchedule", reason="3 devices failed")
+    assert q.quarantine(req, NODE_RUN).changed
+    assert not q.quarantine(req, NODE_RUN).changed  # a retry changes nothing
+    node = kube.get_node("node-0001") or {}
+    assert node["spec"]["unschedulable"] is True
+    assert [t["key"] for t in node["spec"]["taints"]] == ["podmedic.io/node-quarantine"]
+    notes = node["metadata"]["annotations"]
+    assert notes["podmedic.io/quarantined-by"] == NODE_RUN and "podmedic" in notes["podmedic.io/changed-by"]
+    assert not q.lift(req, "node/node-0001@other-run").changed  # not that run's quarantine
+    lifted = q.lift(req, NODE_RUN)
+    assert lifted.changed and "uncordoned" in lifted.detail
+    node = kube.get_node("node-0001") or {}
+    assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
+    # A node an operator had cordoned before stays cordoned after the lift.
+    kube.patch_node("node-0001", {"spec": {"unschedulable": True}})
+    q.quarantine(req, NODE_RUN)
+    assert "left cordoned" in q.lift(req, NODE_RUN).detail
+    assert (kube.get_node("node-0001") or {})["spec"]["unschedulable"] is True

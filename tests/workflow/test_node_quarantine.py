@@ -1,0 +1,186 @@
+"""Node quarantine, repeat offenders and covered devices, on the time-skipping server.
+
+Fake cluster activities under the real names; the node watch is reached through the real
+``report_to_node`` / ``device_incidents_status`` activities (signal-with-start, query).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.history import PreviousIncident
+from activities.node import NodeActivities
+from ingest.delivery import deliver_event
+from podmedic.incident import ApprovalRequest, IncidentOutcome
+from podmedic.models import DeviceRef, Health, Outcome, Permanence
+from podmedic.node import NodeIncidentOutcome, node_workflow_id
+from podmedic.policy import Effect
+from podmedic.policy_file import parse_policy
+from tests.helpers import assert_eventually
+from tests.workflow.fakes import FakeCluster, event
+from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+POLICY_YAML = """
+drivers:
+  default:
+    detection: {node_correlation: {devices: 3, window_s: 120}}
+    close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
+    ticket: {url: "http://tickets.invalid", wait_resolution_s: 600, poll_s: 5}
+    classification: {codes: {permanent: [79]}}
+    node_quarantine: {hold_s: 400, poll_s: 10}
+    repeat_offenders: {incidents: 3, window_s: 86400}
+"""
+GATED = POLICY_YAML + "    approvals: {gates: [{action: node_quarantine, timeout_s: 900, on_timeout: abort}]}\n"
+
+
+def _worker(client: Client, task_queue: str, fake: FakeCluster) -> Worker:
+    real = NodeActivities(client)
+    names = {"report_to_node", "device_incidents_status", "request_node_quarantine"}
+    activities = [a for a in fake.activities() if getattr(a, "__name__", "") not in names]
+    activities += [real.report_to_node, real.device_incidents_status, real.request_node_quarantine]
+    return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow, NodeIncidentWorkflow],
+                  activities=activities)
+
+
+async def _send(client: Client, tq: str, policy_yaml: str, *events: object) -> None:
+    policy = parse_policy(policy_yaml)
+    for ev in events:
+        await deliver_event(client, ev, policy, task_queue=tq, search_attributes=False)  # type: ignore[arg-type]
+
+
+async def test_node_quarantine_waits_at_its_gate_and_covers_later_devices(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    node = "node-0300"
+    devices = [DeviceRef(driver="gpu.nvidia.com", pool=node, device=f"gpu-{i}") for i in range(4)]
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY
+    fake.ticket_state = "open"
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, GATED, *(event(code=79, device=d, event_id=f"g{i}", after_s=10 * i)
+                                                 for i, d in enumerate(devices[:3])))
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
+
+        async def awaiting() -> None:
+            try:
+                state = await watch.query(NodeIncidentWorkflow.get_state)
+            except RPCError as err:  # the watch is not open yet
+                raise AssertionError(str(err)) from err
+            assert state.pending_approval is not None and state.phase == "AwaitingApproval", state.phase
+
+        await assert_eventually(awaiting)
+        assert fake.calls["quarantine_node"] == 0  # nothing happens to the node before the approval
+        answer = await watch.execute_update(NodeIncidentWorkflow.approve,
+                                            ApprovalRequest(step="node_quarantine", by="alice"))
+        assert "approved by alice" in answer.accepted
+
+        async def quarantined() -> None:
+            assert (await watch.query(NodeIncidentWorkflow.get_state)).quarantined
+
+        await assert_eventually(quarantined)
+        # A fourth device failing now is covered at once: no DeviceTaintRule of its own.
+        taints_before = fake.calls["taint_device"]
+        await _send(client, task_queue, GATED, event(code=79, device=devices[3], event_id="g3", after_s=40))
+        late = client.get_workflow_handle(devices[3].workflow_id)
+
+        async def late_covered() -> None:
+            try:
+                state = await late.query(DeviceIncidentWorkflow.get_state)
+            except RPCError as err:
+                raise AssertionError(str(err)) from err
+            assert state.node_incident == node_workflow_id(node)
+            assert any("covered by node incident" in t.message for t in state.timeline), state.timeline
+
+        await assert_eventually(late_covered)
+        state = await watch.query(NodeIncidentWorkflow.get_state)
+        for d in devices:
+            await client.get_workflow_handle(d.workflow_id).terminate("test done")
+        result: NodeIncidentOutcome = await watch.result()
+    assert fake.calls["taint_device"] == taints_before  # the late device was not tainted singly
+    assert fake.quarantines[0].node == node and fake.quarantines[0].cordon
+    assert any(d.decision == "approved" and d.by == "alice" for d in state.decisions)
+    assert devices[3].resource_id in state.devices
+    # Terminated device incidents did not close healthy: the quarantine is kept and said so.
+    assert result.quarantined and "KEPT" in result.explanation and fake.calls["lift_quarantine"] == 0
+
+
+async def test_quarantine_lifted_when_every_device_incident_closes_healthy(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    node = "node-0301"
+    devices = [DeviceRef(driver="gpu.nvidia.com", pool=node, device=f"gpu-{i}") for i in range(3)]
+    fake = FakeCluster()  # devices read Healthy: each incident heals and closes after the anti-flap delay
+    fake.restart_verifies = False
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, POLICY_YAML, *(event(code=94, device=d, event_id=f"h{i}", after_s=5 * i)
+                                                       for i, d in enumerate(devices)))
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
+
+        async def opened() -> None:
+            try:
+                await watch.describe()
+            except RPCError as err:
+                raise AssertionError(str(err)) from err
+
+        await assert_eventually(opened)
+        result: NodeIncidentOutcome = await watch.result()
+        outcomes: list[IncidentOutcome] = [
+            await client.get_workflow_handle_for(DeviceIncidentWorkflow.run, d.workflow_id).result() for d in devices]
+    assert result.escalated and not result.quarantined, result.explanation
+    assert "quarantine lifted" in result.explanation
+    assert fake.calls["quarantine_node"] == 1 and fake.calls["lift_quarantine"] == 1
+    assert all(o.outcome in (Outcome.CLEARED, Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED)
+               for o in outcomes), [o.explanation for o in outcomes]
+    # Covered devices never tried the same-node reschedule (their node was cordoned).
+    last = outcomes[-1]
+    assert any("same_node skipped" in t.message for t in last.timeline), [t.message for t in last.timeline]
+
+
+async def test_repeat_offender_is_permanent_and_ticketed(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0302", device="gpu-0")
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY
+    now = dt.datetime.now(dt.UTC)
+    fake.previous = [PreviousIncident(workflow_id=device.workflow_id, run_id=f"r{i}", status="completed",
+                                      started=now - dt.timedelta(hours=i + 1)) for i in range(2)]
+    async with _worker(client, task_queue, fake):
+        # XID 31-like transient fault (no code table entry): would get an in-place restart if not a lemon.
+        await _send(client, task_queue, POLICY_YAML, event(code=94, device=device, event_id="r"))
+        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+        await time_skipping_env.sleep(timedelta(seconds=30))
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        outcome = await handle.result()
+    assert state.repeat_offender and len(state.previous_incidents) == 2
+    assert outcome.permanence is Permanence.PERMANENT
+    assert fake.calls["restart_in_place"] == 0 and fake.calls["file_ticket"] == 1
+    assert "repeat offender: 3 incidents within 1d" in " ".join(t.message for t in outcome.timeline)
+
+
+async def test_fewer_previous_incidents_stay_transient(time_skipping_env: WorkflowEnvironment,
+                                                       task_queue: str) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0303", device="gpu-0")
+    fake = FakeCluster()
+    fake.previous = [PreviousIncident(workflow_id=device.workflow_id, run_id="r0", status="completed",
+                                      started=dt.datetime.now(dt.UTC))]
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, POLICY_YAML, event(code=94, device=device, event_id="t"))
+        outcome = await client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id).result()
+    assert outcome.permanence is Permanence.TRANSIENT and fake.calls["restart_in_place"] == 1
+    assert fake.calls["previous_incidents"] == 1
+    assert Effect.NO_SCHEDULE  # the transient taint effect applies (NoExecute is for permanent failures)

@@ -1,0 +1,81 @@
+"""A device incident whose node is the incident: what it leaves to the node incident.
+
+Covered devices get no DeviceTaintRule of their own (the node is cordoned and tainted), and
+their ladders skip the same-node rung (a cordoned node takes no replacement pod). The
+ladder's last rung, ``node_quarantine``, asks the node's watch to quarantine the node now.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.node import NodeActivities
+    from podmedic.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
+    from podmedic.policy import LadderRung
+    from podmedic.steps import RecoveryResult
+
+if TYPE_CHECKING:
+    from podmedic.models import PodRef
+    from workflows.incident import DeviceIncidentWorkflow
+
+SAME_NODE_RUNGS = ("same_node",)
+
+
+def covered(wf: DeviceIncidentWorkflow) -> str | None:
+    """The node incident that quarantines this device's node, if any (and the policy quarantines)."""
+    if wf.state.node_incident and wf.policy.node_quarantine.enabled:
+        return wf.state.node_incident
+    return None
+
+
+def skip_taint(wf: DeviceIncidentWorkflow) -> bool:
+    """True (and recorded) when the node incident covers the device instead of a rule of its own."""
+    node_incident = covered(wf)
+    if node_incident is None:
+        return False
+    wf.note("taint", f"no DeviceTaintRule: covered by node incident {node_incident} (the node is cordoned and "
+                     "tainted instead)")
+    return True
+
+
+def skip_rung(wf: DeviceIncidentWorkflow, rung: LadderRung) -> bool:
+    """True (and recorded) for a same-node rung while the node is quarantined."""
+    node_incident = covered(wf)
+    if node_incident is None or rung.action not in SAME_NODE_RUNGS:
+        return False
+    wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is quarantined by {node_incident}")
+    return True
+
+
+async def quarantine_rung(wf: DeviceIncidentWorkflow, pod: PodRef, rung: LadderRung) -> RecoveryResult:
+    """Ask the node's watch to quarantine the node (signal-with-start); it gates and acts."""
+    node = pod.node or wf.state.node or wf.inp.device.pool
+    if "node_quarantine" in wf.state.skip:
+        wf.note("recover", f"node_quarantine skipped by an operator: {wf.state.skip['node_quarantine']}")
+        return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="skipped by an operator")
+    if wf.state.failure_mode is None:
+        return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="no classification")
+    report = NodeDeviceReport(incident_id=wf.state.incident_id, device=wf.inp.device,
+                              failure_mode=wf.state.failure_mode, observed_at=workflow.now(),
+                              why=f"{wf.state.why}; ladder exhausted")
+    watch = NodeWatchInput(node=node, driver=wf.inp.device.driver, correlation=wf.policy.detection.node_correlation,
+                           quarantine=wf.policy.node_quarantine, approvals=wf.policy.approvals,
+                           search_attributes=wf.inp.search_attributes)
+    answer = await workflow.execute_activity_method(
+        NodeActivities.request_node_quarantine, NodeReportInput(watch=watch, report=report),
+        start_to_close_timeout=timedelta(seconds=max(rung.timeout_s, 10)),
+        retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
+        summary=f"ask node {node}'s watch to quarantine the node",
+    )
+    wf.done.add("node_quarantine")
+    if answer.node_incident and wf.state.node_incident is None:
+        wf.state.node_incident = answer.node_incident
+    state = "quarantined" if answer.quarantined else "quarantine requested (the node incident may wait for approval)"
+    detail = f"node {node} {state} by {answer.watch_id}"
+    wf.note("recover", f"node_quarantine: {detail}")
+    return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail=detail)

@@ -1,0 +1,182 @@
+"""What a node incident does to its node: approval, cordon + node taint, hold, and lift.
+
+The quarantine waits at the ``node_quarantine`` approval gate when the driver's policy
+gates it (a ``NoExecute`` node taint always waits: it evicts every pod on the node). Once
+quarantined, the node incident also holds the DeviceTaintRules its devices already had, so
+no device incident closing removes a rule the node still needs. It lifts everything when
+every device incident closed with its device verified healthy (the device incidents verify
+for the anti-flap delay) or an operator resolves it; otherwise it keeps the quarantine and
+says so. A declined quarantine (skipped, or the gate's timeout says abort) taints the
+covered devices one by one instead, held by the node incident.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.node import NodeActivities
+    from activities.quarantine import QuarantineActivities
+    from activities.taint import TaintActivities
+    from podmedic.incident import Decision, PendingApproval
+    from podmedic.models import DeviceRef
+    from podmedic.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
+    from podmedic.policy import Effect
+    from podmedic.steps import TaintInput
+
+if TYPE_CHECKING:
+    from workflows.node_incident import NodeIncidentWorkflow
+
+_RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
+                     non_retryable_error_types=["InvalidObject", "Forbidden"])
+_TIMEOUT = timedelta(seconds=60)
+
+
+def _devices(wf: NodeIncidentWorkflow) -> list[DeviceRef]:
+    return [DeviceRef.parse(rid) for rid in wf.state.devices]
+
+
+def _request(wf: NodeIncidentWorkflow, reason: str) -> QuarantineInput:
+    q = wf.inp.quarantine
+    return QuarantineInput(node=wf.inp.node, incident_id=workflow.info().workflow_id, cordon=q.cordon,
+                           taint_key=q.taint_key, effect=q.effect, reason=reason)
+
+
+async def run(wf: NodeIncidentWorkflow) -> str:
+    """Quarantine the node (or decline to), wait for the devices, lift or keep; the explanation."""
+    q = wf.inp.quarantine
+    devices = ", ".join(wf.state.devices)
+    if not q.enabled:
+        return await _decline(wf, "node quarantine is off in the policy")
+    if not await _approved(wf):
+        return await _decline(wf, "node quarantine not approved")
+    why = f"node incident: devices {devices} failed together"
+    result = await workflow.execute_activity_method(QuarantineActivities.quarantine_node, _request(wf, why),
+                                                    summary=f"cordon and taint node {wf.inp.node}",
+                                                    start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+    if not result.node_found:
+        return f"node {wf.inp.node} not found: nothing to quarantine"
+    wf.state.quarantined = True
+    wf.state.phase = "Quarantined"
+    wf.upsert("Quarantined")
+    wf.note(f"node {wf.inp.node} {result.detail}", "quarantine")
+    wf.state.held_rules = await workflow.execute_activity_method(
+        TaintActivities.hold_taints, HoldTaintsInput(devices=_devices(wf), reason=f"held by {why}"),
+        summary="hold the devices' DeviceTaintRules", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+    if wf.state.held_rules:
+        wf.note(f"holds DeviceTaintRules {', '.join(wf.state.held_rules)} while the node is quarantined",
+                "quarantine")
+    return await _hold(wf)
+
+
+async def _approved(wf: NodeIncidentWorkflow) -> bool:
+    approvals = wf.inp.approvals
+    gate = approvals.gate_for("node_quarantine")
+    no_execute = wf.inp.quarantine.effect == Effect.NO_EXECUTE.value
+    if gate is None and not no_execute:
+        return True
+    timeout = (gate.timeout_s if gate else None) or approvals.timeout_s
+    on_timeout = (gate.on_timeout if gate else None) or approvals.on_timeout
+    action = f"cordon node {wf.inp.node} and taint it {wf.inp.quarantine.taint_key}:{wf.inp.quarantine.effect}"
+    wf.state.pending_approval = PendingApproval(step="node_quarantine", action=action,
+                                                gate="node_quarantine" if gate else "node NoExecute taint",
+                                                since=workflow.now(), timeout_s=timeout, on_timeout=on_timeout)
+    wf.state.phase = "AwaitingApproval"
+    wf.state.doing = f"waiting for an operator to approve node_quarantine: {action}"
+    wf.upsert("AwaitingApproval", "node_quarantine")
+    wf.details(f"**AwaitingApproval** — {action}\n\n`podmedic incidents approve {workflow.info().workflow_id} "
+               f"node_quarantine --by NAME`")
+    wf.note(f"node_quarantine needs approval: {action}; {on_timeout} after {timeout:g}s without an answer",
+            "approval")
+    try:
+        await workflow.wait_condition(lambda: wf.state.pending_approval is None, timeout=timedelta(seconds=timeout),
+                                      timeout_summary=f"approval of node_quarantine ({on_timeout} after {timeout:g}s)")
+    except TimeoutError:
+        wf.state.pending_approval = None
+        decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
+        wf.state.decisions.append(Decision(step="node_quarantine", decision=decision, by="policy",
+                                           at=workflow.now(), note=f"no answer within {timeout:g}s"))
+        wf.note(f"no answer on node_quarantine within {timeout:g}s: {on_timeout}", "approval")
+        return on_timeout == "proceed"
+    wf.state.phase = "NodeIncident"
+    wf.upsert("NodeIncident")
+    return not wf._skipped()
+
+
+async def _decline(wf: NodeIncidentWorkflow, why: str) -> str:
+    """No node quarantine: the covered devices get their own DeviceTaintRules, held by this incident."""
+    for device in _devices(wf):
+        await workflow.execute_activity_method(
+            TaintActivities.taint_device,
+            TaintInput(incident_id=workflow.info().workflow_id, device=device, effect=Effect.NO_SCHEDULE,
+                       reason=f"{why}; node incident taints its devices one by one"),
+            summary=f"taint {device.resource_id} NoSchedule", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+        wf.state.held_rules.append(device.object_name)
+    wf.note(f"{why}: devices tainted one by one instead ({', '.join(wf.state.devices)})", "quarantine")
+    return await _hold(wf, quarantined=False)
+
+
+async def _hold(wf: NodeIncidentWorkflow, *, quarantined: bool = True) -> str:
+    """Wait for every device incident to close healthy, an operator's resolve, or the hold time."""
+    q = wf.inp.quarantine
+    what = f"node {wf.inp.node} quarantine" if quarantined else "devices' taints"
+    deadline = workflow.now() + timedelta(seconds=q.hold_s)
+    wf.state.doing = f"{what} held until every device incident closes healthy (at most {q.hold_s:g}s)"
+    wf.details(f"**{wf.state.phase}** — {wf.state.doing}: {', '.join(wf.state.devices)}")
+    while True:
+        await wf.tell_devices()
+        if wf.resolution is not None:
+            return await _lift(wf, f"resolved by {wf.resolution.by}", quarantined)
+        statuses = await workflow.execute_activity_method(
+            NodeActivities.device_incidents_status, DeviceIncidentsInput(incidents=list(wf.state.incidents)),
+            summary="are the device incidents closed healthy?", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+        wf.state.healed = [s.incident_id for s in statuses if s.healthy]
+        closed_bad = [f"{s.incident_id} ({s.outcome})" for s in statuses if not s.running and not s.healthy]
+        if statuses and all(s.healthy for s in statuses):
+            return await _lift(wf, "every device incident closed with its device verified healthy", quarantined)
+        if statuses and not any(s.running for s in statuses):
+            return _keep(wf, f"device incident(s) closed without a healthy device: {', '.join(closed_bad)}", what)
+        remaining = (deadline - workflow.now()).total_seconds()
+        if remaining <= 0:
+            open_ = [s.incident_id for s in statuses if s.running]
+            return _keep(wf, f"still open after {q.hold_s:g}s: {', '.join(open_)}", what)
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(_changed(wf, len(wf.state.incidents)),
+                                          timeout=timedelta(seconds=min(q.poll_s, remaining)),
+                                          timeout_summary="poll the device incidents")
+
+
+def _changed(wf: NodeIncidentWorkflow, known: int) -> Callable[[], bool]:
+    """Wake the hold early for an operator's resolve or a newly covered device."""
+    return lambda: wf.resolution is not None or len(wf.state.incidents) > known
+
+
+async def _lift(wf: NodeIncidentWorkflow, why: str, quarantined: bool) -> str:
+    if quarantined:
+        result = await workflow.execute_activity_method(QuarantineActivities.lift_quarantine, _request(wf, why),
+                                                        summary=f"uncordon and untaint node {wf.inp.node}",
+                                                        start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+        wf.state.quarantined = False
+        wf.note(f"node {wf.inp.node}: {result.detail} ({why})", "quarantine")
+    held = [d for d in _devices(wf) if d.object_name in wf.state.held_rules]
+    released = await workflow.execute_activity_method(
+        TaintActivities.release_taints, HoldTaintsInput(devices=held, reason=why),
+        summary="release the devices' DeviceTaintRules", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+    for device, r in zip(held, released, strict=False):
+        wf.note(f"DeviceTaintRule {device.object_name}: {r.detail}", "quarantine")
+    wf.state.held_rules = []
+    return f"node incident over ({why}): {'quarantine lifted' if quarantined else 'device taints released'}"
+
+
+def _keep(wf: NodeIncidentWorkflow, why: str, what: str) -> str:
+    wf.note(f"{what} kept: {why}", "quarantine")
+    rules = f"; DeviceTaintRules still held: {', '.join(wf.state.held_rules)}" if wf.state.held_rules else ""
+    how = (f"; lift it with `kubectl uncordon {wf.inp.node}` and remove the {wf.inp.quarantine.taint_key} taint"
+           if wf.state.quarantined else "")
+    return f"{what} KEPT for an operator: {why}{rules}{how}"

@@ -1,0 +1,75 @@
+"""Repeat offenders: a device with K incidents within a window is treated as permanently failed.
+
+At discovery the incident asks Temporal visibility for the device's earlier incidents (every
+incident of a device is a run of the same workflow id). With this one they make K or more:
+the failure is permanent (NoExecute taint, permanent ladder without in-place restart, vendor
+ticket), and the timeline and details say which incidents made it so.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.history import HistoryActivities, PreviousIncidentsInput
+    from podmedic.models import Permanence
+    from podmedic.policy import LadderRung
+
+if TYPE_CHECKING:
+    from workflows.incident import DeviceIncidentWorkflow
+
+
+async def check(wf: DeviceIncidentWorkflow) -> None:
+    """Mark the incident a repeat offender (permanent) when the device's history says so."""
+    rule = wf.policy.repeat_offenders
+    if rule.incidents == 0:
+        return
+    try:
+        previous = await workflow.execute_activity_method(
+            HistoryActivities.previous_incidents,
+            PreviousIncidentsInput(device=wf.inp.device, window_s=rule.window_s, now=workflow.now(),
+                                   exclude_run=workflow.info().run_id),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
+            summary=f"earlier incidents of {wf.inp.device.resource_id} within {rule.window_s:g}s",
+        )
+    except ActivityError as err:  # visibility down: the incident goes on as classified
+        wf.note("classify", f"repeat-offender check skipped: visibility did not answer ({err.cause or err})")
+        return
+    wf.state.previous_incidents = [f"{p.workflow_id}@{p.run_id}" for p in previous]
+    count = len(previous) + 1
+    window = _human(rule.window_s)
+    if count < rule.incidents:
+        if previous:
+            wf.note("classify", f"{len(previous)} earlier incident(s) of this device within {window}; "
+                                f"a repeat offender at {rule.incidents}")
+        return
+    wf.state.repeat_offender = True
+    wf.state.permanence = Permanence.PERMANENT
+    started = ", ".join(p.started.strftime("%Y-%m-%d %H:%M:%S") for p in previous)
+    why = f"repeat offender: {count} incidents within {window} (policy: {rule.incidents}); earlier ones began {started}"
+    wf.state.why = f"{wf.state.why}; {why}" if wf.state.why else why
+    wf.note("classify", f"{why}: treated as a permanent failure (NoExecute taint, no in-place restart, ticket)")
+    wf.refresh_details()
+
+
+def ladder(wf: DeviceIncidentWorkflow, rungs: list[LadderRung]) -> list[LadderRung]:
+    """The rungs to climb: a repeat offender gets no in-place restart (its device is a lemon)."""
+    if not wf.state.repeat_offender:
+        return rungs
+    kept = [r for r in rungs if r.action != "in_place_restart"]
+    if len(kept) != len(rungs):
+        wf.note("recover", "repeat offender: in-place restart left out of the ladder")
+    return kept
+
+
+def _human(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
