@@ -195,8 +195,10 @@ class SimEngine:
         restart_exit_code: int = 85,
         node_name: str | None = None,
         backoff_limit: int = 100,
+        **options: Any,
     ) -> dict[str, Any]:
-        """Create a training Job and its ResourceClaimTemplate (see the workload protocol)."""
+        """Create a training Job and its ResourceClaimTemplate (see the workload protocol);
+        ``options`` are the keyword-only ones of ``training.create_training_job``."""
         return create_training_job(
             self.store,
             name,
@@ -209,6 +211,7 @@ class SimEngine:
             restart_exit_code,
             node_name,
             backoff_limit,
+            **options,
         )
 
     # -- state ---------------------------------------------------------------------------
