@@ -276,6 +276,10 @@ class KubeGateway:
                 return int(resp.returncode), output.strip()
             finally:
                 resp.close()
+                # close() skips the socket when the server closed first: release it here.
+                sock = getattr(resp, "sock", None)
+                if sock is not None:
+                    sock.shutdown()
         finally:
             api.close()
 
