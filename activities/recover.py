@@ -42,7 +42,9 @@ class RecoverActivities(KubeActivities):
         self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes)
         if inp.in_place.mechanism == "exec_signal":
             command = [part.replace("{signal}", inp.in_place.signal) for part in inp.in_place.command]
-            rc, output = self.kube.exec_in_container(inp.pod.namespace, inp.pod.name, container, command)
+            # Short: the activity heartbeats only between calls, and a kill answers at once.
+            rc, output = self.kube.exec_in_container(inp.pod.namespace, inp.pod.name, container, command,
+                                                     timeout_s=5.0)
             if rc != 0:
                 return f"exec {' '.join(command)} in {container} exited {rc}: {output or 'no output'}"
         return container, inplace.container_restarts(pod)

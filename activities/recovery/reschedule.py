@@ -109,8 +109,11 @@ class Rescheduler:
             note = f"eviction of {inp.pod.name} blocked (try {tries}): {blocked}; retrying in {policy.retry_s:g}s"
             self.notes.append(note)
             await self.run(self._tell, note, tries)
-            activity.heartbeat("eviction blocked", tries)
-            await asyncio.sleep(policy.retry_s)
+            # Heartbeat through the wait: retry_s may be longer than the heartbeat timeout.
+            until = time.monotonic() + policy.retry_s
+            while (left := until - time.monotonic()) > 0:
+                activity.heartbeat("eviction blocked", tries)
+                await asyncio.sleep(min(left, 1.0))
 
     def _tell(self, message: str, tries: int) -> None:
         """A Warning Event on the pod, so `kubectl describe` shows why it is still there."""
