@@ -304,3 +304,88 @@ class KubeGateway:
                               name, namespace)
         except NotFound:
             return None
+
+    # -- recovery: in-place restart and reschedule (activities/recovery/) -------------------
+    def exec_in_container(self, namespace: str, name: str, container: str | None, command: list[str],
+                          timeout_s: float = 10.0) -> tuple[int, str]:
+        """Run ``command`` in the container through pods/exec (WebSocket channel protocol);
+        returns ``(exit code, stdout + stderr)``. A container that does not run raises ``KubeError``."""
+        from kubernetes.stream import stream  # imported here: it patches the ApiClient it is given
+
+        # A private ApiClient: stream() swaps the client's request function while it runs,
+        # which would send other threads' calls over the WebSocket.
+        api = client.ApiClient(self._api.configuration)
+        try:
+            kwargs: dict[str, Any] = {"command": command, "stderr": True, "stdout": True, "stdin": False,
+                                      "tty": False, "_preload_content": False}
+            if container:
+                kwargs["container"] = container
+            try:
+                resp = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, name, namespace, **kwargs)
+            except ApiException as exc:
+                raise KubeError(f"exec in {namespace}/{name}: {exc.reason}", int(exc.status or 0)) from exc
+            try:
+                resp.run_forever(timeout=timeout_s)
+                if resp.is_open():
+                    raise ServerError(f"exec in {namespace}/{name}: no answer within {timeout_s:g}s")
+                output = (resp.read_stdout() or "") + (resp.read_stderr() or "")
+                return int(resp.returncode), output.strip()
+            finally:
+                resp.close()
+                # close() skips the socket when the server closed first: release it here.
+                sock = getattr(resp, "sock", None)
+                if sock is not None:
+                    sock.shutdown()
+        finally:
+            api.close()
+
+    def create_pod(self, namespace: str, body: Obj) -> Obj:
+        """Create a pod; raises ``Conflict`` if the name exists."""
+        name = body["metadata"].get("name", "")
+        return self._call(f"create pod {namespace}/{name}", self.core.create_namespaced_pod, namespace, body,
+                          field_manager=FIELD_MANAGER)
+
+    def patch_pod(self, namespace: str, name: str, body: Obj) -> Obj:
+        """Patch a pod (strategic merge; ``None`` removes a field)."""
+        return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, body,
+                          field_manager=FIELD_MANAGER)
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the pod with this UID; a missing or replaced one is fine."""
+        body = {"preconditions": {"uid": uid}}
+        with contextlib.suppress(NotFound, Conflict):
+            self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace,
+                       body=body)
+
+    def try_evict(self, namespace: str, name: str, uid: str) -> str | None:
+        """Evict through the Eviction API; ``None`` when evicted (or already gone), else why a
+        PodDisruptionBudget blocks it (429), with the budget's own words."""
+        body: Any = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                     "deleteOptions": {"preconditions": {"uid": uid}}}
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False,
+                                                     _request_timeout=self.timeout_s)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return None
+            if exc.status != 429:
+                raise _translate(exc, f"evict pod {namespace}/{name}") from exc
+            try:
+                status = json.loads(exc.body or "{}")
+            except ValueError:
+                status = {}
+            causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes") or []]
+            return "; ".join([status.get("message") or "eviction refused (429)", *filter(None, causes)])
+        except OSError as exc:
+            raise ServerError(f"evict pod {namespace}/{name}: {exc}") from exc
+        return None
+
+    def patch_node_metadata(self, name: str, labels: dict[str, str | None],
+                            annotations: dict[str, str | None]) -> Obj:
+        """Merge-patch a node's labels and annotations (``None`` removes one)."""
+        return self.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}})
+
+    def list_taint_rules(self) -> list[Obj]:
+        """Every DeviceTaintRule."""
+        items: list[Obj] = self._call("list devicetaintrules", self.resource.list_device_taint_rule)["items"]
+        return items

@@ -22,6 +22,13 @@ def _detection(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recovery(args: argparse.Namespace) -> int:
+    from benchmarks.recovery import run_and_report
+
+    run_and_report(args.pull_s, args.train_s, args.periodic_every, args.out)
+    return 0
+
+
 def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``bench`` with its benchmarks to a command tree; returns the ``bench`` parser."""
     bench: argparse.ArgumentParser = subparsers.add_parser(
@@ -47,6 +54,26 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
     p.add_argument("--profile", type=Path, help="write a cProfile (by own time) of the ingest during (a) here")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default %(default)s)")
     p.set_defaults(func=_detection)
+    r = which.add_parser(
+        "recovery", help="progress a transient GPU fault costs a training job, and the image pull same-node saves",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Starts Temporal, the simulator (2 nodes x 2 GPUs, image pull PULL_S), the worker and the "
+                    "ingest's pod-status watch. Runs a training Job twice; each time its GPU turns Unhealthy "
+                    "(XID 94, transient):\n"
+                    "  same-node:  podmedic checkpoints, evicts, and the replacement lands on the same node "
+                    "(image present)\n"
+                    "  other-node: the node has no free GPU left; the replacement goes elsewhere and pulls.\n"
+                    "Prints, per run: steps at the fault, the podmedic-requested checkpoint's step, steps lost "
+                    "(<= steps since that checkpoint), what would be lost without it, the replacement's pull "
+                    "and creation-to-Ready times. Takes about 30 s.")
+    r.add_argument("--pull-s", type=float, default=3.0, help="simulated image pull time (default %(default)s)")
+    r.add_argument("--train-s", type=float, default=3.0,
+                   help="training before the fault, at 20 steps/s (default %(default)s)")
+    r.add_argument("--periodic-every", type=int, default=0,
+                   help="the workload's own checkpoint every N steps, 0 = none (default %(default)s)")
+    r.add_argument("--out", type=Path, default=Path("bench/results/recovery.json"),
+                   help="JSON results (default %(default)s)")
+    r.set_defaults(func=_recovery)
     return bench
 
 

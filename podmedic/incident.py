@@ -29,7 +29,7 @@ class Phase(StrEnum):
     CLOSED = "Closed"
 
 
-STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "ticket", "node_quarantine")
+STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "any_node", "ticket", "node_quarantine")
 """Steps an operator can approve (when gated) or skip; a gate on ``taint_no_execute`` gates ``taint``."""
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from podmedic.models import DeviceRef, Health, PodKey, PodRef
-from podmedic.policy import Effect
+from podmedic.policy import Effect, Eviction, InPlace
 
 
 class DiscoverInput(BaseModel):
@@ -137,6 +137,9 @@ class RecoverInput(BaseModel):
     device: DeviceRef
     timeout_s: float
     poll_s: float
+    in_place: InPlace = Field(default_factory=InPlace)
+    eviction: Eviction = Field(default_factory=Eviction)
+    verify_progress: bool = True
 
 
 class RecoveryResult(BaseModel):
@@ -148,6 +151,7 @@ class RecoveryResult(BaseModel):
     devices: list[str] = Field(default_factory=list)
     same_node: bool | None = None
     detail: str = ""
+    notes: list[str] = Field(default_factory=list, description="What happened on the way (blocked evictions...).")
 
 
 class TicketInput(BaseModel):

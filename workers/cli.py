@@ -25,6 +25,7 @@ Start here:
   podmedic ingest --help          the detection service: cluster watches, CloudEvents, Alertmanager
   podmedic agent nvml --help      the NVIDIA node agent (XID, ECC, thermal, NVLink -> ingest)
   podmedic bench detection        events/s accepted and event -> running incident latency
+  podmedic bench recovery         progress lost vs podmedic's checkpoint; image pull saved by same-node
   podmedic incidents --help       list, show, approve, skip, abort, resolve incidents
   podmedic report ID              an incident's post-mortem (Markdown or JSON)
 Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig

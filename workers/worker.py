@@ -44,6 +44,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         taint.remove_taint,
         recover.restart_in_place,
         recover.reschedule_same_node,
+        recover.reschedule_any_node,
         ticket.file_ticket,
         ticket.ticket_status,
         notice.notify_pod,

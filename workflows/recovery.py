@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 _ACTIONS = {
     "in_place_restart": RecoverActivities.restart_in_place,
     "same_node": RecoverActivities.reschedule_same_node,
+    "any_node": RecoverActivities.reschedule_any_node,
 }
 _WHAT = {
     "in_place_restart": "restart {pod}'s containers in place (same pod, same device allocation)",
-    "same_node": "evict {pod} so its controller reschedules it to a healthy device on the same node",
+    "same_node": "evict {pod} so its replacement lands on a healthy device of the same node",
+    "any_node": "evict {pod} so its replacement lands on a healthy device of any node",
 }
 
 
@@ -59,10 +61,16 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
                     device=wf.inp.device,
                     timeout_s=rung.timeout_s,
                     poll_s=wf.policy.recovery.verify_poll_s,
+                    in_place=wf.policy.recovery.in_place,
+                    eviction=wf.policy.recovery.eviction,
+                    verify_progress=wf.policy.recovery.verify_progress,
                 ),
-                **activity_options(wf.policy.steps.recover, summary, min_start_to_close_s=rung.timeout_s + 30),
+                **activity_options(wf.policy.steps.recover, summary,
+                                   min_start_to_close_s=_limit_s(wf, rung)),
             )
             wf.running = None
+            for line in result.notes:
+                wf.note("recover", f"{summary}: {line}")
             verdict = "verified" if result.verified else "not verified"
             wf.note("recover", f"{summary}: {verdict}; {result.detail}")
             await _tell(wf, current, result, f"{summary}: {verdict}; {result.detail}")
@@ -73,6 +81,14 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
                 current = result.pod
         wf.done.add(rung.action)
     return result
+
+
+def _limit_s(wf: DeviceIncidentWorkflow, rung: LadderRung) -> float:
+    """One attempt's limit: the rung's verification, a blocked eviction's wait (reschedules:
+    waiting for the old pod to go and for the replacement), and a margin."""
+    if rung.action == "in_place_restart":
+        return rung.timeout_s + 30
+    return 2 * rung.timeout_s + wf.policy.recovery.eviction.max_wait_s + 30
 
 
 async def _tell(wf: DeviceIncidentWorkflow, before: PodRef, result: RecoveryResult, message: str) -> None:

@@ -95,6 +95,8 @@ class SimCluster:
         self.context = ApiContext(
             self.store, getattr(self.engine, "evict", None), bookmark_interval_s
         )
+        kubelet = getattr(self.engine, "kubelet", None)
+        self.context.exec_signal = kubelet.exec_signal if kubelet is not None else None
         self.url = ""
         self.kubeconfig_path: Path | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

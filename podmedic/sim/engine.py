@@ -202,8 +202,10 @@ class SimEngine:
         node_name: str | None = None,
         backoff_limit: int = 100,
         checkpoint_answer: str | None = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        """Create a training Job and its ResourceClaimTemplate (see the workload protocol)."""
+        """Create a training Job and its ResourceClaimTemplate (see the workload protocol);
+        ``options`` are the keyword-only ones of ``training.create_training_job``."""
         return create_training_job(
             self.store,
             name,
@@ -217,6 +219,7 @@ class SimEngine:
             node_name,
             backoff_limit,
             checkpoint_answer,
+            **options,
         )
 
     # -- state ---------------------------------------------------------------------------

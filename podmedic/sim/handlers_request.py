@@ -26,6 +26,8 @@ class ApiContext:
     bookmark_interval_s: float = 10.0
     # Tasks serving open watches, cancelled on shutdown so the server stops promptly.
     watches: set[asyncio.Task[Any]] = field(default_factory=set)
+    # pods/exec of ``kill``: (namespace, pod, container, signal number) -> why not, or None.
+    exec_signal: Callable[[str, str, str | None, int], str | None] | None = None
 
 
 CONTEXT_KEY = web.AppKey("podmedic_api_context", ApiContext)

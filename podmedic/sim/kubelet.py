@@ -246,6 +246,8 @@ class Kubelet:
             )
         if action == "Restart":
             self._back_off(rt, c)
+        elif action == "RestartAllContainers":
+            self._restart_all(rt, c)
         else:
             self._write(rt)
             self._maybe_finish(rt)
@@ -273,6 +275,39 @@ class Kubelet:
             self._write(rt)
 
         self._timers.call_later(delay, restart)
+
+    def _restart_all(self, rt: PodRt, trigger: ContainerRt) -> None:
+        """KEP-5532: the trigger's exit restarts every container of the pod in place (same
+        pod UID, IP and claims); the others are stopped first, then all start afresh."""
+        self._event(rt, "RestartAllContainers",
+                    f"Container {trigger.name} exited with {trigger.exit_code}: restarting all containers in place")
+        for c in rt.containers:
+            if c is not trigger and c.state == "running":
+                self._event(rt, "Killing", f"Stopping container {c.name}")
+                c.bump()
+                c.state, c.exit_code, c.term_reason, c.finished_at = "terminated", 137, "Error", now_rfc3339()
+                for hook in self.hooks:
+                    hook.on_container_stopped(rt, c)
+        for c in rt.containers:
+            c.last_terminated = c.terminated_json() if c.state == "terminated" else c.last_terminated
+            c.restart_count += 1
+            self._prepare(rt, c)
+        self._write(rt)
+
+    def exec_signal(self, namespace: str, name: str, container: str | None, signum: int) -> str | None:
+        """pods/exec ``kill -s <sig> 1``: PID 1 of the container dies of the signal (exit code
+        128 + signum; the workload handles the signal, or runs under an init that forwards it).
+        Returns why it could not, or ``None``."""
+        rt = self.pods.get((namespace, name))
+        if rt is None or rt.deleting:
+            return f"pod {namespace}/{name} is not running on a node"
+        c = next((c for c in rt.containers if container in (None, c.name)), None)
+        if c is None:
+            return f"container {container} is not valid for pod {name}"
+        if c.state != "running":
+            return f"container {c.name} is not running"
+        self._timers.call_later(0, lambda: self.exit_container(rt, c, 128 + signum, "Error"))
+        return None
 
     def _maybe_finish(self, rt: PodRt) -> None:
         if any(c.state != "terminated" for c in rt.containers):

@@ -47,7 +47,7 @@ class ResourceType:
 RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Namespace", "namespaces", False, ("status",), short_names=("ns",)),
     ResourceType("", "v1", "Node", "nodes", False, ("status",), True, ("no",)),
-    ResourceType("", "v1", "Pod", "pods", True, ("status", "eviction"), short_names=("po",)),
+    ResourceType("", "v1", "Pod", "pods", True, ("status", "eviction", "exec"), short_names=("po",)),
     ResourceType("", "v1", "Event", "events", True, (), True, ("ev",)),
     ResourceType(
         "policy",

@@ -110,6 +110,7 @@ class Scheduler:
     def _needs_scheduling(pod: Obj) -> bool:
         return (
             not pod.get("spec", {}).get("nodeName")
+            and not pod.get("spec", {}).get("schedulingGates")  # KEP-3521: gated pods wait
             and "deletionTimestamp" not in pod["metadata"]
             and pod.get("status", {}).get("phase", "Pending") == "Pending"
         )
@@ -209,6 +210,11 @@ class Scheduler:
         """Nodes with the pod's images first (image locality), then a rotating scan; lazy,
         because the search stops after enough feasible nodes."""
         first: dict[str, None] = {}
+        if (pod.get("spec", {}).get("affinity") or {}).get("nodeAffinity", {}).get(
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ):
+            # Nodes a preferred term matches first, so the search never stops before them.
+            first.update((n, None) for n in self._order if preferred_score(pod, self.nodes[n]) > 0)
         for img in pod_images(pod):
             first.update(dict.fromkeys(sorted(self._image_nodes.get(img, ()))))
         yield from first

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from podmedic.sim import handlers_discovery as discovery
 from podmedic.sim.api_faults import ApiFaults
+from podmedic.sim.exec_ws import handle_exec
 from podmedic.sim.handlers_common import ApiError, error_response, json_response
 from podmedic.sim.handlers_pods import handle_eviction
 from podmedic.sim.handlers_read import handle_get, handle_list
@@ -52,6 +53,9 @@ def _pick(request: web.Request, target: Target) -> TargetHandler:
     if target.sub == "eviction":
         if method == "POST":
             return handle_eviction
+    elif target.sub == "exec":
+        if method in ("GET", "POST"):
+            return handle_exec
     elif target.name is None:
         if method == "GET":
             return handle_watch if watch else handle_list

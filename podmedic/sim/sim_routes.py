@@ -77,6 +77,18 @@ class TrainingJob(_Strict):
     node_name: str | None = None
     backoff_limit: int = Field(100, ge=0)
     checkpoint_answer: str | None = Field(None, pattern=r"^(ok|never|fail|slow:[0-9]+(\.[0-9]+)?)$")
+    restart_action: Literal["Restart", "RestartAllContainers"] = "Restart"
+    extra_restart_codes: list[int] = Field(default_factory=list)
+    sidecar: bool = False
+    prefer_node_label: bool = True
+
+
+class Stall(_Strict):
+    """Body of ``POST /sim/v1/workloads/training/stall``: freeze (or resume) a Job's progress."""
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+    stalled: bool = True
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -177,6 +189,17 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
             return _error(err.code, err.message)
         return web.json_response(job, status=201)
 
+    async def stall(request: web.Request) -> web.Response:
+        body = await _body(request, Stall)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, Stall)
+        prog = engine.workloads.progress.get((body.namespace, body.name))
+        if prog is None:
+            return _error(404, f"no training job {body.namespace}/{body.name}")
+        prog.stalled = body.stalled
+        return web.json_response(prog.to_json())
+
     async def state(request: web.Request) -> web.Response:
         return web.json_response(engine.state())
 
@@ -185,5 +208,6 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         web.post("/sim/v1/faults/slice-taint", slice_taint),
         web.post("/sim/v1/faults/prepare", prepare_fault),
         web.post("/sim/v1/workloads/training", training),
+        web.post("/sim/v1/workloads/training/stall", stall),
         web.get("/sim/v1/state", state),
     ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from podmedic.sim.store import Obj, Store
-from podmedic.sim.workload import CKPT_METHOD, RESTART_EXIT_CODE, TRAINING
+from podmedic.sim.workload import CKPT_METHOD, REPORTS_PROGRESS, RESTART_EXIT_CODE, TRAINING
 from podmedic.sim.workload_http import CKPT_ANSWER
+
+PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
 
 
 def create_training_job(
@@ -22,8 +24,20 @@ def create_training_job(
     node_name: str | None = None,
     backoff_limit: int = 100,
     checkpoint_answer: str | None = None,
+    *,
+    restart_action: str = "Restart",
+    extra_restart_codes: list[int] | None = None,
+    sidecar: bool = False,
+    prefer_node_label: bool = True,
 ) -> Obj:
-    """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job."""
+    """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job.
+
+    ``restart_action`` is the action of the trainer's restart rule (``Restart``, KEP-5307, or
+    ``RestartAllContainers``, KEP-5532) for ``restart_exit_code`` and ``extra_restart_codes``
+    (e.g. 143, a SIGTERM sent by pods/exec); ``sidecar`` adds a second container (``logger``);
+    ``prefer_node_label`` adds the preferred node affinity on ``prefer.podmedic.io/<name>``
+    that podmedic's same-node reschedule sets on the node (docs/recovery-restart.md).
+    """
     template_name = f"{name}-gpu"
     store.create(
         "resourceclaimtemplates",
@@ -49,7 +63,7 @@ def create_training_job(
             },
         },
     )
-    annotations = {TRAINING: "true", RESTART_EXIT_CODE: str(restart_exit_code)}
+    annotations = {TRAINING: "true", RESTART_EXIT_CODE: str(restart_exit_code), REPORTS_PROGRESS: "true"}
     if checkpoint_method:
         annotations[CKPT_METHOD] = checkpoint_method
     if checkpoint_answer:
@@ -65,28 +79,38 @@ def create_training_job(
                 "restartPolicy": "Never",
                 "restartPolicyRules": [
                     {
-                        "action": "Restart",
-                        "exitCodes": {"operator": "In", "values": [restart_exit_code]},
+                        "action": restart_action,
+                        "exitCodes": {
+                            "operator": "In",
+                            "values": [restart_exit_code, *(extra_restart_codes or [])],
+                        },
                     }
                 ],
             }
         ],
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
     }
-    if node_name:
+    if sidecar:
+        pod_spec["containers"].append(
+            {"name": "logger", "image": image, "command": ["python", "log_shipper.py"], "restartPolicy": "Never"}
+        )
+    if prefer_node_label:
         pod_spec["affinity"] = {
             "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [node_name]}
-                            ]
-                        }
-                    ]
-                }
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [{"key": PREFER_LABEL_PREFIX + name, "operator": "Exists"}]
+                        },
+                    }
+                ]
             }
         }
+    if node_name:
+        pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+        node_affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [pinned]}
     return store.create(
         "jobs",
         {

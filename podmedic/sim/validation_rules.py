@@ -25,7 +25,7 @@ JOB_RESTART_POLICIES = ("OnFailure", "Never")
 TOLERATION_OPERATORS = ("Exists", "Equal")
 NODE_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 DEVICE_TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
-RESTART_RULE_ACTIONS = ("Restart",)
+RESTART_RULE_ACTIONS = ("Restart", "RestartAllContainers")  # KEP-5307, KEP-5532
 EXIT_CODE_OPERATORS = ("In", "NotIn")
 ALLOCATION_MODES = ("ExactCount", "All")
 

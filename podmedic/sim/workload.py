@@ -32,6 +32,8 @@ RESTART_EXIT_CODE = "podmedic.io/restart-exit-code"
 STEP = "sim.podmedic.io/step"
 CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
 LOST_STEPS = "sim.podmedic.io/lost-steps"
+PROGRESS = "podmedic.io/progress"  # the step, on each running pod: what "progressing" is verified on
+REPORTS_PROGRESS = "podmedic.io/reports-progress"
 DEFAULT_RESTART_EXIT_CODE = 85
 CKPT_ERROR = "podmedic.io/checkpoint-error"
 
@@ -52,6 +54,7 @@ class Progress:
     last_checkpoint_id: str = ""
     requested_step: int = -1  # step of the last checkpoint saved on request (podmedic), -1: none
     interruptions: list[dict[str, int]] = field(default_factory=list)
+    stalled: bool = False  # a hung workload: Ready, but no step advances
     written: tuple[int, int, int] = (-1, -1, -1)
     last_write: float = float("-inf")
 
@@ -69,6 +72,7 @@ class Progress:
             "last_checkpoint_id": self.last_checkpoint_id,
             "requested_step": self.requested_step,
             "interruptions": list(self.interruptions),
+            "stalled": self.stalled,
         }
 
 
@@ -282,7 +286,7 @@ class Workloads:
         for key, prog in self.progress.items():
             pods = [self._kubelet.pods.get(p) for p in self._jobs.job_pods.get(key, ())]
             ready = sum(1 for rt in pods if rt is not None and rt.ready())
-            if ready and ready >= prog.parallelism and key not in saving_jobs:
+            if ready and ready >= prog.parallelism and key not in saving_jobs and not prog.stalled:
                 prog.step += 1
                 if every and prog.step % every == 0:
                     prog.checkpointed_step = prog.step
@@ -309,3 +313,20 @@ class Workloads:
         except NotFound:
             return
         prog.written, prog.last_write = values, now
+        self._report_on_pods(key, values[0])
+
+    def _report_on_pods(self, key: JobKey, step: int) -> None:
+        """Each running pod of the Job shows the step it reached (``podmedic.io/progress``),
+        as a training loop or its sidecar would; podmedic verifies "progressing" on it."""
+        for pkey in self._jobs.job_pods.get(key, ()):
+            rt = self._kubelet.pods.get(pkey)
+            if rt is None or not rt.ready():
+                continue
+
+            def annotate(pod: Obj) -> None:
+                pod["metadata"].setdefault("annotations", {})[PROGRESS] = str(step)
+
+            try:
+                self._store.mutate("pods", pkey[0], pkey[1], annotate)
+            except NotFound:
+                continue

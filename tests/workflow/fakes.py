@@ -116,6 +116,11 @@ class FakeCluster:
             self.calls["reschedule_same_node"] += 1
             return RecoveryResult(verified=True, action="same_node", pod=inp.pod, same_node=True)
 
+        @activity.defn(name="reschedule_any_node")
+        async def reschedule_any_node(inp: RecoverInput) -> RecoveryResult:
+            self.calls["reschedule_any_node"] += 1
+            return RecoveryResult(verified=True, action="any_node", pod=inp.pod, same_node=False)
+
         @activity.defn(name="read_device_health")
         async def read_device_health(inp: DeviceInput) -> DeviceHealthReading:
             self.calls["read_device_health"] += 1
@@ -144,7 +149,8 @@ class FakeCluster:
             return StepNoticeResult(recorded=[f"{p.namespace}/{p.name}" for p in notice.pods])
 
         return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,
-                reschedule_same_node, read_device_health, file_ticket, ticket_status, report_to_node, notify_step,
+                reschedule_same_node, reschedule_any_node, read_device_health, file_ticket, ticket_status,
+                report_to_node, notify_step,
                 *self.node_activities()]
 
     def node_activities(self) -> Sequence[Callable[..., Any]]:

@@ -1,0 +1,1 @@
+"""The recovery rungs' mechanisms, one module each; ``activities/recover.py`` runs them."""

@@ -1,0 +1,236 @@
+"""Reschedule rungs: evict through the Eviction API and verify the replacement.
+
+``same_node`` makes the replacement prefer the pod's node (its image is there: no pull):
+
+- **Job pods**: the Job template opts in with a preferred node affinity on a label
+  ``prefer.podmedic.io/<name>`` (``operator: Exists``). Before evicting, podmedic labels the
+  node with that key; the Job controller's replacement carries the same preference and the
+  scheduler places it there when a healthy device is free. The label comes off once the
+  replacement is verified (or the rung fails), so later pods are not biased.
+- **Bare pods**: nobody recreates them, so podmedic does. Before evicting, it creates the
+  replacement from the pod's spec (node-specific bits removed, preferred node affinity to the
+  node) held by a scheduling gate; once the old pod is gone, the gate is removed. The spec
+  lives in the cluster, not in workflow history, and a retry finds the replacement it made.
+
+``any_node`` does the same without the preference. A PodDisruptionBudget that blocks the
+eviction (429) is retried every ``eviction.retry_s`` with a note and a pod Event each time,
+until ``eviction.max_wait_s``; then the rung fails with the budget's reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities import podview
+from activities.kube import Conflict, KubeGateway
+from activities.notice import event_body
+from activities.recovery import placement
+from activities.recovery.verify import Verification, poll
+from podmedic.models import PodKey
+from podmedic.steps import PodNoticeInput, RecoverInput, RecoveryResult
+
+Obj = podview.Obj
+Run = Callable[..., Awaitable[Any]]
+
+
+class Rescheduler:
+    """One reschedule attempt (``same_node`` or ``any_node``) of one pod."""
+
+    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, action: str) -> None:
+        self.kube, self.run, self.inp, self.action = kube, run, inp, action
+        self.notes: list[str] = []
+
+    def _result(self, verified: bool, detail: str, pod: Obj | None = None) -> RecoveryResult:
+        ref = podview.pod_ref(pod) if pod is not None else self.inp.pod
+        same = ref.node == self.inp.pod.node if pod is not None else None
+        devices = sorted(podview.device_statuses(pod)) if pod is not None else []
+        return RecoveryResult(verified=verified, action=self.action, pod=ref, same_node=same, devices=devices,
+                              detail=detail, notes=self.notes)
+
+    async def attempt(self) -> RecoveryResult:
+        """Prepare the replacement's placement, evict, verify; clean up what was prepared."""
+        inp = self.inp
+        pod = await self.run(self.kube.get_pod, inp.pod.namespace, inp.pod.name)
+        if pod is not None and pod["metadata"].get("uid") != inp.pod.uid:
+            pod = None
+        owner = placement.controller_of(pod) if pod is not None else (("Job", inp.pod.job) if inp.pod.job else None)
+        if owner is not None and owner[0] != "Job":
+            return self._result(False, f"pod is controlled by a {owner[0]} ({owner[1]}): podmedic reschedules "
+                                       "Job-owned and bare pods only")
+        node = inp.pod.node if self.action == "same_node" else None
+        if node:
+            why_not = await self.run(self._capacity, pod)
+            if why_not:
+                return self._result(False, why_not)
+        if owner is None:
+            if pod is None:
+                return self._result(False, "bare pod is gone before podmedic could copy its spec")
+            return await self._bare(pod, node)
+        return await self._job(pod, node)
+
+    # -- placement ---------------------------------------------------------------------
+    def _capacity(self, pod: Obj | None) -> str | None:
+        """Why the node cannot take the replacement (no free healthy device), or ``None``."""
+        node, device = self.inp.pod.node or "", self.inp.device
+        free = placement.free_healthy_devices(
+            node, device.driver, self.kube.list_slices(f"spec.nodeName={node}"), self.kube.list_claims(),
+            self.kube.list_taint_rules(), device,
+        )
+        needed = max(1, len(podview.device_statuses(pod))) if pod is not None else 1
+        if len(free) < needed:
+            return (f"node {node} has {len(free)} free healthy {device.driver} device(s), the replacement needs "
+                    f"{needed}: not rescheduling to the same node")
+        return None
+
+    # -- eviction ----------------------------------------------------------------------
+    async def _evict(self) -> str | None:
+        """Evict, retrying while a PodDisruptionBudget blocks; ``None`` once evicted, else why not."""
+        inp, policy = self.inp, self.inp.eviction
+        started = time.monotonic()
+        tries = 0
+        while True:
+            tries += 1
+            blocked = await self.run(self.kube.try_evict, inp.pod.namespace, inp.pod.name, inp.pod.uid)
+            if blocked is None:
+                if tries > 1:
+                    self.notes.append(f"eviction of {inp.pod.name} allowed on try {tries}")
+                return None
+            waited = time.monotonic() - started
+            if waited + policy.retry_s > policy.max_wait_s:
+                why = f"eviction blocked for {waited:.0f}s ({tries} tries, max_wait_s {policy.max_wait_s:g}): {blocked}"
+                self.notes.append(why)
+                return why
+            note = f"eviction of {inp.pod.name} blocked (try {tries}): {blocked}; retrying in {policy.retry_s:g}s"
+            self.notes.append(note)
+            await self.run(self._tell, note, tries)
+            # Heartbeat through the wait: retry_s may be longer than the heartbeat timeout.
+            until = time.monotonic() + policy.retry_s
+            while (left := until - time.monotonic()) > 0:
+                activity.heartbeat("eviction blocked", tries)
+                await asyncio.sleep(min(left, 1.0))
+
+    def _tell(self, message: str, tries: int) -> None:
+        """A Warning Event on the pod, so `kubectl describe` shows why it is still there."""
+        pod = self.kube.get_pod(self.inp.pod.namespace, self.inp.pod.name)
+        if pod is None:
+            return
+        ref = self.inp.pod
+        notice = PodNoticeInput(incident_id=self.inp.incident_id, reason="PodmedicEvictionBlocked", message=message,
+                                pod=PodKey(namespace=ref.namespace, name=ref.name, uid=ref.uid))
+        # One Event per try (key): a retried activity rewrites the same one (Conflict).
+        with contextlib.suppress(Conflict):
+            self.kube.create_event(self.inp.pod.namespace, event_body(
+                notice, self.inp.pod.uid, f"{self.inp.request_id}/evict/{tries}"))
+
+    # -- Job-owned pods ----------------------------------------------------------------
+    async def _job(self, pod: Obj | None, node: str | None) -> RecoveryResult:
+        inp = self.inp
+        details = activity.info().heartbeat_details
+        if details and isinstance(details[0], list):
+            known = set(details[0])
+        else:
+            # Pods that existed with the affected one are not replacements; later ones are.
+            known = {p["metadata"]["uid"] for p in await self.run(self._job_pods)
+                     if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}
+        label = placement.prefer_label_key(pod) if (pod is not None and node) else None
+        if node and label is None:
+            self.notes.append("the Job template has no preferred node affinity on a prefer.podmedic.io/ label: "
+                              "the replacement's node is left to the scheduler")
+        if label and node:
+            await self.run(self._label, node, label, True)
+        try:
+            if pod is not None:
+                blocked = await self._evict()
+                if blocked:
+                    return self._result(False, blocked)
+            check = Verification(inp.verify_progress)
+            found = await poll(self.run, lambda: check.offer(self._replacement(known)), inp.timeout_s, inp.poll_s,
+                               sorted(known), "replacement")
+        finally:
+            if label and node:
+                await self.run(self._label, node, label, False)
+        if found is None:
+            return self._result(False, check.failure(inp.timeout_s, "replacement"))
+        where = "same node" if podview.pod_ref(found).node == inp.pod.node else "another node"
+        return self._result(True, f"replacement {found['metadata']['name']} Ready on "
+                                  f"{found['spec'].get('nodeName')} ({where}); {check.progress_note(found)}", found)
+
+    def _job_pods(self) -> list[Obj]:
+        return self.kube.list_pods(self.inp.pod.namespace, f"batch.kubernetes.io/job-name={self.inp.pod.job}")
+
+    def _replacement(self, known: set[str]) -> Obj | None:
+        for pod in self._job_pods():
+            if pod["metadata"].get("uid") in known or not podview.is_ready(pod) or not podview.devices_healthy(pod):
+                continue
+            if self.inp.device.resource_id not in podview.device_statuses(pod):
+                return pod
+        return None
+
+    def _label(self, node: str, key: str, on: bool) -> None:
+        """Set (or remove, if still ours) the node label the Job template prefers."""
+        value = placement.label_value(self.inp.incident_id)
+        if on:
+            self.kube.patch_node_metadata(node, {key: value}, {
+                placement.CHANGED_BY: self.inp.incident_id,
+                placement.REASON: f"{key}: same-node replacement of {self.inp.pod.namespace}/{self.inp.pod.name}",
+            })
+            return
+        found = self.kube.get_node(node)
+        if found is not None and (found["metadata"].get("labels") or {}).get(key) == value:
+            self.kube.patch_node_metadata(node, {key: None}, {})
+
+    # -- bare pods ---------------------------------------------------------------------
+    async def _bare(self, pod: Obj, node: str | None) -> RecoveryResult:
+        inp = self.inp
+        name = placement.replacement_name(inp.pod.name, inp.request_id)
+        reason = (f"{self.action} replacement of {inp.pod.name}: device {inp.device.resource_id} failed"
+                  + (f"; prefers node {node}" if node else ""))
+        body = placement.replacement_pod(pod, name, node, inp.incident_id, reason)
+        try:
+            made = await self.run(self.kube.create_pod, inp.pod.namespace, body)
+        except Conflict:
+            made = await self.run(self.kube.get_pod, inp.pod.namespace, name)
+            if made is None or podview.annotations_of(made).get(placement.CHANGED_BY) != inp.incident_id:
+                return self._result(False, f"a pod named {name} exists and is not podmedic's replacement")
+        uid = made["metadata"]["uid"]
+        self.notes.append(f"replacement {name} created, gated until {inp.pod.name} is gone")
+        blocked = await self._evict()
+        if blocked:
+            await self.run(self.kube.delete_pod, inp.pod.namespace, name, uid)
+            return self._result(False, blocked + f"; replacement {name} deleted")
+        gone = await poll(self.run, lambda: True if self._old_gone() else None, inp.timeout_s, inp.poll_s, "old pod")
+        if gone is None:
+            return self._result(False, f"{inp.pod.name} still terminating after {inp.timeout_s:g}s")
+        await self.run(self._ungate, name)
+        check = Verification(inp.verify_progress)
+        found = await poll(self.run, lambda: check.offer(self._ready(name, uid)), inp.timeout_s, inp.poll_s,
+                           "replacement")
+        if found is None:
+            return self._result(False, check.failure(inp.timeout_s, f"replacement {name}"))
+        where = "same node" if found["spec"].get("nodeName") == inp.pod.node else "another node"
+        return self._result(True, f"bare pod recreated as {name}, Ready on {found['spec'].get('nodeName')} "
+                                  f"({where}); {check.progress_note(found)}", found)
+
+    def _old_gone(self) -> bool:
+        old = self.kube.get_pod(self.inp.pod.namespace, self.inp.pod.name)
+        return old is None or old["metadata"].get("uid") != self.inp.pod.uid
+
+    def _ungate(self, name: str) -> None:
+        pod = self.kube.get_pod(self.inp.pod.namespace, name)
+        present = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+        gates = [g for g in present if g.get("name") != placement.GATE]
+        if pod is not None and len(gates) != len(present):
+            self.kube.patch_pod(self.inp.pod.namespace, name, {"spec": {"schedulingGates": gates or None}})
+
+    def _ready(self, name: str, uid: str) -> Obj | None:
+        pod = self.kube.get_pod(self.inp.pod.namespace, name)
+        if pod is None or pod["metadata"].get("uid") != uid:
+            return None
+        return pod if podview.is_ready(pod) and podview.devices_healthy(pod) else None
+

@@ -1,0 +1,93 @@
+"""What "recovered" means, for every rung: the pod is Ready, every device it reports is Healthy,
+and, when the workload reports progress, it has moved past where it stood at the restart.
+
+A workload declares that it reports progress with the pod annotation
+``podmedic.io/reports-progress: "true"`` and keeps ``podmedic.io/progress`` at its current
+step (or any number that grows while it works: samples, tokens). The value read when the pod
+is first seen Ready after the restart is the baseline; verification passes once a later read
+is larger. A Ready pod whose number never moves (hung NCCL, a dead data loader) fails the rung.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities import podview
+
+Obj = podview.Obj
+PROGRESS = "podmedic.io/progress"
+REPORTS_PROGRESS = "podmedic.io/reports-progress"
+
+
+def reports_progress(pod: Obj) -> bool:
+    """Whether the pod declares the progress annotation protocol."""
+    return podview.annotations_of(pod).get(REPORTS_PROGRESS, "").lower() == "true"
+
+
+def progress_of(pod: Obj) -> int | None:
+    """The pod's ``podmedic.io/progress`` value, or ``None`` when absent or not a number."""
+    raw = podview.annotations_of(pod).get(PROGRESS)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+class Verification:
+    """Feed it the candidate pod on every poll (``None``: not Ready/Healthy yet); it answers
+    the pod once it is verified, progress included."""
+
+    def __init__(self, want_progress: bool) -> None:
+        self.want_progress = want_progress
+        self.baseline: int | None = None
+        self.ready_seen = False
+        self.progress_checked = False
+
+    def offer(self, pod: Obj | None) -> Obj | None:
+        """The verified pod, or ``None`` to keep polling."""
+        if pod is None:
+            return None
+        self.ready_seen = True
+        if not (self.want_progress and reports_progress(pod)):
+            return pod
+        self.progress_checked = True
+        value = progress_of(pod)
+        if self.baseline is None:
+            self.baseline = value  # the first reading after the restart (None: not reported yet)
+            return None
+        return pod if value is not None and value > self.baseline else None
+
+    def progress_note(self, pod: Obj) -> str:
+        """How the progress check went, for the result's detail."""
+        if not self.progress_checked:
+            return "workload does not report progress (no podmedic.io/reports-progress)"
+        return f"workload progressing: step {self.baseline} -> {progress_of(pod)}"
+
+    def failure(self, timeout_s: float, what: str) -> str:
+        """Why verification did not pass within ``timeout_s``."""
+        if not self.ready_seen:
+            return f"{what}: not Ready with Healthy devices within {timeout_s:g}s"
+        if self.baseline is None:
+            return f"{what}: Ready with Healthy devices, but no podmedic.io/progress reported within {timeout_s:g}s"
+        return (f"{what}: Ready with Healthy devices, but the workload did not progress past step "
+                f"{self.baseline} within {timeout_s:g}s")
+
+
+async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callable[[], Any], timeout_s: float,
+               poll_s: float, *details: Any) -> Any:
+    """Call ``check`` (through ``run``, in a thread) until it returns a value or ``timeout_s``
+    passes (``None``); ``details`` are heartbeated so a retried attempt resumes where this was."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = await run(check)
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline:
+            return None
+        activity.heartbeat(*details)
+        await asyncio.sleep(poll_s)

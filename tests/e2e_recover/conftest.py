@@ -1,0 +1,136 @@
+"""Recovery end to end: the Temporal dev server, the simulator over HTTP and the real worker.
+
+Incidents are opened directly (signal-with-start of a health event) with a policy per test,
+so each test picks the one rung or mechanism it is about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import KubeGateway
+from podmedic.incident import IncidentOutcome
+from podmedic.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput, PodKey
+from podmedic.policy_file import parse_policy
+from podmedic.sim import SimCluster, SimConfig
+from podmedic.sim.config import SimTimings
+from tests.helpers import wait_until
+from workers.worker import build_worker
+from workflows.incident import DeviceIncidentWorkflow
+
+DRIVER = "gpu.nvidia.com"
+IMAGE = "registry.local/trainer:1"
+BASE = """
+drivers:
+  default:
+    checkpoint: {{timeout_s: 5, poll_s: 0.1}}
+    recovery:
+      transient: {rungs}
+      verify_poll_s: 0.1
+      in_place: {in_place}
+      eviction: {eviction}
+    close: {{heal_wait_s: 1, anti_flap_s: 0.5, poll_s: 0.2}}
+    ticket: {{url: "", poll_s: 0.5, wait_resolution_s: 5}}
+  gpu.nvidia.com:
+    classification: {{codes: {{container_code: [13, 31, 43]}}}}
+"""
+
+
+def policy(rungs: str, in_place: str = "{mechanism: exit_code}",
+           eviction: str = "{retry_s: 0.3, max_wait_s: 3}") -> Any:
+    """A driver policy with these rungs (a YAML flow list), mechanism and eviction retries."""
+    return parse_policy(BASE.format(rungs=rungs, in_place=in_place, eviction=eviction)).for_driver(DRIVER)
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    """Two nodes of three GPUs; every node has the image, so where a replacement lands is
+    decided by podmedic's preference, not by image locality."""
+    timings = SimTimings(image_pull_s=0.5, container_start_s=0.05, kubelet_report_s=0.05, backoff_base_s=0.1,
+                         backoff_max_s=0.5, workload_step_s=0.05, checkpoint_save_s=0.05, progress_write_s=0.1,
+                         termination_grace_s=0.1, job_requeue_s=0.02)
+    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=3, preloaded_images=[IMAGE], timings=timings))
+    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("recover") / "kubeconfig")
+    yield cluster
+    cluster.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def worker(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str) -> AsyncIterator[tuple[Client, str]]:
+    """The real worker against the simulator, on a fresh task queue."""
+    assert sim.kubeconfig_path is not None
+    kube = KubeGateway(Path(sim.kubeconfig_path))
+    async with build_worker(dev_env.client, task_queue, kube):
+        yield dev_env.client, task_queue
+    kube.close()
+
+
+def pods_of(sim: SimCluster, job: str) -> list[dict[str, Any]]:
+    """The simulator's view of a job's pods."""
+    return [p for p in sim.state()["pods"] if p.get("job") == job]
+
+
+def ready_pod(sim: SimCluster, pick: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+    """Wait for a Ready pod (with a device) that ``pick`` accepts."""
+    def find() -> dict[str, Any] | None:
+        found = [p for p in sim.state()["pods"] if p["ready"] and p["devices"] and not p["deleting"] and pick(p)]
+        return found[0] if found else None
+
+    return wait_until(find, timeout=30, what=what)
+
+
+async def start_job(sim: SimCluster, **options: Any) -> tuple[str, dict[str, Any]]:
+    """A training Job (options: see ``create_training_job``) and its first Ready pod."""
+    name = f"train-{uuid.uuid4().hex[:6]}"
+    sim.call(lambda: sim.engine.create_training_job(name, image=IMAGE, **options))
+    pod = await asyncio.to_thread(ready_pod, sim, lambda p: p.get("job") == name, f"a Ready pod of {name}")
+    return name, pod
+
+
+async def wait_progress(sim: SimCluster, job: str, steps: int) -> None:
+    """Let the job make ``steps`` steps, so checkpoints and progress have something to show."""
+    def step() -> int:
+        return int(next(j for j in sim.state()["jobs"] if j["name"] == job)["step"])
+
+    start = step()
+    await asyncio.to_thread(wait_until, lambda: step() >= start + steps or None, timeout=20, what="progress")
+
+
+def fault(sim: SimCluster, pod: dict[str, Any], *, clears_on_restart: bool = True) -> None:
+    """The pod's device turns Unhealthy (XID 31); a restart heals it when ``clears_on_restart``."""
+    driver, pool, device = pod["devices"][0].split("/")
+    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31, message="XID 31",
+                          clears_on_restart=clears_on_restart)
+
+
+async def incident(client: Client, task_queue: str, pod: dict[str, Any], driver_policy: Any,
+                   code: int = 31) -> IncidentOutcome:
+    """Open the incident of the pod's device as a detector would, and wait for its outcome."""
+    driver, pool, device = pod["devices"][0].split("/")
+    ref = DeviceRef(driver=driver, pool=pool, device=device)
+    event = DeviceHealthEvent(device=ref, health=Health.UNHEALTHY, node=pod["node"], reason="XidError", code=code,
+                              message=f"XID {code}", source="test", observed_at=dt.datetime.now(dt.UTC),
+                              event_id=uuid.uuid4().hex,
+                              pod=PodKey(namespace=pod["namespace"], name=pod["name"], uid=pod["uid"]))
+    handle = await client.start_workflow(
+        DeviceIncidentWorkflow.run, IncidentInput(device=ref, policy=driver_policy), id=ref.workflow_id,
+        task_queue=task_queue, start_signal="health_event", start_signal_args=[event],
+        id_conflict_policy=WorkflowIDConflictPolicy.TERMINATE_EXISTING,
+    )
+    return await asyncio.wait_for(handle.result(), timeout=90)
+
+
+def notes(outcome: IncidentOutcome, step: str = "recover") -> str:
+    """The timeline lines of a step, one per line, for assertions and their messages."""
+    return "\n".join(e.message for e in outcome.timeline if e.step == step)

@@ -1,0 +1,156 @@
+"""Reschedule rungs: same node for Job and bare pods (by podmedic's preference, not image
+locality: every node has the image and ties would go to node-0000), PDB-blocked evictions,
+and any_node when the node has no free healthy device."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from podmedic.sim import SimCluster
+from podmedic.sim.store import NotFound
+from podmedic.sim.testkit import gpu_pod, gpu_template
+from tests.e2e_recover.conftest import IMAGE, fault, incident, notes, policy, ready_pod, start_job, wait_progress
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+SAME = "[{action: same_node, timeout_s: 10}]"
+
+
+@pytest.fixture(autouse=True)
+def clean(sim: SimCluster) -> Iterator[None]:
+    """Each test starts on an empty, healthy cluster."""
+    yield
+
+    def reset() -> None:
+        store = sim.store
+        for kind in ("jobs", "pods", "devicetaintrules", "poddisruptionbudgets", "resourceclaimtemplates"):
+            for obj in list(store.list(kind)):
+                with contextlib.suppress(NotFound):
+                    store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        for dev in sim.state()["devices"]:
+            if dev["health"] != "Healthy":
+                sim.engine.set_device_health(dev["driver"], dev["pool"], dev["device"], "Healthy")
+
+    sim.call(reset)
+
+
+def _block(sim: SimCluster, node: str, devices: int) -> str:
+    """Occupy ``devices`` GPUs of ``node`` with a pinned job; returns its name."""
+    name = f"blocker-{uuid.uuid4().hex[:6]}"
+    sim.call(lambda: sim.engine.create_training_job(name, image=IMAGE, devices_per_pod=devices, node_name=node,
+                                                    checkpoint_method=None, prefer_node_label=False))
+    ready_pod(sim, lambda p: p.get("job") == name, f"{name} running")
+    return name
+
+
+def _delete_job(sim: SimCluster, name: str) -> None:
+    sim.call(lambda: sim.store.delete("jobs", "default", name))
+
+    def gone() -> bool | None:
+        return not [p for p in sim.state()["pods"] if p.get("job") == name] or None
+
+    from tests.helpers import wait_until
+    wait_until(gone, timeout=10, what=f"{name}'s pods gone")
+
+
+async def _job_on_node1(sim: SimCluster) -> tuple[str, dict[str, Any]]:
+    """A training job whose pod runs on node-0001 while node-0000 has free GPUs again."""
+    blocker = await asyncio.to_thread(_block, sim, "node-0000", 3)
+    job, pod = await start_job(sim)
+    assert pod["node"] == "node-0001"
+    await asyncio.to_thread(_delete_job, sim, blocker)
+    await wait_progress(sim, job, 3)
+    return job, pod
+
+
+async def test_job_pod_replacement_lands_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
+    client, queue = worker
+    job, pod = await _job_on_node1(sim)
+    fault(sim, pod, clears_on_restart=False)
+    outcome = await incident(client, queue, pod, policy(SAME))
+    assert outcome.recovered_by == "same_node", notes(outcome)
+    assert outcome.pod is not None and outcome.pod.uid != pod["uid"] and outcome.pod.node == "node-0001"
+    assert outcome.pod.job == job and "same node" in notes(outcome)
+    labels = sim.call(lambda: sim.store.get("nodes", None, "node-0001"))["metadata"].get("labels") or {}
+    assert not [k for k in labels if k.startswith("prefer.podmedic.io/")], labels  # taken off afterwards
+
+
+async def test_bare_pod_is_recreated_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
+    client, queue = worker
+    blocker = await asyncio.to_thread(_block, sim, "node-0000", 3)
+    sim.call(lambda: sim.store.create("resourceclaimtemplates", gpu_template("bare-gpu")))
+    sim.call(lambda: sim.store.create("pods", gpu_pod("bare", template="bare-gpu", image=IMAGE)))
+    pod = await asyncio.to_thread(ready_pod, sim, lambda p: p["name"] == "bare", "the bare pod Ready")
+    assert pod["node"] == "node-0001"
+    await asyncio.to_thread(_delete_job, sim, blocker)
+    fault(sim, pod, clears_on_restart=False)
+    outcome = await incident(client, queue, pod, policy(SAME))
+    assert outcome.recovered_by == "same_node", notes(outcome)
+    assert outcome.pod is not None and outcome.pod.name.startswith("bare-r") and outcome.pod.node == "node-0001"
+    names = {p["name"] for p in sim.state()["pods"]}
+    assert "bare" not in names and outcome.pod.name in names
+    made = sim.call(lambda: sim.store.get("pods", "default", outcome.pod.name if outcome.pod else ""))
+    assert made["metadata"]["annotations"]["podmedic.io/replaces"].startswith("bare (")
+    assert made["metadata"]["annotations"]["podmedic.io/changed-by"] == outcome.incident_id
+    assert not made["spec"].get("schedulingGates")
+
+
+def _pdb(sim: SimCluster, job: str, min_available: int) -> None:
+    sim.call(lambda: sim.store.create("poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": f"{job}-pdb",
+                                                                              "namespace": "default"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": job}}}}))
+
+
+async def test_pdb_blocked_eviction_is_retried_until_the_budget_allows(sim: SimCluster,
+                                                                      worker: tuple[Client, str]) -> None:
+    client, queue = worker
+    job, pod = await _job_on_node1(sim)
+    _pdb(sim, job, 1)
+    fault(sim, pod, clears_on_restart=False)
+    # The budget is lifted after a while, as an operator scaling up or a maintenance window ending would.
+    timer = threading.Timer(2.5, lambda: sim.call(
+        lambda: sim.store.delete("poddisruptionbudgets", "default", f"{job}-pdb")))
+    timer.start()
+    try:
+        outcome = await incident(client, queue, pod, policy(SAME, eviction="{retry_s: 0.3, max_wait_s: 20}"))
+    finally:
+        timer.cancel()
+    text = notes(outcome)
+    assert outcome.recovered_by == "same_node", text
+    assert "blocked (try 1)" in text and f"disruption budget {job}-pdb" in text and "allowed on try" in text, text
+
+
+async def test_pdb_that_never_allows_fails_the_rung_with_the_reason(sim: SimCluster,
+                                                                    worker: tuple[Client, str]) -> None:
+    client, queue = worker
+    job, pod = await _job_on_node1(sim)
+    _pdb(sim, job, 1)
+    fault(sim, pod, clears_on_restart=False)
+    outcome = await incident(client, queue, pod, policy(SAME, eviction="{retry_s: 0.3, max_wait_s: 1.5}"))
+    text = notes(outcome)
+    assert outcome.recovered_by is None, text
+    assert "eviction blocked for" in text and "would violate the pod's disruption budget" in text, text
+    still = next(p for p in sim.state()["pods"] if p["name"] == pod["name"])
+    assert still["uid"] == pod["uid"] and not still["deleting"]
+
+
+async def test_any_node_when_the_node_has_no_free_healthy_device(sim: SimCluster,
+                                                                 worker: tuple[Client, str]) -> None:
+    client, queue = worker
+    job, pod = await _job_on_node1(sim)
+    await asyncio.to_thread(_block, sim, "node-0001", 2)  # node-0001: failed gpu + 2 taken
+    fault(sim, pod, clears_on_restart=False)
+    rungs = "[{action: same_node, timeout_s: 10}, {action: any_node, timeout_s: 10}]"
+    outcome = await incident(client, queue, pod, policy(rungs))
+    text = notes(outcome)
+    assert outcome.recovered_by == "any_node", text
+    assert "node node-0001 has 0 free healthy" in text, text
+    assert outcome.pod is not None and outcome.pod.node == "node-0000" and outcome.pod.job == job

@@ -1,0 +1,61 @@
+"""The replacement of a bare pod and the same-node capacity check (pure functions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.recovery.placement import (
+    GATE,
+    free_healthy_devices,
+    prefer_label_key,
+    replacement_name,
+    replacement_pod,
+)
+from podmedic.models import DeviceRef
+
+
+def _bare() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "bare", "namespace": "ml", "uid": "u1", "resourceVersion": "9", "labels": {"a": "b"},
+                     "annotations": {"podmedic.io/checkpoint-request": "r", "podmedic.io/checkpoint-id": "c1",
+                                     "podmedic.io/progress": "5"}},
+        "spec": {"nodeName": "node-1", "priorityClassName": "hi", "priority": 1000,
+                 "containers": [{"name": "main", "image": "img"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_replacement_drops_node_bits_and_is_gated_with_a_preference() -> None:
+    body = replacement_pod(_bare(), replacement_name("bare", "req-1"), "node-1", "device/d/p/g", "why")
+    assert body["metadata"]["name"] == replacement_name("bare", "req-1") != replacement_name("bare", "req-2")
+    assert "uid" not in body["metadata"] and "status" not in body
+    assert "nodeName" not in body["spec"] and "priority" not in body["spec"]
+    assert body["spec"]["schedulingGates"] == [{"name": GATE}]
+    notes = body["metadata"]["annotations"]
+    assert notes["podmedic.io/checkpoint-id"] == "c1" and "podmedic.io/checkpoint-request" not in notes
+    assert "podmedic.io/progress" not in notes and notes["podmedic.io/replaces"] == "bare (u1)"
+    term = body["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["preference"]["matchFields"][0]["values"] == ["node-1"]
+    anywhere = replacement_pod(_bare(), "x", None, "i", "why")
+    assert "affinity" not in anywhere["spec"]
+
+
+def test_prefer_label_key_comes_from_the_template_opt_in() -> None:
+    pod = {"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "prefer.podmedic.io/train", "operator": "Exists"}]}}]}}}}
+    assert prefer_label_key(pod) == "prefer.podmedic.io/train"
+    assert prefer_label_key({"spec": {}}) is None
+
+
+def test_free_devices_exclude_allocated_tainted_and_failed() -> None:
+    slices = [{"spec": {"driver": "d", "nodeName": "n", "pool": {"name": "n"}, "devices": [
+        {"name": f"gpu-{i}", **({"taints": [{"key": "k", "effect": "NoSchedule"}]} if i == 3 else {})}
+        for i in range(5)]}}]
+    claims = [{"status": {"allocation": {"devices": {"results": [{"driver": "d", "pool": "n", "device": "gpu-1"}]}}}}]
+    rules = [{"spec": {"deviceSelector": {"driver": "d", "pool": "n", "device": "gpu-2"},
+                       "taint": {"effect": "NoExecute"}}},
+             {"spec": {"deviceSelector": {"device": "gpu-4"}, "taint": {"effect": "None"}}}]
+    failed = DeviceRef(driver="d", pool="n", device="gpu-0")
+    assert free_healthy_devices("n", "d", slices, claims, rules, failed) == ["d/n/gpu-4"]
