@@ -109,20 +109,33 @@ def _pdb(sim: SimCluster, job: str, min_available: int) -> None:
         "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": job}}}}))
 
 
+def _lift_budget_after_refusal(sim: SimCluster, job: str, pod: str, done: threading.Event) -> None:
+    """Delete the job's PDB right after the pod gets its first PodmedicEvictionBlocked Event."""
+    def refused() -> bool:
+        return any(e.get("reason") == "PodmedicEvictionBlocked" and e.get("involvedObject", {}).get("name") == pod
+                   for e in sim.store.list("events"))
+
+    while not done.wait(0.1):
+        if sim.call(refused):
+            sim.call(lambda: sim.store.delete("poddisruptionbudgets", "default", f"{job}-pdb"))
+            return
+
+
 async def test_pdb_blocked_eviction_is_retried_until_the_budget_allows(sim: SimCluster,
                                                                       worker: tuple[Client, str]) -> None:
     client, queue = worker
     job, pod = await _job_on_node1(sim)
     _pdb(sim, job, 1)
     fault(sim, pod, clears_on_restart=False)
-    # The budget is lifted after a while, as an operator scaling up or a maintenance window ending would.
-    timer = threading.Timer(2.5, lambda: sim.call(
-        lambda: sim.store.delete("poddisruptionbudgets", "default", f"{job}-pdb")))
-    timer.start()
+    # The budget is lifted once podmedic has been refused, as an operator scaling up would.
+    done = threading.Event()
+    lifter = threading.Thread(target=_lift_budget_after_refusal, args=(sim, job, pod["name"], done), daemon=True)
+    lifter.start()
     try:
         outcome = await incident(client, queue, pod, policy(SAME, eviction="{retry_s: 0.3, max_wait_s: 20}"))
     finally:
-        timer.cancel()
+        done.set()
+        lifter.join(5)
     text = notes(outcome)
     assert outcome.recovered_by == "same_node", text
     assert "blocked (try 1)" in text and f"disruption budget {job}-pdb" in text and "allowed on try" in text, text
