@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from podmedic.sim import SimCluster, SimConfig
 from podmedic.sim.config import SimTimings
@@ -39,6 +39,17 @@ def wait_until(check: Callable[[], T | None], *, timeout: float = 30.0, interval
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
         time.sleep(interval)
+
+
+def sim_node(sim: SimCluster, name: str) -> dict[str, Any]:
+    """A Node of the simulator as podmedic's gateway reads it (``{}`` when there is none)."""
+    from activities.kube import KubeGateway
+
+    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
+    try:
+        return kube.get_node(name) or {}
+    finally:
+        kube.close()
 
 
 E2E_TIMINGS = {"image_pull_s": 0.5, "container_start_s": 0.1, "kubelet_report_s": 0.1, "backoff_base_s": 0.3,

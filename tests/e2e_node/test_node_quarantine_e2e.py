@@ -22,9 +22,8 @@ from ingest.service import run_ingest
 from ingest.settings import IngestSettings
 from podmedic.node import NodeIncidentOutcome
 from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
-from tests.helpers import wait_until
+from podmedic.sim import SimCluster
+from tests.helpers import served_sim, sim_node, wait_until
 from workers.worker import build_worker
 from workflows.node_incident import NodeIncidentWorkflow
 
@@ -45,12 +44,8 @@ drivers:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
-    timings = SimTimings(image_pull_s=0.2, container_start_s=0.1, kubelet_report_s=0.1, backoff_base_s=0.3,
-                         backoff_max_s=2.0, workload_step_s=0.1, checkpoint_save_s=0.1)
-    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=4, timings=timings))
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("e2e-node") / "kubeconfig")
-    yield cluster
-    cluster.stop()
+    with served_sim(tmp_path_factory.mktemp("e2e-node"), image_pull_s=0.2) as cluster:
+        yield cluster
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -64,14 +59,6 @@ async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str) 
         stop.set()
         await ingest
     kube.close()
-
-
-def _node(sim: SimCluster, name: str) -> dict[str, Any]:
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
-    try:
-        return kube.get_node(name) or {}
-    finally:
-        kube.close()
 
 
 async def test_three_devices_failing_quarantine_the_node_until_they_heal(sim: SimCluster, stack: Client) -> None:
@@ -93,12 +80,12 @@ async def test_three_devices_failing_quarantine_the_node_until_they_heal(sim: Si
         sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", message="XID 94: contained ECC")
 
     def quarantined() -> bool:
-        spec = _node(sim, node).get("spec") or {}
+        spec = sim_node(sim, node).get("spec") or {}
         return bool(spec.get("unschedulable")) and any(t.get("key") == "podmedic.io/node-quarantine"
                                                        for t in spec.get("taints") or [])
 
     await asyncio.to_thread(wait_until, quarantined, timeout=30, what=f"{node} cordoned and tainted")
-    notes = _node(sim, node)["metadata"]["annotations"]
+    notes = sim_node(sim, node)["metadata"]["annotations"]
     assert notes["podmedic.io/incident"] == f"node/{node}" and "podmedic" in notes["podmedic.io/changed-by"]
     for driver, pool, device in devices:
         sim.set_device_health(driver, pool, device, "Healthy")
@@ -108,6 +95,6 @@ async def test_three_devices_failing_quarantine_the_node_until_they_heal(sim: Si
     except RPCError as err:
         raise AssertionError(f"node watch: {err}") from err
     assert result.escalated and not result.quarantined, result.explanation
-    spec = _node(sim, node).get("spec") or {}
+    spec = sim_node(sim, node).get("spec") or {}
     assert not spec.get("unschedulable") and not spec.get("taints"), spec
     assert not [r for r in sim.state()["taint_rules"] if node in str(r)]  # no device rule left behind

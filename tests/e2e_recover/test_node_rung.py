@@ -4,26 +4,16 @@ incident asks its node's watch to quarantine the node, and the node is cordoned 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client
 
-from activities.kube import KubeGateway
 from podmedic.sim import SimCluster
 from tests.e2e_recover.conftest import fault, incident, policy, start_job
-from tests.helpers import wait_until
+from tests.helpers import sim_node, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-def _node(sim: SimCluster, name: str) -> dict[str, Any]:
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
-    try:
-        return kube.get_node(name) or {}
-    finally:
-        kube.close()
 
 
 async def test_node_quarantine_rung_cordons_and_taints_the_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
@@ -37,7 +27,7 @@ async def test_node_quarantine_rung_cordons_and_taints_the_node(sim: SimCluster,
     node = pod["node"]
 
     def quarantined() -> dict[str, Any] | None:
-        found = _node(sim, node)
+        found = sim_node(sim, node)
         spec = found.get("spec") or {}
         keys = [t.get("key") for t in spec.get("taints") or []]
         return found if spec.get("unschedulable") and "podmedic.io/node-quarantine" in keys else None
