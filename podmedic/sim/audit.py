@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 ENV = "PODMEDIC_SIM_AUDIT_DIR"
 UNSCOPED = "unscoped"
@@ -114,7 +115,7 @@ class AuditLog:
             with self.file.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(asdict(access)) + "\n")
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    def middleware(self) -> Middleware:
         """An aiohttp middleware recording podmedic's requests before anything can refuse them."""
 
         @web.middleware
@@ -130,7 +131,7 @@ class AuditLog:
         return audit
 
 
-def middlewares_from_env() -> list[Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]]:
+def middlewares_from_env() -> list[Middleware]:
     """The recorder's middleware when ``PODMEDIC_SIM_AUDIT_DIR`` is set, else none."""
     directory = os.environ.get(ENV)
     return [AuditLog(Path(directory)).middleware()] if directory else []
