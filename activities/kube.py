@@ -9,6 +9,7 @@ step at once; ``Conflict``, ``Throttled`` and ``ServerError`` are retried).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +19,13 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from podmedic import __version__
+
 Obj = dict[str, Any]
 FIELD_MANAGER = "podmedic"
+# Every request carries ``podmedic-<component>/<version>`` (``podmedic/<version>`` when no component is set),
+# so API server audit logs and the simulator's recorder (podmedic/sim/audit.py) can tell who called.
+USER_AGENT = "podmedic"
 
 
 class KubeError(Exception):
@@ -58,6 +64,11 @@ class ProxyTimeout(ServerError):
     """A proxied call (pod or node proxy) got no answer within its own timeout."""
 
 
+def user_agent(component: str = "") -> str:
+    """The User-Agent of ``component``'s requests: ``podmedic-worker/0.1.0``, or ``podmedic/0.1.0``."""
+    return f"{USER_AGENT}-{component}/{__version__}" if component else f"{USER_AGENT}/{__version__}"
+
+
 def _translate(exc: ApiException, what: str) -> KubeError:
     status = int(exc.status or 0)
     try:
@@ -74,7 +85,7 @@ def _translate(exc: ApiException, what: str) -> KubeError:
 class KubeGateway:
     """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread)."""
 
-    def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0) -> None:
+    def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0, component: str = "") -> None:
         if kubeconfig is not None:
             api_client = config.new_client_from_config(config_file=str(kubeconfig))
         else:
@@ -84,13 +95,31 @@ class KubeGateway:
                 config.load_kube_config()
             api_client = client.ApiClient()
         self._api = api_client
+        self._owns_pool = True
+        self.component = component
+        api_client.user_agent = user_agent(component)
         self.core = client.CoreV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
         self.timeout_s = timeout_s
 
+    def for_component(self, component: str) -> KubeGateway:
+        """This gateway's connection, labelled as ``component`` (``worker``, ``ingest``) in the User-Agent.
+
+        The copy shares the connection pool; closing it is a no-op, the original owns the pool.
+        """
+        clone = copy.copy(self)
+        api = client.ApiClient(self._api.configuration)
+        api.rest_client.close()
+        api.rest_client = self._api.rest_client
+        api.user_agent = user_agent(component)
+        clone._api, clone._owns_pool, clone.component = api, False, component
+        clone.core, clone.resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        return clone
+
     def close(self) -> None:
         """Release the connection pool."""
-        self._api.close()
+        if self._owns_pool:
+            self._api.close()
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         try:
@@ -315,6 +344,7 @@ class KubeGateway:
         # A private ApiClient: stream() swaps the client's request function while it runs,
         # which would send other threads' calls over the WebSocket.
         api = client.ApiClient(self._api.configuration)
+        api.user_agent = self._api.user_agent
         try:
             kwargs: dict[str, Any] = {"command": command, "stderr": True, "stdout": True, "stdin": False,
                                       "tty": False, "_preload_content": False}

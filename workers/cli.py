@@ -95,13 +95,19 @@ async def _stop_event() -> asyncio.Event:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Temporal worker."""
+    from workers.versioning import VersioningError, deployment_config_from_env
     from workers.worker import run_worker
 
     _load_policy_or_exit(args.policy)
+    try:
+        deployment_config_from_env()
+    except VersioningError as exc:
+        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
         client = await connect(args.temporal_address, args.namespace)
-        await run_worker(client, args.task_queue, args.kubeconfig)
+        await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen)
 
     asyncio.run(main())
     return 0
@@ -194,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="run the Temporal worker (incident workflow + activities)")
     _connection_flags(p)
+    p.add_argument("--health-listen", metavar="HOST:PORT", type=_host_port,
+                   default=os.environ.get("PODMEDIC_WORKER_HEALTH_LISTEN"),
+                   help="serve /healthz and /readyz for probes here (env PODMEDIC_WORKER_HEALTH_LISTEN; default off)")
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser(

@@ -22,6 +22,8 @@ from activities.quarantine import QuarantineActivities
 from activities.recover import RecoverActivities
 from activities.taint import TaintActivities
 from activities.ticket import TicketActivities
+from workers.health import serving_health
+from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
@@ -33,6 +35,7 @@ WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflo
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     """Every activity podmedic registers, bound to one cluster gateway and one Temporal client."""
+    kube = kube.for_component("worker")  # requests say who made them (RBAC proof: tests/deploy)
     discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
     taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities()
     notice = NoticeActivities(kube)
@@ -73,11 +76,13 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_conc
         # with 1,000 devices failing at once, the default left new incidents waiting behind running ones
         # (all running after 63 s instead of 23 s in `podmedic bench detection`).
         nonsticky_to_sticky_poll_ratio=1.0,
+        deployment_config=deployment_config_from_env(),  # PODMEDIC_DEPLOYMENT_NAME/BUILD_ID (docs/deploy.md)
     )
 
 
-async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None) -> None:
-    """Run until SIGINT/SIGTERM, then drain and stop."""
+async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
+                     health: tuple[str, int] | None = None) -> None:
+    """Run until SIGINT/SIGTERM, then drain and stop; probes on ``health`` (host, port) if given."""
     kube = KubeGateway(kubeconfig)
     worker = build_worker(client, task_queue, kube)
     stop = asyncio.Event()
@@ -85,7 +90,9 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None) -
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("worker polling task queue %r on %s", task_queue, client.service_client.config.target_host)
-    async with worker:
+    polling = False
+    async with serving_health(health, lambda: polling and not stop.is_set()), worker:
+        polling = True
         await stop.wait()
     kube.close()
     log.info("worker stopped")

@@ -22,6 +22,7 @@ __all__ = ["ClusterSource", "Emit", "Observation", "PodStatusSource", "PrepareFa
 def cluster_sources(kube: KubeGateway, policies: PolicySet, state_dir: Path | None, *,
                     watch_timeout_s: int = 30, cursor_interval_s: float = 1.0) -> list[ClusterSource]:
     """Every cluster source, sharing one gateway; cursors under ``state_dir`` (``None``: none)."""
+    kube = kube.for_component("ingest")  # requests say who made them (RBAC proof: tests/deploy)
     return [
         PodStatusSource(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
                         cursor_interval_s=cursor_interval_s),

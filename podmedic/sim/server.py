@@ -9,6 +9,7 @@ from aiohttp import web
 
 from podmedic.sim import handlers_discovery as discovery
 from podmedic.sim.api_faults import ApiFaults
+from podmedic.sim.audit import middlewares_from_env
 from podmedic.sim.exec_ws import handle_exec
 from podmedic.sim.handlers_common import ApiError, error_response, json_response
 from podmedic.sim.handlers_pods import handle_eviction
@@ -112,7 +113,7 @@ def build_app(
     """The application serving the Kubernetes API, the fault API and ``extra_routes``;
     ``first_routes`` (proxy subresources) are matched before the generic API routes."""
     app = web.Application(
-        middlewares=[faults.middleware, status_errors], client_max_size=16 * 1024 * 1024
+        middlewares=[*middlewares_from_env(), faults.middleware, status_errors], client_max_size=16 * 1024 * 1024
     )
     app[CONTEXT_KEY] = context
     app.add_routes(list(first_routes))

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# podmedic end to end on a real cluster: kind with the DRA feature gates, the dra-example-driver,
+# podmedic from deploy/kustomize/overlays/kind, one injected device fault, then the e2e tests.
+# Needs docker, kind, kubectl, helm and git. Not run in CI (no Docker there). Usage:
+#   deploy/kind/e2e.sh            # create the cluster, install, inject, test
+#   KEEP=1 deploy/kind/e2e.sh     # keep the cluster afterwards (kind delete cluster --name podmedic)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CLUSTER=${CLUSTER:-podmedic}
+KUBECONFIG_FILE=${KUBECONFIG_FILE:-$ROOT/state/kind/kubeconfig}
+DRIVER_REF=${DRIVER_REF:-main}
+mkdir -p "$(dirname "$KUBECONFIG_FILE")"
+export KUBECONFIG=$KUBECONFIG_FILE
+cleanup() { [[ "${KEEP:-0}" == 1 ]] || kind delete cluster --name "$CLUSTER"; }
+trap cleanup EXIT
+
+echo "== kind cluster with DRA and device taints"
+kind create cluster --name "$CLUSTER" --config "$ROOT/deploy/kind/cluster.yaml" --kubeconfig "$KUBECONFIG_FILE"
+
+echo "== dra-example-driver (simulated GPUs gpu.example.com)"
+src=$(mktemp -d)
+git clone --depth 1 --branch "$DRIVER_REF" https://github.com/kubernetes-sigs/dra-example-driver "$src"
+helm upgrade -i --create-namespace -n dra-example-driver dra-example-driver \
+  "$src/deployments/helm/dra-example-driver" --wait --timeout 5m
+
+echo "== podmedic image and manifests"
+docker build -f "$ROOT/deploy/Dockerfile" -t podmedic:dev "$ROOT"
+kind load docker-image podmedic:dev --name "$CLUSTER"
+kubectl create namespace podmedic --dry-run=client -o yaml | kubectl apply -f -
+kubectl -n podmedic create secret generic podmedic-ingest-token \
+  --from-literal=token="$(head -c 24 /dev/urandom | base64)" --dry-run=client -o yaml | kubectl apply -f -
+kubectl apply -k "$ROOT/deploy/kustomize/overlays/kind"
+kubectl -n podmedic rollout status deploy/temporal-dev deploy/podmedic-worker deploy/podmedic-ingest --timeout 5m
+
+echo "== a GPU job and a device fault"
+kubectl apply -f "$ROOT/deploy/kind/workload.yaml"
+kubectl -n podmedic-e2e wait --for=condition=Ready pod/gpu-job --timeout 3m
+device=$(kubectl -n podmedic-e2e get resourceclaim -o jsonpath='{.items[0].status.allocation.devices.results[0].device}')
+node=$(kubectl -n podmedic-e2e get pod gpu-job -o jsonpath='{.spec.nodeName}')
+echo "   gpu-job runs on $node device $device; the driver marks it unhealthy (a ResourceSlice taint)"
+PODMEDIC_E2E_KUBECONFIG=$KUBECONFIG_FILE PODMEDIC_E2E_DRIVER=gpu.example.com \
+PODMEDIC_E2E_POOL="$node" PODMEDIC_E2E_DEVICE="$device" \
+  "$ROOT/.venv/bin/pytest" -q -m e2e "$ROOT/tests/e2e"

@@ -1,0 +1,98 @@
+"""deploy/: the kustomize base and overlays render with ``kubectl kustomize``, validate against the
+Kubernetes 1.37 strict schemas, and keep the properties the docs promise."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from podmedic.policy_file import load_policy, parse_policy
+from tests.deploy.conftest import ROOT, kustomize
+from workers.cli import build_parser
+from workflows import search
+
+KUSTOMIZE = ROOT / "deploy" / "kustomize"
+TARGETS = ["base", "overlays/production", "overlays/kind"]
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def rendered(request: pytest.FixtureRequest) -> list[Obj]:
+    """Every object one kustomization renders."""
+    return [d for d in yaml.safe_load_all(kustomize(KUSTOMIZE / request.param)) if d]
+
+
+def _workloads(objs: list[Obj]) -> list[Obj]:
+    return [o for o in objs if o["kind"] in ("Deployment", "DaemonSet")]
+
+
+def _find(objs: list[Obj], kind: str, name: str) -> Obj:
+    return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def test_every_object_passes_the_strict_1_37_schema(rendered: list[Obj]) -> None:
+    for obj in rendered:
+        kubernetes_validate.validate(obj, "1.37", strict=True)
+
+
+def test_strict_validation_refuses_an_unknown_field(rendered: list[Obj]) -> None:
+    bad = copy.deepcopy(_workloads(rendered)[0])
+    bad["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError, match="readinessProbes"):
+        kubernetes_validate.validate(bad, "1.37", strict=True)
+
+
+def test_no_literal_secrets(rendered: list[Obj]) -> None:
+    assert not [o for o in rendered if o["kind"] == "Secret"]
+
+
+def test_pods_run_unprivileged_with_resources(rendered: list[Obj]) -> None:
+    for obj in _workloads(rendered):
+        pod = obj["spec"]["template"]["spec"]
+        name = obj["metadata"]["name"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, name
+            assert sc["capabilities"]["drop"] == ["ALL"], name
+            assert set(c["resources"]) == {"requests", "limits"}, name
+
+
+def test_worker_and_ingest_have_probes_budgets_and_network_policies(rendered: list[Obj]) -> None:
+    budgets = {o["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
+               for o in rendered if o["kind"] == "PodDisruptionBudget"}
+    policed = {o["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/name")
+               for o in rendered if o["kind"] == "NetworkPolicy"}
+    assert any(o["kind"] == "NetworkPolicy" and o["spec"]["podSelector"] == {} for o in rendered), "default deny"
+    for name in ("podmedic-worker", "podmedic-ingest"):
+        container = _find(rendered, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        assert {"startupProbe", "readinessProbe", "livenessProbe"} <= set(container), name
+        assert name in budgets and name in policed, name
+
+
+def test_container_args_are_podmedic_commands(rendered: list[Obj]) -> None:
+    """Flags that drift from the CLI would crash-loop in the cluster; argparse catches them here."""
+    parser = build_parser()
+    for obj in _workloads(rendered):
+        if obj["metadata"]["name"].startswith("podmedic-"):
+            args = obj["spec"]["template"]["spec"]["containers"][0]["args"]
+            assert parser.parse_args(args).func is not None, args
+
+
+def test_policy_config_map_is_the_default_policy(rendered: list[Obj]) -> None:
+    cm = next(o for o in rendered if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("podmedic-policy"))
+    shipped = (ROOT / "podmedic" / "default_policy.yaml").read_text()
+    assert cm["data"]["policy.yaml"] == shipped, "deploy/kustomize/base/policy.yaml differs: copy it again"
+    assert parse_policy(cm["data"]["policy.yaml"]).drivers.keys() == load_policy(None).drivers.keys()
+
+
+def test_kind_dev_server_registers_every_search_attribute() -> None:
+    objs = [d for d in yaml.safe_load_all(kustomize(KUSTOMIZE / "overlays/kind")) if d]
+    args = _find(objs, "Deployment", "temporal-dev")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--search-attribute")] == search.dev_server_flags()
+    assert not [o for o in objs if o["kind"] == "DaemonSet"], "kind has no NVML: the agent stays out"

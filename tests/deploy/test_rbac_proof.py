@@ -1,0 +1,112 @@
+"""Least privilege, proven: the ClusterRoles in deploy/ grant exactly what podmedic's components
+called during the end-to-end scenarios, nothing missing and nothing extra.
+
+Under ``make test`` the recorder has seen the whole suite by the time this runs (it runs last,
+tests/deploy/conftest.py). Run alone, it first runs the end-to-end modules that exercise every
+permission (``COVERING``) in a child pytest with the same audit directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from podmedic.sim.audit import ENV, UNSCOPED, WEBSOCKET, Access, read_accesses
+from tests.deploy.conftest import ROOT, kustomize
+
+Rule = tuple[str, str, str]  # (verb, API group, resource[/subresource])
+
+# Between them these modules make every call podmedic makes (tests/e2e_recover/test_bare_pdb.py is
+# the only one deleting a pod). A module of the session is not run again.
+COVERING = (
+    "tests/e2e_sim/test_pipeline.py",
+    "tests/e2e_recover",
+    "tests/e2e_checkpoint/test_checkpoint_methods.py",
+    "tests/e2e_node",
+    "tests/e2e_ingest/test_cluster_sources.py",
+)
+ROLES = {"worker": "podmedic-worker", "ingest": "podmedic-ingest"}
+
+
+def granted(rendered: str) -> dict[str, set[Rule]]:
+    """Every (verb, group, resource) each podmedic ClusterRole grants; wildcards are refused outright."""
+    roles: dict[str, set[Rule]] = {}
+    for doc in yaml.safe_load_all(rendered):
+        if not doc or doc.get("kind") != "ClusterRole":
+            continue
+        rules: set[Rule] = set()
+        for rule in doc.get("rules") or []:
+            for field in ("verbs", "apiGroups", "resources"):
+                assert "*" not in rule.get(field, []), f"{doc['metadata']['name']}: wildcard in {field}: {rule}"
+            assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
+            rules |= {(v, g, r) for v in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
+        roles[doc["metadata"]["name"]] = rules
+    return roles
+
+
+def used(accesses: Iterable[Access]) -> dict[str, set[Rule]]:
+    """What each component called; exec upgrades (no User-Agent survives the WebSocket path) are the
+    worker's, the only component that execs."""
+    calls: dict[str, set[Rule]] = {}
+    for a in accesses:
+        component = "worker" if a.component == WEBSOCKET else a.component
+        if component != UNSCOPED:
+            calls.setdefault(component, set()).add(a.rule)
+    return calls
+
+
+def _session_modules(session: pytest.Session) -> set[str]:
+    return {str(item.path.relative_to(ROOT)) for item in session.items}
+
+
+def _run_missing(session: pytest.Session, audit: Path) -> None:
+    ran = _session_modules(session)
+    missing = [m for m in COVERING if not any(r == m or r.startswith(m + "/") for r in ran)]
+    if not missing:
+        return
+    env = {**os.environ, ENV: str(audit)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+                           *missing], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, f"the covering e2e modules failed, so the record is incomplete:\n{done.stdout[-4000:]}"
+
+
+def _diff(name: str, grants: set[Rule], calls: set[Rule]) -> list[str]:
+    lines = [f"{name}: called but not granted: {' '.join(r)}" for r in sorted(calls - grants)]
+    return lines + [f"{name}: granted but never called: {' '.join(r)}" for r in sorted(grants - calls)]
+
+
+def test_cluster_roles_grant_exactly_what_podmedic_calls(request: pytest.FixtureRequest) -> None:
+    audit = Path(os.environ[ENV])
+    _run_missing(request.session, audit)
+    roles = granted(kustomize(ROOT / "deploy/kustomize/base"))
+    assert set(roles) == set(ROLES.values()), roles.keys()
+    calls = used(read_accesses(audit))
+    assert set(calls) <= set(ROLES), f"unknown components called the API: {set(calls) - set(ROLES)}"
+    problems = [line for component, role in ROLES.items()
+                for line in _diff(role, roles[role], calls.get(component, set()))]
+    report: dict[str, Any] = {c: sorted(" ".join(r) for r in rules) for c, rules in calls.items()}
+    out = ROOT / "test-artifacts" / "rbac"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "observed.yaml").write_text(yaml.safe_dump(report, sort_keys=True))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_proof_fails_on_a_missing_or_extra_permission() -> None:
+    roles = granted(kustomize(ROOT / "deploy/kustomize/base"))
+    worker = roles["podmedic-worker"]
+    called = set(worker)
+    assert _diff("w", worker - {("delete", "", "pods")}, called) == ["w: called but not granted: delete  pods"]
+    assert _diff("w", worker | {("delete", "", "nodes")}, called) == ["w: granted but never called: delete  nodes"]
+
+
+def test_exec_upgrades_count_for_the_worker_and_test_setup_calls_for_nobody() -> None:
+    accesses = [Access(WEBSOCKET, "create", "", "pods", "exec"), Access(UNSCOPED, "delete", "", "nodes"),
+                Access("ingest", "watch", "", "pods")]
+    assert used(accesses) == {"worker": {("create", "", "pods/exec")}, "ingest": {("watch", "", "pods")}}
