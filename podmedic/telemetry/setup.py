@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import Tracer
 from temporalio.runtime import Runtime
 
-from podmedic.telemetry import metrics as podmedic_metrics
+from podmedic.telemetry.metrics import PodmedicMetrics, use
 from podmedic.telemetry.settings import TelemetrySettings
 from podmedic.telemetry.temporal_bridge import TemporalMetricBridge
 
@@ -98,7 +98,7 @@ class Telemetry:
             self.meter_provider.shutdown()
         if self.tracer_provider is not None:
             self.tracer_provider.shutdown()
-        podmedic_metrics.use(None)
+        use(None)
         global _installed
         if _installed is self:
             _installed = None
@@ -141,7 +141,7 @@ def install(settings: TelemetrySettings, *, metric_readers: Sequence[MetricReade
     if readers:
         telemetry.meter_provider = MeterProvider(metric_readers=readers, resource=resource, views=_views())
         meter = telemetry.meter_provider.get_meter(SCOPE)
-        podmedic_metrics.use(podmedic_metrics.PodmedicMetrics(meter))
+        use(PodmedicMetrics(meter))
         telemetry.bridge = TemporalMetricBridge(telemetry.meter_provider.get_meter("temporalio"),
                                                 settings.service_name)
     if registry is not None and settings.prometheus_port is not None:
