@@ -126,8 +126,8 @@ async def run(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Ru
             counter, lambda c: any(k[:2] == ("device", driver) and n > 0 for k, n in c.items()), "the incident open")
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{resource_id}")
         outcome = await asyncio.wait_for(handle.result(), timeout=90)
-        open_after = await _count_until(counter, lambda c: all(n == 0 for k, n in c.items() if k[:2] == ("device", driver)),
-                                        "the incident closed")
+        open_after = await _count_until(
+            counter, lambda c: all(n == 0 for k, n in c.items() if k[:2] == ("device", driver)), "the incident closed")
         stop.set()
         await ingest
     kube.close()

@@ -74,7 +74,7 @@ async def test_each_delivery_links_to_its_http_request(run: Run) -> None:
     requests = {s.context.span_id: s for s in _spans(run) if s.name.startswith("podmedic.ingest.http") and s.context}
     assert len(requests) == 3
     for delivery in _deliveries(run):
-        assert [link.context.span_id for link in delivery.links][0] in requests
+        assert delivery.links and delivery.links[0].context.span_id in requests
 
 
 async def test_incident_metrics(run: Run) -> None:
@@ -117,5 +117,6 @@ async def test_prometheus_endpoint_serves_podmedic_and_temporal_metrics(run: Run
         text = response.read().decode()
     for wanted in ('podmedic_ingest_events_total{', 'outcome="accepted"', "podmedic_actions_total{",
                    "podmedic_time_to_quarantine_seconds_bucket{", "podmedic_time_to_recover_seconds_count{",
-                   "podmedic_incidents_open{", "podmedic_incidents_closed_total{", "temporal_workflow_completed_total{"):
+                   "podmedic_incidents_open{", "podmedic_incidents_closed_total{",
+                   "temporal_workflow_completed_total{"):
         assert wanted in text, wanted
