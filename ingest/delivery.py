@@ -22,6 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ingest.dedup import RecentStates
+from ingest.telemetry import DeliverySpan, IncidentOpeners
 from ingest.types import Observation
 from podmedic.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput
 from podmedic.policy_file import PolicySet
@@ -40,6 +41,7 @@ class Delivered(BaseModel):
     incident_id: str | None
     deduplicated: bool = False
     note: str = ""
+    run_id: str | None = None
 
 
 async def deliver_event(
@@ -123,9 +125,16 @@ class Deliverer:
         self._in_flight: dict[tuple[str, Hashable], asyncio.Future[Delivered]] = {}
         self.delivered = 0
         self.deduplicated = 0
+        self.openers = IncidentOpeners()
 
     async def deliver(self, item: Observation) -> Delivered:
         """Deliver one observation; raises when Temporal cannot be reached (retry it)."""
+        with DeliverySpan(item, self.openers) as span:
+            done = await self._deliver(item)
+            span.done(done.incident_id, done.run_id, done.deduplicated)
+            return done
+
+    async def _deliver(self, item: Observation) -> Delivered:
         key, state = self._key(item)
         if self.recent.seen(key, state):
             self.deduplicated += 1
@@ -166,7 +175,7 @@ class Deliverer:
                                      search_attributes=self.search_attributes)
         if run_id is None:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
-        return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id)
+        return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)
 
     @staticmethod
     def _key(item: Observation) -> tuple[str, Hashable]:

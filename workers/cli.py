@@ -95,6 +95,7 @@ async def _stop_event() -> asyncio.Event:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Temporal worker."""
+    from workers.telemetry_cli import start_telemetry, telemetry_running
     from workers.versioning import VersioningError, deployment_config_from_env
     from workers.worker import run_worker
 
@@ -104,10 +105,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except VersioningError as exc:
         print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
         return 2
+    telemetry = start_telemetry(args, "worker")
 
     async def main() -> None:
         client = await connect(args.temporal_address, args.namespace)
-        await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen)
+        async with telemetry_running(telemetry, client):
+            await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen)
 
     asyncio.run(main())
     return 0
@@ -133,14 +136,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         overrides["host"], overrides["port"] = args.listen
     settings = settings.model_copy(update={"http": settings.http.model_copy(update=overrides),
                                            "state_dir": args.state_dir or settings.state_dir})
+    from workers.telemetry_cli import start_telemetry, telemetry_running
+
+    telemetry = start_telemetry(args, "ingest")
 
     async def main() -> None:
         stop = await _stop_event()
         client = await connect(args.temporal_address, args.namespace)
         kube = KubeGateway(args.kubeconfig)
         try:
-            await run_ingest(client, kube, policies, settings, args.task_queue, stop,
-                             watch=not args.no_watch, http=not args.no_http)
+            async with telemetry_running(telemetry):
+                await run_ingest(client, kube, policies, settings, args.task_queue, stop,
+                                 watch=not args.no_watch, http=not args.no_http)
         finally:
             kube.close()
 
@@ -198,11 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    from workers.telemetry_cli import add_telemetry_flags
+
     p = sub.add_parser("worker", help="run the Temporal worker (incident workflow + activities)")
     _connection_flags(p)
     p.add_argument("--health-listen", metavar="HOST:PORT", type=_host_port,
                    default=os.environ.get("PODMEDIC_WORKER_HEALTH_LISTEN"),
                    help="serve /healthz and /readyz for probes here (env PODMEDIC_WORKER_HEALTH_LISTEN; default off)")
+    add_telemetry_flags(p)
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser(
@@ -219,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", type=Path, help="keep watch cursors here, to resume after a restart")
     p.add_argument("--no-http", action="store_true", help="cluster watches only")
     p.add_argument("--no-watch", action="store_true", help="HTTP front only (e.g. for a cluster without access)")
+    add_telemetry_flags(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("policy", help="per-driver policy files")

@@ -9,6 +9,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
+from podmedic.telemetry import setup as telemetry
 from workers.security import TemporalSecurity
 
 DEFAULT_TASK_QUEUE = "podmedic"
@@ -27,5 +28,10 @@ async def connect(address: str, namespace: str = "default", security: TemporalSe
     security = TemporalSecurity.from_env() if security is None else security
     logging.getLogger("podmedic.temporal").info("connecting to %s namespace %s: %s", address, namespace,
                                                 security.describe())
+    # With telemetry installed (``podmedic.telemetry.install``), the client carries its tracing and
+    # metrics interceptors (the worker inherits them) and runs on its Runtime (Temporal SDK metrics).
+    installed = telemetry.current()
     return await Client.connect(address, namespace=namespace, data_converter=data_converter(security),
-                                tls=security.tls, api_key=security.api_key)
+                                tls=security.tls, api_key=security.api_key,
+                                interceptors=installed.client_interceptors() if installed else [],
+                                runtime=installed.runtime if installed else None)

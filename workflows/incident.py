@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
     from podmedic.steps import DiscoverInput, Discovery
-    from workflows import describe, repeat, search, stages
+    from workflows import describe, repeat, search, stages, telemetry
     from workflows.closing import Closer
     from workflows.notices import tell_pods
     from workflows.operators import OperatorHandlers
@@ -131,6 +131,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
             self.state.recovery.append(result)
+            telemetry.recovered(self, result)
             self.track_pods()
         return await Closer(self).close(self.permanent)
 
@@ -265,6 +266,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if step and step not in self.state.steps:
             self.state.steps.append(step)
         self.upsert(search.PHASE, phase.value)
+        telemetry.phase_entered(self, phase.value)
         self.refresh_details()
 
     def finished(self, step: str) -> None:
@@ -304,6 +306,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.upsert(search.OUTCOME, outcome.value)
         self.upsert(search.AWAITING_APPROVAL, None)
         self.note("close", f"{outcome.value}: {explanation}")
+        telemetry.closed(self, outcome.value)
         workflow.set_current_details(describe.current_details(self.state) + f"\n\n**Outcome**: {explanation}")
         verified = [r for r in self.state.recovery if r.verified]
         return IncidentOutcome(

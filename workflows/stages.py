@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         PodCheckpoint,
         TaintInput,
     )
-    from workflows import node_cover
+    from workflows import node_cover, telemetry
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
@@ -98,6 +98,7 @@ async def taint(wf: DeviceIncidentWorkflow, permanent: bool) -> None:
         **activity_options(wf.policy.steps.taint, f"taint {device} {effect.value}"),
     )
     wf.finished("taint")
+    telemetry.quarantined(wf, effect.value)
     wf.state.taint_rule = result.rule_name
     wf.note("taint", f"DeviceTaintRule {result.rule_name} ({effect.value}, "
                      f"{'created' if result.created else 'already present'})")

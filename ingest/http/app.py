@@ -32,6 +32,7 @@ from ingest.errors import EventError
 from ingest.http import alertmanager, cloudevents
 from ingest.http.auth import CHALLENGE, BearerAuth, load_auth
 from ingest.settings import HttpSettings, IngestSettings
+from ingest.telemetry import traced_requests
 from ingest.types import Observation
 
 log = logging.getLogger("podmedic.ingest.http")
@@ -230,7 +231,7 @@ def build_app(deliverer: Deliverer, settings: IngestSettings) -> web.Application
     h = settings.http
     front = IngestFront(deliverer, settings, load_auth(h.token_file, h.token_env, h.allow_unauthenticated))
     # aiohttp enforces the body limit while reading, so a chunked upload cannot bypass it.
-    app = web.Application(client_max_size=h.max_body_bytes)
+    app = web.Application(client_max_size=h.max_body_bytes, middlewares=[traced_requests])
     app[STATE] = front
     app.router.add_post("/v1/events", front.events)
     app.router.add_post("/v1/alertmanager", front.alerts)

@@ -1,0 +1,78 @@
+"""Telemetry settings (flags over environment, errors naming the field) and the guard-state hook."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from podmedic.telemetry import TelemetryError, TelemetrySettings, install, load_telemetry_settings, set_guard_state
+from workers.cli import build_parser
+from workers.telemetry_cli import start_telemetry
+
+
+def test_defaults_turn_everything_off() -> None:
+    settings = load_telemetry_settings("worker", env={})
+    assert settings.service_name == "podmedic-worker"
+    assert not settings.metrics_enabled and not settings.tracing_enabled
+
+
+def test_environment_then_flags() -> None:
+    env = {"PODMEDIC_METRICS_PORT": "9464", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+           "PODMEDIC_TRACE_SAMPLING_RATIO": "0.25", "OTEL_SERVICE_NAME": "pm"}
+    settings = load_telemetry_settings("ingest", env=env, prometheus_port=9000, sampling_ratio=None)
+    assert (settings.prometheus_port, settings.otlp_endpoint, settings.sampling_ratio, settings.service_name) == (
+        9000, "http://collector:4318", 0.25, "pm")
+    assert settings.metrics_enabled and settings.tracing_enabled
+
+
+def test_bad_values_name_the_field_flag_and_variable() -> None:
+    with pytest.raises(TelemetryError) as err:
+        load_telemetry_settings("worker", env={"PODMEDIC_METRICS_PORT": "http", "OTEL_EXPORTER_OTLP_ENDPOINT": "x:1",
+                                               "PODMEDIC_TRACE_SAMPLING_RATIO": "2"})
+    text = str(err.value)
+    assert "prometheus_port (--metrics-port / PODMEDIC_METRICS_PORT)" in text
+    assert "otlp_endpoint (--otlp-endpoint / OTEL_EXPORTER_OTLP_ENDPOINT)" in text and "http(s)://" in text
+    assert "sampling_ratio (--trace-sampling-ratio / PODMEDIC_TRACE_SAMPLING_RATIO)" in text
+
+
+def test_the_worker_refuses_a_bad_setting(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PODMEDIC_TRACE_SAMPLING_RATIO", "-1")
+    args = build_parser().parse_args(["worker"])
+    with pytest.raises(SystemExit) as stop:
+        start_telemetry(args, "worker")
+    assert stop.value.code == 2
+    assert "sampling_ratio" in capsys.readouterr().err
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    found = InMemoryMetricReader()
+    telemetry = install(TelemetrySettings(), metric_readers=[found])
+    yield found
+    telemetry.shutdown()
+
+
+def _guard(reader: InMemoryMetricReader) -> dict[tuple[str, str], float]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    found = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name.startswith("podmedic_guard"):
+                    for p in metric.data.data_points:
+                        found[(metric.name, str(p.attributes.get("state", "")))] = p.value
+    return found
+
+
+def test_guard_state_gauge(reader: InMemoryMetricReader) -> None:
+    set_guard_state("ok", devices_tainted=3, nodes_disrupted=1)
+    set_guard_state("tripped", devices_tainted=12)
+    assert _guard(reader) == {("podmedic_guard_state", "ok"): 0, ("podmedic_guard_state", "tripped"): 1,
+                              ("podmedic_guard_devices_tainted", ""): 12, ("podmedic_guard_nodes_disrupted", ""): 1}
+
+
+def test_guard_state_without_telemetry_is_a_no_op() -> None:
+    set_guard_state("tripped", devices_tainted=1)  # nothing installed: must not raise
