@@ -19,7 +19,7 @@ from activities.node import NodeActivities
 from activities.notice import NoticeActivities
 from activities.recover import RecoverActivities
 from activities.taint import TaintActivities
-from activities.ticket import TicketActivities
+from activities.tickets import TicketActivities
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
@@ -32,7 +32,7 @@ WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflo
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     """Every activity podmedic registers, bound to one cluster gateway and one Temporal client."""
     discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
-    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities()
+    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities(kube, client)
     notice = NoticeActivities(kube)
     return [
         discover.discover_device,
