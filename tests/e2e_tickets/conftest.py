@@ -153,6 +153,14 @@ class WorkerProcess:
                     "--task-queue", task_queue, "--kubeconfig", kubeconfig]
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
+        self.others: list[WorkerProcess] = []
+
+    def again(self) -> WorkerProcess:
+        """Another worker like this one (same queue, same log); stopped with this one's fixture."""
+        other = WorkerProcess("", "", "", self.log)
+        other.cmd = list(self.cmd)
+        self.others.append(other)
+        return other
 
     def start(self) -> None:
         env = {**os.environ, **SECRETS}
@@ -165,6 +173,8 @@ class WorkerProcess:
         self.proc.wait(10)
 
     def stop(self) -> None:
+        for other in self.others:
+            other.stop()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -19,14 +19,16 @@ from workflows.incident import DeviceIncidentWorkflow
 _DATA = re.compile(r'"data":\s*"([A-Za-z0-9+/=]+)"')
 
 
-def policy(ticket: str, *, wait_resolution_s: float = 60) -> PolicySet:
+def policy(ticket: str, *, wait_resolution_s: float = 60, ticket_timeout_s: float = 4) -> PolicySet:
     """The test policy with ``ticket`` (YAML flow-mapping entries) as the ticket section."""
     return parse_policy(f"""
 drivers:
   default:
     checkpoint: {{timeout_s: 3, poll_s: 0.2}}
     steps:
-      ticket: {{start_to_close_s: 4, retry: {{initial_interval_s: 0.3, max_interval_s: 1, max_attempts: 0}}}}
+      ticket:
+        start_to_close_s: {ticket_timeout_s}
+        retry: {{initial_interval_s: 0.3, max_interval_s: 1, max_attempts: 0}}
     recovery:
       transient: [{{action: same_node, timeout_s: 20}}]
       permanent: [{{action: same_node, timeout_s: 20}}]
