@@ -88,11 +88,12 @@ class Ingest:
         self.url = url
         self.headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
 
-    async def fail(self, device: str, code: int = 79, message: str = "XID 79: GPU has fallen off the bus") -> None:
-        """Post a CloudEvent: ``device`` (driver/pool/device) is Unhealthy with an XID ``code``."""
+    async def fail(self, device: str, code: int | None = 79, message: str = "XID 79: GPU has fallen off the bus",
+                   health: str = "Unhealthy") -> None:
+        """Post a CloudEvent: ``device`` (driver/pool/device) is ``health`` with an XID ``code``."""
         driver, pool, name = device.split("/")
         event = {"specversion": "1.0", "id": uuid.uuid4().hex, "source": "test", "type": "io.podmedic.device.health.v1",
-                 "data": {"driver": driver, "pool": pool, "device": name, "health": "Unhealthy", "code": code,
+                 "data": {"driver": driver, "pool": pool, "device": name, "health": health, "code": code,
                           "message": message, "node": pool}}
         async with aiohttp.ClientSession() as session, session.post(
                 f"{self.url}/v1/events", json=event,
