@@ -38,12 +38,13 @@ SECRETS = {
 INGEST_TOKEN = "ingest-token-ab12"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
-    """Three nodes of four GPUs, fast timings."""
+    """Four nodes of four GPUs, fast timings; one for the whole package, so a device (and its
+    incident's workflow id) is used by one test only."""
     timings = SimTimings(image_pull_s=0.5, container_start_s=0.1, kubelet_report_s=0.1, backoff_base_s=0.3,
                          backoff_max_s=2.0, workload_step_s=0.1, checkpoint_save_s=0.1)
-    cluster = SimCluster(SimConfig(nodes=3, devices_per_node=4, timings=timings))
+    cluster = SimCluster(SimConfig(nodes=4, devices_per_node=4, timings=timings))
     cluster.start(kubeconfig_path=tmp_path_factory.mktemp("e2e-tickets") / "kubeconfig")
     yield cluster
     cluster.stop()
@@ -168,6 +169,10 @@ class WorkerProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
+    def tail(self) -> str:
+        """The end of the workers' log, for failure messages."""
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
@@ -195,7 +200,7 @@ def worker_process(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: st
     proc.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def taken() -> set[str]:
-    """Devices the module's tests already used (each test takes fresh ones)."""
+    """Devices the package's tests already used (each test takes fresh ones)."""
     return set()

@@ -48,7 +48,7 @@ async def test_sigkill_between_create_and_record_files_one_ticket(
     await front.fail(device)
 
     async def received() -> None:
-        assert len(desk.tickets) == 1, getattr(desk, "rejected", None)
+        assert len(desk.tickets) == 1, (getattr(desk, "rejected", None), worker_process.tail())
     await assert_eventually(received, timeout=45)  # the backend has the ticket; its answer is held
     # The replacement starts now (only the killed one ever held this attempt), so its start-up
     # overlaps the attempt's start-to-close timeout; it retries the activity when that expires.
