@@ -103,8 +103,8 @@ class VendorDesk:
     async def _resolve(self, ticket: dict[str, Any]) -> None:
         device = ticket.get("evidence", {}).get("device") or {}
         if self.sim_url and device:
-            payload = {**device, "health": "Healthy", "reason": "DeviceReplaced",
-                       "message": f"replaced under {ticket['id']}"}
+            payload = {**{k: device[k] for k in ("driver", "pool", "device") if k in device}, "health": "Healthy",
+                       "reason": "DeviceReplaced", "message": f"replaced under {ticket['id']}"}
             async with aiohttp.ClientSession() as session, \
                     session.post(f"{self.sim_url}/sim/v1/faults/device", json=payload) as resp:
                 if resp.status >= 300:

@@ -61,11 +61,11 @@ async def previous_incidents(client: Client, workflow_id: str, current_run: str)
 
 
 def bundle(known: dict[str, Any], attributes: dict[str, Any], previous: list[dict[str, Any]]) -> dict[str, Any]:
-    """The whole bundle: the workflow's part plus the device's attributes and previous incidents."""
-    device = dict(known.get("device") or {})
-    if attributes:
-        device["slice"] = attributes
-    return {**known, "device": device, "previous_incidents": previous}
+    """The whole bundle: the workflow's part plus the device's slice entry and previous incidents.
+
+    ``device`` stays the bare identity (driver, pool, device) that receivers may post back.
+    """
+    return {**known, "device_slice": attributes, "previous_incidents": previous}
 
 
 def title(evidence: dict[str, Any]) -> str:
@@ -82,8 +82,7 @@ def _or_none(lines: list[str]) -> list[str]:
 
 
 def _lines(evidence: dict[str, Any]) -> list[str]:
-    device = evidence.get("device") or {}
-    slice_info = device.get("slice") or {}
+    slice_info = evidence.get("device_slice") or {}
     out = [title(evidence), "", f"Incident: {evidence.get('incident')} (run {evidence.get('run_id', '?')})",
            f"Classification: {evidence.get('classification', '')}"]
     if slice_info:

@@ -46,7 +46,7 @@ async def test_callback_resolves_verifies_and_untaints(sim: SimCluster, worker: 
         return next(iter(desk.tickets.values()))
     ticket = await assert_eventually(filed, timeout=30)
     ev = ticket["evidence"]
-    assert ev["device"]["device"] == device.split("/")[2] and ev["device"]["slice"]["attributes"], ev["device"]
+    assert ev["device"]["device"] == device.split("/")[2] and ev["device_slice"]["attributes"], ev
     assert [e["code"] for e in ev["events"]] == [79] and ev["permanence"] == "permanent"
     assert any(pod["name"] in p for p in ev["pods"]), ev["pods"]
     assert any(a["step"] == "taint" for a in ev["actions"]) and ev["taint_rule"]
