@@ -96,14 +96,20 @@ async def file_ticket(wf: DeviceIncidentWorkflow) -> bool:
     return result.filed
 
 
+# Incidents that were already waiting for a vendor when this version rolled out keep the old
+# rules (any Healthy event counts; no verification) so their histories still replay.
+PATCH = "ticket-verify-after-resolution"
+
+
 async def wait_vendor(closer: Closer) -> bool:
     """Wait for a resolve callback, a Healthy event, or the backend saying resolved."""
     wf, ticket = closer.wf, closer.policy.ticket
+    current = workflow.patched(PATCH)
     wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
                                               f"to resolve ticket {wf.state.ticket_id}")
     deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
-    seen = len(wf.events)
+    seen = len(wf.events) if current else 0
     while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
         if wf.resolution is not None or any(e.health is Health.HEALTHY for e in wf.events[seen:]):
             return True

@@ -57,6 +57,10 @@ async def test_callback_resolves_verifies_and_untaints(sim: SimCluster, worker: 
     assert (await front.resolved(ticket["id"], token="wrong"))[0] == 401
     assert (await front.resolved("bad'id"))[0] in (400, 404)
     assert (await front.resolved("VND-9999"))[0] == 404
+    status, body = await front.resolved(ticket["id"], {"by": 7})
+    assert status == 400 and body["what"] == "by", body
+    status, body = await front.resolved(ticket["id"], {"who": "x"})
+    assert status == 400 and body["what"] == ["who"], body
     sim.set_device_health(*_split(device), "Healthy", reason="DeviceReplaced", message="board swapped")
 
     async def delivered() -> dict[str, Any]:
