@@ -86,11 +86,15 @@ async def answer(resp: aiohttp.ClientResponse, what: str) -> Any:
     return await resp.json(content_type=None)
 
 
-async def call(session: aiohttp.ClientSession, method: str, url: str, **kwargs: Any) -> Any:
-    """One request; connection failures are retryable ``TicketBackendUnavailable``."""
+async def call(session: aiohttp.ClientSession, method: str, url: str, *, missing_ok: bool = False,
+               **kwargs: Any) -> Any:
+    """One request; connection failures are retryable ``TicketBackendUnavailable``; with
+    ``missing_ok`` a 404 answers ``None``."""
     what = f"{method} {url.split('?')[0]}"
     try:
         async with session.request(method, url, **kwargs) as resp:
+            if missing_ok and resp.status == 404:
+                return None
             return await answer(resp, what)
     except aiohttp.ClientError as exc:
         raise ApplicationError(f"{what}: {exc}", type="TicketBackendUnavailable") from exc

@@ -75,9 +75,12 @@ class JiraClient:
                                    non_retryable=True)
         return str(key)
 
-    async def is_done(self, key: str) -> bool:
-        """Whether the issue's status is in the ``done`` category."""
-        data = await call(self.session, "GET", f"{self.api}/issue/{quote(key)}?fields=status", headers=self.headers)
+    async def is_done(self, key: str) -> bool | None:
+        """Whether the issue's status is in the ``done`` category; ``None`` when there is no such issue."""
+        data = await call(self.session, "GET", f"{self.api}/issue/{quote(key)}?fields=status", headers=self.headers,
+                          missing_ok=True)
+        if data is None:
+            return None
         status = ((data.get("fields") or {}).get("status") or {}) if isinstance(data, dict) else {}
         return str((status.get("statusCategory") or {}).get("key", "")).lower() == "done"
 
@@ -99,7 +102,8 @@ async def file(session: aiohttp.ClientSession, settings: JiraTicket, key: str, e
     found = await jira.find(label)
     if found:
         return TicketResult(filed=True, ticket_id=found, backend="jira", detail=f"issue {found} found by label")
-    if previous_ticket and settings.comment_on_recurrence and not await jira.is_done(previous_ticket):
+    # A previous ticket from another backend (or deleted) is no Jira issue: is_done says None.
+    if previous_ticket and settings.comment_on_recurrence and await jira.is_done(previous_ticket) is False:
         await jira.comment_once(previous_ticket, label, f"The device failed again.\n\n{ev.text(evidence)}")
         return TicketResult(filed=True, ticket_id=previous_ticket, backend="jira", reused=True,
                             detail=f"device failed again while {previous_ticket} is open: commented")
@@ -111,4 +115,5 @@ async def status(session: aiohttp.ClientSession, settings: JiraTicket, ticket_id
     """``resolved`` when the issue's status category is done, else ``open``."""
     if not ticket_id:
         return "open"
+    # A deleted issue never resolves by polling: the incident waits for a callback or its deadline.
     return "resolved" if await JiraClient(session, settings).is_done(ticket_id) else "open"

@@ -160,7 +160,9 @@ async def test_jira_comments_once_on_the_devices_open_issue(served: Any, monkeyp
         assert len(fake.tickets) == 1 and len(fake.comments["OPS-1"]) == 1
         await fake.resolve("OPS-1")
         third = await backend.file(session, settings, "run-3", EVIDENCE, "OPS-1")  # done: a new issue
+        other = await backend.file(session, settings, "run-4", EVIDENCE, "VND-0001")  # not a Jira issue
     assert third.ticket_id == "OPS-2" and not third.reused
+    assert other.ticket_id == "OPS-3" and not other.reused
 
 
 async def test_servicenow_finds_its_record_by_correlation_id(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
