@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from podmedic.models import DeviceRef, Health, PodKey, PodRef
-from podmedic.policy import Effect, Eviction, InPlace
+from podmedic.policy import Effect, Eviction, InPlace, Ticket
 
 
 class DiscoverInput(BaseModel):
@@ -155,20 +155,28 @@ class RecoveryResult(BaseModel):
 
 
 class TicketInput(BaseModel):
-    """File a vendor ticket; ``url`` may hold ``${VAR}`` expanded by the worker."""
+    """File a vendor ticket; ``url`` may hold ``${VAR}`` expanded by the worker.
+
+    ``ticket`` is the policy's ticket section: backend, endpoints and the *names* of the files or
+    environment variables holding credentials (never their values). ``evidence`` is the part of
+    the evidence bundle the workflow knows, capped in size; the activity adds the rest.
+    """
 
     incident_id: str
     idempotency_key: str
     url: str
     evidence: dict[str, Any]
+    ticket: Ticket | None = None
 
 
 class TicketResult(BaseModel):
-    """The filed ticket, or why none was filed."""
+    """The filed ticket, or why none was filed; ``reused`` when an open ticket of the device got a comment."""
 
     filed: bool
     ticket_id: str | None = None
     detail: str = ""
+    backend: str = ""
+    reused: bool = False
 
 
 class TicketStatusInput(BaseModel):
@@ -176,6 +184,7 @@ class TicketStatusInput(BaseModel):
 
     url: str
     ticket_id: str
+    ticket: Ticket | None = None
 
 
 class DeviceInput(BaseModel):

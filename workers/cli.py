@@ -194,7 +194,7 @@ def cmd_vendor_desk(args: argparse.Namespace) -> int:
     """Run the vendor ticket desk."""
     from workers.vendor_desk import serve
 
-    serve(args.port, args.sim_url, args.resolve_after, args.store)
+    serve(args.port, args.sim_url, args.resolve_after, args.store, args.shape)
     return 0
 
 
@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-url", help="simulator URL: resolved tickets mark their device Healthy there")
     p.add_argument("--resolve-after", type=float, help="resolve each ticket after this many seconds")
     p.add_argument("--store", type=Path, help="JSON file that keeps tickets across restarts")
+    p.add_argument("--shape", choices=["webhook", "jira", "servicenow"], default="webhook",
+                   help="API shape: generic webhook, Jira REST (project OPS, bot@example.com / jira-token) or "
+                        "ServiceNow Table API (podmedic / sn-password) (default %(default)s)")
     p.set_defaults(func=cmd_vendor_desk)
 
     from agent.cli import add_agent_parser

@@ -1,5 +1,7 @@
 """A vendor ticket desk speaking podmedic's generic webhook shape (``podmedic vendor-desk``).
 
+``--shape jira`` or ``--shape servicenow`` serves the fakes of ``podmedic/vendors/`` instead.
+
 Stands in for a hardware vendor's RMA system in the demo and the end-to-end tests: it
 receives tickets (one per ``Idempotency-Key``), answers their status, and, when given the
 simulator's URL, "replaces" a ticketed device after a delay by reporting it Healthy again
@@ -9,6 +11,8 @@ and resolving the ticket. Tickets persist to a JSON file so a restart loses none
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import time
@@ -25,7 +29,11 @@ class VendorDesk:
     """Tickets in memory (and in ``store`` when given), keyed by id and by idempotency key."""
 
     def __init__(self, *, sim_url: str | None = None, resolve_after_s: float | None = None,
-                 store: Path | None = None) -> None:
+                 store: Path | None = None, secret: str | None = None) -> None:
+        self.secret = secret
+        self.hold_creates = False
+        self.release = asyncio.Event()
+        self.rejected: list[str] = []
         self.sim_url = sim_url
         self.resolve_after_s = resolve_after_s
         self.store = store
@@ -46,8 +54,14 @@ class VendorDesk:
         key = request.headers.get("Idempotency-Key", "")
         if not key:
             return web.json_response({"error": "Idempotency-Key header is required"}, status=400)
+        raw = await request.read()
+        if self.secret is not None:
+            expected = "sha256=" + hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(request.headers.get("X-Podmedic-Signature", ""), expected):
+                self.rejected.append("bad or missing X-Podmedic-Signature")
+                return web.json_response({"error": "bad or missing X-Podmedic-Signature"}, status=401)
         try:
-            body = await request.json()
+            body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return web.json_response({"error": "body is not JSON"}, status=400)
         for ticket in self.tickets.values():
@@ -59,6 +73,8 @@ class VendorDesk:
         self.tickets[ticket_id] = ticket
         self._save()
         log.info("ticket %s filed: %s", ticket_id, ticket["title"])
+        if self.hold_creates:  # a test kills the worker while the answer is held
+            await self.release.wait()
         return web.json_response(ticket, status=201)
 
     async def get(self, request: web.Request) -> web.Response:
@@ -87,8 +103,8 @@ class VendorDesk:
     async def _resolve(self, ticket: dict[str, Any]) -> None:
         device = ticket.get("evidence", {}).get("device") or {}
         if self.sim_url and device:
-            payload = {**device, "health": "Healthy", "reason": "DeviceReplaced",
-                       "message": f"replaced under {ticket['id']}"}
+            payload = {**{k: device[k] for k in ("driver", "pool", "device") if k in device}, "health": "Healthy",
+                       "reason": "DeviceReplaced", "message": f"replaced under {ticket['id']}"}
             async with aiohttp.ClientSession() as session, \
                     session.post(f"{self.sim_url}/sim/v1/faults/device", json=payload) as resp:
                 if resp.status >= 300:
@@ -127,7 +143,16 @@ class VendorDesk:
         return app
 
 
-def serve(port: int, sim_url: str | None, resolve_after_s: float | None, store: Path | None) -> None:
-    """Run the desk until interrupted."""
-    desk = VendorDesk(sim_url=sim_url, resolve_after_s=resolve_after_s, store=store)
-    web.run_app(desk.app(), host="127.0.0.1", port=port, print=None)
+def serve(port: int, sim_url: str | None, resolve_after_s: float | None, store: Path | None,
+          shape: str = "webhook") -> None:
+    """Run the desk (webhook shape, or the Jira / ServiceNow fake) until interrupted."""
+    from podmedic.vendors.jira import FakeJira
+    from podmedic.vendors.servicenow import FakeServiceNow
+
+    if shape == "jira":
+        app = FakeJira(sim_url=sim_url, resolve_after_s=resolve_after_s).app()
+    elif shape == "servicenow":
+        app = FakeServiceNow(sim_url=sim_url, resolve_after_s=resolve_after_s).app()
+    else:
+        app = VendorDesk(sim_url=sim_url, resolve_after_s=resolve_after_s, store=store).app()
+    web.run_app(app, host="127.0.0.1", port=port, print=None)

@@ -21,7 +21,7 @@ from activities.notice import NoticeActivities
 from activities.quarantine import QuarantineActivities
 from activities.recover import RecoverActivities
 from activities.taint import TaintActivities
-from activities.ticket import TicketActivities
+from activities.tickets import TicketActivities
 from workers.health import serving_health
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
@@ -37,7 +37,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     """Every activity podmedic registers, bound to one cluster gateway and one Temporal client."""
     kube = kube.for_component("worker")  # requests say who made them (RBAC proof: tests/deploy)
     discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
-    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities()
+    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities(kube, client)
     notice = NoticeActivities(kube)
     return [
         discover.discover_device,

@@ -11,13 +11,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
     from activities.taint import TaintActivities
-    from activities.ticket import TicketActivities
     from podmedic.incident import IncidentOutcome, Phase
     from podmedic.models import Health, Outcome
-    from podmedic.steps import DeviceInput, TicketInput, TicketStatusInput, UntaintInput
-    from workflows import search
-    from workflows.gates import clear_to
-    from workflows.notices import tell_pods
+    from podmedic.steps import DeviceInput, UntaintInput
+    from workflows import ticketing
     from workflows.options import activity_options
 
 if TYPE_CHECKING:
@@ -31,6 +28,7 @@ class Closer:
         self.wf = wf
         self.policy = wf.policy
         self.verified_healthy = False
+        self.unverified = False
 
     async def close(self, permanent: bool) -> IncidentOutcome:
         """Ticket if needed, wait for the fix, untaint, and end with an outcome."""
@@ -64,6 +62,10 @@ class Closer:
                 Outcome.RESOLVED_BY_VENDOR,
                 f"ticket {self.wf.state.ticket_id} resolved by {by}; {workload}; {untainted}",
             )
+        if self.unverified:
+            return self.wf.finish(
+                Outcome.QUARANTINED, f"ticket {self.wf.state.ticket_id} resolved but the device did not verify "
+                f"healthy; {workload}; DeviceTaintRule {self.wf.state.taint_rule} kept")
         return self.wf.finish(
             Outcome.QUARANTINED,
             f"ticket {self.wf.state.ticket_id} unresolved after {ticket.wait_resolution_s:g}s; "
@@ -120,61 +122,16 @@ class Closer:
         return True
 
     async def _file_ticket(self) -> bool:
-        self.wf.enter(Phase.TICKETING, "ticket", f"filing a vendor ticket for {self.wf.inp.device.resource_id}")
-        if not await clear_to(self.wf, "ticket", f"file a vendor ticket for {self.wf.inp.device.resource_id} "
-                                                 f"with the evidence bundle"):
-            self.wf.note("ticket", f"no ticket: skipped by an operator ({self.wf.state.skip['ticket']})")
-            return False
-        state = self.wf.state
-        evidence = {
-            "incident": state.incident_id,
-            "device": self.wf.inp.device.model_dump(),
-            "node": state.node,
-            "failure_mode": state.failure_mode,
-            "permanence": state.permanence,
-            "classification": state.why,
-            "events": [e.model_dump(mode="json") for e in self.wf.events],
-            "pods": [p.model_dump() for p in state.pods],
-            "checkpoint_ids": state.checkpoint.checkpoint_ids if state.checkpoint else [],
-            "taint_rule": state.taint_rule,
-            "actions": [t.model_dump(mode="json") for t in state.timeline],
-        }
-        self.wf.running = "ticket"
-        result = await workflow.execute_activity_method(
-            TicketActivities.file_ticket,
-            TicketInput(incident_id=state.incident_id, idempotency_key=self.wf.request_id("ticket"),
-                        url=self.policy.ticket.url, evidence=evidence),
-            **activity_options(self.policy.steps.ticket, f"vendor ticket for {self.wf.inp.device.resource_id}"),
-        )
-        self.wf.finished("ticket")
-        self.wf.note("ticket", f"ticket {result.ticket_id} filed" if result.filed else f"no ticket: {result.detail}")
-        state.ticket_id = result.ticket_id
-        if result.filed:
-            self.wf.upsert(search.TICKET, result.ticket_id)
-            await tell_pods(self.wf, "ticketed", f"vendor ticket {result.ticket_id} filed for "
-                                                 f"{self.wf.inp.device.resource_id}", warning=True)
-        return result.filed
+        return await ticketing.file_ticket(self.wf)
 
     async def _wait_vendor(self) -> bool:
-        """Wait for a resolve signal, a Healthy event, or the backend saying resolved."""
-        ticket = self.policy.ticket
-        self.wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
-                                                       f"to resolve ticket {self.wf.state.ticket_id}")
-        deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
-        while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
-            if self.wf.resolution is not None or self._healthy_event_seen():
-                return True
-            status = await workflow.execute_activity_method(
-                TicketActivities.ticket_status,
-                TicketStatusInput(url=ticket.url, ticket_id=self.wf.state.ticket_id or ""),
-                **activity_options(self.policy.steps.ticket, f"status of ticket {self.wf.state.ticket_id}"),
-            )
-            if status == "resolved":
-                self.wf.note("ticket", f"backend reports ticket {self.wf.state.ticket_id} resolved")
-                return True
-            await self._sleep(min(ticket.poll_s, remaining), "wait for the vendor")
-            self.wf.check_abort()
-        return self.wf.resolution is not None
+        """Wait for a resolve signal, a Healthy event, or the backend saying resolved; then verify the device."""
+        if not await ticketing.wait_vendor(self):
+            return False
+        if not workflow.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
+            return True
+        self.unverified = True
+        return False
 
     async def _sleep(self, seconds: float, summary: str) -> None:
         """Sleep, waking early for a resolution or an abort."""

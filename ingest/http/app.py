@@ -5,6 +5,7 @@ Routes:
                              ``application/cloudevents-batch+json`` (a batch), or
                              ``application/json`` with ``ce-*`` headers (binary mode).
   ``POST /v1/alertmanager``  the Alertmanager webhook (v4), labels mapped to devices.
+  ``POST /v1/tickets/{id}/resolved``  a vendor resolved a ticket (``ingest/http/tickets.py``).
   ``GET  /v1/stats``         counters; ``GET /healthz`` liveness (no token needed).
 
 202 is answered only after the ``Deliverer`` returned, i.e. once Temporal accepted every
@@ -29,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ingest.delivery import Delivered, Deliverer
 from ingest.errors import EventError
-from ingest.http import alertmanager, cloudevents
+from ingest.http import alertmanager, cloudevents, tickets
 from ingest.http.auth import CHALLENGE, BearerAuth, load_auth
 from ingest.settings import HttpSettings, IngestSettings
 from ingest.telemetry import traced_requests
@@ -237,6 +238,7 @@ def build_app(deliverer: Deliverer, settings: IngestSettings) -> web.Application
     app.router.add_post("/v1/alertmanager", front.alerts)
     app.router.add_get("/v1/stats", front.stats_view)
     app.router.add_get("/healthz", front.healthz)
+    tickets.register(app, front)  # POST /v1/tickets/{id}/resolved
     return app
 
 

@@ -1,0 +1,100 @@
+"""What every ticket backend shares: credentials, URL expansion, HMAC signatures, HTTP answers.
+
+Credentials are read here, inside activities, from a file (a mounted Secret) or an
+environment variable named by the policy; the workflow only ever carries those names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import string
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from temporalio.exceptions import ApplicationError
+
+TIMEOUT = aiohttp.ClientTimeout(total=15)
+SIGNATURE_HEADER = "X-Podmedic-Signature"
+
+
+class TicketConfigError(ApplicationError):
+    """The ticket settings cannot be used on this worker; the message names the field."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type="TicketConfigError", non_retryable=True)
+
+
+def expand(template: str) -> str:
+    """``${VAR}`` from the worker's environment; unset variables make the result empty."""
+    try:
+        return string.Template(template).substitute(os.environ).strip()
+    except (KeyError, ValueError):
+        return ""
+
+
+def read_secret(field: str, file: str | None, env: str | None, *, required: bool) -> str | None:
+    """The secret from ``file`` (wins) or the environment variable ``env``.
+
+    Args:
+        field: The policy field path for error messages, e.g. ``ticket.jira.token``.
+        file: Path of a file holding the secret, or ``None``.
+        env: Name of an environment variable holding the secret, or ``None``.
+        required: Raise when neither yields a value.
+
+    Raises:
+        TicketConfigError: The file is unreadable or empty, or a required secret is missing.
+    """
+    if file:
+        try:
+            value = Path(file).read_text().strip()
+        except OSError as exc:
+            raise TicketConfigError(f"{field}_file {file}: cannot read: {exc.strerror}") from exc
+        if not value:
+            raise TicketConfigError(f"{field}_file {file} is empty")
+        return value
+    value = os.environ.get(env, "").strip() if env else ""
+    if value:
+        return value
+    if required:
+        where = f"environment variable {env} is unset or empty" if env else "neither _file nor _env is set"
+        raise TicketConfigError(f"{field}: no credential on this worker ({where}); set {field}_file or {field}_env")
+    return None
+
+
+def sign(secret: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of the exact body bytes sent."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def short_key(idempotency_key: str, length: int = 24) -> str:
+    """A stable, label-safe digest of an idempotency key (Jira labels and correlation ids are short)."""
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()[:length]
+
+
+async def answer(resp: aiohttp.ClientResponse, what: str) -> Any:
+    """The JSON answer, or a retryable (5xx, 408, 429) or non-retryable (other 4xx) error."""
+    if resp.status in (408, 429) or resp.status >= 500:
+        raise ApplicationError(f"{what}: HTTP {resp.status}, will retry", type="TicketBackendUnavailable")
+    if resp.status >= 400:
+        text = (await resp.text())[:300]
+        raise ApplicationError(f"{what}: HTTP {resp.status} {text}", type="TicketRejected", non_retryable=True)
+    if resp.status == 204:
+        return {}
+    return await resp.json(content_type=None)
+
+
+async def call(session: aiohttp.ClientSession, method: str, url: str, *, missing_ok: bool = False,
+               **kwargs: Any) -> Any:
+    """One request; connection failures are retryable ``TicketBackendUnavailable``; with
+    ``missing_ok`` a 404 answers ``None``."""
+    what = f"{method} {url.split('?')[0]}"
+    try:
+        async with session.request(method, url, **kwargs) as resp:
+            if missing_ok and resp.status == 404:
+                return None
+            return await answer(resp, what)
+    except aiohttp.ClientError as exc:
+        raise ApplicationError(f"{what}: {exc}", type="TicketBackendUnavailable") from exc

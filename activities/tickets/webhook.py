@@ -1,0 +1,65 @@
+"""Generic webhook backend: a signed JSON POST per incident, a GET for the status.
+
+``POST <url>`` carries the evidence bundle, an ``Idempotency-Key`` header that is the same on
+every retry (a worker that dies between sending and recording never files a second ticket)
+and, when a secret is configured, ``X-Podmedic-Signature: sha256=<hex HMAC of the body>``.
+The receiver answers ``{"id": ...}``; ``GET <url>/<id>`` answers ``{"status": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+from temporalio.exceptions import ApplicationError
+
+from activities.tickets import evidence as ev
+from activities.tickets.common import SIGNATURE_HEADER, TicketConfigError, call, expand, read_secret, sign
+from podmedic.policy import Ticket
+from podmedic.steps import TicketResult
+
+RESOLVED = ("resolved", "closed", "done")
+
+
+def _auth(ticket: Ticket) -> dict[str, str]:
+    token = read_secret("ticket.token", ticket.token_file, ticket.token_env, required=False)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _url(ticket: Ticket) -> str:
+    url = expand(ticket.url)
+    if url and not url.startswith(("http://", "https://")):
+        raise TicketConfigError(f"ticket.url: {url!r} is not an http(s) URL")
+    return url
+
+
+async def file(session: aiohttp.ClientSession, ticket: Ticket, incident_id: str, key: str,
+               evidence: dict[str, Any]) -> TicketResult:
+    """File (or find again, by idempotency key) the incident's ticket."""
+    url = _url(ticket)
+    if not url:
+        return TicketResult(filed=False, backend="webhook",
+                            detail=f"no ticket URL configured ({ticket.url!r} is empty here)")
+    body = json.dumps({"idempotency_key": key, "title": ev.title(evidence), "incident": incident_id,
+                       "evidence": evidence}, separators=(",", ":"), default=str).encode()
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key, **_auth(ticket)}
+    secret = read_secret("ticket.secret", ticket.secret_file, ticket.secret_env, required=False)
+    if secret:
+        headers[SIGNATURE_HEADER] = sign(secret, body)
+    data = await call(session, "POST", url, data=body, headers=headers)
+    ticket_id = str(data.get("id") or data.get("key") or "") if isinstance(data, dict) else ""
+    if not ticket_id:
+        raise ApplicationError(f"POST {url}: answer has no ticket id: {data!r:.200}", type="TicketRejected",
+                               non_retryable=True)
+    return TicketResult(filed=True, ticket_id=ticket_id, backend="webhook")
+
+
+async def status(session: aiohttp.ClientSession, ticket: Ticket, ticket_id: str) -> str:
+    """``open`` or ``resolved``, as the receiver says."""
+    url = _url(ticket)
+    if not url or not ticket_id:
+        return "open"
+    data = await call(session, "GET", f"{url.rstrip('/')}/{ticket_id}", headers=_auth(ticket))
+    state = str(data.get("status", "")).lower() if isinstance(data, dict) else ""
+    return "resolved" if state in RESOLVED else "open"

@@ -1,0 +1,1 @@
+"""Fake vendor ticket systems (Jira, ServiceNow shapes) for the demo and the end-to-end tests."""

@@ -1,0 +1,88 @@
+"""Helpers of the vendor-ticket end-to-end tests: policies, outcomes, history checks."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import uuid
+from typing import Any
+
+from temporalio.client import Client
+
+from podmedic.incident import IncidentOutcome
+from podmedic.policy_file import PolicySet, parse_policy
+from podmedic.sim import SimCluster
+from tests.helpers import wait_until
+from workflows.incident import DeviceIncidentWorkflow
+
+_DATA = re.compile(r'"data":\s*"([A-Za-z0-9+/=]+)"')
+
+
+def policy(ticket: str, *, wait_resolution_s: float = 60, ticket_timeout_s: float = 4) -> PolicySet:
+    """The test policy with ``ticket`` (YAML flow-mapping entries) as the ticket section."""
+    return parse_policy(f"""
+drivers:
+  default:
+    checkpoint: {{timeout_s: 3, poll_s: 0.2}}
+    steps:
+      ticket:
+        start_to_close_s: {ticket_timeout_s}
+        retry: {{initial_interval_s: 0.3, max_interval_s: 1, max_attempts: 0}}
+    recovery:
+      transient: [{{action: same_node, timeout_s: 20}}]
+      permanent: [{{action: same_node, timeout_s: 20}}]
+      verify_poll_s: 0.2
+    close: {{heal_wait_s: 1, anti_flap_s: 0.5, poll_s: 0.3}}
+    ticket: {{poll_s: 0.3, wait_resolution_s: {wait_resolution_s}, verify_s: 3, {ticket}}}
+  gpu.nvidia.com:
+    classification: {{codes: {{permanent: [79]}}}}
+""")
+
+
+def free_device(sim: SimCluster, taken: set[str]) -> str:
+    """A healthy, untainted device no pod holds and no test took yet (``driver/pool/device``); taken now."""
+    for dev in sim.state()["devices"]:
+        rid = f"{dev['driver']}/{dev['pool']}/{dev['device']}"
+        if rid not in taken and dev["health"] == "Healthy" and not dev["taints"] and not dev["allocated_to"]:
+            taken.add(rid)
+            return rid
+    raise AssertionError("no free device left in the simulator")
+
+
+async def start_job(sim: SimCluster) -> dict[str, Any]:
+    """A one-pod training job; returns its Ready pod as the simulator shows it."""
+    name = f"train-{uuid.uuid4().hex[:6]}"
+    sim.call(lambda: sim.engine.create_training_job(name, image=f"registry.local/{name}:1"))
+
+    def ready() -> dict[str, Any] | None:
+        pods = [p for p in sim.state()["pods"] if p.get("job") == name and p.get("ready")]
+        return pods[0] if pods else None
+
+    return await asyncio.to_thread(wait_until, ready, timeout=30, what=f"a Ready pod of job {name}")
+
+
+async def outcome(client: Client, device: str, *, timeout: float = 60) -> IncidentOutcome:
+    """The result of the device incident's latest run."""
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{device}")
+    return await asyncio.wait_for(handle.result(), timeout=timeout)
+
+
+async def history_text(client: Client, workflow_id: str) -> str:
+    """Every run's history as JSON plus every payload decoded, so nothing hides in base64."""
+    parts: list[str] = []
+    runs = {wf.run_id async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'")}
+    runs.add((await client.get_workflow_handle(workflow_id).describe()).run_id)
+    for run in runs:
+        text = (await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()).to_json()
+        parts.append(text)
+        parts += [base64.b64decode(m).decode("utf-8", "replace") for m in _DATA.findall(text)]
+    return "\n".join(parts)
+
+
+async def assert_no_secret(client: Client, device: str, secrets: list[str], known: str) -> None:
+    """No secret in any history of the device's incident; ``known`` must be found (the check works)."""
+    text = await history_text(client, f"device/{device}")
+    assert known in text, "the history decoder is broken: a value known to be there was not found"
+    leaked = [s for s in secrets if s in text]
+    assert not leaked, f"secrets in workflow history: {leaked}"

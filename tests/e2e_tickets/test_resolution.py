@@ -1,0 +1,133 @@
+"""End to end: a ticket filed with the evidence, resolved by the authenticated callback or by
+polling the backend; the incident verifies the device and untaints (dev server, worker, simulator)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from podmedic.models import Outcome
+from podmedic.sim import SimCluster
+from podmedic.vendors.jira import FakeJira
+from podmedic.vendors.servicenow import FakeServiceNow
+from tests.e2e_tickets.conftest import INGEST_TOKEN, SECRETS
+from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy, start_job
+from tests.helpers import assert_eventually
+from workers.vendor_desk import VendorDesk
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def _split(device: str) -> tuple[str, str, str]:
+    driver, pool, name = device.split("/")
+    return driver, pool, name
+
+
+def _rules_for(sim: SimCluster, device: str) -> list[dict[str, Any]]:
+    driver, pool, name = _split(device)
+    return [r for r in sim.state()["taint_rules"]
+            if (r.get("spec", {}).get("deviceSelector") or {}) == {"driver": driver, "pool": pool, "device": name}]
+
+
+async def test_callback_resolves_verifies_and_untaints(sim: SimCluster, worker: Client, ingest: Any, fakes: Any,
+                                                      taken: set[str]) -> None:
+    desk = VendorDesk(secret=SECRETS["PODMEDIC_TICKET_SECRET"])
+    url = await fakes(desk)
+    front = await ingest(policy(f'url: "{url}/tickets"'))
+    pod = await start_job(sim)
+    device = pod["devices"][0]
+    taken.add(device)
+    await front.fail(device)
+
+    async def filed() -> dict[str, Any]:
+        assert len(desk.tickets) == 1, desk.rejected
+        return next(iter(desk.tickets.values()))
+    ticket = await assert_eventually(filed, timeout=30)
+    ev = ticket["evidence"]
+    assert ev["device"]["device"] == device.split("/")[2] and ev["device_slice"]["attributes"], ev
+    assert [e["code"] for e in ev["events"]] == [79] and ev["permanence"] == "permanent"
+    assert any(pod["name"] in p for p in ev["pods"]), ev["pods"]
+    assert any(a["step"] == "taint" for a in ev["actions"]) and ev["taint_rule"]
+    # Earlier runs of this workflow id (other test packages reuse device names on the same server) only.
+    assert all(p["run_id"] != ev["run_id"] for p in ev["previous_incidents"]) and "checkpoint_ids" in ev
+    assert _rules_for(sim, device), "the device is tainted while the ticket is open"
+
+    assert (await front.resolved(ticket["id"], token="wrong"))[0] == 401
+    assert (await front.resolved("bad'id"))[0] in (400, 404)
+    assert (await front.resolved("VND-9999"))[0] == 404
+    status, body = await front.resolved(ticket["id"], {"by": 7})
+    assert status == 400 and body["what"] == "by", body
+    status, body = await front.resolved(ticket["id"], {"who": "x"})
+    assert status == 400 and body["what"] == ["who"], body
+    sim.set_device_health(*_split(device), "Healthy", reason="DeviceReplaced", message="board swapped")
+
+    async def delivered() -> dict[str, Any]:
+        status, body = await front.resolved(ticket["id"], {"by": "acme-rma", "note": "board swapped"})
+        assert status == 202, (status, body)  # 404 until visibility shows the incident's PodmedicTicket
+        return body
+    answer = await assert_eventually(delivered, timeout=20)
+    assert answer["incidents"] == [f"device/{device}"] and answer["by"] == "acme-rma"
+
+    result = await outcome(worker, device)
+    assert result.outcome is Outcome.RESOLVED_BY_VENDOR, result.explanation
+    assert "resolved by acme-rma" in result.explanation and result.ticket_id == ticket["id"]
+    assert any("device verified after the ticket's resolution" in t.message for t in result.timeline)
+    assert result.taint_removed and not _rules_for(sim, device)
+    assert (await front.resolved(ticket["id"]))[0] == 404  # closed: no open incident has the ticket
+    await assert_no_secret(worker, device, [*SECRETS.values(), INGEST_TOKEN], known=ticket["id"])
+
+
+async def test_resolved_but_still_unhealthy_keeps_the_taint(sim: SimCluster, worker: Client, ingest: Any,
+                                                           fakes: Any, taken: set[str]) -> None:
+    desk = VendorDesk()
+    url = await fakes(desk)
+    front = await ingest(policy(f'url: "{url}/tickets"'))
+    device = free_device(sim, taken)
+    await front.fail(device)
+    ticket = await assert_eventually(lambda: _only(desk.tickets), timeout=30)
+    # The driver still reports the device broken: the vendor's word alone must not untaint it.
+    sim.set_slice_taint(*_split(device), key="gpu.nvidia.com/xid", value="79")
+    status = await assert_eventually(lambda: _accepted(front, ticket["id"]), timeout=20)
+    assert status == 202
+    result = await outcome(worker, device)
+    assert result.outcome is Outcome.QUARANTINED and "did not verify healthy" in result.explanation
+    assert not result.taint_removed and _rules_for(sim, device)
+
+
+async def _only(tickets: dict[str, Any]) -> dict[str, Any]:
+    assert len(tickets) == 1
+    return dict(next(iter(tickets.values())))
+
+
+async def _accepted(front: Any, ticket: str) -> int:
+    status, body = await front.resolved(ticket)
+    assert status == 202, body
+    return int(status)
+
+
+@pytest.mark.parametrize("backend", ["jira", "servicenow"])
+async def test_polling_the_backend_resolves(sim: SimCluster, worker: Client, ingest: Any, fakes: Any,
+                                            taken: set[str], backend: str) -> None:
+    if backend == "jira":
+        fake: Any = FakeJira(project="GPU", email="bot@example.com", token=SECRETS["PODMEDIC_JIRA_TOKEN"])
+        url = await fakes(fake)
+        settings = f'backend: jira, jira: {{url: "{url}", project: GPU, email: bot@example.com, api_version: "3"}}'
+    else:
+        fake = FakeServiceNow(user="podmedic", password=SECRETS["PODMEDIC_SERVICENOW_PASSWORD"])
+        url = await fakes(fake)
+        settings = f'backend: servicenow, servicenow: {{url: "{url}", user: podmedic}}'
+    front = await ingest(policy(settings))
+    device = free_device(sim, taken)
+    await front.fail(device)
+    ticket = await assert_eventually(lambda: _only(fake.tickets), timeout=30)
+    ticket_id = ticket.get("key") or ticket["number"]
+    assert fake.rejected == []
+    sim.set_device_health(*_split(device), "Healthy", reason="DeviceReplaced")
+    await fake.resolve(ticket_id)
+    result = await outcome(worker, device)
+    assert result.outcome is Outcome.RESOLVED_BY_VENDOR, result.explanation
+    assert result.ticket_id == ticket_id and result.taint_removed and not _rules_for(sim, device)
+    assert any(f"backend reports ticket {ticket_id} resolved" in t.message for t in result.timeline)
+    await assert_no_secret(worker, device, list(SECRETS.values()), known=ticket_id)

@@ -1,0 +1,195 @@
+"""Each ticket backend against a real HTTP server speaking that system's API shape.
+
+The activities run in Temporal's ``ActivityEnvironment`` (a real activity context); the
+servers are the fakes in ``podmedic/vendors/`` and the webhook desk, strict about auth
+headers, HMAC signatures and body fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.tickets import TicketActivities
+from podmedic.policy import JiraTicket, ServiceNowTicket, Ticket
+from podmedic.steps import TicketInput, TicketStatusInput
+from podmedic.vendors.base import FakeDesk
+from podmedic.vendors.jira import FakeJira
+from podmedic.vendors.servicenow import FakeServiceNow
+from workers.vendor_desk import VendorDesk
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+EVIDENCE: dict[str, Any] = {
+    "incident": "device/gpu.nvidia.com/node-0001/gpu-3",
+    "device": {"driver": "gpu.nvidia.com", "pool": "node-0001", "device": "gpu-3"},
+    "node": "node-0001", "failure_mode": "device_failed", "permanence": "permanent",
+    "events": [{"at": "2026-01-01T00:00:00+00:00", "health": "Unhealthy", "code": 79, "reason": "XidError",
+                "message": "XID 79: fallen off the bus"}],
+    "pods": ["default/train-0 (uid u1, node node-0001, job train)"], "checkpoint_ids": ["ckpt-1"],
+    "actions": [{"at": "2026-01-01T00:00:01+00:00", "step": "taint", "message": "NoExecute"}],
+}
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def served() -> AsyncIterator[Any]:
+    """Serve a fake: ``url = await served(fake)``; stopped after the test."""
+    runners: list[web.AppRunner] = []
+
+    async def start(fake: FakeDesk | VendorDesk) -> str:
+        runner, url = await _serve(fake.app())
+        runners.append(runner)
+        return url
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def _input(ticket: Ticket, key: str = "device/x#run1#ticket#0") -> TicketInput:
+    return TicketInput(incident_id=EVIDENCE["incident"], idempotency_key=key, url=ticket.url, evidence=EVIDENCE,
+                       ticket=ticket)
+
+
+async def _file(ticket: Ticket, key: str = "device/x#run1#ticket#0") -> Any:
+    return await ActivityEnvironment().run(TicketActivities().file_ticket, _input(ticket, key))
+
+
+async def _status(ticket: Ticket, ticket_id: str) -> str:
+    inp = TicketStatusInput(url=ticket.url, ticket_id=ticket_id, ticket=ticket)
+    return str(await ActivityEnvironment().run(TicketActivities().ticket_status, inp))
+
+
+async def test_webhook_signs_the_body_and_files_once(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    desk = VendorDesk(secret="s3cret")
+    url = await served(desk)
+    monkeypatch.setenv("PODMEDIC_TICKET_SECRET", "s3cret")
+    ticket = Ticket(url=f"{url}/tickets")
+    first = await _file(ticket)
+    again = await _file(ticket)
+    assert first.filed and first.ticket_id == again.ticket_id and len(desk.tickets) == 1
+    filed = desk.tickets[str(first.ticket_id)]
+    assert filed["evidence"]["events"][0]["code"] == 79 and filed["evidence"]["checkpoint_ids"] == ["ckpt-1"]
+    assert await _status(ticket, str(first.ticket_id)) == "open"
+    await desk._resolve(filed)
+    assert await _status(ticket, str(first.ticket_id)) == "resolved"
+
+
+async def test_webhook_with_the_wrong_secret_is_refused(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    desk = VendorDesk(secret="right")
+    url = await served(desk)
+    monkeypatch.setenv("PODMEDIC_TICKET_SECRET", "wrong")
+    with pytest.raises(ApplicationError) as err:
+        await _file(Ticket(url=f"{url}/tickets"))
+    assert err.value.type == "TicketRejected" and err.value.non_retryable and "401" in str(err.value)
+    assert desk.tickets == {} and desk.rejected == ["bad or missing X-Podmedic-Signature"]
+
+
+async def test_signature_is_hmac_sha256_of_the_exact_body() -> None:
+    from activities.tickets.common import sign
+
+    body = json.dumps({"a": 1}).encode()
+    assert sign("k", body) == "sha256=" + hmac.new(b"k", body, hashlib.sha256).hexdigest()
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
+async def test_jira_creates_one_issue_per_incident_run(served: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      version: str) -> None:
+    jira = FakeJira(project="OPS", email="bot@example.com", token="tok")
+    url = await served(jira)
+    monkeypatch.setenv("PODMEDIC_JIRA_TOKEN", "tok")
+    ticket = Ticket(backend="jira", jira=JiraTicket(url=url, project="OPS", email="bot@example.com",
+                                                    api_version=version, issue_type="Hardware"))
+    first = await _file(ticket)
+    again = await _file(ticket)  # a retry after a lost answer: found by label, not filed again
+    assert jira.rejected == []
+    assert first.ticket_id == again.ticket_id == "OPS-1" and len(jira.tickets) == 1 and jira.creates_received == 1
+    fields = jira.tickets["OPS-1"]["fields"]
+    assert fields["issuetype"] == {"name": "Hardware"} and "podmedic" in fields["labels"]
+    assert "gpu.nvidia.com/node-0001/gpu-3" in fields["summary"]
+    assert "XID 79: fallen off the bus" in jira.tickets["OPS-1"]["text"]
+    assert await _status(ticket, "OPS-1") == "open"
+    await jira.resolve("OPS-1")
+    assert await _status(ticket, "OPS-1") == "resolved"
+
+
+async def test_jira_bearer_pat_and_bad_token(served: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    jira = FakeJira(token="pat-1", bearer=True)
+    url = await served(jira)
+    (tmp_path / "pat").write_text("pat-1\n")
+    ticket = Ticket(backend="jira", jira=JiraTicket(url=url, project="OPS", auth="bearer",
+                                                    token_file=str(tmp_path / "pat")))
+    assert (await _file(ticket)).ticket_id == "OPS-1"
+    monkeypatch.setenv("PODMEDIC_JIRA_TOKEN", "nope")
+    with pytest.raises(ApplicationError, match="401"):
+        await _file(Ticket(backend="jira", jira=JiraTicket(url=url, project="OPS", auth="bearer")), "k2")
+
+
+async def test_jira_comments_once_on_the_devices_open_issue(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp
+
+    from activities.tickets import jira as backend
+
+    fake = FakeJira(token="tok")
+    url = await served(fake)
+    monkeypatch.setenv("PODMEDIC_JIRA_TOKEN", "tok")
+    settings = JiraTicket(url=url, project="OPS", email="bot@example.com")
+    async with aiohttp.ClientSession() as session:
+        first = await backend.file(session, settings, "run-1", EVIDENCE, None)
+        again = await backend.file(session, settings, "run-2", EVIDENCE, first.ticket_id)
+        retried = await backend.file(session, settings, "run-2", EVIDENCE, first.ticket_id)
+        assert again.reused and again.ticket_id == retried.ticket_id == "OPS-1"
+        assert len(fake.tickets) == 1 and len(fake.comments["OPS-1"]) == 1
+        await fake.resolve("OPS-1")
+        third = await backend.file(session, settings, "run-3", EVIDENCE, "OPS-1")  # done: a new issue
+        other = await backend.file(session, settings, "run-4", EVIDENCE, "VND-0001")  # not a Jira issue
+    assert third.ticket_id == "OPS-2" and not third.reused
+    assert other.ticket_id == "OPS-3" and not other.reused
+
+
+async def test_servicenow_finds_its_record_by_correlation_id(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    sn = FakeServiceNow(user="svc", password="pw")
+    url = await served(sn)
+    monkeypatch.setenv("SN_PASSWORD", "pw")
+    ticket = Ticket(backend="servicenow", servicenow=ServiceNowTicket(url=url, user="svc", password_env="SN_PASSWORD",
+                                                                      assignment_group="gpu-ops"))
+    first = await _file(ticket)
+    again = await _file(ticket)
+    assert sn.rejected == [] and first.ticket_id == again.ticket_id == "INC0010001" and len(sn.tickets) == 1
+    record = sn.tickets["INC0010001"]
+    assert record["correlation_id"].startswith("podmedic-") and record["assignment_group"] == "gpu-ops"
+    assert record["category"] == "hardware" and "XID 79" in record["description"]
+    assert await _status(ticket, "INC0010001") == "open"
+    await sn.resolve("INC0010001")
+    assert await _status(ticket, "INC0010001") == "resolved"
+
+
+async def test_missing_credentials_name_the_field(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PODMEDIC_SERVICENOW_PASSWORD", raising=False)
+    ticket = Ticket(backend="servicenow", servicenow=ServiceNowTicket(url="http://127.0.0.1:9", user="u"))
+    with pytest.raises(ApplicationError) as err:
+        await _file(ticket)
+    assert err.value.type == "TicketConfigError" and err.value.non_retryable
+    assert "ticket.servicenow.password" in str(err.value) and "PODMEDIC_SERVICENOW_PASSWORD" in str(err.value)
+    ticket = Ticket(backend="jira", jira=JiraTicket(url="http://127.0.0.1:9", project="P", email="e",
+                                                    token_file=str(tmp_path / "absent")))
+    with pytest.raises(ApplicationError, match=r"ticket.jira.token_file .*absent: cannot read"):
+        await _file(ticket)

@@ -1,0 +1,42 @@
+"""The ticket section of the policy: backends, their settings and credential names."""
+
+from __future__ import annotations
+
+import pytest
+
+from podmedic.policy_file import PolicyError, parse_policy
+
+
+def _errors(text: str) -> str:
+    with pytest.raises(PolicyError) as err:
+        parse_policy(text)
+    return str(err.value)
+
+
+def test_a_driver_switches_to_jira_over_the_default_webhook() -> None:
+    policies = parse_policy("""
+drivers:
+  default: {ticket: {url: "${PODMEDIC_TICKET_URL}"}}
+  gpu.nvidia.com:
+    ticket: {backend: jira, jira: {url: "https://acme.atlassian.net", project: GPU, email: bot@acme.io,
+                                   token_file: /secrets/jira-token}}
+""")
+    ticket = policies.for_driver("gpu.nvidia.com").ticket
+    assert ticket.backend == "jira" and ticket.jira is not None and ticket.jira.project == "GPU"
+    assert ticket.jira.token_file == "/secrets/jira-token" and ticket.jira.api_version == "2"
+    assert policies.for_driver("other").ticket.backend == "webhook"
+
+
+def test_bad_ticket_settings_name_the_field() -> None:
+    text = _errors("""
+drivers:
+  default: {}
+  a: {ticket: {backend: jira}}
+  b: {ticket: {backend: servicenow, servicenow: {url: "https://x", user: u, password_env: "bad name"}}}
+  c: {ticket: {backend: jira, jira: {url: "https://x", project: P}}}
+  d: {ticket: {backend: email}}
+""")
+    assert "drivers.a.ticket: Value error, backend jira needs a 'jira:' section" in text
+    assert "drivers.b.ticket.servicenow.password_env: String should match pattern" in text
+    assert "drivers.c.ticket.jira: Value error, email is required when auth is basic" in text
+    assert "drivers.d.ticket.backend: Input should be 'none', 'webhook', 'jira' or 'servicenow'" in text

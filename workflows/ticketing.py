@@ -1,0 +1,151 @@
+"""The vendor-ticket stage of an incident: file with the evidence, wait for the fix, verify the device.
+
+Deterministic workflow code: the backends, credentials and the parts of the evidence only
+the cluster or Temporal know (device attributes, previous incidents) live in the activity.
+What the workflow sends is capped, so a long-running flapping device cannot bloat history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.tickets import TicketActivities
+    from podmedic.incident import Phase
+    from podmedic.models import Health
+    from podmedic.steps import TicketInput, TicketStatusInput
+    from workflows import search
+    from workflows.gates import clear_to
+    from workflows.notices import tell_pods
+    from workflows.options import activity_options
+
+if TYPE_CHECKING:
+    from workflows.closing import Closer
+    from workflows.incident import DeviceIncidentWorkflow
+
+MAX_EVENTS = 50
+MAX_ACTIONS = 100
+MAX_PODS = 50
+MAX_MESSAGE = 300
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def evidence(wf: DeviceIncidentWorkflow) -> dict[str, Any]:
+    """What the workflow knows for the bundle: health timeline, pods, actions, checkpoints (capped)."""
+    state = wf.state
+    events = [{"at": e.observed_at.isoformat(), "health": e.health.value, "code": e.code, "reason": e.reason,
+               "message": _cut(e.message), "source": e.source,
+               "pod": f"{e.pod.namespace}/{e.pod.name}" if e.pod else None}
+              for e in wf.events[-MAX_EVENTS:]]
+    checkpoints = [{"pod": r.pod, "status": r.status.value, "id": r.checkpoint_id, "location": r.location}
+                   for r in (state.checkpoint.results if state.checkpoint else [])][:MAX_PODS]
+    return {
+        "incident": state.incident_id,
+        "device": wf.inp.device.model_dump(),
+        "node": state.node,
+        "node_incident": state.node_incident,
+        "failure_mode": state.failure_mode,
+        "permanence": state.permanence,
+        "flapping": state.flapping,
+        "classification": _cut(state.why or ""),
+        "events": events,
+        "events_total": len(wf.events),
+        "pods": [f"{p.namespace}/{p.name} (uid {p.uid}, node {p.node}, job {p.job or '-'})"
+                 for p in state.pods[:MAX_PODS]],
+        "checkpoint_ids": state.checkpoint.checkpoint_ids if state.checkpoint else [],
+        "checkpoints": checkpoints,
+        "recovery": [{"action": r.action, "verified": r.verified, "detail": _cut(r.detail)}
+                     for r in state.recovery[:MAX_PODS]],
+        "taint_rule": state.taint_rule,
+        "actions": [{"at": t.at.isoformat(), "step": t.step, "message": _cut(t.message)}
+                    for t in state.timeline[-MAX_ACTIONS:]],
+    }
+
+
+async def file_ticket(wf: DeviceIncidentWorkflow) -> bool:
+    """File (or, for Jira, comment on the device's open) ticket; ``True`` when one is on record."""
+    wf.enter(Phase.TICKETING, "ticket", f"filing a vendor ticket for {wf.inp.device.resource_id}")
+    if not await clear_to(wf, "ticket", f"file a vendor ticket for {wf.inp.device.resource_id} "
+                                        f"with the evidence bundle"):
+        wf.note("ticket", f"no ticket: skipped by an operator ({wf.state.skip['ticket']})")
+        return False
+    state, ticket = wf.state, wf.policy.ticket
+    wf.running = "ticket"
+    result = await workflow.execute_activity_method(
+        TicketActivities.file_ticket,
+        TicketInput(incident_id=state.incident_id, idempotency_key=wf.request_id("ticket"), url=ticket.url,
+                    evidence=evidence(wf), ticket=ticket),
+        **activity_options(wf.policy.steps.ticket, f"{ticket.backend} ticket for {wf.inp.device.resource_id}"),
+    )
+    wf.finished("ticket")
+    how = "commented on open ticket" if result.reused else "ticket"
+    wf.note("ticket", f"{result.backend} {how} {result.ticket_id} filed" if result.filed
+            else f"no ticket: {result.detail}")
+    state.ticket_id = result.ticket_id
+    if result.filed:
+        wf.upsert(search.TICKET, result.ticket_id)
+        await tell_pods(wf, "ticketed", f"vendor ticket {result.ticket_id} filed for "
+                                        f"{wf.inp.device.resource_id}", warning=True)
+    return result.filed
+
+
+# Incidents that were already waiting for a vendor when this version rolled out keep the old
+# rules (any Healthy event counts; no verification) so their histories still replay.
+PATCH = "ticket-verify-after-resolution"
+
+
+async def wait_vendor(closer: Closer) -> bool:
+    """Wait for a resolve callback, a Healthy event, or the backend saying resolved."""
+    wf, ticket = closer.wf, closer.policy.ticket
+    current = workflow.patched(PATCH)
+    wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
+                                              f"to resolve ticket {wf.state.ticket_id}")
+    deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
+    # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
+    seen = len(wf.events) if current else 0
+    while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
+        if wf.resolution is not None or any(e.health is Health.HEALTHY for e in wf.events[seen:]):
+            return True
+        status = await workflow.execute_activity_method(
+            TicketActivities.ticket_status,
+            TicketStatusInput(url=ticket.url, ticket_id=wf.state.ticket_id or "", ticket=ticket),
+            **activity_options(closer.policy.steps.ticket, f"status of ticket {wf.state.ticket_id}"),
+        )
+        if status == "resolved":
+            wf.note("ticket", f"backend reports ticket {wf.state.ticket_id} resolved")
+            return True
+        await closer._sleep(min(ticket.poll_s, remaining), "wait for the vendor")
+        wf.check_abort()
+    return wf.resolution is not None
+
+
+async def verify_fixed(closer: Closer) -> bool:
+    """After the vendor's word: the device must read Healthy (or at least not Unhealthy, when no
+    pod uses it and the driver reports no taint) within ``ticket.verify_s``."""
+    wf, ticket = closer.wf, closer.policy.ticket
+    wf.enter(Phase.AWAITING_HEAL, "close", f"ticket {wf.state.ticket_id} resolved; verifying "
+                                           f"{wf.inp.device.resource_id} is healthy")
+    deadline = workflow.now() + timedelta(seconds=ticket.verify_s)
+    while True:
+        health = await closer._read_health()
+        if health is not Health.UNHEALTHY:
+            how = "reads Healthy" if health is Health.HEALTHY else "no longer reported Unhealthy (no pod uses it)"
+            wf.note("close", f"device verified after the ticket's resolution: {how}")
+            return True
+        remaining = (deadline - workflow.now()).total_seconds()
+        if remaining <= 0:
+            wf.note("close", f"ticket {wf.state.ticket_id} resolved but the device still reads Unhealthy "
+                             f"after {ticket.verify_s:g}s")
+            return False
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: wf.abort_request is not None,
+                                          timeout=timedelta(seconds=min(closer.policy.close.poll_s, remaining)),
+                                          timeout_summary="verify the device after the fix")
+        wf.check_abort()
