@@ -2,8 +2,10 @@
 
 The policy gates NoExecute taints on every driver, so a permanent fault waits for an
 operator; the vendor desk never resolves tickets by itself, so `incidents resolve` does.
-Devices in pool ``rack-9`` exist in no node: incidents about them find no pods, which
-keeps them clear of the training jobs the Events test starts.
+Devices in pools ``rack-8`` (browser) and ``rack-9`` (CLI) exist in no node: incidents about
+them find no pods, which keeps them clear of the training jobs the Events test starts. Each
+pool sees at most two failures, below the node correlation's three: a third device of one pool
+would open a node incident that covers the devices, and they would get no gated taint.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ async def test_operator_finds_the_incident_and_its_pending_approval_in_the_ui(
     ops: Ops, chrome: webdriver.Chrome
 ) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    device = "gpu.nvidia.com/rack-9/gpu-5"
-    wid = ops.post("rack-9", "gpu-5", 79, "XID 79: GPU has fallen off the bus")
+    device = "gpu.nvidia.com/rack-8/gpu-5"
+    wid = ops.post("rack-8", "gpu-5", 79, "XID 79: GPU has fallen off the bus")
     await ops.wait_phase(wid, "AwaitingApproval")
     started = time.monotonic()
 
@@ -84,7 +84,7 @@ async def test_operator_finds_the_incident_and_its_pending_approval_in_the_ui(
     summary, details, current = _until("summary, details and current details", panes)[:3]
     chrome.save_screenshot(str(ARTIFACTS / "2-incident-user-metadata.png"))
     assert summary.strip() == f"{device} Unhealthy — XID 79: GPU has fallen off the bus"
-    for text in (f"Device incident {device}", "Node: rack-9", "Classification: device_failed, permanent",
+    for text in (f"Device incident {device}", "Node: rack-8", "Classification: device_failed, permanent",
                  "Policy in force (gpu.nvidia.com)", "Approval gates: taint_no_execute (900s, then abort)"):
         assert text in details, f"{text!r} not in the details pane:\n{details}"
     for text in ("AwaitingApproval — waiting for an operator to approve taint",
