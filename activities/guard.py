@@ -48,7 +48,7 @@ class GuardActivities:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary="fleet guard: blast-radius limits and storm breaker",
         )
-        answer = await handle.execute_update("ask", req, result_type=PermitAnswer)
+        answer: PermitAnswer = await handle.execute_update("ask", req, result_type=PermitAnswer)
         set_guard_state("tripped" if answer.tripped else "dry_run" if req.probe else "ok",
                         devices_tainted=answer.devices_tainted, nodes_disrupted=answer.nodes_disrupted)
         return answer

@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from podmedic.guard import FleetSize, GuardPolicy, Ledger, Observation, Permit, PermitAnswer, PermitRequest, StormRecord
+from podmedic.guard import FleetSize, Ledger, Observation, Permit, PermitAnswer, PermitRequest, StormRecord
+from podmedic.guard_policy import GuardPolicy
 
 
 def nodes_disrupted(ledger: Ledger) -> set[str]:

@@ -30,10 +30,13 @@ class FleetIncidentState(BaseModel):
     resolution: str = ""
 
 
+def _some(names: list[str], most: int = 20) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def details(storm: StormRecord) -> str:
     """Markdown for the Temporal UI's current details."""
-    devices = ", ".join(storm.devices[:20]) + (f" and {len(storm.devices) - 20} more" if len(storm.devices) > 20 else "")
-    nodes = ", ".join(storm.nodes[:20]) + (f" and {len(storm.nodes) - 20} more" if len(storm.nodes) > 20 else "")
+    devices, nodes = _some(storm.devices), _some(storm.nodes)
     return (f"**Storm**: {storm.summary}\n\n"
             f"**Tripped at**: {storm.tripped_at.isoformat()}\n\n"
             f"**Driver**: {storm.driver}; **share**: {storm.share:.1%} of {storm.fleet} devices within "

@@ -10,6 +10,7 @@ woken (signal ``guard_wake``) when room frees; they also ask again every ``retry
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -124,11 +125,9 @@ class FleetGuardWorkflow:
                 workflow.continue_as_new(GuardInput(policy=self.policy, search_attributes=self.search_attributes,
                                                     ledger=self.ledger, fleet=self.fleet))
             self.dirty = False
-            try:
+            with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self.dirty, timeout=timedelta(seconds=self._tick()),
                                               timeout_summary="guard tick")
-            except TimeoutError:
-                pass
 
     def _tick(self) -> float:
         wait = self.policy.fleet_refresh_s
@@ -209,10 +208,8 @@ class FleetGuardWorkflow:
             )
         while self.to_close:
             incident, why = self.to_close.pop(0)
-            try:
+            with contextlib.suppress(ApplicationError):  # already closed by hand: nothing to tell it
                 await workflow.get_external_workflow_handle(incident).signal(FleetIncidentWorkflow.storm_over, why)
-            except ApplicationError:
-                pass  # already closed by hand: nothing to tell it
 
     async def _send_wakes(self) -> None:
         while self.wake:
