@@ -121,6 +121,8 @@ class Ledger(BaseModel):
     seen: list[Observation] = Field(default_factory=list)
     grants: list[Observation] = Field(default_factory=list)
     waiting: list[str] = Field(default_factory=list)
+    counted: list[str] = Field(default_factory=list, description="Open incidents already counted as unhealthy "
+                                                                 "(once each, however long they stay open).")
     storm: StormRecord | None = None
     storms_since: dt.datetime | None = Field(None, description="Observations before this were acknowledged by "
                                                                "an operator's resume: they cannot trip again.")

@@ -80,8 +80,9 @@ def evaluate(ledger: Ledger, req: PermitRequest, fleet: FleetSize | None, now: d
 
 
 def observe(ledger: Ledger, req: PermitRequest, now: dt.datetime) -> None:
-    """Count the asking device as unhealthy (once per incident and window)."""
-    if all(o.incident_id != req.incident_id for o in ledger.seen):
+    """Count the asking device as unhealthy, once while its incident is open."""
+    if req.incident_id not in ledger.counted:
+        ledger.counted.append(req.incident_id)
         ledger.seen.append(_observation(req, now))
 
 
@@ -102,6 +103,8 @@ def release(ledger: Ledger, incident_id: str) -> bool:
     """Give back an incident's permit; True when it held one."""
     if incident_id in ledger.waiting:
         ledger.waiting.remove(incident_id)
+    if incident_id in ledger.counted:
+        ledger.counted.remove(incident_id)
     return ledger.permits.pop(incident_id, None) is not None
 
 

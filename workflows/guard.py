@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, FailureError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -208,7 +208,7 @@ class FleetGuardWorkflow:
             )
         while self.to_close:
             incident, why = self.to_close.pop(0)
-            with contextlib.suppress(ApplicationError):  # already closed by hand: nothing to tell it
+            with contextlib.suppress(FailureError):  # already closed by hand: nothing to tell it
                 await workflow.get_external_workflow_handle(incident).signal(FleetIncidentWorkflow.storm_over, why)
 
     async def _send_wakes(self) -> None:
@@ -216,7 +216,7 @@ class FleetGuardWorkflow:
             incident = self.wake.pop(0)
             try:
                 await workflow.get_external_workflow_handle(incident).signal("guard_wake")
-            except ApplicationError:  # closed meanwhile: it released (or will release) what it held
+            except FailureError:  # closed meanwhile: it released (or will release) what it held
                 if incident in self.ledger.waiting:
                     self.ledger.waiting.remove(incident)
 
