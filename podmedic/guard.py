@@ -32,6 +32,8 @@ class PermitRequest(BaseModel):
     search_attributes: bool = True
     override_by: str | None = Field(None, description="An operator approved the step past a limit.")
     probe: bool = Field(False, description="Dry run: answer what the guard would do, record nothing.")
+    counts: bool = Field(True, description="Count the device as unhealthy toward a storm (a node incident's "
+                                           "devices count through their own incidents).")
 
 
 class PermitAnswer(BaseModel):

@@ -63,7 +63,8 @@ class FleetGuardWorkflow:
         now = workflow.now()
         if req.probe:
             return self._counted(limits.evaluate(self.ledger, req, self.fleet, now))
-        limits.observe(self.ledger, req, now)
+        if req.counts:
+            limits.observe(self.ledger, req, now)
         if self.ledger.storm is None:
             found = limits.storm(self.ledger, self.policy, self.fleet, now)
             if found is not None:

@@ -222,7 +222,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         watch = NodeWatchInput(node=node, driver=self.inp.device.driver,
                                correlation=self.policy.detection.node_correlation,
                                quarantine=self.policy.node_quarantine, approvals=self.policy.approvals,
-                               search_attributes=self.inp.search_attributes)
+                               search_attributes=self.inp.search_attributes, guard=self.policy.guard)
         try:
             answer = await workflow.execute_activity_method(
                 NodeActivities.report_to_node, NodeReportInput(watch=watch, report=report),

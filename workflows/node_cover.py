@@ -73,7 +73,7 @@ async def quarantine_rung(wf: DeviceIncidentWorkflow, pod: PodRef, rung: LadderR
                               why=f"{wf.state.why}; ladder exhausted")
     watch = NodeWatchInput(node=node, driver=wf.inp.device.driver, correlation=wf.policy.detection.node_correlation,
                            quarantine=wf.policy.node_quarantine, approvals=wf.policy.approvals,
-                           search_attributes=wf.inp.search_attributes)
+                           search_attributes=wf.inp.search_attributes, guard=wf.policy.guard)
     answer = await workflow.execute_activity_method(
         NodeActivities.request_node_quarantine, NodeReportInput(watch=watch, report=report),
         start_to_close_timeout=timedelta(seconds=max(rung.timeout_s, 10)),

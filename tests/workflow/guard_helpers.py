@@ -12,12 +12,14 @@ from temporalio.worker import Worker
 
 from activities.guard import GuardActivities
 from activities.kube import KubeGateway
+from activities.node import NodeActivities
 from podmedic.guard import GUARD_WORKFLOW_ID, FleetSize, FleetSizeInput, GuardStatus, PermitAnswer, PermitRequest
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 
 
 class FleetOf(GuardActivities):
@@ -39,10 +41,15 @@ class FleetOf(GuardActivities):
 
 
 def guard_worker(client: Client, task_queue: str, fake: FakeCluster, fleet: FleetOf) -> Worker:
-    """Incidents, the guard and the fleet incident, on the fake cluster."""
+    """Incidents, node watches, the guard and the fleet incident, on the fake cluster (the node
+    watch reached through the real activities)."""
+    real = NodeActivities(client)
+    names = {"report_to_node", "device_incidents_status", "request_node_quarantine"}
+    activities = [a for a in fake.activities() if getattr(a, "__name__", "") not in names]
     return Worker(client, task_queue=task_queue,
-                  workflows=[DeviceIncidentWorkflow, FleetGuardWorkflow, FleetIncidentWorkflow],
-                  activities=[*fake.activities(), fleet.ask_guard, fleet.release_guard, fleet.fleet_size])
+                  workflows=[DeviceIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow, FleetIncidentWorkflow],
+                  activities=[*activities, real.report_to_node, real.device_incidents_status,
+                              real.request_node_quarantine, fleet.ask_guard, fleet.release_guard, fleet.fleet_size])
 
 
 def guard_handle(client: Client) -> WorkflowHandle[FleetGuardWorkflow, None]:

@@ -8,18 +8,22 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.guard import FleetSize, ResumeRequest
 from podmedic.incident import AbortRequest, ApprovalRequest, Phase
 from podmedic.models import DeviceRef, Health, Outcome
+from podmedic.node import NodeIncidentState, node_workflow_id
 from podmedic.policy_file import PolicySet, parse_policy
+from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -156,6 +160,36 @@ async def test_a_storm_resumes_by_itself_once_calm_for_clear_s(env: WorkflowEnvi
             await env.sleep(120)
         assert "storm cleared" in await record.result()
         await guard_status(client, expect="ok")
+
+
+async def test_a_node_quarantine_waits_for_the_guard_during_a_storm(env: WorkflowEnvironment,
+                                                                    task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy(STORM)
+    async with guard_worker(client, task_queue, fake, fleet(client, devices=20)):
+        await _storm(env, task_queue, fake, rules, 6)
+        await guard_status(client, expect="tripped")
+        for n in range(3):  # three devices of one node: a node incident
+            await open_incident(client, task_queue, device(300, n), rules)
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id("node-300"))
+
+        async def phase(expected: str) -> NodeIncidentState:
+            try:
+                state = await watch.query(NodeIncidentWorkflow.get_state)
+            except RPCError as err:
+                raise AssertionError(str(err)) from err
+            assert state.phase == expected, state.phase
+            return state
+
+        held = await assert_eventually(lambda: phase("Throttled"))
+        assert "node_quarantine waits for the fleet guard (storm)" in held.doing and fake.calls["quarantine_node"] == 0
+        await guard_handle(client).execute_update(FleetGuardWorkflow.resume, ResumeRequest(by="erin", reason="ok"))
+        done = await assert_eventually(lambda: phase("Quarantined"))
+        status = await guard_status(client)
+    assert fake.calls["quarantine_node"] == 1 and done.quarantined
+    assert watch.id in [p.incident_id for p in status.permits]
+    assert watch.id not in (status.storm.devices if status.storm else [])
 
 
 async def test_guard_disabled_changes_nothing(env: WorkflowEnvironment, task_queue: str) -> None:
