@@ -119,7 +119,7 @@ def storm(ledger: Ledger, policy: GuardPolicy, fleet: FleetSize | None, now: dt.
     recent = [o for o in ledger.seen if o.at >= since]
     worst: StormRecord | None = None
     for driver in sorted({o.driver for o in recent}):
-        mine = [o for o in recent if o.driver == driver]
+        mine = list({o.incident_id: o for o in recent if o.driver == driver}.values())  # a device counts once
         size = fleet.drivers.get(driver, 0)
         if size <= 0 or len(mine) < rule.min_devices or len(mine) / size < rule.share:
             continue

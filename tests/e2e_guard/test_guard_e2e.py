@@ -11,7 +11,7 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from operators.guard import fetch_status, resume
+from operators.guard import fetch_status, render, resume
 from podmedic.guard import GuardStatus, ResumeRequest
 from podmedic.incident import Phase
 from podmedic.policy_file import parse_policy
@@ -62,6 +62,9 @@ async def test_while_tripped_nothing_disruptive_reaches_the_cluster(sim: SimClus
         record = client.get_workflow_handle_for(FleetIncidentWorkflow.run, status.storm.fleet_incident)
         assert (await record.describe()).status == WorkflowExecutionStatus.RUNNING
         held = await fetch_status(target(client))
+        text = render(held)
+        print(text)  # docs/guard.md shows this output
+        assert text.startswith("fleet guard: TRIPPED") and status.storm.fleet_incident in text
         rules_while_tripped = len(sim.state()["taint_rules"])
         assert held.state == "tripped"
     assert during, "the audit recorder saw nothing: is it on?"

@@ -216,6 +216,7 @@ async def test_dry_run_records_every_decision_and_calls_nothing_that_writes(env:
     assert {w: fake.calls[w] for w in writes if fake.calls[w]} == {}
     assert outcome.outcome is Outcome.DRY_RUN
     lines = [t.message for t in outcome.timeline]
+    print("\n".join(f"{t.step:<10} {t.message}" for t in outcome.timeline))  # docs/guard.md shows these
     assert any(m.startswith("dry-run: would taint gpu.nvidia.com/node-0/gpu-0 NoExecute") for m in lines)
     assert any(m.startswith("dry-run: the fleet guard would allow taint") for m in lines)
     assert any(m.startswith("dry-run: would evict default/train-abcde") for m in lines)
