@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import random
 from collections import defaultdict
 
 from temporalio import activity
@@ -29,6 +30,48 @@ from podmedic.guard import (
 from podmedic.telemetry import set_guard_state
 
 GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module
+BUSY_ATTEMPTS = 200
+ASKS_IN_FLIGHT = 8
+
+
+_slots: asyncio.Semaphore | None = None
+
+
+async def ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnswer:
+    """Start the guard on ``task_queue`` unless one runs, then send the ``ask`` update.
+
+    At most ``ASKS_IN_FLIGHT`` asks of this process are in flight at once: Temporal admits only
+    10 updates in flight per workflow by default, and a burst far past that made the dev server
+    stall (200 concurrent asks never finished in ``benchmarks/guard.py``).
+    """
+    global _slots
+    if _slots is None:
+        _slots = asyncio.Semaphore(ASKS_IN_FLIGHT)
+    async with _slots:
+        return await _ask(client, task_queue, req)
+
+
+async def _ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnswer:
+    handle = await client.start_workflow(
+        GUARD_WORKFLOW, GuardInput(policy=req.policy, search_attributes=req.search_attributes),
+        id=GUARD_WORKFLOW_ID, task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary="fleet guard: blast-radius limits and storm breaker",
+    )
+    for attempt in range(BUSY_ATTEMPTS):
+        try:
+            answer: PermitAnswer = await handle.execute_update("ask", req, result_type=PermitAnswer)
+            return answer
+        except RPCError as err:
+            # Temporal admits only a few updates in flight per workflow (history.maxInFlightUpdates,
+            # 10 by default), and aborts those not yet accepted when the guard continues-as-new:
+            # wait our turn and ask the new run (an ask is idempotent), not fail the activity attempt.
+            busy = err.status == RPCStatusCode.RESOURCE_EXHAUSTED or "update was aborted" in err.message
+            if not busy or attempt == BUSY_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(min(1.0, 0.02 * 2 ** attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
 
 
 class GuardActivities:
@@ -41,14 +84,7 @@ class GuardActivities:
     @activity.defn(name="ask_guard")
     async def ask_guard(self, req: PermitRequest) -> PermitAnswer:
         """The guard's answer to one incident's step (starting the guard when none runs)."""
-        handle = await self.client.start_workflow(
-            GUARD_WORKFLOW, GuardInput(policy=req.policy, search_attributes=req.search_attributes),
-            id=GUARD_WORKFLOW_ID, task_queue=activity.info().task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary="fleet guard: blast-radius limits and storm breaker",
-        )
-        answer: PermitAnswer = await handle.execute_update("ask", req, result_type=PermitAnswer)
+        answer = await ask(self.client, activity.info().task_queue, req)
         set_guard_state("tripped" if answer.tripped else "dry_run" if req.probe else "ok",
                         devices_tainted=answer.devices_tainted, nodes_disrupted=answer.nodes_disrupted)
         return answer

@@ -74,7 +74,7 @@ class FleetGuardWorkflow:
             limits.grant(self.ledger, req, now)
         elif req.incident_id not in self.ledger.waiting:
             self.ledger.waiting.append(req.incident_id)
-        self.dirty = True
+        self.dirty = self.dirty or self.to_open is not None  # only a trip needs the loop (a timer less per ask)
         return self._counted(answer)
 
     @workflow.signal
