@@ -84,7 +84,12 @@ async def permit(wf: DeviceIncidentWorkflow, step: str, action: str) -> bool:
             _ask_operator(wf, step, action, answer)
         else:
             _settle(wf)
-            wf.enter(Phase.THROTTLED, None, f"{step} waits for the fleet guard ({answer.limit}): {answer.detail}")
+            doing = f"{step} waits for the fleet guard ({answer.limit}): {answer.detail}"
+            if wf.state.phase is Phase.THROTTLED:  # still held: new numbers, not a new phase entry
+                wf.state.doing = doing
+                wf.refresh_details()
+            else:
+                wf.enter(Phase.THROTTLED, None, doing)
         wf.woken = False
         pending = wf.state.pending_approval
         with contextlib.suppress(TimeoutError):
