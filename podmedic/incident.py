@@ -20,6 +20,7 @@ class Phase(StrEnum):
     DISCOVERING = "Discovering"
     CHECKPOINTING = "Checkpointing"
     AWAITING_APPROVAL = "AwaitingApproval"
+    THROTTLED = "Throttled"
     TAINTING = "Tainting"
     RECOVERING = "Recovering"
     TICKETING = "Ticketing"

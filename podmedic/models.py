@@ -53,6 +53,7 @@ class Outcome(StrEnum):
     REPORTED = "reported"
     ABORTED = "aborted"
     FAILED = "failed"
+    DRY_RUN = "dry_run"
 
 
 _DNS_UNSAFE = re.compile(r"[^a-z0-9-]+")

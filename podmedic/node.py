@@ -6,6 +6,7 @@ import datetime as dt
 
 from pydantic import BaseModel, Field
 
+from podmedic.guard_policy import GuardPolicy
 from podmedic.incident import Decision, PendingApproval
 from podmedic.models import DeviceRef, FailureMode, TimelineEntry
 from podmedic.policy import Approvals, NodeCorrelation, NodeQuarantine
@@ -35,6 +36,7 @@ class NodeWatchInput(BaseModel):
     quarantine: NodeQuarantine = Field(default_factory=NodeQuarantine)
     approvals: Approvals = Field(default_factory=Approvals)
     search_attributes: bool = True
+    guard: GuardPolicy | None = Field(None, description="The fleet guard the quarantine asks (None: none).")
 
 
 class NodeReportInput(BaseModel):

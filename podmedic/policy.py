@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from podmedic.guard_policy import GuardPolicy
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -436,3 +438,7 @@ class DriverPolicy(_Model):
     approvals: Approvals = Field(default_factory=Approvals)
     node_quarantine: NodeQuarantine = Field(default_factory=NodeQuarantine)
     repeat_offenders: RepeatOffenders = Field(default_factory=RepeatOffenders)
+    dry_run: bool = Field(False, description="Record every decision; change nothing in the cluster and file no "
+                                             "ticket (the file's guard.dry_run sets it for every driver).")
+    guard: GuardPolicy | None = Field(None, description="The file's top-level guard: section, copied in by the "
+                                                        "loader; None (no section): incidents ask no guard.")

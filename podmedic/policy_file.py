@@ -10,9 +10,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from podmedic.config_file import ConfigFileError, parse_yaml, read_text
+from podmedic.guard_policy import GuardPolicy
 from podmedic.policy import DriverPolicy
 
 DEFAULT_KEY = "default"
+TOP_KEYS = ("drivers", "guard")
 
 
 class PolicyError(ConfigFileError):
@@ -27,6 +29,12 @@ class PolicySet(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     drivers: dict[str, DriverPolicy]
+    guard: GuardPolicy | None = None
+
+    def with_dry_run(self) -> PolicySet:
+        """Every driver in dry run (``podmedic ingest --dry-run``): decisions recorded, nothing changed."""
+        return self.model_copy(update={"drivers": {name: policy.model_copy(update={"dry_run": True})
+                                                   for name, policy in self.drivers.items()}})
 
     def for_driver(self, driver: str) -> DriverPolicy:
         """The policy for ``driver``: its own entry, else ``default`` renamed for it."""
@@ -70,9 +78,10 @@ def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
     raw = parse_yaml(text, source, PolicyError)
     if not isinstance(raw, Mapping):
         raise PolicyError(source, [("(top)", "must be a mapping with a 'drivers' key")])
-    unknown = sorted((key for key in raw if key != "drivers"), key=repr)
+    unknown = sorted((key for key in raw if key not in TOP_KEYS), key=repr)
     errors = [(key if isinstance(key, str) and key.isidentifier() else f"(top) key {key!r}",
-               "unknown top-level key (only 'drivers' is allowed)") for key in unknown]
+               "unknown top-level key (only 'drivers' and 'guard' are allowed)") for key in unknown]
+    guard = _guard(raw.get("guard"), errors)
     drivers = raw.get("drivers")
     if not isinstance(drivers, Mapping) or not drivers:
         raise PolicyError(source, [*errors, ("drivers", "must be a non-empty mapping of driver name to policy")])
@@ -89,9 +98,14 @@ def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
         if "driver" in entry:
             errors.append((f"drivers.{name}.driver", "is set from the key; remove it"))
             continue
+        if "guard" in entry:
+            errors.append((f"drivers.{name}.guard", "the guard is fleet-wide: set it at the top level"))
+            continue
         merged = entry if name == DEFAULT_KEY else _overlay(base, entry)
         try:
-            resolved[str(name)] = DriverPolicy.model_validate({**merged, "driver": str(name)})
+            policy = DriverPolicy.model_validate({**merged, "driver": str(name)})
+            dry_run = policy.dry_run or (guard is not None and guard.dry_run)
+            resolved[str(name)] = policy.model_copy(update={"guard": guard, "dry_run": dry_run})
         except ValidationError as exc:
             for err in exc.errors():
                 if name != DEFAULT_KEY and DEFAULT_KEY in drivers and not _set_in(entry, err["loc"]):
@@ -99,7 +113,22 @@ def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
                 errors.append((_path(str(name), tuple(err["loc"])), err["msg"]))
     if errors:
         raise PolicyError(source, errors)
-    return PolicySet(drivers=resolved)
+    return PolicySet(drivers=resolved, guard=guard)
+
+
+def _guard(raw: Any, errors: list[tuple[str, str]]) -> GuardPolicy | None:
+    """The top-level ``guard:`` section; absent: no guard (an empty mapping: the defaults)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        errors.append(("guard", "must be a mapping"))
+        return None
+    try:
+        return GuardPolicy.model_validate(raw)
+    except ValidationError as exc:
+        errors.extend(("guard" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]),
+                       err["msg"]) for err in exc.errors())
+        return None
 
 
 def load_policy(path: Path | None) -> PolicySet:

@@ -126,6 +126,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     policies = _load_policy_or_exit(args.policy)
     assert isinstance(policies, PolicySet)
+    if args.dry_run:  # every incident this ingest opens records its decisions and changes nothing
+        policies = policies.with_dry_run()
     try:
         settings = load_ingest_settings(args.settings)
     except SettingsError as exc:
@@ -219,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest", help="turn health signals (cluster watches, HTTP, Alertmanager) into incidents",
         description=INGEST_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _connection_flags(p)
+    p.add_argument("--dry-run", action="store_true", default=os.environ.get("PODMEDIC_DRY_RUN") == "1",
+                   help="open every incident in dry run: decisions recorded, nothing in the cluster changed, "
+                        "no ticket filed (env PODMEDIC_DRY_RUN=1; docs/guard.md)")
     p.add_argument("--settings", type=Path, default=os.environ.get("PODMEDIC_INGEST_SETTINGS"),
                    help="ingest settings YAML: http, dedup, alertmanager mapping, state_dir "
                         "(env PODMEDIC_INGEST_SETTINGS; default: built-in defaults)")
@@ -276,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     from operators.cli import register as add_operator_parsers
 
     add_operator_parsers(sub)
+    from operators.guard import register as add_guard_parser
+
+    add_guard_parser(sub)
 
     try:
         from podmedic.sim import cli as sim_cli

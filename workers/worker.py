@@ -14,6 +14,7 @@ from temporalio.worker import Worker
 
 from activities.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
+from activities.guard import GuardActivities
 from activities.history import HistoryActivities
 from activities.kube import KubeGateway
 from activities.node import NodeActivities
@@ -25,12 +26,15 @@ from activities.tickets import TicketActivities
 from workers.health import serving_health
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
+from workflows.fleet_incident import FleetIncidentWorkflow
+from workflows.guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
-WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow]
+WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
+             FleetIncidentWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
@@ -54,7 +58,14 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         notice.notify_step,
         NodeActivities(client).report_to_node,
         *node_activities(kube, client),
+        *guard_activities(kube, client),
     ]
+
+
+def guard_activities(kube: KubeGateway, client: Client) -> list[Any]:
+    """The fleet guard's: ask, release, fleet sizes (issue 7)."""
+    guard = GuardActivities(client, kube)
+    return [guard.ask_guard, guard.release_guard, guard.fleet_size]
 
 
 def node_activities(kube: KubeGateway, client: Client) -> list[Any]:

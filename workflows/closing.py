@@ -21,6 +21,21 @@ if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
 
 
+def dry_run_close(wf: DeviceIncidentWorkflow, permanent: bool) -> IncidentOutcome:
+    """End a dry-run incident: what closing would have done, recorded; nothing waited for or filed."""
+    ticket = wf.policy.ticket
+    wants = ticket.file_when_permanent if permanent else ticket.file_when_unhealed
+    if ticket.backend != "none" and wants:
+        why = "the failure is permanent" if permanent else "if the device does not heal"
+        wf.note("ticket", f"dry-run: would file a vendor ticket ({ticket.backend}) because {why}")
+    else:
+        wf.note("ticket", f"dry-run: no vendor ticket (backend {ticket.backend})")
+    wf.note("close", "dry-run: would untaint once the device verifies healthy for "
+                     f"{wf.policy.close.anti_flap_s:g}s")
+    return wf.finish(Outcome.DRY_RUN, f"dry run of {wf.policy.driver}: every decision recorded; nothing in the "
+                                      "cluster changed and no ticket filed")
+
+
 class Closer:
     """The last stages of one incident; split out of the workflow class to keep each small."""
 

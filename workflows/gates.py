@@ -45,6 +45,9 @@ async def clear_to(wf: DeviceIncidentWorkflow, step: str, action: str, *, no_exe
     gate = gate_of(wf, step, no_execute=no_execute)
     if gate is None or step in wf.approved:
         return True
+    if wf.policy.dry_run:
+        wf.note("approval", f"dry-run: {step} would wait for an operator's approval (gate {gate.action}): {action}")
+        return True
     approvals = wf.policy.approvals
     timeout = gate.timeout_s or approvals.timeout_s
     on_timeout = gate.on_timeout or approvals.on_timeout

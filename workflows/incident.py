@@ -37,8 +37,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
     from podmedic.steps import DiscoverInput, Discovery
-    from workflows import describe, repeat, search, stages, telemetry
-    from workflows.closing import Closer
+    from workflows import describe, guarded, repeat, search, stages, telemetry
+    from workflows.closing import Closer, dry_run_close
     from workflows.notices import tell_pods
     from workflows.operators import OperatorHandlers
     from workflows.options import activity_options
@@ -65,6 +65,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.running: str | None = None
         self.done: set[str] = set()
         self._attributes: dict[str, object] = {}
+        self.woken = False
+        self.guard_asked = False
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal
@@ -85,6 +87,11 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             self.state.node_incident = notice.incident_id
             self.note("correlate", f"part of node incident {notice.incident_id}: {', '.join(notice.devices)}")
 
+    @workflow.signal
+    def guard_wake(self) -> None:
+        """The fleet guard has room again (a permit freed, a storm ended): ask it now."""
+        self.woken = True
+
     # -- the pipeline ----------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: IncidentInput) -> IncidentOutcome:
@@ -96,6 +103,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         except ActivityError as err:
             cause = err.cause or err
             outcome = self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
+        await guarded.release(self)
         good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
                                    Outcome.RESOLVED_BY_VENDOR, Outcome.CLEARED)
         await tell_pods(self, "closed", f"incident closed: {outcome.outcome.value}: {outcome.explanation}",
@@ -133,6 +141,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             self.state.recovery.append(result)
             telemetry.recovered(self, result)
             self.track_pods()
+        if self.policy.dry_run:
+            return dry_run_close(self, self.permanent)
         return await Closer(self).close(self.permanent)
 
     async def _settle(self) -> DeviceHealthEvent:
@@ -202,13 +212,17 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         node = event.node or self.inp.device.pool
         if not node or self.state.failure_mode is None:
             return
+        if self.policy.dry_run:  # the node's watch would cordon and taint the node on correlation
+            self.note("correlate", f"dry-run: not reported to node {node}'s watch (it would quarantine the node "
+                                   f"when {self.policy.detection.node_correlation.devices} devices fail together)")
+            return
         report = NodeDeviceReport(incident_id=self.state.incident_id, device=self.inp.device,
                                   failure_mode=self.state.failure_mode, observed_at=event.observed_at,
                                   why=self.state.why)
         watch = NodeWatchInput(node=node, driver=self.inp.device.driver,
                                correlation=self.policy.detection.node_correlation,
                                quarantine=self.policy.node_quarantine, approvals=self.policy.approvals,
-                               search_attributes=self.inp.search_attributes)
+                               search_attributes=self.inp.search_attributes, guard=self.policy.guard)
         try:
             answer = await workflow.execute_activity_method(
                 NodeActivities.report_to_node, NodeReportInput(watch=watch, report=report),

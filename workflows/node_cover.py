@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
     from podmedic.policy import LadderRung
     from podmedic.steps import RecoveryResult
+    from workflows import guarded
 
 if TYPE_CHECKING:
     from podmedic.models import PodRef
@@ -60,12 +61,19 @@ async def quarantine_rung(wf: DeviceIncidentWorkflow, pod: PodRef, rung: LadderR
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="skipped by an operator")
     if wf.state.failure_mode is None:
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="no classification")
+    what = f"ask node {node}'s watch to cordon and taint the node"
+    if not await guarded.permit(wf, "node_quarantine", what):
+        wf.note("recover", f"node_quarantine skipped by an operator: {wf.state.skip['node_quarantine']}")
+        return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="skipped by an operator")
+    if wf.policy.dry_run:
+        wf.note("recover", f"dry-run: would {what}")
+        return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="dry-run: not done")
     report = NodeDeviceReport(incident_id=wf.state.incident_id, device=wf.inp.device,
                               failure_mode=wf.state.failure_mode, observed_at=workflow.now(),
                               why=f"{wf.state.why}; ladder exhausted")
     watch = NodeWatchInput(node=node, driver=wf.inp.device.driver, correlation=wf.policy.detection.node_correlation,
                            quarantine=wf.policy.node_quarantine, approvals=wf.policy.approvals,
-                           search_attributes=wf.inp.search_attributes)
+                           search_attributes=wf.inp.search_attributes, guard=wf.policy.guard)
     answer = await workflow.execute_activity_method(
         NodeActivities.request_node_quarantine, NodeReportInput(watch=watch, report=report),
         start_to_close_timeout=timedelta(seconds=max(rung.timeout_s, 10)),

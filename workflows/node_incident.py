@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         NodeWatchInput,
         correlated,
     )
-    from workflows import node_quarantine, search
+    from workflows import node_guard, node_quarantine, search
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
@@ -46,6 +46,8 @@ class NodeIncidentWorkflow:
         self.resolution: Resolution | None = None
         self._told: set[str] = set()
         self._seen = 0
+        self.woken = False
+        self.guard_asked = False
 
     # -- device incidents ------------------------------------------------------------------
     @workflow.signal
@@ -60,6 +62,11 @@ class NodeIncidentWorkflow:
                 self._cover(group)
                 self._note(f"{len(group)} devices failed within {self.inp.correlation.window_s:g}s: "
                            f"node {self.inp.node} is the incident")
+
+    @workflow.signal
+    def guard_wake(self) -> None:
+        """The fleet guard has room again: ask it now."""
+        self.woken = True
 
     @workflow.signal
     def quarantine_requested(self, report: NodeDeviceReport) -> None:
@@ -164,6 +171,7 @@ class NodeIncidentWorkflow:
         self.details(f"**NodeIncident** — devices of node {inp.node} failed together: {', '.join(self.state.devices)}")
         await self.tell_devices()
         explanation = await node_quarantine.run(self)
+        await node_guard.release(self)
         return self._close(explanation)
 
     def _close(self, explanation: str) -> NodeIncidentOutcome:

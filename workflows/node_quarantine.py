@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
     from podmedic.policy import Effect
     from podmedic.steps import TaintInput
+    from workflows import node_guard
 
 if TYPE_CHECKING:
     from workflows.node_incident import NodeIncidentWorkflow
@@ -56,6 +57,9 @@ async def run(wf: NodeIncidentWorkflow) -> str:
         return await _decline(wf, "node quarantine is off in the policy")
     if not await _approved(wf):
         return await _decline(wf, "node quarantine not approved")
+    if not await node_guard.permit(wf):
+        by = wf.resolution.by if wf.resolution else "an operator"
+        return f"resolved by {by} while the fleet guard held the quarantine: node {wf.inp.node} left as it was"
     why = f"node incident: devices {devices} failed together"
     result = await workflow.execute_activity_method(QuarantineActivities.quarantine_node, _request(wf, why),
                                                     summary=f"cordon and taint node {wf.inp.node}",
@@ -111,6 +115,9 @@ async def _approved(wf: NodeIncidentWorkflow) -> bool:
 
 async def _decline(wf: NodeIncidentWorkflow, why: str) -> str:
     """No node quarantine: the covered devices get their own DeviceTaintRules, held by this incident."""
+    if not await node_guard.permit(wf):
+        by = wf.resolution.by if wf.resolution else "an operator"
+        return f"{why}; resolved by {by} while the fleet guard held the devices' taints"
     for device in _devices(wf):
         await workflow.execute_activity_method(
             TaintActivities.taint_device,

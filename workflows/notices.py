@@ -46,7 +46,7 @@ async def tell_pods(wf: DeviceIncidentWorkflow, step: str, message: str, *, pods
                     warning: bool = False) -> None:
     """Record ``step`` as an Event on each affected pod (``pods`` overrides which)."""
     targets = affected_pods(wf) if pods is None else pods
-    if not targets:
+    if not targets or wf.policy.dry_run:  # dry run: not even an Event on the pod
         return
     notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,
                         reason=REASONS[step], message=message, pods=targets, warning=warning)

@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.models import PodKey, PodRef
     from podmedic.policy import LadderRung
     from podmedic.steps import RecoverInput, RecoveryResult
-    from workflows import node_cover
+    from workflows import guarded, node_cover
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
@@ -46,7 +46,13 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
         if rung.action == "node_quarantine":  # the node's watch gates it, not this incident
             result = await node_cover.quarantine_rung(wf, current, rung)
             continue
-        if not await clear_to(wf, rung.action, _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")):
+        what = _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")
+        if not await clear_to(wf, rung.action, what) or not await guarded.permit(wf, rung.action, what):
+            continue
+        if wf.policy.dry_run:
+            wf.note("recover", f"dry-run: would {what} ({rung.attempts} attempt(s), verified within "
+                               f"{rung.timeout_s:g}s), then the next rung if it does not verify")
+            result = RecoveryResult(verified=False, action=rung.action, pod=current, detail="dry-run: not done")
             continue
         for attempt in range(1, rung.attempts + 1):
             summary = f"{rung.action} {current.namespace}/{current.name} (attempt {attempt}/{rung.attempts})"

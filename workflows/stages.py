@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         PodCheckpoint,
         TaintInput,
     )
-    from workflows import node_cover, telemetry
+    from workflows import guarded, node_cover, telemetry
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
@@ -45,6 +45,8 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
         skip = f"checkpoints disabled for {wf.policy.driver}"
     elif permanent:
         skip = "device failed permanently: it cannot serve a checkpoint"
+    elif wf.policy.dry_run:
+        skip = f"dry-run: would ask {len(pods)} pod(s) to save a checkpoint ({policy.timeout_s:g}s)"
     elif not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):
         skip = f"skipped by an operator: {wf.state.skip['checkpoint']}"
     if skip:
@@ -90,6 +92,13 @@ async def taint(wf: DeviceIncidentWorkflow, permanent: bool) -> None:
     if not await clear_to(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
                           no_execute=effect is Effect.NO_EXECUTE):
         wf.note("taint", f"no DeviceTaintRule: skipped by an operator ({wf.state.skip['taint']})")
+        return
+    if not await guarded.permit(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}"):
+        wf.note("taint", f"no DeviceTaintRule: skipped by an operator ({wf.state.skip['taint']})")
+        return
+    if wf.policy.dry_run:
+        wf.note("taint", f"dry-run: would taint {device} {effect.value}{evicts} (DeviceTaintRule "
+                         f"{wf.inp.device.object_name})")
         return
     wf.running = "taint"
     result = await workflow.execute_activity_method(

@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -125,10 +127,37 @@ class AuditLog:
                 watch = request.query.get("watch", "").lower() in ("true", "1")
                 kind = classify(request.method, request.path, watch)
                 if kind is not None:
-                    self.record(Access(component, *kind))
+                    access = Access(component, *kind)
+                    for tap in list(TAPS):
+                        tap(access)
+                    self.record(access)
             return await handler(request)
 
         return audit
+
+
+TAPS: list[Callable[[Access], None]] = []
+"""Called with every access, repeats included (the file keeps each once): tests that count
+requests in a time span (tests/e2e_guard: no write while the fleet guard is tripped)."""
+
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+"""Verbs that change the cluster (pods/exec and pods/eviction are ``create``)."""
+
+
+@contextmanager
+def tapped() -> Iterator[list[tuple[float, Access]]]:
+    """Every access served while the block runs, with its monotonic time (needs the recorder on)."""
+    seen: list[tuple[float, Access]] = []
+
+    def tap(access: Access) -> None:
+        seen.append((time.monotonic(), access))
+
+    TAPS.append(tap)
+    try:
+        yield seen
+    finally:
+        TAPS.remove(tap)
 
 
 def middlewares_from_env() -> list[Middleware]:

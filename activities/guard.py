@@ -1,0 +1,119 @@
+"""The fleet guard's side effects: asking and releasing (Temporal), and fleet sizes (ResourceSlices).
+
+``ask_guard`` starts the guard if it is not running (``USE_EXISTING``), then sends the ``ask``
+update, so the first incident of a fresh namespace brings the guard up; asking twice for the
+same step is harmless (a holder is granted again, an observation counted once per incident).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+from collections import defaultdict
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.kube import KubeGateway
+from podmedic.guard import (
+    GUARD_WORKFLOW_ID,
+    FleetSize,
+    FleetSizeInput,
+    GuardInput,
+    PermitAnswer,
+    PermitRelease,
+    PermitRequest,
+)
+from podmedic.telemetry import set_guard_state
+
+GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module
+BUSY_ATTEMPTS = 200
+ASKS_IN_FLIGHT = 8
+
+
+_slots: asyncio.Semaphore | None = None
+
+
+async def ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnswer:
+    """Start the guard on ``task_queue`` unless one runs, then send the ``ask`` update.
+
+    At most ``ASKS_IN_FLIGHT`` asks of this process are in flight at once: Temporal admits only
+    10 updates in flight per workflow by default, and a burst far past that made the dev server
+    stall (200 concurrent asks never finished in ``benchmarks/guard.py``).
+    """
+    global _slots
+    if _slots is None:
+        _slots = asyncio.Semaphore(ASKS_IN_FLIGHT)
+    async with _slots:
+        return await _ask(client, task_queue, req)
+
+
+async def _ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnswer:
+    handle = await client.start_workflow(
+        GUARD_WORKFLOW, GuardInput(policy=req.policy, search_attributes=req.search_attributes),
+        id=GUARD_WORKFLOW_ID, task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary="fleet guard: blast-radius limits and storm breaker",
+    )
+    for attempt in range(BUSY_ATTEMPTS):
+        try:
+            answer: PermitAnswer = await handle.execute_update("ask", req, result_type=PermitAnswer)
+            return answer
+        except RPCError as err:
+            # Temporal admits only a few updates in flight per workflow (history.maxInFlightUpdates,
+            # 10 by default), and aborts those not yet accepted when the guard continues-as-new:
+            # wait our turn and ask the new run (an ask is idempotent), not fail the activity attempt.
+            busy = err.status == RPCStatusCode.RESOURCE_EXHAUSTED or "update was aborted" in err.message
+            if not busy or attempt == BUSY_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(min(1.0, 0.02 * 2 ** attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+class GuardActivities:
+    """Bound to one Temporal client and one cluster."""
+
+    def __init__(self, client: Client, kube: KubeGateway) -> None:
+        self.client = client
+        self.kube = kube
+
+    @activity.defn(name="ask_guard")
+    async def ask_guard(self, req: PermitRequest) -> PermitAnswer:
+        """The guard's answer to one incident's step (starting the guard when none runs)."""
+        answer = await ask(self.client, activity.info().task_queue, req)
+        set_guard_state("tripped" if answer.tripped else "dry_run" if req.probe else "ok",
+                        devices_tainted=answer.devices_tainted, nodes_disrupted=answer.nodes_disrupted)
+        return answer
+
+    @activity.defn(name="release_guard")
+    async def release_guard(self, rel: PermitRelease) -> bool:
+        """Give back an incident's permit; False when no guard runs (nothing was held)."""
+        try:
+            await self.client.get_workflow_handle(GUARD_WORKFLOW_ID).signal("release", rel)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    @activity.defn(name="fleet_size")
+    async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:
+        """Devices per driver and per pool (distinct names: a pool may span several slices)."""
+        selector = f"spec.driver={inp.driver}" if inp.driver else ""
+        slices = await asyncio.to_thread(self.kube.list_slices, selector)
+        pools: dict[str, set[str]] = defaultdict(set)
+        for rslice in slices:
+            spec = rslice.get("spec") or {}
+            driver, pool = spec.get("driver"), (spec.get("pool") or {}).get("name")
+            if not driver or not pool:
+                continue
+            pools[f"{driver}/{pool}"].update(d.get("name", "") for d in spec.get("devices") or [])
+        drivers: dict[str, int] = defaultdict(int)
+        for key, names in pools.items():
+            drivers[key.split("/", 1)[0]] += len(names)
+        return FleetSize(drivers=dict(drivers), pools={k: len(v) for k, v in pools.items()},
+                         read_at=dt.datetime.now(dt.UTC))

@@ -1,0 +1,223 @@
+"""The fleet guard on the time-skipping server: limits throttle, operators override, storms trip
+and resume (by an operator and by clear time), disabled means unchanged, dry run changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from podmedic.guard import FleetSize, ResumeRequest
+from podmedic.incident import AbortRequest, ApprovalRequest, Phase
+from podmedic.models import DeviceRef, Health, Outcome
+from podmedic.node import NodeIncidentState, node_workflow_id
+from podmedic.policy_file import PolicySet, parse_policy
+from tests.helpers import assert_eventually
+from tests.workflow.fakes import FakeCluster
+from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker
+from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
+from workflows.fleet_incident import FleetIncidentWorkflow
+from workflows.guard import FleetGuardWorkflow
+from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+DRIVER = "gpu.nvidia.com"
+BASE = """
+drivers:
+  default:
+    close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
+    ticket: {url: "http://tickets.invalid", wait_resolution_s: 3600, poll_s: 30}
+    classification: {codes: {permanent: [79]}}
+"""
+
+
+def policy(guard: str) -> PolicySet:
+    return parse_policy(f"guard: {guard}\n{BASE}")
+
+
+def fleet(client: object, devices: int = 100) -> FleetOf:
+    sizes = FleetSize(drivers={DRIVER: devices}, pools={f"{DRIVER}/node-{n}": 8 for n in range(devices // 8 + 1)})
+    return FleetOf(client, sizes)  # type: ignore[arg-type]
+
+
+def device(node: int, n: int) -> DeviceRef:
+    return DeviceRef(driver=DRIVER, pool=f"node-{node}", device=f"gpu-{n}")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    """A fresh server per test: the guard is one workflow per namespace."""
+    async for server in own_time_skipping_env():
+        yield server
+
+
+async def test_over_the_limit_an_incident_is_throttled_until_a_permit_frees(env: WorkflowEnvironment,
+                                                                             task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy("{max_devices_tainted: 1, retry_s: 600}")
+    async with guard_worker(client, task_queue, fake, fleet(client)):
+        first = await open_incident(client, task_queue, device(0, 0), rules)
+        await state_in(first, Phase.AWAITING_VENDOR)  # tainted, rescheduled, ticketed: holds its permit
+        second = await open_incident(client, task_queue, device(1, 0), rules)
+        held = await state_in(second, Phase.THROTTLED)
+        assert "devices_tainted" in held.doing and "1 devices under remediation; limit 1" in held.doing
+        assert fake.calls["taint_device"] == 1
+        status = await guard_status(client, permits=1, waiting=1)
+        assert [p.incident_id for p in status.permits] == [first.id] and status.waiting == [second.id]
+        await first.execute_update(DeviceIncidentWorkflow.abort, AbortRequest(by="ops", reason="test frees it"))
+        await outcome_of(env, first)
+        state = await state_in(second, Phase.AWAITING_VENDOR)  # woken by the release, not by its 600 s retry
+        assert (await guard_status(client, permits=1)).permits[0].incident_id == second.id
+    assert fake.calls["taint_device"] == 2
+    lines = [t.message for t in state.timeline if t.step == "guard"]
+    assert lines[0].startswith("taint held by the fleet guard (devices_tainted)")
+    assert lines[-1].startswith("taint allowed by the fleet guard")
+
+
+async def test_ask_operator_waits_at_a_gate_and_approval_goes_past_the_limit(env: WorkflowEnvironment,
+                                                                             task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy("{max_devices_tainted: 1, on_limit: ask_operator}")
+    async with guard_worker(client, task_queue, fake, fleet(client)):
+        first = await open_incident(client, task_queue, device(0, 0), rules)
+        await state_in(first, Phase.AWAITING_VENDOR)
+        second = await open_incident(client, task_queue, device(1, 0), rules)
+        state = await state_in(second, Phase.AWAITING_APPROVAL)
+        assert state.pending_approval is not None and state.pending_approval.gate == "fleet_guard"
+        assert state.pending_approval.step == "taint" and "devices_tainted" in state.pending_approval.action
+        assert fake.calls["taint_device"] == 1
+        await second.execute_update(DeviceIncidentWorkflow.approve, ApprovalRequest(step="taint", by="dana"))
+        await state_in(second, Phase.AWAITING_VENDOR)
+        status = await guard_status(client, permits=2)
+    assert fake.calls["taint_device"] == 2
+    assert {p.incident_id: p.override_by for p in status.permits} == {first.id: None, second.id: "dana"}
+
+
+async def _storm(env: WorkflowEnvironment, task_queue: str, fake: FakeCluster, rules: PolicySet,
+                 devices: int) -> list[str]:
+    """Fail ``devices`` devices of a 20-device fleet; the incidents' ids."""
+    ids = []
+    for n in range(devices):
+        handle = await open_incident(env.client, task_queue, device(n, 0), rules)
+        ids.append(handle.id)
+    return ids
+
+
+STORM = "{storm: {share: 0.3, window_s: 300, min_devices: 3, clear_s: 600}, max_driver_share: 1, retry_s: 3600}"
+
+
+async def test_a_storm_trips_pauses_everything_opens_a_fleet_incident_and_an_operator_resumes(
+        env: WorkflowEnvironment, task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy(STORM)
+    async with guard_worker(client, task_queue, fake, fleet(client, devices=20)):
+        ids = await _storm(env, task_queue, fake, rules, 6)  # 6 of 20 = 30%
+        status = await guard_status(client, expect="tripped", waiting=None)
+        storm = status.storm
+        assert storm is not None and storm.unhealthy == 6 and storm.fleet == 20 and storm.driver == DRIVER
+        for incident in ids:
+            await state_in(client.get_workflow_handle_for(DeviceIncidentWorkflow.run, incident), Phase.THROTTLED)
+        before = fake.calls["taint_device"] + fake.calls["reschedule_same_node"]
+        assert fake.calls["taint_device"] < 6
+        record = client.get_workflow_handle_for(FleetIncidentWorkflow.run, storm.fleet_incident)
+        seen = await record.query(FleetIncidentWorkflow.get_state)
+        assert seen.open and "6 of 20 gpu.nvidia.com devices (30%)" in seen.storm.summary
+        assert seen.storm.nodes == ["node-0000"]  # the fake cluster puts every pod there
+        await env.sleep(600)  # no disruptive step while tripped (calm only from 300 s, resume at 900 s)
+        assert fake.calls["taint_device"] + fake.calls["reschedule_same_node"] == before
+        resumed = await guard_handle(client).execute_update(FleetGuardWorkflow.resume,
+                                                            ResumeRequest(by="erin", reason="PDU fixed"))
+        assert resumed.state == "ok"
+        assert "resumed by erin: PDU fixed" in await record.result()
+        for incident in ids:
+            await state_in(client.get_workflow_handle_for(DeviceIncidentWorkflow.run, incident),
+                           Phase.AWAITING_VENDOR)
+    assert fake.calls["taint_device"] == 6
+
+
+async def test_a_storm_resumes_by_itself_once_calm_for_clear_s(env: WorkflowEnvironment, task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    async with guard_worker(client, task_queue, fake, fleet(client, devices=20)):
+        await _storm(env, task_queue, fake, policy(STORM), 6)
+        storm = (await guard_status(client, expect="tripped")).storm
+        assert storm is not None
+        record = client.get_workflow_handle_for(FleetIncidentWorkflow.run, storm.fleet_incident)
+        await env.sleep(200)
+        assert (await record.describe()).status == WorkflowExecutionStatus.RUNNING  # not calm yet
+        for _ in range(20):
+            if (await record.describe()).status != WorkflowExecutionStatus.RUNNING:
+                break
+            await env.sleep(120)
+        assert "storm cleared" in await record.result()
+        await guard_status(client, expect="ok")
+
+
+async def test_a_node_quarantine_waits_for_the_guard_during_a_storm(env: WorkflowEnvironment,
+                                                                    task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy(STORM)
+    async with guard_worker(client, task_queue, fake, fleet(client, devices=20)):
+        await _storm(env, task_queue, fake, rules, 6)
+        await guard_status(client, expect="tripped")
+        for n in range(3):  # three devices of one node: a node incident
+            await open_incident(client, task_queue, device(300, n), rules)
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id("node-300"))
+
+        async def phase(expected: str) -> NodeIncidentState:
+            try:
+                state = await watch.query(NodeIncidentWorkflow.get_state)
+            except RPCError as err:
+                raise AssertionError(str(err)) from err
+            assert state.phase == expected, state.phase
+            return state
+
+        held = await assert_eventually(lambda: phase("Throttled"))
+        assert "node_quarantine waits for the fleet guard (storm)" in held.doing and fake.calls["quarantine_node"] == 0
+        await guard_handle(client).execute_update(FleetGuardWorkflow.resume, ResumeRequest(by="erin", reason="ok"))
+        done = await assert_eventually(lambda: phase("Quarantined"))
+        status = await guard_status(client)
+    assert fake.calls["quarantine_node"] == 1 and done.quarantined
+    assert watch.id in [p.incident_id for p in status.permits]
+    assert watch.id not in (status.storm.devices if status.storm else [])
+
+
+async def test_guard_disabled_changes_nothing(env: WorkflowEnvironment, task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    guard = fleet(client)
+    async with guard_worker(client, task_queue, fake, guard):
+        handle = await open_incident(client, task_queue, device(0, 0), policy("{enabled: false}"), code=31)
+        outcome = await outcome_of(env, handle)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE and guard.asks == 0
+    assert not [t for t in outcome.timeline if t.step == "guard"]
+
+
+async def test_dry_run_records_every_decision_and_calls_nothing_that_writes(env: WorkflowEnvironment,
+                                                                            task_queue: str) -> None:
+    client, fake = env.client, FakeCluster()
+    fake.health = Health.UNHEALTHY
+    rules = parse_policy(f"guard: {{max_devices_tainted: 5}}\n{BASE}\n  {DRIVER}: {{dry_run: true}}\n")
+    async with guard_worker(client, task_queue, fake, fleet(client)):
+        handle = await open_incident(client, task_queue, device(0, 0), rules)
+        outcome = await outcome_of(env, handle)
+        assert (await guard_status(client, permits=0)).permits == []  # probes hold nothing
+    writes = ("request_checkpoints", "taint_device", "remove_taint", "restart_in_place", "reschedule_same_node",
+              "reschedule_any_node", "file_ticket", "notify_step", "report_to_node", "quarantine_node")
+    assert {w: fake.calls[w] for w in writes if fake.calls[w]} == {}
+    assert outcome.outcome is Outcome.DRY_RUN
+    lines = [t.message for t in outcome.timeline]
+    print("\n".join(f"{t.step:<10} {t.message}" for t in outcome.timeline))  # docs/guard.md shows these
+    assert any(m.startswith("dry-run: would taint gpu.nvidia.com/node-0/gpu-0 NoExecute") for m in lines)
+    assert any(m.startswith("dry-run: the fleet guard would allow taint") for m in lines)
+    assert any(m.startswith("dry-run: would evict default/train-abcde") for m in lines)
+    assert any(m.startswith("dry-run: would file a vendor ticket (webhook)") for m in lines)

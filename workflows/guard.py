@@ -1,0 +1,227 @@
+"""The fleet guard: one workflow (``fleet/guard``) that every incident asks before it disrupts.
+
+Incidents ask with the ``ask`` update (through the ``ask_guard`` activity, which starts the
+guard if it is not running) and give back what they held with the ``release`` signal when
+they close. The guard counts permits against the policy's limits (``podmedic/guard_limits.py``),
+trips on storms, opens a fleet incident that explains what it saw, and resumes on an operator's
+``resume`` update or after the storm has been calm for ``storm.clear_s``. Refused incidents are
+woken (signal ``guard_wake``) when room frees; they also ask again every ``retry_s``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, FailureError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.guard import GuardActivities
+    from podmedic import guard_limits as limits
+    from podmedic.guard import (
+        FleetSize,
+        FleetSizeInput,
+        GuardInput,
+        GuardStatus,
+        PermitAnswer,
+        PermitRelease,
+        PermitRequest,
+        ResumeRequest,
+        StormRecord,
+    )
+    from workflows import search
+    from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
+
+MAX_HISTORY_EVENTS = 4000
+"""Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
+
+
+@workflow.defn(name="FleetGuard")
+class FleetGuardWorkflow:
+    """Holds the fleet's permits; one per Temporal namespace."""
+
+    @workflow.init
+    def __init__(self, inp: GuardInput) -> None:
+        self.policy = inp.policy
+        self.search_attributes = inp.search_attributes
+        self.ledger = inp.ledger
+        self.fleet = inp.fleet
+        self.dirty = False
+        self.wake: list[str] = []
+        self.to_open: StormRecord | None = None
+        self.to_close: list[tuple[str, str]] = []
+
+    # -- incidents -------------------------------------------------------------------------
+    @workflow.update
+    async def ask(self, req: PermitRequest) -> PermitAnswer:
+        """May ``req``'s incident take its step now? Granted answers hold a permit until release."""
+        await workflow.wait_condition(lambda: self.fleet is not None)
+        self.policy = req.policy  # the newest incident's policy is the file in force
+        now = workflow.now()
+        if req.probe:
+            return self._counted(limits.evaluate(self.ledger, req, self.fleet, now))
+        if req.counts:
+            limits.observe(self.ledger, req, now)
+        if self.ledger.storm is None:
+            found = limits.storm(self.ledger, self.policy, self.fleet, now)
+            if found is not None:
+                self._trip(found)
+        answer = limits.evaluate(self.ledger, req, self.fleet, now)
+        if answer.granted:
+            limits.grant(self.ledger, req, now)
+        elif req.incident_id not in self.ledger.waiting:
+            self.ledger.waiting.append(req.incident_id)
+        self.dirty = self.dirty or self.to_open is not None  # only a trip needs the loop (a timer less per ask)
+        return self._counted(answer)
+
+    @workflow.signal
+    def release(self, rel: PermitRelease) -> None:
+        """An incident closed: its device and node no longer count as disrupted now."""
+        if limits.release(self.ledger, rel.incident_id):
+            self.wake.extend(i for i in self.ledger.waiting if i not in self.wake)
+        self.dirty = True
+
+    # -- operators -------------------------------------------------------------------------
+    @workflow.update
+    def resume(self, req: ResumeRequest) -> GuardStatus:
+        """End a storm pause now; what tripped it cannot trip it again."""
+        self._resume(f"resumed by {req.by}: {req.reason}")
+        return self.status()
+
+    @resume.validator
+    def _validate_resume(self, req: ResumeRequest) -> None:
+        if not req.by.strip():
+            raise ValueError("'by' must name who is resuming")
+        if not req.reason.strip():
+            raise ValueError("a reason is required to resume")
+        if self.ledger.storm is None:
+            raise ValueError("the guard is not tripped")
+
+    @workflow.query
+    def status(self) -> GuardStatus:
+        """Permits, waiting incidents, storm and fleet sizes."""
+        ledger = self.ledger
+        return GuardStatus(state="tripped" if ledger.storm else "ok", devices_tainted=len(ledger.permits),
+                           nodes_disrupted=len(limits.nodes_disrupted(ledger)), permits=list(ledger.permits.values()),
+                           waiting=list(ledger.waiting), storm=ledger.storm, clear_since=ledger.clear_since,
+                           fleet=self.fleet, policy=self.policy, history=list(ledger.history))
+
+    # -- the loop --------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: GuardInput) -> None:
+        """Refresh fleet sizes, watch the storm, wake waiters; continue-as-new to bound history."""
+        while True:
+            await self._refresh_fleet()
+            now = workflow.now()
+            limits.prune(self.ledger, self.policy, now)
+            self._watch_storm()
+            await self._fleet_incidents()
+            await self._send_wakes()
+            info = workflow.info()
+            if info.is_continue_as_new_suggested() or info.get_current_history_length() > MAX_HISTORY_EVENTS:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(GuardInput(policy=self.policy, search_attributes=self.search_attributes,
+                                                    ledger=self.ledger, fleet=self.fleet))
+            self.dirty = False
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self.dirty, timeout=timedelta(seconds=self._tick()),
+                                              timeout_summary="guard tick")
+
+    def _tick(self) -> float:
+        wait = self.policy.fleet_refresh_s
+        if self.fleet is not None and self.fleet.read_at is not None:
+            wait = self.policy.fleet_refresh_s - (workflow.now() - self.fleet.read_at).total_seconds()
+        if self.ledger.storm is not None:
+            wait = min(wait, self.policy.storm.window_s / 10, self.policy.storm.clear_s / 10)
+        return max(wait, 1.0)
+
+    async def _refresh_fleet(self) -> None:
+        now = workflow.now()
+        fresh = (self.fleet is not None and self.fleet.read_at is not None
+                 and (now - self.fleet.read_at).total_seconds() < self.policy.fleet_refresh_s)
+        if fresh:
+            return
+        try:
+            fleet = await workflow.execute_activity_method(
+                GuardActivities.fleet_size, FleetSizeInput(),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
+                summary="count devices per driver and pool from ResourceSlices",
+            )
+            self.fleet = fleet.model_copy(update={"read_at": now})  # workflow time: the activity's clock differs
+        except ActivityError as err:  # keep the last sizes; with none yet, shares are not limited (at-once limits are)
+            if self.fleet is None:
+                self.ledger.history.append(f"{now:%H:%M:%S} fleet sizes unreadable: {err}")
+                self.fleet = FleetSize(read_at=now)
+
+    def _trip(self, found: StormRecord) -> None:
+        now = workflow.now()
+        found.fleet_incident = f"fleet/storm/{now:%Y%m%dT%H%M%S}"
+        self.ledger.storm = found
+        self.ledger.clear_since = None
+        self.to_open = found
+        self._remember(f"{now:%H:%M:%S} tripped: {found.summary}; fleet incident {found.fleet_incident}")
+
+    def _watch_storm(self) -> None:
+        """While tripped: resume once the share stayed under the threshold for ``clear_s``."""
+        if self.ledger.storm is None:
+            return
+        now = workflow.now()
+        if limits.storm(self.ledger, self.policy, self.fleet, now) is not None:
+            self.ledger.clear_since = None
+            return
+        if self.ledger.clear_since is None:
+            self.ledger.clear_since = now
+        calm = (now - self.ledger.clear_since).total_seconds()
+        if calm >= self.policy.storm.clear_s:
+            self._resume(f"storm cleared: under {self.policy.storm.share:.0%} for {calm:g}s")
+
+    def _resume(self, why: str) -> None:
+        storm = self.ledger.storm
+        if storm is None:
+            return
+        now = workflow.now()
+        self.ledger.storm = None
+        self.ledger.storms_since = now
+        self.ledger.clear_since = None
+        self.to_close.append((storm.fleet_incident, why))
+        self.wake.extend(i for i in self.ledger.waiting if i not in self.wake)
+        self._remember(f"{now:%H:%M:%S} {why}")
+        self.dirty = True
+
+    def _remember(self, line: str) -> None:
+        self.ledger.history = [*self.ledger.history, line][-20:]
+
+    async def _fleet_incidents(self) -> None:
+        """Open the fleet incident of a new trip; close those of resumed storms."""
+        if self.to_open is not None:
+            storm, self.to_open = self.to_open, None
+            attributes = TypedSearchAttributes([SearchAttributePair(search.DRIVER, storm.driver),
+                                                SearchAttributePair(search.PHASE, "Tripped")])
+            await workflow.start_child_workflow(
+                FleetIncidentWorkflow.run, FleetIncidentInput(storm=storm, search_attributes=self.search_attributes),
+                id=storm.fleet_incident, parent_close_policy=ParentClosePolicy.ABANDON,
+                search_attributes=attributes if self.search_attributes else None,
+                static_summary=f"storm: {storm.summary}"[:200],
+            )
+        while self.to_close:
+            incident, why = self.to_close.pop(0)
+            with contextlib.suppress(FailureError):  # already closed by hand: nothing to tell it
+                await workflow.get_external_workflow_handle(incident).signal(FleetIncidentWorkflow.storm_over, why)
+
+    async def _send_wakes(self) -> None:
+        while self.wake:
+            incident = self.wake.pop(0)
+            try:
+                await workflow.get_external_workflow_handle(incident).signal("guard_wake")
+            except FailureError:  # closed meanwhile: it released (or will release) what it held
+                if incident in self.ledger.waiting:
+                    self.ledger.waiting.remove(incident)
+
+    def _counted(self, answer: PermitAnswer) -> PermitAnswer:
+        return answer.model_copy(update={"devices_tainted": len(self.ledger.permits),
+                                         "nodes_disrupted": len(limits.nodes_disrupted(self.ledger)),
+                                         "tripped": self.ledger.storm is not None})
