@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from podmedic.sim.audit import component_of
 from podmedic.sim.handlers_common import ApiError, error_response, json_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -39,6 +40,9 @@ class ApiFault(BaseModel):
 
     verbs: list[str] = Field(default_factory=list)
     resources: list[str] = Field(default_factory=list)
+    components: list[str] = Field(
+        default_factory=list, description="Only requests of these podmedic components (User-Agent "
+        "``podmedic-<component>/...``: worker, ingest); empty matches every client.")
     status: int | None = Field(None, description="403, 409, 422, 429, 500 or 503; none for latency only.")
     latency_ms: float = Field(0, ge=0)
     disconnect_after_ms: float | None = Field(
@@ -123,12 +127,14 @@ class ApiFaults:
         self._rules = [r for r in self._rules if r.live()]
         return [r.fault for r in self._rules]
 
-    def _pick(self, verb: str, resource: str) -> _Active | None:
+    def _pick(self, verb: str, resource: str, component: str | None) -> _Active | None:
         for rule in self._rules:
             f = rule.fault
             if not rule.live():
                 continue
             if f.verbs and verb not in f.verbs:
+                continue
+            if f.components and component not in f.components:
                 continue
             if (
                 f.resources
@@ -149,7 +155,7 @@ class ApiFaults:
         path = request.path
         if not (path.startswith("/api/") or path.startswith("/apis/")) or not self._rules:
             return await handler(request)
-        rule = self._pick(request_verb(request), request_resource(request))
+        rule = self._pick(request_verb(request), request_resource(request), component_of(request))
         if rule is None:
             return await handler(request)
         if rule.fault.latency_ms:

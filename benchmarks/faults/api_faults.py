@@ -1,0 +1,65 @@
+"""Scenario (d): a flaky Kubernetes API: latency, 429/500/503 on 30% of calls, 409s, watch cuts.
+
+Rules (first match wins, so the shares are exact): 10% each of 429, 500 and 503 on every
+non-watch call of the worker and the ingest, 409 on 20% of the remaining writes, 150 ms on
+the rest, and every watch cut 3 s after it starts. Incidents must still complete with no
+duplicate, and no activity may go past its step's ``max_attempts`` (read from the histories).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from benchmarks.faults.effects import ScenarioResult, conclude
+from benchmarks.faults.harness import Harness
+
+CALLS = ["get", "list", "create", "update", "patch", "delete"]
+PODMEDIC = ["worker", "ingest"]
+MAX_ATTEMPTS = 10  # the suite policy's largest max_attempts (harness.POLICY)
+
+
+def rules() -> list[dict[str, Any]]:
+    """The scenario's fault rules, in match order."""
+    return [
+        {"verbs": CALLS, "components": PODMEDIC, "status": 429, "probability": 0.1},
+        {"verbs": CALLS, "components": PODMEDIC, "status": 500, "probability": 0.1 / 0.9},
+        {"verbs": CALLS, "components": PODMEDIC, "status": 503, "probability": 0.1 / 0.8},
+        {"verbs": ["create", "update", "patch"], "components": PODMEDIC, "status": 409, "probability": 0.2},
+        {"verbs": CALLS, "components": PODMEDIC, "latency_ms": 150},
+        {"verbs": ["watch"], "components": PODMEDIC, "disconnect_after_ms": 3000},
+    ]
+
+
+async def run(h: Harness, quick: bool) -> ScenarioResult:
+    """Run incidents under the rules; count injected answers from the ledger."""
+    count = 2 if quick else 4
+    result = ScenarioResult("API faults", "latency 150 ms, 429/500/503 on 30% of calls, 409 on 20% of writes, "
+                            "watches cut every 3 s")
+    since, started = time.time(), time.monotonic()
+    incidents = await h.start_jobs(count, "api")
+    await h.reset_ledger()
+    for rule in rules():
+        await h.api_fault(**rule)
+    try:
+        for incident in incidents:
+            await h.fail(incident)
+        result = await conclude(h, result, incidents, since, timeout_s=300)
+    finally:
+        await h.clear_api_faults()
+    ledger = await h.ledger()
+    injected = {s: sum(e["count"] for e in ledger if e["status"] == s) for s in (409, 429, 500, 503)}
+    calls = sum(e["count"] for e in ledger if e["verb"] != "watch")
+    watches = sum(e["count"] for e in ledger if e["verb"] == "watch")
+    result.faults_injected = sum(injected.values()) + watches
+    errors = injected[429] + injected[500] + injected[503]
+    result.notes.append(f"{calls} calls, {errors} answered 429/500/503 ({100 * errors / max(calls, 1):.0f}%), "
+                        f"{injected[409]} answered 409; {watches} watch connections (each cut after 3 s)")
+    worst = max((n for d in result.details for n in d["attempts"].values()), default=0)
+    over = [f"{d['device']} {a}={n}" for d in result.details for a, n in d["attempts"].items() if n > MAX_ATTEMPTS]
+    result.notes.append(f"most attempts of one activity: {worst} (policy max_attempts <= {MAX_ATTEMPTS})"
+                        + (f"; OVER THE LIMIT: {', '.join(over)}" if over else ""))
+    if over:
+        result.completed = 0
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
