@@ -32,9 +32,12 @@ from workflows.incident import DeviceIncidentWorkflow
 T = TypeVar("T")
 POLICY = """
 # The fault suite's policy: the default pipeline with second-sized waits and timeouts, so an
-# attempt lost with a SIGKILLed worker is retried within seconds.
+# attempt lost with a SIGKILLed worker is retried within seconds. Node correlation is off: the
+# suite's jobs share nodes, and each incident must run its own device-level pipeline.
 drivers:
   default:
+    detection: {node_correlation: {devices: 64, window_s: 1}}
+    node_quarantine: {enabled: false}
     steps:
       discover:   {start_to_close_s: 10, retry: {initial_interval_s: 0.5, max_interval_s: 2, max_attempts: 10}}
       checkpoint: {start_to_close_s: 60, heartbeat_s: 3, retry: {initial_interval_s: 0.5, max_attempts: 3}}
@@ -194,10 +197,17 @@ class Harness:
 
     async def wait_phase(self, incident: Incident, phases: set[str], timeout_s: float) -> str:
         """Wait until the incident is in one of ``phases``."""
+        seen: list[str | None] = []
+
         async def reached() -> str | None:
             now = await self.phase(incident)
+            if not seen or seen[-1] != now:
+                seen.append(now)
             return now if now in phases else None
-        return await wait_for(reached, timeout_s, f"{incident.device} in {sorted(phases)}", interval=0.1)
+        try:
+            return await wait_for(reached, timeout_s, f"{incident.device} in {sorted(phases)}", interval=0.1)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; phases seen: {seen}") from None
 
     async def outcomes(self, incidents: list[Incident], timeout_s: float) -> None:
         """Wait for every incident's result (left ``None`` when it did not end in time)."""

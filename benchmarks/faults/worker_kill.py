@@ -2,7 +2,7 @@
 
 One incident per stage, opened one after the other while the earlier ones carry on. For
 each, the suite stretches the stage's own Kubernetes call with injected latency (only the
-worker's calls), waits until the incident's ``PodmedicPhase`` shows the stage, lets the call
+worker's calls, every incident's, until the kill), waits until the incident's ``PodmedicPhase`` shows the stage, lets the call
 get under way, SIGKILLs the worker and starts a new one. The killed attempt's request may
 well have reached the API server (the simulator serves it after the latency), so the new
 worker's retry meets the result of the old one: that is what must not be done twice.
@@ -31,7 +31,7 @@ class Stage:
 
 
 def _slow(verb: str, resource: str, ms: float = 2500) -> dict[str, Any]:
-    return {"verbs": [verb], "resources": [resource], "components": ["worker"], "latency_ms": ms, "count": 1}
+    return {"verbs": [verb], "resources": [resource], "components": ["worker"], "latency_ms": ms}
 
 
 STAGES = (
@@ -63,6 +63,7 @@ async def run(h: Harness, quick: bool) -> ScenarioResult:
         code = h.stack.kill("worker", signal.SIGKILL)
         result.faults_injected += 1
         result.notes.append(f"{stage.name}: worker SIGKILLed in phase {seen} (exit {code})")
+        await h.clear_api_faults()  # the latency held every incident's call of this kind; not the retries
         h.stack.respawn("worker")
     result = await conclude(h, result, incidents, since, timeout_s=240)
     await h.clear_api_faults()
