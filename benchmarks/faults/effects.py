@@ -81,6 +81,9 @@ def settle(result: ScenarioResult, incidents: list[Incident], ledger: list[dict[
         outcome = incident.outcome.outcome.value if incident.outcome else None
         result.duplicated_effects += effects.duplicated
         result.completed += outcome == incident.expect
+        if incident.run_id is None:  # the failure never opened an incident: the event was lost
+            result.lost_events += 1
+            result.notes.append(f"{incident.device}: no incident was opened after the device failed")
         result.details.append({
             "device": incident.device, "job": incident.job, "expected": incident.expect, "outcome": outcome,
             "explanation": incident.outcome.explanation[:300] if incident.outcome else "did not finish in time",

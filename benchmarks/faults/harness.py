@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
 from podmedic.incident import IncidentOutcome
@@ -81,6 +81,9 @@ class Incident:
     outcome: IncidentOutcome | None = None
     events_sent: list[str] = field(default_factory=list)
     """CloudEvent ids the ingest answered 202 for (``ce/<source>/<id>`` in the history)."""
+    failed_at: float = 0.0
+    """When the suite made the device fail (epoch s): an earlier run of the same id is not this incident."""
+    run_id: str | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -163,12 +166,14 @@ class Harness:
     async def fail(self, incident: Incident, **fault: Any) -> None:
         """Make the incident's device Unhealthy in the simulator (the ingest's watch sees it)."""
         driver, pool, device = incident.device.split("/")
+        incident.failed_at = incident.failed_at or time.time()
         await self.http("POST", f"{self.sim_url}/sim/v1/faults/device",
                         {"driver": driver, "pool": pool, "device": device, **(fault or FAULT)})
 
     async def send_event(self, incident: Incident, event_id: str) -> int:
         """Report the device Unhealthy over the ingest's HTTP front; the HTTP status."""
         driver, pool, device = incident.device.split("/")
+        incident.failed_at = incident.failed_at or time.time()
         event = {"specversion": "1.0", "id": event_id, "source": "podmedic-bench-faults",
                  "type": "io.podmedic.device.health.v1",
                  "data": {"driver": driver, "pool": pool, "device": device, "node": pool, "health": "Unhealthy",
@@ -182,14 +187,26 @@ class Harness:
 
     # -- Temporal --------------------------------------------------------------------------
     def handle(self, incident: Incident) -> WorkflowHandle[Any, IncidentOutcome]:
-        """The incident's workflow handle."""
-        return self.client.get_workflow_handle_for(DeviceIncidentWorkflow.run, incident.workflow_id)
+        """The incident's workflow handle (its own run once known: devices are reused by later scenarios)."""
+        return self.client.get_workflow_handle_for(DeviceIncidentWorkflow.run, incident.workflow_id,
+                                                   run_id=incident.run_id)
 
-    async def phase(self, incident: Incident) -> str | None:
-        """The incident's ``PodmedicPhase`` (from the server's visibility: no worker needed)."""
+    async def describe(self, incident: Incident) -> WorkflowExecutionDescription | None:
+        """The incident's run, or ``None`` while only an earlier run of the device's id exists."""
         try:
             desc = await self.handle(incident).describe()
         except RPCError:
+            return None
+        if incident.run_id is None:
+            if desc.start_time is None or desc.start_time.timestamp() < incident.failed_at - 1.0:
+                return None  # a previous incident of this device, closed before this one failed it
+            incident.run_id = desc.run_id
+        return desc
+
+    async def phase(self, incident: Incident) -> str | None:
+        """The incident's ``PodmedicPhase`` (from the server's visibility: no worker needed)."""
+        desc = await self.describe(incident)
+        if desc is None:
             return None
         if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
             return "Closed"
@@ -215,6 +232,9 @@ class Harness:
 
         async def one(incident: Incident) -> None:
             while time.monotonic() < deadline:
+                if await self.describe(incident) is None:
+                    await asyncio.sleep(0.5)
+                    continue
                 try:
                     incident.outcome = await asyncio.wait_for(self.handle(incident).result(),
                                                               max(1.0, deadline - time.monotonic()))

@@ -1,11 +1,12 @@
 """Scenario (a): the worker SIGKILLed at every stage of an incident, then started again.
 
 One incident per stage, opened one after the other while the earlier ones carry on. For
-each, the suite stretches the stage's own Kubernetes call with injected latency (only the
-worker's calls, every incident's, until the kill), waits until the incident's ``PodmedicPhase`` shows the stage, lets the call
-get under way, SIGKILLs the worker and starts a new one. The killed attempt's request may
-well have reached the API server (the simulator serves it after the latency), so the new
-worker's retry meets the result of the old one: that is what must not be done twice.
+each, the suite stretches the stage's own Kubernetes call with injected latency (the
+worker's calls of that kind, every incident's, until the kill), waits until the incident's
+``PodmedicPhase`` shows the stage, lets the call get under way, SIGKILLs the worker and
+starts a new one. The killed attempt's request may well have reached the API server (the
+simulator serves it after the latency), so the new worker's retry meets the result of the
+old one: that is what must not be done twice.
 """
 
 from __future__ import annotations
