@@ -103,4 +103,8 @@ async def conclude(h: Harness, result: ScenarioResult, incidents: list[Incident]
             attempts[incident.device] = await h.attempts(incident)
         except Exception as exc:  # a history that cannot be read is reported, not fatal
             result.notes.append(f"{incident.device}: history unreadable: {exc}")
-    return settle(result, incidents, await h.ledger(), await h.tickets(), since, attempts)
+    settle(result, incidents, await h.ledger(), await h.tickets(), since, attempts)
+    for incident, detail in zip(incidents, result.details[-len(incidents):], strict=True):
+        # More than one run for one failure means something reopened the incident (e.g. a stale event).
+        detail["incident_runs"] = len(await h.runs(incident)) if incident.failed_at else 0
+    return result

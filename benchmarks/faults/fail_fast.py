@@ -34,6 +34,7 @@ async def run(h: Harness, quick: bool) -> ScenarioResult:
         creates = sum(e["count"] for e in await h.ledger()
                       if e["resource"] == "devicetaintrules" and e["verb"] == "create")
         attempts = result.details[-1]["attempts"].get("taint_device", 0)
+        result.details[-1]["taint_create_requests"] = creates
         explanation = result.details[-1]["explanation"]
         result.notes.append(f"{status}: taint_device attempts {attempts}, DeviceTaintRule create requests {creates}; "
                             f"outcome {result.details[-1]['outcome']}: {explanation[:160]}")

@@ -250,14 +250,24 @@ class Harness:
         history = await self.handle(incident).fetch_history()
         return list(history.events)
 
+    async def runs(self, incident: Incident) -> list[str]:
+        """Run ids of the device's workflow started since the suite failed the device."""
+        found = []
+        async for run in self.client.list_workflows(f"WorkflowId = '{incident.workflow_id}'"):
+            if run.start_time.timestamp() >= incident.failed_at - 1.0:
+                found.append(run.run_id)
+        return found
+
     async def signalled_ids(self, incident: Incident) -> set[str]:
-        """Event ids found in the history's signals (which event ids reached the incident)."""
+        """Event ids found in the signals of any run since the failure (which reached an incident)."""
         found: set[str] = set()
-        for event in await self.history_events(incident):
-            if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                continue
-            for payload in event.workflow_execution_signaled_event_attributes.input.payloads:
-                found.update(i for i in incident.events_sent if i.encode() in payload.data)
+        for run_id in await self.runs(incident):
+            handle = self.client.get_workflow_handle(incident.workflow_id, run_id=run_id)
+            async for event in handle.fetch_history_events():
+                if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                    continue
+                for payload in event.workflow_execution_signaled_event_attributes.input.payloads:
+                    found.update(i for i in incident.events_sent if i.encode() in payload.data)
         return found
 
     async def attempts(self, incident: Incident) -> dict[str, int]:
