@@ -80,7 +80,11 @@ def settle(result: ScenarioResult, incidents: list[Incident], ledger: list[dict[
         effects = count_effects(incident, ledger, tickets, since)
         outcome = incident.outcome.outcome.value if incident.outcome else None
         result.duplicated_effects += effects.duplicated
-        result.completed += outcome == incident.expect
+        # resolved_by_vendor is complete only with exactly one of each effect (one rule, one
+        # reschedule, one ticket); a workload left unrecovered is not a completed incident.
+        whole = incident.expect != "resolved_by_vendor" or (
+            effects.taint_rules_created, effects.recoveries, effects.tickets) == (1, 1, 1)
+        result.completed += outcome == incident.expect and whole
         if incident.run_id is None:  # the failure never opened an incident: the event was lost
             result.lost_events += 1
             result.notes.append(f"{incident.device}: no incident was opened after the device failed")

@@ -32,7 +32,8 @@ from workflows.incident import DeviceIncidentWorkflow
 T = TypeVar("T")
 POLICY = """
 # The fault suite's policy: the default pipeline with second-sized waits and timeouts, so an
-# attempt lost with a SIGKILLed worker is retried within seconds. Node correlation is off: the
+# attempt lost with a SIGKILLed worker is retried within seconds, and more attempts for steps
+# that make many calls per attempt (a 30% API error rate fails most of their attempts). Node correlation is off: the
 # suite's jobs share nodes, and each incident must run its own device-level pipeline.
 drivers:
   default:
@@ -40,9 +41,9 @@ drivers:
     node_quarantine: {enabled: false}
     steps:
       discover:   {start_to_close_s: 10, retry: {initial_interval_s: 0.5, max_interval_s: 2, max_attempts: 10}}
-      checkpoint: {start_to_close_s: 60, heartbeat_s: 3, retry: {initial_interval_s: 0.5, max_attempts: 3}}
+      checkpoint: {start_to_close_s: 60, heartbeat_s: 3, retry: {initial_interval_s: 0.5, max_attempts: 5}}
       taint:      {start_to_close_s: 10, retry: {initial_interval_s: 0.5, max_interval_s: 2, max_attempts: 10}}
-      recover:    {start_to_close_s: 120, heartbeat_s: 3, retry: {initial_interval_s: 0.5, max_attempts: 5}}
+      recover:    {start_to_close_s: 120, heartbeat_s: 3, retry: {initial_interval_s: 0.5, max_attempts: 10}}
       ticket:     {start_to_close_s: 10, retry: {initial_interval_s: 0.5, max_interval_s: 2, max_attempts: 10}}
       close:      {start_to_close_s: 10, retry: {initial_interval_s: 0.5, max_interval_s: 2, max_attempts: 10}}
     checkpoint: {timeout_s: 20, poll_s: 0.3}
