@@ -28,7 +28,7 @@ from workers.up import free_port
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 TOKEN = "s3cret-token"
 LIMIT = 4096
-EVENT = {"specversion": "1.0", "id": "e-1", "source": "test", "type": EVENT_TYPE,
+EVENT: dict[str, Any] = {"specversion": "1.0", "id": "e-1", "source": "test", "type": EVENT_TYPE,
          "data": {"driver": "gpu.nvidia.com", "pool": "node-0", "device": "gpu-0", "health": "Unhealthy"}}
 ALERTS = {"version": "4", "status": "firing", "receiver": "podmedic", "groupLabels": {}, "commonLabels": {},
           "commonAnnotations": {}, "externalURL": "http://am", "alerts": [
