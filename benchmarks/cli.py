@@ -35,7 +35,9 @@ def _faults(args: argparse.Namespace) -> int:
     command = "podmedic bench faults" + (" --quick" if args.quick else "") + \
         "".join(f" --only {name}" for name in args.only)
     opts = SuiteOptions(quick=args.quick, only=tuple(args.only), keep_dir=args.keep_dir)
-    report = run_and_report(opts, args.out, None if args.no_doc else args.doc, command)
+    # A quick run never overwrites the full suite's page unless --doc names it.
+    doc = None if args.no_doc else args.doc or (None if args.quick else Path("docs/RELIABILITY.md"))
+    report = run_and_report(opts, args.out, doc, command)
     return 0 if report.ok else 1
 
 
@@ -104,8 +106,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
                    help="run only this scenario (repeatable)")
     f.add_argument("--out", type=Path, default=Path("bench/results/faults.json"),
                    help="JSON results (default %(default)s)")
-    f.add_argument("--doc", type=Path, default=Path("docs/RELIABILITY.md"),
-                   help="Markdown table (default %(default)s)")
+    f.add_argument("--doc", type=Path, help="Markdown table (default docs/RELIABILITY.md; none with --quick)")
     f.add_argument("--no-doc", action="store_true", help="do not write the Markdown table")
     f.add_argument("--keep-dir", type=Path, help="run the stack under this directory and keep its logs")
     f.set_defaults(func=_faults)
