@@ -100,3 +100,19 @@ def config_api(sim: SimCluster) -> client.ApiClient:
 
     assert sim.kubeconfig_path is not None
     return config.new_client_from_config(str(sim.kubeconfig_path))
+
+
+def test_components_limit_a_rule_to_those_podmedic_components(sim: SimCluster, raw: Raw) -> None:
+    assert sim.kubeconfig_path is not None
+    worker = KubeGateway(sim.kubeconfig_path, component="worker")
+    ingest = KubeGateway(sim.kubeconfig_path, component="ingest")
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 503,
+                                       "components": ["ingest"]})
+    try:
+        assert worker.get_node("node-0000") is not None
+        with pytest.raises(Exception, match="503"):
+            ingest.get_node("node-0000")
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+        worker.close()
+        ingest.close()
