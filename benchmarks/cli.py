@@ -29,6 +29,18 @@ def _recovery(args: argparse.Namespace) -> int:
     return 0
 
 
+def _faults(args: argparse.Namespace) -> int:
+    from benchmarks.faults.suite import SuiteOptions, run_and_report
+
+    command = "podmedic bench faults" + (" --quick" if args.quick else "") + \
+        "".join(f" --only {name}" for name in args.only)
+    opts = SuiteOptions(quick=args.quick, only=tuple(args.only), keep_dir=args.keep_dir)
+    # A quick run never overwrites the full suite's page unless --doc names it.
+    doc = None if args.no_doc else args.doc or (None if args.quick else Path("docs/RELIABILITY.md"))
+    report = run_and_report(opts, args.out, doc, command)
+    return 0 if report.ok else 1
+
+
 def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``bench`` with its benchmarks to a command tree; returns the ``bench`` parser."""
     bench: argparse.ArgumentParser = subparsers.add_parser(
@@ -74,6 +86,30 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
     r.add_argument("--out", type=Path, default=Path("bench/results/recovery.json"),
                    help="JSON results (default %(default)s)")
     r.set_defaults(func=_recovery)
+    f = which.add_parser(
+        "faults", help="the fault suite: kill the worker, the dev server and the ingest, break the API; "
+                       "count duplicated effects and lost events",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Starts the stack as separate processes (Temporal dev server on a SQLite file, simulator, "
+                    "vendor desk, worker, ingest) and runs:\n"
+                    "  worker-kill:    the worker SIGKILLed at every stage of an incident, then restarted\n"
+                    "  server-restart: the dev server stopped (SIGTERM, SIGKILL) and restarted on the same DB\n"
+                    "  ingest-kill:    the ingest SIGKILLed right after a 202, and while a device fails\n"
+                    "  api-faults:     latency, 429/500/503 on 30% of calls, 409s, watch disconnects\n"
+                    "  fail-fast:      403 and 422 on the taint step fail it at once\n"
+                    "Duplicated effects are counted by the simulator's request ledger and the vendor desk. "
+                    "Exits 1 unless every scenario has 0 duplicated effects, 0 lost events and every incident "
+                    "completed. Full: about 5 minutes; --quick: about 2.")
+    f.add_argument("--quick", action="store_true", help="a smaller run of every scenario (make test)")
+    f.add_argument("--only", action="append", default=[], metavar="SCENARIO",
+                   choices=["worker-kill", "server-restart", "ingest-kill", "api-faults", "fail-fast"],
+                   help="run only this scenario (repeatable)")
+    f.add_argument("--out", type=Path, default=Path("bench/results/faults.json"),
+                   help="JSON results (default %(default)s)")
+    f.add_argument("--doc", type=Path, help="Markdown table (default docs/RELIABILITY.md; none with --quick)")
+    f.add_argument("--no-doc", action="store_true", help="do not write the Markdown table")
+    f.add_argument("--keep-dir", type=Path, help="run the stack under this directory and keep its logs")
+    f.set_defaults(func=_faults)
     return bench
 
 

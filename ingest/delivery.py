@@ -181,4 +181,6 @@ class Deliverer:
     def _key(item: Observation) -> tuple[str, Hashable]:
         if isinstance(item, ConfigProblem):
             return item.workflow_id, (item.reason, item.message)
-        return item.device.workflow_id, item.state_key
+        # The pod is part of the state: a device repaired while no pod used it (the ingest never
+        # saw it Healthy) and failing again under a new pod is a new incident, not a repeat.
+        return item.device.workflow_id, (item.state_key, item.pod.uid if item.pod else "")

@@ -65,6 +65,10 @@ class StackOptions:
     devices_per_node: int = 8
     vendor_resolve_s: float = 6.0
     task_queue: str = DEFAULT_TASK_QUEUE
+    supervise: bool = True
+    """Restart children that die; a fault suite turns it off to kill and restart them itself."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for every child."""
 
 
 def ingest_token(state_dir: Path) -> Path:
@@ -138,7 +142,7 @@ class Stack:
 
     def _spawn(self, child: Child) -> None:
         logfile = open(self.dir / "logs" / f"{child.role}.log", "ab")  # noqa: SIM115 - owned by the child
-        env = {**os.environ, **child.env, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.o.env, **child.env, "PYTHONUNBUFFERED": "1"}
         child.proc = subprocess.Popen(child.argv, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       env=env, cwd=Path(__file__).resolve().parent.parent)
         logfile.close()
@@ -164,8 +168,9 @@ class Stack:
             self.stop()  # a child that never became ready must not orphan the ones already running
             raise
         self._write_endpoints()
-        self._monitor = threading.Thread(target=self._supervise, name="podmedic-up", daemon=True)
-        self._monitor.start()
+        if self.o.supervise:
+            self._monitor = threading.Thread(target=self._supervise, name="podmedic-up", daemon=True)
+            self._monitor.start()
         log.info("stack up: Temporal UI %s, endpoints in %s", self.endpoints["ui_url"], self.dir / "endpoints.json")
         return self
 
@@ -182,6 +187,33 @@ class Stack:
                 child.restarts += 1
                 self._spawn(child)
                 self._write_endpoints()
+
+    def child(self, role: str) -> Child:
+        """The child playing ``role`` (``temporal``, ``simulator``, ``vendor``, ``worker``, ``ingest``)."""
+        return next(c for c in self.children if c.role == role)
+
+    def kill(self, role: str, sig: signal.Signals = signal.SIGKILL, wait_s: float = 15.0) -> int | None:
+        """Send ``sig`` to ``role`` and wait for it to exit (SIGKILL after ``wait_s``); its exit code."""
+        proc = self.child(role).proc
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+    def respawn(self, role: str, ready_s: float = 60.0) -> None:
+        """Start ``role`` again with the same arguments (same ports, same database) and wait until ready."""
+        child = self.child(role)
+        if child.proc is not None and child.proc.poll() is None:
+            raise RuntimeError(f"{role} is still running (pid {child.proc.pid})")
+        child.restarts += 1
+        self._spawn(child)
+        self._write_endpoints()
+        if child.ready:
+            wait_ready(child.ready, ready_s, role)
 
     def stop(self) -> None:
         """Stop the children, newest first: SIGTERM, then SIGKILL after 10 s."""

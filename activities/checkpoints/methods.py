@@ -16,7 +16,7 @@ import urllib.parse
 from activities import podview
 from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
-from activities.kube import KubeGateway, NotFound, ProxyTimeout, ServerError
+from activities.kube import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
 from podmedic.models import PodRef
 from podmedic.steps import CheckpointStatus, PodCheckpoint
 
@@ -82,7 +82,11 @@ class MethodRunner:
     async def annotation(self, pod: PodRef) -> PodCheckpoint:
         """Wait for the workload to answer the request annotation on its pod."""
         while self.remaining() > 0:
-            current = await asyncio.to_thread(self.kube.get_pod, pod.namespace, pod.name)
+            try:
+                current = await asyncio.to_thread(self.kube.get_pod, pod.namespace, pod.name)
+            except (ServerError, Throttled):  # a blip of the API server: look again at the next poll
+                await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
+                continue
             if current is None or current["metadata"].get("uid") != pod.uid:
                 return result(pod, "annotation", CheckpointStatus.FAILED, "pod went away before answering")
             found = recorded(pod, podview.annotations_of(current), self.request_id, "annotation")

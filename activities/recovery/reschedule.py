@@ -28,7 +28,7 @@ from typing import Any
 from temporalio import activity
 
 from activities import podview
-from activities.kube import Conflict, KubeGateway
+from activities.kube import Conflict, KubeError, KubeGateway
 from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.verify import Verification, poll
@@ -117,14 +117,18 @@ class Rescheduler:
 
     def _tell(self, message: str, tries: int) -> None:
         """A Warning Event on the pod, so `kubectl describe` shows why it is still there."""
-        pod = self.kube.get_pod(self.inp.pod.namespace, self.inp.pod.name)
+        try:
+            pod = self.kube.get_pod(self.inp.pod.namespace, self.inp.pod.name)
+        except KubeError:
+            return  # best effort, as below
         if pod is None:
             return
         ref = self.inp.pod
         notice = PodNoticeInput(incident_id=self.inp.incident_id, reason="PodmedicEvictionBlocked", message=message,
                                 pod=PodKey(namespace=ref.namespace, name=ref.name, uid=ref.uid))
-        # One Event per try (key): a retried activity rewrites the same one (Conflict).
-        with contextlib.suppress(Conflict):
+        # One Event per try (key): a retried activity rewrites the same one (Conflict). The Event
+        # only explains the wait: failing to write it must not fail the eviction it explains.
+        with contextlib.suppress(KubeError):
             self.kube.create_event(self.inp.pod.namespace, event_body(
                 notice, self.inp.pod.uid, f"{self.inp.request_id}/evict/{tries}"))
 

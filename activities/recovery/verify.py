@@ -18,6 +18,7 @@ from typing import Any
 from temporalio import activity
 
 from activities import podview
+from activities.kube import ServerError, Throttled
 
 Obj = podview.Obj
 PROGRESS = "podmedic.io/progress"
@@ -84,7 +85,13 @@ async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callab
     passes (``None``); ``details`` are heartbeated so a retried attempt resumes where this was."""
     deadline = time.monotonic() + timeout_s
     while True:
-        found = await run(check)
+        try:
+            found = await run(check)
+        except (ServerError, Throttled) as err:
+            # One failed read of a bounded poll is a poll that saw nothing yet: failing the whole
+            # attempt for it would redo the rung's action bookkeeping and burn a retry on a blip.
+            activity.logger.info("poll read failed, polling again: %s", err)
+            found = None
         if found is not None:
             return found
         if time.monotonic() >= deadline:

@@ -180,10 +180,18 @@ class WatchLoop:
         events = self.kube.watch_objects(self.source.kind, self.version, timeout_s=self.source.watch_timeout_s,
                                          field_selector=self.source.field_selector)
         for kind, obj in events:
+            delivered = False
             if kind != "BOOKMARK":
-                self._deliver(self.source.change(kind, obj))
+                change = self.source.change(kind, obj)
+                self._deliver(change)
+                delivered = bool(change.observations)
             self.version = str((obj.get("metadata") or {}).get("resourceVersion") or self.version)
             self._advance()
+            if delivered:
+                # Past a delivered observation the position is saved at once, not when the throttle
+                # next allows: a crash would otherwise replay it after its incident closed, and the
+                # stale event would open a second incident for a repaired device (bench faults).
+                self._flush()
             if self.stop.is_set():
                 raise _Stopped
 

@@ -1,8 +1,9 @@
-"""API fault injection: latency and error responses on chosen verbs and resources.
+"""API fault injection: latency, error responses and watch disconnects on chosen verbs and resources.
 
 Rules come from ``POST /sim/v1/faults/api`` or ``SimCluster.add_api_fault``; the
 middleware applies them to Kubernetes routes only (``/api``, ``/apis``), never to
-``/sim/v1`` so a test can always clear what it injected.
+``/sim/v1`` so a test can always clear what it injected. ``probability`` makes a rule hit
+only that share of matching calls (``0.3``: 30%), so a flaky API server can be simulated.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from podmedic.sim.audit import component_of
 from podmedic.sim.handlers_common import ApiError, error_response, json_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -25,7 +27,10 @@ MESSAGES = {
     500: "Internal error (injected by the simulator).",
     503: "The server is currently unable to handle the request (injected by the simulator).",
     409: "Operation cannot be fulfilled: the object has been modified (injected by the simulator).",
+    403: "Forbidden: the caller lacks the permission for this request (injected by the simulator).",
+    422: "Unprocessable entity: the object is invalid (injected by the simulator).",
 }
+STATUSES = (403, 409, 422, 429, 500, 503)
 
 
 class ApiFault(BaseModel):
@@ -35,11 +40,24 @@ class ApiFault(BaseModel):
 
     verbs: list[str] = Field(default_factory=list)
     resources: list[str] = Field(default_factory=list)
-    status: int | None = Field(None, description="429, 500, 503 or 409; none for latency only.")
+    components: list[str] = Field(
+        default_factory=list, description="Only requests of these podmedic components (User-Agent "
+        "``podmedic-<component>/...``: worker, ingest); empty matches every client.")
+    status: int | None = Field(None, description="403, 409, 422, 429, 500 or 503; none for latency only.")
     latency_ms: float = Field(0, ge=0)
+    disconnect_after_ms: float | None = Field(
+        None, ge=0, description="Watches only: drop the connection this long after the watch started, "
+        "mid-stream, as a failing API server or load balancer does.")
     probability: float = Field(1.0, ge=0, le=1)
     duration_s: float | None = Field(None, gt=0)
     count: int | None = Field(None, ge=1)
+
+    @field_validator("status")
+    @classmethod
+    def _known_status(cls, value: int | None) -> int | None:
+        if value is not None and value not in STATUSES:
+            raise ValueError(f"must be one of {', '.join(map(str, STATUSES))}")
+        return value
 
 
 class _Active:
@@ -109,12 +127,14 @@ class ApiFaults:
         self._rules = [r for r in self._rules if r.live()]
         return [r.fault for r in self._rules]
 
-    def _pick(self, verb: str, resource: str) -> _Active | None:
+    def _pick(self, verb: str, resource: str, component: str | None) -> _Active | None:
         for rule in self._rules:
             f = rule.fault
             if not rule.live():
                 continue
             if f.verbs and verb not in f.verbs:
+                continue
+            if f.components and component not in f.components:
                 continue
             if (
                 f.resources
@@ -135,11 +155,13 @@ class ApiFaults:
         path = request.path
         if not (path.startswith("/api/") or path.startswith("/apis/")) or not self._rules:
             return await handler(request)
-        rule = self._pick(request_verb(request), request_resource(request))
+        rule = self._pick(request_verb(request), request_resource(request), component_of(request))
         if rule is None:
             return await handler(request)
         if rule.fault.latency_ms:
             await asyncio.sleep(rule.fault.latency_ms / 1000)
+        if rule.fault.disconnect_after_ms is not None and request_verb(request) == "watch":
+            return await self._disconnect(request, handler, rule.fault.disconnect_after_ms / 1000)
         if rule.fault.status:
             code = rule.fault.status
             headers = {"Retry-After": "1"} if code == 429 else {}
@@ -148,14 +170,28 @@ class ApiFaults:
             )
         return await handler(request)
 
+    @staticmethod
+    async def _disconnect(request: web.Request, handler: Handler, after_s: float) -> web.StreamResponse:
+        """Serve the watch, then cut the TCP connection without ending the chunked stream."""
+        serving = asyncio.ensure_future(handler(request))
+        done, _ = await asyncio.wait({serving}, timeout=after_s)
+        if serving in done:
+            return serving.result()
+        if request.transport is not None:
+            request.transport.abort()
+        serving.cancel()
+        try:
+            return await serving
+        except asyncio.CancelledError:
+            # The client already saw the stream break; this answer goes nowhere.
+            return web.Response(status=200)
+
     async def handle_post(self, request: web.Request) -> web.Response:
         """POST /sim/v1/faults/api."""
         try:
             fault = ApiFault.model_validate_json(await request.read())
         except ValidationError as exc:
-            return json_response({"error": exc.errors(include_url=False)}, 400)
-        if fault.status not in (None, 409, 429, 500, 503):
-            return json_response({"error": "status must be one of 409, 429, 500, 503"}, 400)
+            return json_response({"error": exc.errors(include_url=False, include_context=False)}, 400)
         self.add(fault)
         return json_response({"active": [f.model_dump() for f in self.active()]}, 201)
 

@@ -22,6 +22,7 @@ from podmedic.sim.config import SimConfig
 from podmedic.sim.engine import SimEngine
 from podmedic.sim.handlers_request import ApiContext
 from podmedic.sim.kubeconfig import write_kubeconfig
+from podmedic.sim.ledger import RequestLedger
 from podmedic.sim.server import build_app
 from podmedic.sim.store import DEFAULT_HISTORY, Store
 
@@ -92,6 +93,7 @@ class SimCluster:
             else SimEngine(self.store, self.config)
         )
         self.faults = ApiFaults()
+        self.ledger = RequestLedger()
         self.context = ApiContext(
             self.store, getattr(self.engine, "evict", None), bookmark_interval_s
         )
@@ -133,7 +135,7 @@ class SimCluster:
         self.engine.bootstrap()
         self._engine_task = asyncio.get_running_loop().create_task(self.engine.run())
         first = self.engine.proxy_routes() if hasattr(self.engine, "proxy_routes") else []
-        app = build_app(self.context, self.faults, self.engine.routes(), first)
+        app = build_app(self.context, self.faults, self.engine.routes(), first, self.ledger)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)

@@ -22,6 +22,7 @@ from podmedic.sim.handlers_write import (
     handle_patch,
     handle_replace,
 )
+from podmedic.sim.ledger import RequestLedger
 from podmedic.sim.store import StoreError
 from podmedic.sim.watch import handle_watch
 
@@ -109,11 +110,16 @@ def build_app(
     faults: ApiFaults,
     extra_routes: Iterable[web.RouteDef] = (),
     first_routes: Iterable[web.RouteDef] = (),
+    ledger: RequestLedger | None = None,
 ) -> web.Application:
     """The application serving the Kubernetes API, the fault API and ``extra_routes``;
-    ``first_routes`` (proxy subresources) are matched before the generic API routes."""
+    ``first_routes`` (proxy subresources) are matched before the generic API routes. The
+    ``ledger`` (one is made when not given) counts podmedic's requests with the answers they
+    got, injected faults included, so it sits outside the fault middleware."""
+    ledger = ledger or RequestLedger()
     app = web.Application(
-        middlewares=[*middlewares_from_env(), faults.middleware, status_errors], client_max_size=16 * 1024 * 1024
+        middlewares=[*middlewares_from_env(), ledger.middleware, faults.middleware, status_errors],
+        client_max_size=16 * 1024 * 1024,
     )
     app[CONTEXT_KEY] = context
     app.add_routes(list(first_routes))
@@ -136,5 +142,6 @@ def build_app(
         ]
     )
     app.add_routes(faults.routes())
+    app.add_routes(ledger.routes())
     app.add_routes(list(extra_routes))
     return app

@@ -143,3 +143,18 @@ def test_an_expired_cursor_relists_and_still_sees_every_change(
     stats = second.source.stats
     assert stats.resumed_from is not None and stats.gone == 1 and stats.lists == 1
     assert not second.matching(_about(f"{driver}/{pool}/gpu-3"))
+
+
+def test_a_delivered_observation_is_saved_at_once_whatever_the_throttle(
+    sim: SimCluster, kube: KubeGateway, api: client.ApiClient, run_source: Callable[..., Running], tmp_path: Path
+) -> None:
+    # A SIGKILLed ingest replays from its saved cursor: a position left unsaved by the throttle would
+    # replay this failure after its incident closed and open a second incident for a repaired device.
+    pod = start_pod(sim, api)
+    [rid] = pod["devices"]
+    running = run_source(PodStatusSource(kube, state_dir=tmp_path, watch_timeout_s=2, cursor_interval_s=3600))
+    running.ready()
+    sim.set_device_health(*_key(rid), "Unhealthy", message="XID 79")
+    running.wait_for(_about(rid, Health.UNHEALTHY))
+    wait_until(lambda: rid in json.dumps(_cursor(tmp_path, "pod-status")["memory"]),
+               what="the cursor saved with the delivered failure, before any flush at stop")

@@ -1,0 +1,118 @@
+"""The fault kinds the reliability suite injects: 403/422, probability, watch disconnects, and
+the request ledger that counts podmedic's requests with their answers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import urllib3
+from kubernetes import client, watch
+
+from activities.kube import Forbidden, InvalidObject, KubeGateway
+from podmedic.sim import SimCluster
+from tests.sim.conftest import Raw
+
+
+@pytest.mark.parametrize(("status", "error"), [(403, Forbidden), (422, InvalidObject)])
+def test_403_and_422_reach_the_gateway_as_non_retryable_kinds(
+    sim: SimCluster, raw: Raw, status: int, error: type[Exception]
+) -> None:
+    assert sim.kubeconfig_path is not None
+    kube = KubeGateway(sim.kubeconfig_path, component="worker")
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": status, "count": 1})
+    try:
+        with pytest.raises(error) as err:
+            kube.get_node("node-0000")
+        assert str(status) in str(err.value) and "injected" in str(err.value)
+        assert kube.get_node("node-0000") is not None  # count: 1 spent
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+        kube.close()
+
+
+def test_unknown_status_is_refused_with_the_field(raw: Raw) -> None:
+    status, body = raw("POST", "/sim/v1/faults/api", {"status": 418})
+    assert status == 400 and body["error"][0]["loc"] == ["status"] and "403" in body["error"][0]["msg"]
+
+
+def test_probability_hits_about_that_share(api: client.ApiClient, raw: Raw) -> None:
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["namespaces"], "status": 503,
+                                       "probability": 0.3})
+    v1 = client.CoreV1Api(api)
+    failed = 0
+    try:
+        for _ in range(200):
+            try:
+                v1.read_namespace("default")
+            except client.ApiException as exc:
+                assert exc.status == 503
+                failed += 1
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+    assert 25 <= failed <= 95, failed  # 60 expected; far outside means the rule ignores probability
+
+
+def test_watch_disconnect_breaks_the_stream_mid_way(api: client.ApiClient, raw: Raw) -> None:
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["watch"], "resources": ["nodes"], "disconnect_after_ms": 300})
+    v1 = client.CoreV1Api(api)
+    started = time.monotonic()
+    seen = 0
+    try:
+        with pytest.raises((urllib3.exceptions.ProtocolError, urllib3.exceptions.HTTPError)):
+            for _ in watch.Watch().stream(v1.list_node, timeout_seconds=10):
+                seen += 1
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+    assert seen >= 1  # the synthetic ADDED events came before the cut
+    assert time.monotonic() - started < 5  # cut at 0.3 s, not the 10 s timeout
+
+
+def test_ledger_counts_podmedic_requests_and_injected_answers(sim: SimCluster, raw: Raw) -> None:
+    assert sim.kubeconfig_path is not None
+    raw("DELETE", "/sim/v1/ledger")
+    kube = KubeGateway(sim.kubeconfig_path, component="worker")
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 500, "count": 1})
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - the kind is tested above
+            kube.get_node("node-0000")
+        kube.get_node("node-0000")
+        rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "ledger-t"},
+                "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": "gpu-0"},
+                         "taint": {"key": "podmedic.io/unhealthy", "effect": "NoSchedule"}}}
+        kube.create_taint_rule(rule)
+        kube.delete_taint_rule("ledger-t")
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+        kube.close()
+    client.CoreV1Api(config_api(sim)).list_node()  # a test client: not counted
+    entries = raw("GET", "/sim/v1/ledger")[1]["entries"]
+    gets = {e["status"]: e["count"] for e in entries if e["verb"] == "get" and e["resource"] == "nodes"}
+    assert gets == {500: 1, 200: 1}
+    creates = [e for e in entries if e["resource"] == "devicetaintrules" and e["verb"] == "create"]
+    assert [(c["device"], c["status"], c["count"]) for c in creates] == [("gpu.nvidia.com/node-0000/gpu-0", 201, 1)]
+    assert all(e["component"] == "worker" for e in entries)
+
+
+def config_api(sim: SimCluster) -> client.ApiClient:
+    """A plain client (no podmedic User-Agent)."""
+    from kubernetes import config
+
+    assert sim.kubeconfig_path is not None
+    return config.new_client_from_config(str(sim.kubeconfig_path))
+
+
+def test_components_limit_a_rule_to_those_podmedic_components(sim: SimCluster, raw: Raw) -> None:
+    assert sim.kubeconfig_path is not None
+    worker = KubeGateway(sim.kubeconfig_path, component="worker")
+    ingest = KubeGateway(sim.kubeconfig_path, component="ingest")
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 503,
+                                       "components": ["ingest"]})
+    try:
+        assert worker.get_node("node-0000") is not None
+        with pytest.raises(Exception, match="503"):
+            ingest.get_node("node-0000")
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+        worker.close()
+        ingest.close()
