@@ -74,6 +74,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
     r.add_argument("--out", type=Path, default=Path("bench/results/recovery.json"),
                    help="JSON results (default %(default)s)")
     r.set_defaults(func=_recovery)
+    from benchmarks.commands import add_commands
+
+    add_commands(which)
     return bench
 
 

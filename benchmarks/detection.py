@@ -31,6 +31,7 @@ from temporalio.client import Client
 
 from benchmarks.load import LoadResult, LoadSpec, run_in_child
 from benchmarks.stack import BenchStack, StackConfig, running_stack
+from benchmarks.stats import percentile
 from ingest.dedup import RecentStates
 from ingest.delivery import Deliverer
 from ingest.http.app import build_app, start_site
@@ -55,14 +56,6 @@ class DetectionOptions(BaseModel):
     burst_concurrency: int = Field(250, ge=1)
     temporal_dynamic: list[str] = Field(default_factory=list, description="Dev server dynamic config KEY=VALUE.")
     profile: Path | None = Field(None, description="Write a cProfile of the ingest during (a) singles here.")
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (``p`` in 0..100) of ``values``; 0 for none."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
 def _summary(values: list[float]) -> dict[str, float]:
