@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import platform
 from pathlib import Path
 
 
 def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (``p`` in 0..100) of ``values``; 0 for none."""
+    """Nearest-rank percentile (``p`` in 0..100) of ``values``: the smallest value with at least
+    ``p`` % of the values at or below it; 0 for none."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))]
+    # ceil, not round(x + 0.5): Python rounds halves to even, which made p99 of 100 values the max.
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))]
 
 
 def summary(values: list[float], digits: int = 1) -> dict[str, float]:
