@@ -49,7 +49,10 @@ def incident_figures(timings: list[Timing]) -> dict[str, Any]:
             "tainted": len(taint), "recovered": len(recovered),
             "all_tainted_s": round((max(t.tainted for t in timings if t.tainted) - first), 3) if taint else None,
             "all_recovered_s": round((max(t.recovered for t in timings if t.recovered) - first), 3)
-            if recovered else None}
+            if recovered else None,
+            # Every sample, for the plots (docs/img): integers keep the JSON small.
+            "samples_ms": {"event_to_taint": sorted(round(v) for v in taint),
+                           "event_to_recovered": sorted(round(v) for v in recovered)}}
 
 
 async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str) -> tuple[list[dict[str, Any]], int]:

@@ -14,8 +14,6 @@ import pytest
 
 from benchmarks.cli import main
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
-
 
 def test_orchestration_with_three_incidents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "orch.json"
