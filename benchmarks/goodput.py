@@ -38,14 +38,18 @@ from ingest.settings import IngestSettings
 # Llama 3 (54 days, 16K H100) interruption counts: the proportions faults are drawn in.
 LLAMA3_MIX: dict[str, int] = {"faulty_gpu": 148, "hbm3": 72, "software": 54, "switch_cable": 35,
                               "host_maintenance": 32}
-# How each kind shows in the simulator: XID, whether the process dies, whether a restart cures it.
+# How each kind shows in the simulator: XID, whether the process dies at once, whether a restart
+# cures it, and for faults that warn first, how long until the process dies anyway (``warn_s``):
+# HBM3 errors and NVLink errors are reported before the job falls over, maintenance is announced.
 KINDS: dict[str, dict[str, Any]] = {
     "faulty_gpu": {"code": 79, "crash": True, "clears_on_restart": False, "message": "XID 79: fallen off the bus"},
-    "hbm3": {"code": 48, "crash": False, "clears_on_restart": False, "message": "XID 48: double-bit ECC (HBM3)"},
+    "hbm3": {"code": 48, "crash": False, "clears_on_restart": False, "message": "XID 48: double-bit ECC (HBM3)",
+             "warn_s": 3.0},
     "software": {"code": 13, "crash": True, "clears_on_restart": True, "message": "XID 13: graphics exception"},
-    "switch_cable": {"code": 74, "crash": False, "clears_on_restart": False, "message": "XID 74: NVLink error"},
+    "switch_cable": {"code": 74, "crash": False, "clears_on_restart": False, "message": "XID 74: NVLink error",
+                     "warn_s": 3.0},
     "host_maintenance": {"code": None, "crash": False, "clears_on_restart": False,
-                         "message": "host maintenance scheduled", "reason": "NodeMaintenance"},
+                         "message": "host maintenance scheduled", "reason": "NodeMaintenance", "warn_s": 5.0},
 }
 POLICIES = ("podmedic", "k8s-only", "cordon-drain")
 STEP_S = 0.1
@@ -107,8 +111,18 @@ async def _inject(run: _Run, faults: list[tuple[float, str]], repair_s: float, s
                 "crash": spec["crash"], "clears_on_restart": spec["clears_on_restart"]})
             if run.policy == "cordon-drain":
                 await _cordon_drain(run, pod["node"], http, True)
+            if "warn_s" in spec:
+                repairs.append(asyncio.create_task(_fall_over(run, (driver, pool, device), spec)))
             repairs.append(asyncio.create_task(_repair(run, http, (driver, pool, device), pod["node"], repair_s)))
         await asyncio.gather(*repairs)
+
+
+async def _fall_over(run: _Run, dev: tuple[str, str, str], spec: dict[str, Any]) -> None:
+    """A warned fault kills whatever still runs on the device once its warning time is up."""
+    await asyncio.sleep(spec["warn_s"])
+    await run.sim.post("faults/device", {
+        "driver": dev[0], "pool": dev[1], "device": dev[2], "health": "Unhealthy",
+        "reason": spec.get("reason", "XidError"), "code": spec["code"], "message": spec["message"], "crash": True})
 
 
 async def _repair(run: _Run, http: aiohttp.ClientSession, dev: tuple[str, str, str], node: str,

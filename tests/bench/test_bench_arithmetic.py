@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.fleet import Timing
+from benchmarks.goodput import LLAMA3_MIX, draw_faults, effective_ratio
 from benchmarks.orchestration import incident_figures, nodes_for
 from benchmarks.stats import percentile, rate, ratio, summary
 
@@ -48,3 +49,22 @@ def test_an_unfinished_incident_does_not_count_as_done() -> None:
 def test_nodes_for_leaves_room_for_the_warm_up() -> None:
     assert nodes_for(500) * 8 >= 501
     assert nodes_for(7) == 2
+
+
+def test_fault_mix_draw_follows_the_llama3_proportions() -> None:
+    drawn = draw_faults(20_000, seed=1, duration_s=100.0)
+    counts = {kind: sum(1 for _, k in drawn if k == kind) for kind in LLAMA3_MIX}
+    total = sum(LLAMA3_MIX.values())
+    for kind, weight in LLAMA3_MIX.items():
+        assert abs(counts[kind] / len(drawn) - weight / total) < 0.015, (kind, counts)
+    assert all(10.0 <= at <= 70.0 for at, _ in drawn)
+    assert [at for at, _ in drawn] == sorted(at for at, _ in drawn)
+    assert draw_faults(5, seed=7, duration_s=10) == draw_faults(5, seed=7, duration_s=10)
+    assert draw_faults(5, seed=7, duration_s=10) != draw_faults(5, seed=8, duration_s=10)
+
+
+def test_effective_training_ratio() -> None:
+    # 2 jobs for 10 s at 0.1 s a step could make 200 steps; 150 kept is 75 %.
+    assert effective_ratio(150, jobs=2, seconds=10.0, step_s=0.1) == 0.75
+    assert effective_ratio(250, jobs=2, seconds=10.0, step_s=0.1) == 1.0  # never above 100 %
+    assert effective_ratio(10, jobs=0, seconds=10.0) == 0.0
