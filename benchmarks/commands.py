@@ -45,7 +45,7 @@ def _storm(args: argparse.Namespace) -> int:
 def _goodput(args: argparse.Namespace) -> int:
     from benchmarks.goodput import run_and_print
 
-    run_and_print(args.jobs, args.faults, args.seed, args.json)
+    run_and_print(args.jobs, args.faults, args.seed, args.duration_s, args.json)
     return 0
 
 
@@ -87,6 +87,7 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--jobs", type=int, default=8, help="training jobs per policy (default %(default)s)")
     p.add_argument("--faults", type=int, default=16, help="faults per policy (default %(default)s)")
     p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--duration-s", type=float, default=60.0, help="simulated training per policy (default %(default)s)")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
     p.set_defaults(func=_goodput)
     p = which.add_parser("memory", help="RSS of the worker and the ingest with open incidents and a large cluster")

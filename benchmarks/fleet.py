@@ -163,15 +163,16 @@ def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
     return timing
 
 
-async def collect(client: Client, timings: list[Timing]) -> list[Timing]:
-    """Read every incident's outcome (after the run) into its timing."""
+async def collect(client: Client, timings: list[Timing], timeout_s: float = 600) -> list[Timing]:
+    """Read every incident's outcome into its timing, waiting up to ``timeout_s`` for each: the
+    visibility count ``wait_closed`` reads lags, so an incident may still be closing."""
     gate = asyncio.Semaphore(16)
 
     async def one(timing: Timing) -> Timing:
         async with gate:
             handle = client.get_workflow_handle(f"device/{timing.resource_id}", result_type=IncidentOutcome)
             try:
-                return read_timeline(timing, await asyncio.wait_for(handle.result(), 60))
+                return read_timeline(timing, await asyncio.wait_for(handle.result(), timeout_s))
             except Exception as err:  # still running or failed: reported as such, not as a figure
                 timing.outcome = f"unfinished: {type(err).__name__}"
                 return timing
@@ -180,6 +181,8 @@ async def collect(client: Client, timings: list[Timing]) -> list[Timing]:
 
 
 async def activities_per_incident(client: Client, resource_id: str) -> int:
-    """Activities one incident scheduled (its latest run's history): the bare baseline runs as many."""
+    """Activities one incident scheduled (its latest run's history, once it closed): the bare baseline
+    runs as many."""
+    await client.get_workflow_handle(f"device/{resource_id}").result()
     history = await client.get_workflow_handle(f"device/{resource_id}").fetch_history()
     return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)

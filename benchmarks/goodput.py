@@ -197,9 +197,9 @@ def goodput_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_and_print(jobs: int, faults: int, seed: int, out: Path) -> dict[str, Any]:
+def run_and_print(jobs: int, faults: int, seed: int, duration_s: float, out: Path) -> dict[str, Any]:
     """The command's body."""
-    results = asyncio.run(run_goodput(jobs, faults, seed))
+    results = asyncio.run(run_goodput(jobs, faults, seed, duration_s))
     print(goodput_table(results))
     write(results, out)
     return results

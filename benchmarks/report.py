@@ -28,7 +28,7 @@ QUICK: dict[str, list[str]] = {
     "orchestration": ["orchestration", "--incidents", "10"],
     "single": ["single", "--incidents", "3"],
     "storm": ["storm", "--nodes", "4"],
-    "goodput": ["goodput", "--jobs", "2", "--faults", "2"],
+    "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],
 }
 
