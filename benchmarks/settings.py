@@ -32,11 +32,9 @@ SERVERS: dict[str, dict[str, tuple[str, ...]]] = {
 # the incident and the devices get no rule of their own (node correlation still runs).
 _OVERRIDES: dict[str, Any] = {
     "checkpoint": {"timeout_s": 10, "poll_s": 0.02},
-    "recovery": {"verify_poll_s": 0.05,
-                 "transient": [{"action": "in_place_restart", "attempts": 1, "timeout_s": 30},
-                               {"action": "same_node", "attempts": 1, "timeout_s": 60}],
-                 "permanent": [{"action": "same_node", "attempts": 1, "timeout_s": 60},
-                               {"action": "any_node", "attempts": 1, "timeout_s": 60}]},
+    # The default ladders and their timeouts: with 30 s rungs, 76 of 100 in-place restarts on the
+    # default server at load 8 did not verify in time and their incidents closed `cleared`.
+    "recovery": {"verify_poll_s": 0.05},
     "close": {"heal_wait_s": 5, "anti_flap_s": 0.2, "poll_s": 0.1},
     "ticket": {"url": "", "poll_s": 0.5, "wait_resolution_s": 2, "verify_s": 1},
     "node_quarantine": {"enabled": False},
