@@ -163,6 +163,12 @@ class KubeGateway:
         )["items"]
         return items
 
+    def list_pods_on_node(self, node: str) -> list[Obj]:
+        """Pods of every namespace bound to ``node`` (field selector ``spec.nodeName``)."""
+        items: list[Obj] = self._call(f"list pods on {node}", self.core.list_pod_for_all_namespaces,
+                                      field_selector=f"spec.nodeName={node}")["items"]
+        return items
+
     def get_taint_rule(self, name: str) -> Obj | None:
         """A DeviceTaintRule, or ``None``."""
         try:

@@ -110,6 +110,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
     f.add_argument("--no-doc", action="store_true", help="do not write the Markdown table")
     f.add_argument("--keep-dir", type=Path, help="run the stack under this directory and keep its logs")
     f.set_defaults(func=_faults)
+    from benchmarks.commands import add_commands
+
+    add_commands(which)
     return bench
 
 

@@ -30,12 +30,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from benchmarks.load import LoadResult, LoadSpec, run_in_child
+from benchmarks.settings import unguarded_default_policy
 from benchmarks.stack import BenchStack, StackConfig, running_stack
+from benchmarks.stats import percentile
 from ingest.dedup import RecentStates
 from ingest.delivery import Deliverer
 from ingest.http.app import build_app, start_site
 from ingest.settings import HttpSettings, IngestSettings
-from podmedic.policy_file import load_policy
 
 DRIVER = "gpu.nvidia.com"
 TARGET_EVENTS_PER_S = 2000.0
@@ -55,14 +56,6 @@ class DetectionOptions(BaseModel):
     burst_concurrency: int = Field(250, ge=1)
     temporal_dynamic: list[str] = Field(default_factory=list, description="Dev server dynamic config KEY=VALUE.")
     profile: Path | None = Field(None, description="Write a cProfile of the ingest during (a) singles here.")
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (``p`` in 0..100) of ``values``; 0 for none."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -201,7 +194,7 @@ async def run_detection(opts: DetectionOptions) -> dict[str, Any]:
     async with running_stack(config) as stack:
         settings = IngestSettings(http=HttpSettings(port=0, allow_unauthenticated=False, token_env=None,
                                                     token_file=_token_file(stack.workdir, token)))
-        deliverer = Deliverer(stack.client, load_policy(None), stack.task_queue,
+        deliverer = Deliverer(stack.client, unguarded_default_policy(), stack.task_queue,
                               dedup=RecentStates(settings.dedup.ttl_s, settings.dedup.max_entries))
         runner, url = await start_site(build_app(deliverer, settings), settings.http)
         try:

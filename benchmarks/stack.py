@@ -37,6 +37,11 @@ class StackConfig:
     devices_per_node: int = 8
     task_queue: str = "podmedic-bench"
     temporal_args: tuple[str, ...] = ()
+    sqlite_pragmas: tuple[str, ...] = ("journal_mode=WAL", "synchronous=OFF")
+    sim_timings: str | None = None  # SimTimings as JSON; None: the simulator's defaults
+    checkpoint_every_steps: int = 0
+    worker: bool = True  # podmedic's worker (off: a cluster nobody remediates)
+    bare_worker: bool = False  # the bare-Temporal baseline's worker (benchmarks.bare)
 
 
 @dataclass
@@ -85,19 +90,27 @@ async def running_stack(config: StackConfig, keep_dir: Path | None = None) -> As
         procs.append(_spawn("temporal", [
             str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(tport), "--headless",
             "--db-filename", str(workdir / "temporal.db"), "--log-level", "error",
-            "--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=OFF",
+            *[arg for pragma in config.sqlite_pragmas for arg in ("--sqlite-pragma", pragma)],
             *search.dev_server_flags(), *config.temporal_args,
         ], logs))
         py = [sys.executable, "-m", "workers.cli"]
         procs.append(_spawn("simulator", [
             *py, "sim", "serve", "--port", str(sport), "--nodes", str(config.nodes),
             "--devices-per-node", str(config.devices_per_node), "--kubeconfig", str(kubeconfig),
+            "--checkpoint-every-steps", str(config.checkpoint_every_steps),
+            *(["--timings", config.sim_timings] if config.sim_timings else []),
         ], logs))
         await asyncio.to_thread(wait_ready, f"tcp:127.0.0.1:{tport}", 60, "temporal")
         await asyncio.to_thread(wait_ready, f"http://127.0.0.1:{sport}/version", 120, "simulator")
-        procs.append(_spawn("worker", [*py, "worker", "--temporal-address", address, "--task-queue",
-                                       config.task_queue, "--kubeconfig", str(kubeconfig)], logs))
+        roles = ["temporal", "simulator"]
+        if config.worker:
+            procs.append(_spawn("worker", [*py, "worker", "--temporal-address", address, "--task-queue",
+                                           config.task_queue, "--kubeconfig", str(kubeconfig)], logs))
+            roles.append("worker")
+        if config.bare_worker:
+            procs.append(_spawn("bare-worker", [sys.executable, "-m", "benchmarks.bare", "--address", address], logs))
+            roles.append("bare-worker")
         client = await connect(address)
         yield BenchStack(client=client, temporal_address=address, task_queue=config.task_queue,
                          kubeconfig=kubeconfig, sim_url=f"http://127.0.0.1:{sport}", workdir=workdir,
-                         pids={name: p.pid for name, p in zip(("temporal", "simulator", "worker"), procs, strict=True)})
+                         pids={name: p.pid for name, p in zip(roles, procs, strict=True)})

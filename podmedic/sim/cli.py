@@ -11,10 +11,12 @@ from pathlib import Path
 
 def _serve(args: argparse.Namespace) -> int:
     from podmedic.sim.cluster import SimCluster
-    from podmedic.sim.config import SimConfig
+    from podmedic.sim.config import SimConfig, SimTimings
 
     drivers = args.driver or ["gpu.nvidia.com"]
-    config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers)
+    timings = SimTimings.model_validate_json(args.timings) if args.timings else SimTimings()
+    config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers, timings=timings,
+                       checkpoint_every_steps=args.checkpoint_every_steps)
     sim = SimCluster(config, api_only=args.api_only)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
     sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig)
@@ -49,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--driver", action="append", help="DRA driver name (repeatable)")
     serve.add_argument("--kubeconfig", help="where to write the kubeconfig")
     serve.add_argument("--api-only", action="store_true", help="no simulated behaviours")
+    serve.add_argument("--timings", help='SimTimings as JSON, e.g. \'{"workload_step_s": 0.05}\' (benchmarks)')
+    serve.add_argument("--checkpoint-every-steps", type=int, default=0,
+                       help="training workloads checkpoint on their own every N steps (0: never)")
     serve.set_defaults(func=_serve)
     bench = sub.add_parser("bench", help="measure the simulator's API server")
     from podmedic.sim.bench import add_arguments

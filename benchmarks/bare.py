@@ -1,0 +1,107 @@
+"""The bare Temporal baseline: a workflow of K trivial activities, on the same server as podmedic.
+
+``python -m benchmarks.bare --address A --task-queue Q`` runs its worker in a process of its
+own (as podmedic's worker runs in its own), with the same worker options, so that the ratio
+podmedic/bare measures what podmedic adds on top of Temporal and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from benchmarks.stats import percentile, rate
+from workers.temporal import connect
+
+TASK_QUEUE = "bench-bare"
+
+
+class BareInput(BaseModel):
+    """How many trivial activities the workflow runs, one after the other."""
+
+    activities: int
+
+
+@activity.defn(name="BareNoop")
+async def noop(step: int) -> int:
+    """Does nothing: the cost measured is Temporal's."""
+    return step
+
+
+@workflow.defn(name="BareWorkflow")
+class BareWorkflow:
+    """Runs ``activities`` no-op activities in sequence; returns when it finished (epoch seconds)."""
+
+    @workflow.run
+    async def run(self, inp: BareInput) -> float:
+        for step in range(inp.activities):
+            await workflow.execute_activity(noop, step, start_to_close_timeout=timedelta(seconds=30))
+        return workflow.now().timestamp()
+
+
+def build_bare_worker(client: Client, task_queue: str = TASK_QUEUE) -> Worker:
+    """The bare worker, with the options ``workers.worker.build_worker`` gives podmedic's."""
+    return Worker(client, task_queue=task_queue, workflows=[BareWorkflow], activities=[noop],
+                  max_concurrent_activities=200, nonsticky_to_sticky_poll_ratio=1.0)
+
+
+async def run_bare(client: Client, count: int, activities: int, concurrency: int = 100,
+                   task_queue: str = TASK_QUEUE) -> dict[str, Any]:
+    """Start ``count`` bare workflows at once (``concurrency`` starts in flight); wait for all.
+
+    Returns ``workflows_per_s`` (count / (last close - first start)) and the p50/p99 of each
+    workflow's start-to-close time in ms.
+    """
+    gate = asyncio.Semaphore(concurrency)
+    run = uuid.uuid4().hex[:6]
+    starts: list[float] = []
+
+    async def one(i: int) -> float:
+        async with gate:
+            starts.append(time.time())
+            handle = await client.start_workflow(BareWorkflow.run, BareInput(activities=activities),
+                                                 id=f"bare-{run}-{i}", task_queue=task_queue)
+            began = starts[-1]
+        done: float = await handle.result()
+        return done - began
+
+    first = time.time()
+    took = await asyncio.gather(*(one(i) for i in range(count)))
+    last_close = max(first + t for t in took) if took else first
+    return {"workflows": count, "activities": activities, "elapsed_s": round(last_close - first, 3),
+            "workflows_per_s": rate(count, last_close - first),
+            "p50_ms": round(percentile([t * 1000 for t in took], 50), 1),
+            "p99_ms": round(percentile([t * 1000 for t in took], 99), 1)}
+
+
+async def _serve(address: str, task_queue: str) -> None:
+    client = await connect(address)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with build_bare_worker(client, task_queue):
+        await stop.wait()
+
+
+def main() -> None:
+    """Entry point of the bare worker's process."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bare")
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--task-queue", default=TASK_QUEUE)
+    args = parser.parse_args()
+    asyncio.run(_serve(args.address, args.task_queue))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The ``podmedic bench`` commands of the published figures: orchestration, single, storm, goodput,
+memory and report (``docs/BENCHMARKS.md``). Each prints a table and writes JSON under ``bench/results/``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from benchmarks.results import RESULTS
+
+SERVER_CHOICES = ("default", "tuned")
+
+
+def _servers(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [n for n in names if n not in SERVER_CHOICES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"--servers: {','.join(bad) or value!r} is not one of "
+                                         f"{', '.join(SERVER_CHOICES)} (comma-separated)")
+    return names
+
+
+def _orchestration(args: argparse.Namespace) -> int:
+    from benchmarks.orchestration import run_and_print
+
+    run_and_print("orchestration", args.incidents, args.servers, args.json)
+    return 0
+
+
+def _single(args: argparse.Namespace) -> int:
+    from benchmarks.orchestration import run_and_print
+
+    run_and_print("single", args.incidents, args.servers, args.json)
+    return 0
+
+
+def _storm(args: argparse.Namespace) -> int:
+    from benchmarks.storm import run_and_print
+
+    run_and_print(args.nodes, args.devices_per_node, args.server, args.json)
+    return 0
+
+
+def _goodput(args: argparse.Namespace) -> int:
+    from benchmarks.goodput import run_and_print
+
+    run_and_print(args.jobs, args.faults, args.seed, args.duration_s, args.json)
+    return 0
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from benchmarks.memory import run_and_print
+
+    run_and_print(args.incidents, args.nodes, args.json)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from benchmarks.report import regenerate
+
+    regenerate(quick=args.quick, only_docs=args.only_docs)
+    return 0
+
+
+def add_commands(which: argparse._SubParsersAction[Any]) -> None:
+    """Add this module's benchmarks to ``podmedic bench``."""
+    servers: dict[str, Any] = {"type": _servers, "default": list(SERVER_CHOICES),
+                               "help": "Temporal dev server settings, comma-separated (default default,tuned)"}
+    p = which.add_parser("orchestration", help="N incidents through the full pipeline vs bare Temporal, per server")
+    p.add_argument("--incidents", type=int, default=500, help="incidents at once (default %(default)s)")
+    p.add_argument("--servers", **servers)
+    p.add_argument("--json", type=Path, default=RESULTS / "orchestration.json")
+    p.set_defaults(func=_orchestration)
+    p = which.add_parser("single", help="one incident at a time: event -> taint latency, per server")
+    p.add_argument("--incidents", type=int, default=30, help="incidents, one after the other (default %(default)s)")
+    p.add_argument("--servers", **servers)
+    p.add_argument("--json", type=Path, default=RESULTS / "single.json")
+    p.set_defaults(func=_single)
+    p = which.add_parser("storm", help="every GPU of NODES nodes fails at once: time until all tainted, recovered")
+    p.add_argument("--nodes", type=int, default=125)
+    p.add_argument("--devices-per-node", type=int, default=8)
+    p.add_argument("--server", choices=SERVER_CHOICES, default="tuned")
+    p.add_argument("--json", type=Path, default=RESULTS / "storm.json")
+    p.set_defaults(func=_storm)
+    p = which.add_parser("goodput", help="training jobs under the Llama 3 fault mix: podmedic vs two baselines")
+    p.add_argument("--jobs", type=int, default=8, help="training jobs per policy (default %(default)s)")
+    p.add_argument("--faults", type=int, default=16, help="faults per policy (default %(default)s)")
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--duration-s", type=float, default=60.0, help="simulated training per policy (default %(default)s)")
+    p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
+    p.set_defaults(func=_goodput)
+    p = which.add_parser("memory", help="RSS of the worker and the ingest with open incidents and a large cluster")
+    p.add_argument("--incidents", type=int, default=1000)
+    p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--json", type=Path, default=RESULTS / "memory.json")
+    p.set_defaults(func=_memory)
+    p = which.add_parser("report", help="run every benchmark above and regenerate docs/BENCHMARKS.md and its plots")
+    p.add_argument("--quick", action="store_true", help="tiny sizes (a minute): checks the command, not the figures")
+    p.add_argument("--only-docs", action="store_true", help="no runs: rebuild the doc and plots from the JSON")
+    p.set_defaults(func=_report)

@@ -1,0 +1,188 @@
+"""Driving a fleet of incidents on the simulator: training jobs, faults, events, and what happened.
+
+The event is delivered the way the ingest delivers it (``ingest.delivery.Deliverer``,
+signal-with-start), right after the simulator was told the device failed, so "event" means
+the moment podmedic is told; detection latency is ``podmedic bench detection``'s subject.
+Latencies are read after the run from each incident's timeline (workflow time of the task
+that saw the step done), so measuring does not load the server being measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from ingest.dedup import RecentStates
+from ingest.delivery import Deliverer
+from podmedic.incident import IncidentOutcome
+from podmedic.models import DeviceHealthEvent, DeviceRef, Health
+from podmedic.policy_file import PolicySet
+
+DRIVER = "gpu.nvidia.com"
+
+
+@dataclass
+class Fault:
+    """What fails: an XID, whether a container restart clears it, and whether the container dies."""
+
+    code: int = 31  # MMU fault: container code, transient; cured by an in-place restart
+    message: str = "XID 31: MMU fault (benchmark)"
+    clears_on_restart: bool = True
+    crash: bool = False
+
+
+@dataclass
+class Timing:
+    """One incident, seen from outside: when the event left, and the steps' workflow times."""
+
+    resource_id: str
+    sent: float
+    tainted: float | None = None
+    recovered: float | None = None
+    closed: float | None = None
+    outcome: str = ""
+
+    def ms(self, at: float | None) -> float | None:
+        """Milliseconds from the event to ``at``."""
+        return None if at is None else (at - self.sent) * 1000
+
+
+@dataclass
+class Sim:
+    """The simulator's own HTTP API (``/sim/v1``)."""
+
+    url: str
+    session: aiohttp.ClientSession = field(init=False)
+
+    async def __aenter__(self) -> Sim:
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32))
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.session.close()
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        async with self.session.post(f"{self.url}/sim/v1/{path}", json=body) as answer:
+            if answer.status >= 400:
+                raise RuntimeError(f"simulator {path}: {answer.status} {await answer.text()}")
+            return await answer.json()
+
+    async def state(self) -> dict[str, Any]:
+        async with self.session.get(f"{self.url}/sim/v1/state") as answer:
+            found: dict[str, Any] = await answer.json()
+            return found
+
+    async def start_jobs(self, names: list[str], timeout_s: float = 300, **job: Any) -> dict[str, dict[str, Any]]:
+        """Create one single-GPU training Job per name; return each Job's Ready pod, by Job name."""
+        gate = asyncio.Semaphore(16)
+
+        async def one(name: str) -> None:
+            async with gate:
+                await self.post("workloads/training", {"name": name, **job})
+
+        await asyncio.gather(*(one(n) for n in names))
+        return await self.ready_pods(names, timeout_s)
+
+    async def ready_pods(self, names: list[str], timeout_s: float) -> dict[str, dict[str, Any]]:
+        """Each named Job's Ready pod, waiting until all are Ready."""
+        wanted, deadline = set(names), time.monotonic() + timeout_s
+        while True:
+            pods = {p["job"]: p for p in (await self.state())["pods"]
+                    if p.get("job") in wanted and p["ready"] and not p["deleting"]}
+            if len(pods) == len(wanted):
+                return pods
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(pods)}/{len(wanted)} training pods Ready after {timeout_s:g}s")
+            await asyncio.sleep(1.0)
+
+    async def fail(self, resource_id: str, fault: Fault) -> None:
+        driver, pool, device = resource_id.split("/")
+        await self.post("faults/device", {"driver": driver, "pool": pool, "device": device, "health": "Unhealthy",
+                                          "reason": "XidError", "code": fault.code, "message": fault.message,
+                                          "crash": fault.crash, "clears_on_restart": fault.clears_on_restart})
+
+
+def deliverer(client: Client, policies: PolicySet, task_queue: str) -> Deliverer:
+    """The ingest's deliverer (signal-with-start), with its dedup memory."""
+    return Deliverer(client, policies, task_queue, dedup=RecentStates(300.0, 100_000))
+
+
+def health_event(resource_id: str, node: str, fault: Fault) -> DeviceHealthEvent:
+    """The event a detector would send for ``fault`` on the device."""
+    driver, pool, device = resource_id.split("/")
+    return DeviceHealthEvent(device=DeviceRef(driver=driver, pool=pool, device=device), health=Health.UNHEALTHY,
+                             node=node, reason="XidError", code=fault.code, message=fault.message, source="bench",
+                             observed_at=dt.datetime.now(dt.UTC), event_id=f"bench-{uuid.uuid4().hex}")
+
+
+async def fire(sim: Sim, delivery: Deliverer, pods: list[dict[str, Any]], fault: Fault,
+               concurrency: int = 100) -> list[Timing]:
+    """Fail every pod's device and tell podmedic, ``concurrency`` at a time; returns the send times."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(pod: dict[str, Any]) -> Timing:
+        resource_id = pod["devices"][0]
+        async with gate:
+            await sim.fail(resource_id, fault)
+            sent = time.time()
+            await delivery.deliver(health_event(resource_id, pod["node"], fault))
+        return Timing(resource_id=resource_id, sent=sent)
+
+    return list(await asyncio.gather(*(one(p) for p in pods)))
+
+
+async def wait_closed(client: Client, timeout_s: float) -> int:
+    """Wait until no DeviceIncident runs; returns how many still ran at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = (await client.count_workflows('WorkflowType = "DeviceIncident" AND ExecutionStatus = "Running"')
+                   ).count
+        if running == 0 or time.monotonic() > deadline:
+            return running
+        await asyncio.sleep(0.5)
+
+
+def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
+    """Fill ``timing`` from the incident's timeline: taint created, pod verified recovered, closed."""
+    for entry in outcome.timeline:
+        at = entry.at.timestamp()
+        if timing.tainted is None and entry.step == "taint" and entry.message.startswith("DeviceTaintRule"):
+            timing.tainted = at
+        if timing.recovered is None and entry.step == "recover" and ": verified;" in entry.message:
+            timing.recovered = at
+    timing.closed = outcome.timeline[-1].at.timestamp() if outcome.timeline else None
+    timing.outcome = outcome.outcome.value
+    return timing
+
+
+async def collect(client: Client, timings: list[Timing], timeout_s: float = 600) -> list[Timing]:
+    """Read every incident's outcome into its timing, waiting up to ``timeout_s`` for each: the
+    visibility count ``wait_closed`` reads lags, so an incident may still be closing."""
+    gate = asyncio.Semaphore(16)
+
+    async def one(timing: Timing) -> Timing:
+        async with gate:
+            handle = client.get_workflow_handle(f"device/{timing.resource_id}", result_type=IncidentOutcome)
+            try:
+                return read_timeline(timing, await asyncio.wait_for(handle.result(), timeout_s))
+            except Exception as err:  # still running or failed: reported as such, not as a figure
+                timing.outcome = f"unfinished: {type(err).__name__}"
+                return timing
+
+    return list(await asyncio.gather(*(one(t) for t in timings)))
+
+
+async def activities_per_incident(client: Client, resource_id: str) -> int:
+    """Activities one incident scheduled (its latest run's history, once it closed): the bare baseline
+    runs as many."""
+    await client.get_workflow_handle(f"device/{resource_id}").result()
+    history = await client.get_workflow_handle(f"device/{resource_id}").fetch_history()
+    return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)

@@ -1,0 +1,108 @@
+"""The Markdown of docs/BENCHMARKS.md, from the benchmarks' JSON (the generated part)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import NOTES_BEGIN, NOTES_END, table
+
+
+def _machine(results: dict[str, Any]) -> str:
+    m = next((r["machine"] for r in results.values() if "machine" in r), None)
+    if not m:
+        return "no results yet"
+    return (f"{m['cpu']}, {m['cpus']} CPUs, {m['memory_gib']} GiB, Python {m['python']}; "
+            f"load average at the first result's end {m['load_average']}; measured {m['when']}")
+
+
+def _took(results: dict[str, Any]) -> list[str]:
+    r = results.get("report")
+    if not r:
+        return []
+    m = r["machine_at_end"]
+    return [f"**Last full regeneration** took {r['took_s'] / 60:.1f} minutes, ending {m['when']} with load average "
+            f"{m['load_average']}.", ""]
+
+
+def _orchestration(r: dict[str, Any]) -> list[str]:
+    rows = []
+    for server, run in r["servers"].items():
+        p = run["podmedic"]
+        rows.append([server, run["activities_per_incident"], run["bare"]["workflows_per_s"], p["incidents_per_s"],
+                     f"**{run['ratio_to_bare']:.2f}**", f"{p['event_to_taint_ms']['p50']:.0f} / "
+                     f"{p['event_to_taint_ms']['p99']:.0f}", f"{p['event_to_recovered_ms']['p50']:.0f} / "
+                     f"{p['event_to_recovered_ms']['p99']:.0f}", p["outcomes"], p["load_1m"],
+                     ", ".join(f"{k} {v}" for k, v in p["cpu_s"].items())])
+    return [f"{r['incidents']} incidents at once (100 in flight) against {r['incidents']} bare workflows of K no-op "
+            "activities on the same server, one fresh stack per server setting.", "",
+            table(["server", "K", "bare wf/s", "incidents/s", "ratio", "event→taint p50 / p99 ms",
+                   "event→recovered p50 / p99 ms", "outcomes", "load 1m", "CPU s (podmedic run)"], rows),
+            "", f"Target: ratio ≥ {r['target_ratio']} on the tuned server."]
+
+
+def _single(r: dict[str, Any]) -> list[str]:
+    rows = [[s, f"{run['event_to_taint_ms']['p50']:.0f} / {run['event_to_taint_ms']['p99']:.0f}",
+             f"{run['event_to_recovered_ms']['p50']:.0f} / {run['event_to_recovered_ms']['p99']:.0f}",
+             f"{run['bare_k_activities_ms']['p50']:.0f}", f"{run['bare_1_activity_ms']['p50']:.0f}", run["load_1m"]]
+            for s, run in r["servers"].items()]
+    return [f"{r['incidents']} incidents one after the other; then as many bare workflows, one at a time.", "",
+            table(["server", "event→taint p50 / p99 ms", "event→recovered p50 / p99 ms",
+                   "bare K activities p50 ms", "bare 1 activity p50 ms", "load 1m"], rows),
+            "", f"Target: event→taint p50 ≤ {r['target_p50_ms']:g} ms on the tuned server."]
+
+
+def _storm(r: dict[str, Any]) -> list[str]:
+    t, rec = r["event_to_taint_s"], r["event_to_recovered_s"]
+    return [f"{r['devices']} devices on {r['nodes']} nodes fail at once ({r['server']} server); events sent over "
+            f"{r['send_s']} s.", "",
+            table(["", "p50 s", "p99 s", "max s", "all done after s", "count"],
+                  [["event → tainted", t["p50"], t["p99"], t["max"], r["all_tainted_s"], r["tainted"]],
+                   ["event → recovered", rec["p50"], rec["p99"], rec["max"], r["all_recovered_s"], r["recovered"]]]),
+            "", f"Outcomes {r['outcomes']}; load 1m {r['load_1m']}; CPU s: "
+            + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()) + ".",
+            f"Target: p99 to taint ≤ {r['target_p99_taint_s']:g} s. For comparison (their figure, not measured "
+            "here): NVSentinel cordons 150 nodes failing at once with P50 16.75 s, P90 28.15 s."]
+
+
+def _goodput(r: dict[str, Any]) -> list[str]:
+    rows = [[p["policy"], f"**{p['effective_training_ratio'] * 100:.1f} %**", p["gpu_hours_lost"],
+             p["steps_lost"], p["stalled_s"], p.get("note", "")] for p in r["policies"]]
+    return [r["description"], "", table(["policy", "effective training time", "GPU-hours lost (scaled)",
+                                        "steps lost", "stalled s (sim)", ""], rows), "",
+            f"Fault mix drawn: {r['mix_drawn']}. Target: podmedic ≥ 97 % and ahead of both baselines."]
+
+
+def _memory(r: dict[str, Any]) -> list[str]:
+    rows = [[row["what"], row["rss_mib"]] for row in r["rows"]]
+    return [r["description"], "", table(["process, state", "RSS MiB"], rows)]
+
+
+SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orchestration),
+            "single": ("Single incident latency", _single), "storm": ("Storm: a fleet failing at once", _storm),
+            "goodput": ("Goodput under the Llama 3 fault mix", _goodput), "memory": ("Memory", _memory)}
+
+
+def render(results: dict[str, Any], runs: dict[str, list[str]], plots: list[Path], docdir: Path,
+           notes: str) -> str:
+    """The whole document."""
+    out = ["# Benchmarks", "",
+           "Generated by `podmedic bench report` (the whole page and `docs/img/*.png`; how long it took is below). "
+           "Every figure below was measured in the run that wrote it; ratios compare runs on the same machine in the "
+           "same command. The machine was shared while these were taken: the 1-minute load average is next to "
+           "every figure.", "", f"**Machine**: {_machine(results)}", "", *_took(results), "## Commands", "", "```sh",
+           "podmedic bench report             # everything below, then this page and the plots",
+           "podmedic bench report --only-docs # this page and the plots from bench/results/*.json",
+           *[f"podmedic bench {' '.join(argv):<48}# -> bench/results/{name}.json" for name, argv in runs.items()],
+           "```", ""]
+    for name, (title, section) in SECTIONS.items():
+        out += [f"## {title}", "", f"`podmedic bench {' '.join(runs.get(name, [name]))}`", ""]
+        out += section(results[name]) if name in results else ["Not run yet."]
+        out.append("")
+    if plots:
+        out += ["## Plots", ""]
+        out += [f"![{p.stem}]({os.path.relpath(p, docdir)})" for p in plots]
+        out.append("")
+    out += [NOTES_BEGIN, notes, NOTES_END, ""]
+    return "\n".join(out)

@@ -1,0 +1,70 @@
+"""The benchmarks' pure arithmetic: percentiles, rates, ratios, the figures of a set of incidents."""
+
+from __future__ import annotations
+
+from benchmarks.fleet import Timing
+from benchmarks.goodput import LLAMA3_MIX, draw_faults, effective_ratio
+from benchmarks.orchestration import incident_figures, nodes_for
+from benchmarks.stats import percentile, rate, ratio, summary
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) == 0.0
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0  # unsorted input
+
+
+def test_summary_rate_and_ratio() -> None:
+    assert summary([1.0, 2.0, 3.0, 10.0]) == {"p50": 2.0, "p99": 10.0, "max": 10.0}
+    assert rate(500, 20.0) == 25.0
+    assert rate(5, 0.0) == 0.0
+    assert ratio(20.0, 25.0) == 0.8
+    assert ratio(1.0, 0.0) == 0.0
+
+
+def test_incident_figures_from_timelines() -> None:
+    # Two incidents sent at t=100 and t=101; tainted 0.5 s and 2 s later, closed at 104 and 105.
+    a = Timing("d/p/a", sent=100.0, tainted=100.5, recovered=101.0, closed=104.0, outcome="recovered_in_place")
+    b = Timing("d/p/b", sent=101.0, tainted=103.0, recovered=None, closed=105.0, outcome="failed")
+    figures = incident_figures([a, b])
+    assert figures["elapsed_s"] == 5.0
+    assert figures["incidents_per_s"] == 0.4
+    assert figures["event_to_taint_ms"]["p50"] == 500.0
+    assert figures["event_to_taint_ms"]["max"] == 2000.0
+    assert figures["recovered"] == 1 and figures["event_to_recovered_ms"]["p50"] == 1000.0
+    assert figures["all_tainted_s"] == 3.0
+    assert figures["outcomes"] == {"recovered_in_place": 1, "failed": 1}
+
+
+def test_an_unfinished_incident_does_not_count_as_done() -> None:
+    open_one = Timing("d/p/c", sent=100.0, outcome="unfinished: TimeoutError")
+    figures = incident_figures([open_one, Timing("d/p/d", sent=100.0, tainted=101.0, closed=102.0)])
+    assert figures["closed"] == 1 and figures["tainted"] == 1
+
+
+def test_nodes_for_leaves_room_for_the_warm_up() -> None:
+    assert nodes_for(500) * 8 >= 501
+    assert nodes_for(7) == 2
+
+
+def test_fault_mix_draw_follows_the_llama3_proportions() -> None:
+    drawn = draw_faults(20_000, seed=1, duration_s=100.0)
+    counts = {kind: sum(1 for _, k in drawn if k == kind) for kind in LLAMA3_MIX}
+    total = sum(LLAMA3_MIX.values())
+    for kind, weight in LLAMA3_MIX.items():
+        assert abs(counts[kind] / len(drawn) - weight / total) < 0.015, (kind, counts)
+    assert all(10.0 <= at <= 70.0 for at, _ in drawn)
+    assert [at for at, _ in drawn] == sorted(at for at, _ in drawn)
+    assert draw_faults(5, seed=7, duration_s=10) == draw_faults(5, seed=7, duration_s=10)
+    assert draw_faults(5, seed=7, duration_s=10) != draw_faults(5, seed=8, duration_s=10)
+
+
+def test_effective_training_ratio() -> None:
+    # 2 jobs for 10 s at 0.1 s a step could make 200 steps; 150 kept is 75 %.
+    assert effective_ratio(150, jobs=2, seconds=10.0, step_s=0.1) == 0.75
+    assert effective_ratio(250, jobs=2, seconds=10.0, step_s=0.1) == 1.0  # never above 100 %
+    assert effective_ratio(10, jobs=0, seconds=10.0) == 0.0

@@ -1,0 +1,39 @@
+"""``podmedic bench orchestration`` and ``single`` end to end with a handful of incidents.
+
+Not a timed test: it keeps the commands from rotting (a stack that no longer starts, an
+outcome that no longer says recovered, a timeline step renamed) and checks that each
+figure was measured, not what it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cli import main
+
+
+def test_orchestration_with_three_incidents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "orch.json"
+    assert main(["orchestration", "--incidents", "3", "--servers", "tuned", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    run = results["servers"]["tuned"]
+    assert run["podmedic"]["outcomes"] == {"recovered_in_place": 3}, run["podmedic"]
+    assert run["activities_per_incident"] >= 5
+    for key in ("incidents_per_s", "bare_workflows_per_s", "ratio_to_bare", "p50_ms_event_to_taint",
+                "p99_ms_event_to_taint"):
+        assert results[key] > 0, key
+    assert results["p50_ms_event_to_taint"] <= results["p99_ms_event_to_taint"]
+    assert run["podmedic"]["event_to_taint_ms"]["p99"] < run["podmedic"]["event_to_recovered_ms"]["p99"]
+    assert "ratio" in capsys.readouterr().out
+
+
+def test_single_with_two_incidents(tmp_path: Path) -> None:
+    out = tmp_path / "single.json"
+    assert main(["single", "--incidents", "2", "--servers", "tuned", "--json", str(out)]) == 0
+    run = json.loads(out.read_text())["servers"]["tuned"]
+    assert run["outcomes"] == {"recovered_in_place": 2}
+    assert 0 < run["event_to_taint_ms"]["p50"] < run["event_to_recovered_ms"]["p50"]
+    assert run["bare_1_activity_ms"]["p50"] > 0
