@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from benchmarks.fleet import wait_closed
 from benchmarks.load import LoadResult, LoadSpec, run_in_child
 from benchmarks.settings import unguarded_default_policy
 from benchmarks.stack import BenchStack, StackConfig, running_stack
@@ -174,18 +175,6 @@ async def _warm_up(url: str, token: str, stack: BenchStack) -> None:
         raise RuntimeError("the warm-up incident never ran: is the worker up? (see its log in the work dir)")
 
 
-async def _quiet(client: Client, timeout_s: float = 120) -> int:
-    """Wait until no device incident runs any more (the throughput incidents end as quarantined;
-    node-level incidents, which wait for an operator, may stay)."""
-    end = time.monotonic() + timeout_s
-    while True:
-        running = (await client.count_workflows('WorkflowType = "DeviceIncident" AND ExecutionStatus = "Running"')
-                   ).count
-        if running == 0 or time.monotonic() > end:
-            return running
-        await asyncio.sleep(1.0)
-
-
 async def run_detection(opts: DetectionOptions) -> dict[str, Any]:
     """Start the stack, run (a) and (b), stop everything; returns the figures."""
     token = secrets.token_urlsafe(24)
@@ -207,7 +196,7 @@ async def run_detection(opts: DetectionOptions) -> dict[str, Any]:
                 profiler.disable()
                 _write_profile(profiler, opts.profile)  # type: ignore[arg-type]
             batches = await _throughput(url, token, stack, deliverer, opts, opts.batch, "batch")
-            still = await _quiet(stack.client)
+            still = await wait_closed(stack.client, 120)  # quarantined throughput incidents end
             burst = await _burst(url, token, stack, deliverer, opts)
         finally:
             await runner.cleanup()

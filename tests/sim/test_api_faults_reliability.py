@@ -106,12 +106,13 @@ def test_components_limit_a_rule_to_those_podmedic_components(sim: SimCluster, r
     assert sim.kubeconfig_path is not None
     worker = KubeGateway(sim.kubeconfig_path, component="worker")
     ingest = KubeGateway(sim.kubeconfig_path, component="ingest")
-    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 503,
+    # A pod read: both components may (the RBAC proof in tests/deploy counts every call made here).
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["pods"], "status": 503,
                                        "components": ["ingest"]})
     try:
-        assert worker.get_node("node-0000") is not None
+        assert worker.get_pod("default", "no-such-pod") is None  # a 404, not the injected 503
         with pytest.raises(Exception, match="503"):
-            ingest.get_node("node-0000")
+            ingest.get_pod("default", "no-such-pod")
     finally:
         raw("DELETE", "/sim/v1/faults/api")
         worker.close()
