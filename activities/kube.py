@@ -402,8 +402,13 @@ class KubeGateway:
             self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False,
                                                      _request_timeout=self.timeout_s)
         except ApiException as exc:
-            if exc.status in (404, 409):
-                return None
+            if exc.status == 404 or (exc.status == 409 and not self._still_there(namespace, name, uid)):
+                return None  # gone, or replaced: the UID precondition no longer matches
+            if exc.status == 409:
+                # A conflict while the same pod is still there (a write race in the API server):
+                # not evicted; a retryable error, never "evicted" (the rung would wait for a
+                # replacement that cannot come).
+                raise _translate(exc, f"evict pod {namespace}/{name}") from exc
             if exc.status != 429:
                 raise _translate(exc, f"evict pod {namespace}/{name}") from exc
             try:
@@ -415,6 +420,12 @@ class KubeGateway:
         except OSError as exc:
             raise ServerError(f"evict pod {namespace}/{name}: {exc}") from exc
         return None
+
+    def _still_there(self, namespace: str, name: str, uid: str) -> bool:
+        """Whether the pod ``uid`` still exists and is not being deleted."""
+        pod = self.get_pod(namespace, name)
+        meta = (pod or {}).get("metadata") or {}
+        return meta.get("uid") == uid and not meta.get("deletionTimestamp")
 
     def patch_node_metadata(self, name: str, labels: dict[str, str | None],
                             annotations: dict[str, str | None]) -> Obj:

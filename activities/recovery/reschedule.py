@@ -96,7 +96,10 @@ class Rescheduler:
         tries = 0
         while True:
             tries += 1
-            blocked = await self.run(self.kube.try_evict, inp.pod.namespace, inp.pod.name, inp.pod.uid)
+            try:
+                blocked = await self.run(self.kube.try_evict, inp.pod.namespace, inp.pod.name, inp.pod.uid)
+            except Conflict as err:  # the pod is still there: not evicted, try again like a blocked one
+                blocked = str(err)
             if blocked is None:
                 if tries > 1:
                     self.notes.append(f"eviction of {inp.pod.name} allowed on try {tries}")

@@ -9,7 +9,7 @@ import pytest
 import urllib3
 from kubernetes import client, watch
 
-from activities.kube import Forbidden, InvalidObject, KubeGateway
+from activities.kube import Conflict, Forbidden, InvalidObject, KubeGateway
 from podmedic.sim import SimCluster
 from tests.sim.conftest import Raw
 
@@ -117,3 +117,27 @@ def test_components_limit_a_rule_to_those_podmedic_components(sim: SimCluster, r
         raw("DELETE", "/sim/v1/faults/api")
         worker.close()
         ingest.close()
+
+
+def test_an_eviction_conflict_while_the_pod_is_still_there_is_no_eviction(
+    sim: SimCluster, api: client.ApiClient, raw: Raw
+) -> None:
+    assert sim.kubeconfig_path is not None
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "evict-409"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    uid = client.CoreV1Api(api).create_namespaced_pod("default", body).metadata.uid
+    kube = KubeGateway(sim.kubeconfig_path, component="worker")
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["create"], "resources": ["pods/eviction"], "status": 409,
+                                       "count": 1})
+    try:
+        # Read as "evicted", the reschedule rung would wait for a replacement that never comes.
+        with pytest.raises(Conflict):
+            kube.try_evict("default", "evict-409", uid)
+        assert kube.get_pod("default", "evict-409") is not None
+        assert kube.try_evict("default", "evict-409", "uid-of-a-replaced-pod") is None  # precondition: gone
+        assert kube.try_evict("default", "evict-409", uid) is None
+        pod = kube.get_pod("default", "evict-409")
+        assert pod is None or pod["metadata"].get("deletionTimestamp")
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+        kube.close()
