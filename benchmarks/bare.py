@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 
 from benchmarks.stats import percentile, rate
 from workers.temporal import connect
+from workers.worker import worker_options
 
 TASK_QUEUE = "bench-bare"
 
@@ -51,8 +52,7 @@ class BareWorkflow:
 
 def build_bare_worker(client: Client, task_queue: str = TASK_QUEUE) -> Worker:
     """The bare worker, with the options ``workers.worker.build_worker`` gives podmedic's."""
-    return Worker(client, task_queue=task_queue, workflows=[BareWorkflow], activities=[noop],
-                  max_concurrent_activities=200, nonsticky_to_sticky_poll_ratio=1.0)
+    return Worker(client, task_queue=task_queue, workflows=[BareWorkflow], activities=[noop], **worker_options())
 
 
 async def run_bare(client: Client, count: int, activities: int, concurrency: int = 100,

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
@@ -75,32 +76,54 @@ def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
             quarantine.quarantine_node, quarantine.lift_quarantine, HistoryActivities(client).previous_incidents]
 
 
-def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, max_concurrent: int = 200) -> Worker:
+def workflow_runner(sandboxed: bool) -> WorkflowRunner:
+    """How workflow code runs: in the SDK's sandbox, or directly in the worker's interpreter.
+
+    Unsandboxed by default: podmedic runs only its own workflows, whose determinism CI proves
+    in the sandbox (``tests/workflow`` run every workflow there, ``tests/replay`` replays recorded
+    histories there). The sandbox re-imports the workflow modules for every incident and compiles
+    code for every payload it converts: a fifth of the worker's CPU in ``podmedic bench
+    orchestration`` (py-spy), for a check CI already makes.
+    """
+    return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
+
+
+def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dict[str, Any]:
+    """The Worker options podmedic runs with; the bare baseline (``benchmarks/bare.py``) takes the same."""
+    return {
+        "max_concurrent_activities": max_concurrent,
+        # Poll new incidents' first tasks as often as running incidents' next ones (SDK default 0.2):
+        # with 1,000 devices failing at once, the default left new incidents waiting behind running ones
+        # (all running after 63 s instead of 23 s in `podmedic bench detection`).
+        "nonsticky_to_sticky_poll_ratio": 1.0,
+        "workflow_runner": workflow_runner(sandboxed),
+    }
+
+
+def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxed: bool = False,
+                 max_concurrent: int = 200) -> Worker:
     """A worker for the incident workflow and its activities."""
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=all_activities(kube, client),
-        max_concurrent_activities=max_concurrent,
-        # Poll new incidents' first tasks as often as running incidents' next ones (SDK default 0.2):
-        # with 1,000 devices failing at once, the default left new incidents waiting behind running ones
-        # (all running after 63 s instead of 23 s in `podmedic bench detection`).
-        nonsticky_to_sticky_poll_ratio=1.0,
         deployment_config=deployment_config_from_env(),  # PODMEDIC_DEPLOYMENT_NAME/BUILD_ID (docs/deploy.md)
+        **worker_options(sandboxed=sandboxed, max_concurrent=max_concurrent),
     )
 
 
 async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
-                     health: tuple[str, int] | None = None) -> None:
+                     health: tuple[str, int] | None = None, *, sandboxed: bool = False) -> None:
     """Run until SIGINT/SIGTERM, then drain and stop; probes on ``health`` (host, port) if given."""
     kube = KubeGateway(kubeconfig)
-    worker = build_worker(client, task_queue, kube)
+    worker = build_worker(client, task_queue, kube, sandboxed=sandboxed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker polling task queue %r on %s", task_queue, client.service_client.config.target_host)
+    log.info("worker polling task queue %r on %s (workflow sandbox %s)", task_queue,
+             client.service_client.config.target_host, "on" if sandboxed else "off")
     polling = False
     async with serving_health(health, lambda: polling and not stop.is_set()), worker:
         polling = True

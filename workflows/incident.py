@@ -6,6 +6,7 @@ signals (signal-with-start), so duplicates and several ingest replicas join one 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -39,12 +40,15 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.steps import DiscoverInput, Discovery
     from workflows import describe, guarded, repeat, search, stages, telemetry
     from workflows.closing import Closer, dry_run_close
-    from workflows.notices import tell_pods
+    from workflows.notices import drain, tell_pods
     from workflows.operators import OperatorHandlers
     from workflows.options import activity_options
     from workflows.recovery import run_ladder
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
+
+CONCURRENT_OPEN = "concurrent-open"
+"""Patch: correlation, the repeat-offender check and discovery run at once (they ran one by one)."""
 
 
 @workflow.defn(name="DeviceIncident")
@@ -67,6 +71,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self._attributes: dict[str, object] = {}
         self.woken = False
         self.guard_asked = False
+        self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal
@@ -108,6 +113,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
                                    Outcome.RESOLVED_BY_VENDOR, Outcome.CLEARED)
         await tell_pods(self, "closed", f"incident closed: {outcome.outcome.value}: {outcome.explanation}",
                         warning=not good)
+        await drain(self)
         return outcome
 
     async def _pipeline(self) -> IncidentOutcome:
@@ -124,10 +130,13 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.upsert(search.FAILURE_MODE, verdict.failure_mode.value)
         if not verdict.actionable:
             raise IncidentStopped(Outcome.NOT_ACTIONABLE, verdict.why)
-        await self._report_to_node(event)
-        await repeat.check(self)
-
-        discovery = await self._discover()
+        if workflow.patched(CONCURRENT_OPEN):
+            # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
+            *_, discovery = await asyncio.gather(self._report_to_node(event), repeat.check(self), self._discover())
+        else:
+            await self._report_to_node(event)
+            await repeat.check(self)
+            discovery = await self._discover()
         permanent = self.permanent
         await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
                                         f"podmedic will checkpoint, taint and recover", warning=True)

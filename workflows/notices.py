@@ -2,10 +2,17 @@
 
 Best effort: a notice that cannot be written is noted on the timeline and the incident
 goes on (the pod's owner loses a hint; the cluster is not left half-remediated).
+
+Since ``workflow.patched("background-notices")`` the Events are written behind the incident
+rather than in its path: each notice waits for the one before it (so a pod's Events keep the
+order of the steps) but the step after it does not wait for the notice. Three notices used to
+stand between a device failing and its taint. ``drain`` waits for the last one before the
+incident closes.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -32,6 +39,8 @@ REASONS = {
     "closed": "PodmedicIncidentClosed",
 }
 
+PATCH = "background-notices"
+
 
 def affected_pods(wf: DeviceIncidentWorkflow) -> list[PodKey]:
     """The pods the incident is about as they are now: a rescheduled pod's replacement
@@ -50,16 +59,35 @@ async def tell_pods(wf: DeviceIncidentWorkflow, step: str, message: str, *, pods
         return
     notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,
                         reason=REASONS[step], message=message, pods=targets, warning=warning)
+    if workflow.patched(PATCH):
+        wf.notices = asyncio.create_task(_after(wf.notices, wf, notice))
+        return
+    await _record(wf, notice)
+
+
+async def drain(wf: DeviceIncidentWorkflow) -> None:
+    """Wait until every notice told so far is written (or given up on)."""
+    if wf.notices is not None:
+        await wf.notices
+
+
+async def _after(previous: asyncio.Task[None] | None, wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
+    if previous is not None:
+        await previous
+    await _record(wf, notice)
+
+
+async def _record(wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
     try:
         result = await workflow.execute_activity_method(
             NoticeActivities.notify_step, notice,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=5),
                                      non_retryable_error_types=["InvalidObject", "Forbidden"]),
-            summary=f"pod Event {REASONS[step]} on {', '.join(p.name for p in targets)}"[:200],
+            summary=f"pod Event {notice.reason} on {', '.join(p.name for p in notice.pods)}"[:200],
         )
     except ActivityError as err:
-        wf.note("notice", f"{REASONS[step]} not recorded on the pods: {err.cause or err}")
+        wf.note("notice", f"{notice.reason} not recorded on the pods: {err.cause or err}")
         return
     if result.gone:
-        wf.note("notice", f"{REASONS[step]}: pod(s) already gone: {', '.join(result.gone)}")
+        wf.note("notice", f"{notice.reason}: pod(s) already gone: {', '.join(result.gone)}")
