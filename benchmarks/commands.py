@@ -38,7 +38,7 @@ def _single(args: argparse.Namespace) -> int:
 def _storm(args: argparse.Namespace) -> int:
     from benchmarks.storm import run_and_print
 
-    run_and_print(args.nodes, args.devices_per_node, args.server, args.json)
+    run_and_print(args.nodes, args.devices_per_node, args.server, args.json, node_quarantine=args.node_quarantine)
     return 0
 
 
@@ -81,6 +81,10 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--nodes", type=int, default=125)
     p.add_argument("--devices-per-node", type=int, default=8)
     p.add_argument("--server", choices=SERVER_CHOICES, default="tuned")
+    p.add_argument("--node-quarantine", action="store_true",
+                   help="the default policy's node quarantine on: nodes whose devices fail together are cordoned "
+                        "and tainted as one, and that counts as their devices' taint (default off: a "
+                        "DeviceTaintRule per device)")
     p.add_argument("--json", type=Path, default=RESULTS / "storm.json")
     p.set_defaults(func=_storm)
     p = which.add_parser("goodput", help="training jobs under the Llama 3 fault mix: podmedic vs two baselines")

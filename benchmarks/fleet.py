@@ -27,6 +27,7 @@ from podmedic.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.policy_file import PolicySet
 
 DRIVER = "gpu.nvidia.com"
+COVERED = "no DeviceTaintRule: covered by node incident "  # workflows/node_cover.py's timeline line
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Timing:
     recovered: float | None = None
     closed: float | None = None
     outcome: str = ""
+    covered_by: str = ""  # the node incident that quarantined the device's node instead of a rule of its own
 
     def ms(self, at: float | None) -> float | None:
         """Milliseconds from the event to ``at``."""
@@ -158,6 +160,8 @@ def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
             timing.tainted = at
         if timing.recovered is None and entry.step == "recover" and ": verified;" in entry.message:
             timing.recovered = at
+        if entry.step == "taint" and entry.message.startswith(COVERED):
+            timing.covered_by = entry.message.removeprefix(COVERED).split(" ")[0]
     timing.closed = outcome.timeline[-1].at.timestamp() if outcome.timeline else None
     timing.outcome = outcome.outcome.value
     return timing

@@ -23,6 +23,7 @@ from benchmarks.fleet import Fault, Sim, Timing, activities_per_incident, collec
 from benchmarks.settings import SERVERS, bench_policy, stack_config
 from benchmarks.stack import BenchStack, running_stack
 from benchmarks.stats import load_1m, machine, rate, ratio, summary
+from podmedic.policy_file import PolicySet
 
 TARGET_RATIO = 0.8
 TARGET_SINGLE_P50_MS = 200.0
@@ -55,11 +56,14 @@ def incident_figures(timings: list[Timing]) -> dict[str, Any]:
                            "event_to_recovered": sorted(round(v) for v in recovered)}}
 
 
-async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str) -> tuple[list[dict[str, Any]], int]:
-    """``count`` Ready training pods, after a warm-up incident; and K, the warm-up's activity count."""
+async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str,
+                   policy: PolicySet | None = None) -> tuple[list[dict[str, Any]], int]:
+    """``count`` Ready training pods, after a warm-up incident under ``policy`` (default: the benchmark
+    policy; the warm-up opens its node's watch, which keeps the policy it was opened with); and K, the
+    warm-up's activity count."""
     pods = await sim.start_jobs([f"{prefix}-{i:04d}" for i in range(count + 1)])
     ordered = [pods[name] for name in sorted(pods)]
-    delivery = deliverer(stack.client, bench_policy(), stack.task_queue)
+    delivery = deliverer(stack.client, policy or bench_policy(), stack.task_queue)
     warm = await fire(sim, delivery, ordered[:1], Fault())
     if await wait_closed(stack.client, 120):
         raise RuntimeError(f"the warm-up incident did not close: see the worker log under {stack.workdir}")

@@ -5,6 +5,12 @@ warm-up's) fail together with a transient XID; every event goes to podmedic at o
 in flight). Figures: event -> DeviceTaintRule per device (p50, p99, max), the time from the
 first event until every device is tainted and until every workload is verified recovered,
 and each process's CPU seconds (what limits the figure).
+
+``--node-quarantine`` runs the storm with the default policy's node quarantine on: a node
+whose devices fail together becomes one node incident that cordons and taints the node, and
+its devices get no rule of their own. A device then counts as tainted when the node's
+quarantine was in place (its node incident's timeline), or at its event if the node was
+quarantined before its own device was reported.
 """
 
 from __future__ import annotations
@@ -13,39 +19,74 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import Client
+
 from benchmarks.detection import cpu_seconds
-from benchmarks.fleet import Fault, Sim, collect, deliverer, fire, wait_closed
+from benchmarks.fleet import Fault, Sim, Timing, collect, deliverer, fire, wait_closed
 from benchmarks.orchestration import incident_figures, prepared
 from benchmarks.results import write
-from benchmarks.settings import SERVERS, bench_policy, stack_config
+from benchmarks.settings import SERVERS, STORM_TIMINGS, bench_policy, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
+from podmedic.node import NodeIncidentState, node_workflow_id
 
 TARGET_P99_TAINT_S = 20.0
 
 
-async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print) -> dict[str, Any]:
+async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,
+                    node_quarantine: bool = False) -> dict[str, Any]:
     """Fail every device at once; returns the figures."""
     devices = nodes * devices_per_node
-    config = stack_config(server, nodes + 1)
+    config = stack_config(server, nodes + 1, timings=STORM_TIMINGS)
+    policy = bench_policy(node_quarantine={"enabled": True}) if node_quarantine else bench_policy()
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
-        pods, k = await prepared(stack, sim, devices, "storm")
+        pods, k = await prepared(stack, sim, devices, "storm", policy)
         progress(f"[storm] {len(pods)} training pods Ready on {len({p['node'] for p in pods})} nodes")
-        delivery = deliverer(stack.client, bench_policy(), stack.task_queue)
+        delivery = deliverer(stack.client, policy, stack.task_queue)
         before = cpu_seconds(stack.pids)
         timings = await fire(sim, delivery, pods, Fault(), concurrency=100)
         sent_s = max(t.sent for t in timings) - min(t.sent for t in timings)
+        progress(f"[storm] {len(timings)} events sent over {sent_s:.1f} s; waiting for every incident to close")
         still = await wait_closed(stack.client, 900)
         after = cpu_seconds(stack.pids)
-        figures = incident_figures(await collect(stack.client, timings))
+        collected = await collect(stack.client, timings)
+        covered = await node_covered(stack.client, collected, {p["devices"][0]: p["node"] for p in pods})
+        figures = incident_figures(collected)
     figures["event_to_taint_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_taint_ms"].items()}
     figures["event_to_recovered_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_recovered_ms"].items()}
     progress(f"[storm] all tainted after {figures['all_tainted_s']} s")
     return {"benchmark": "storm", "machine": machine(), "nodes": nodes, "devices": devices, "server": server,
             "server_flags": SERVERS[server], "activities_per_incident": k, "send_s": round(sent_s, 2),
+            "node_quarantine": node_quarantine, "covered_by_node": covered,
+            "sim_pace": {"workload_step_s": STORM_TIMINGS.workload_step_s,
+                         "progress_write_s": STORM_TIMINGS.progress_write_s},
             **figures, "still_running_at_timeout": still, "load_1m": load_1m(),
             "cpu_s": {("bench" if r == "ingest" else r): round(after[r] - before.get(r, 0.0), 1) for r in after},
             "p99_s_event_to_taint": figures["event_to_taint_s"]["p99"], "target_p99_taint_s": TARGET_P99_TAINT_S}
+
+
+async def node_covered(client: Client, timings: list[Timing], node_of: dict[str, str]) -> int:
+    """Give each device a node quarantine covered its taint time (see the module's doc); returns how many."""
+    quarantined: dict[str, float | None] = {}
+    count = 0
+    for timing in timings:
+        if timing.tainted is not None or not timing.covered_by:
+            continue
+        node = node_of[timing.resource_id]
+        if node not in quarantined:
+            quarantined[node] = await _quarantined_at(client, node)
+        at = quarantined[node]
+        if at is not None:
+            timing.tainted = max(at, timing.sent)
+            count += 1
+    return count
+
+
+async def _quarantined_at(client: Client, node: str) -> float | None:
+    """When the node's incident cordoned and tainted the node (its latest run, read by query)."""
+    state = await client.get_workflow_handle(node_workflow_id(node)).query("get_state", result_type=NodeIncidentState)
+    return next((e.at.timestamp() for e in state.timeline
+                 if e.step == "quarantine" and e.message.startswith(f"node {node} cordoned")), None)
 
 
 def storm_table(r: dict[str, Any]) -> str:
@@ -59,15 +100,19 @@ def storm_table(r: dict[str, Any]) -> str:
         f"all {r['tainted']}/{r['devices']} after {r['all_tainted_s']} s",
         f"  event -> recovered:  p50 {rec['p50']:.2f} s  p99 {rec['p99']:.2f} s  max {rec['max']:.2f} s; "
         f"all {r['recovered']}/{r['devices']} after {r['all_recovered_s']} s",
+        *([f"  node quarantine on: {r['covered_by_node']} devices tainted by their node's quarantine, "
+           f"{r['devices'] - r['covered_by_node']} by a DeviceTaintRule of their own"]
+          if r.get("node_quarantine") else []),
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),
         f"  target p99 to taint <= {TARGET_P99_TAINT_S:g} s: {verdict}; 1-min load {r['load_1m']}",
         "  NVSentinel, 150 nodes at once: cordon P50 16.75 s, P90 28.15 s (its figure, not measured here)",
     ])
 
 
-def run_and_print(nodes: int, devices_per_node: int, server: str, out: Path) -> dict[str, Any]:
+def run_and_print(nodes: int, devices_per_node: int, server: str, out: Path, *,
+                  node_quarantine: bool = False) -> dict[str, Any]:
     """The command's body."""
-    results = asyncio.run(run_storm(nodes, devices_per_node, server))
+    results = asyncio.run(run_storm(nodes, devices_per_node, server, node_quarantine=node_quarantine))
     print(storm_table(results))
     write(results, out)
     return results

@@ -96,6 +96,9 @@ def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dic
         # with 1,000 devices failing at once, the default left new incidents waiting behind running ones
         # (all running after 63 s instead of 23 s in `podmedic bench detection`).
         "nonsticky_to_sticky_poll_ratio": 1.0,
+        # Room for a storm's incidents and their node watches (SDK default 1,000): an incident evicted
+        # from the cache is replayed from its whole history on its next task, which a storm can least afford.
+        "max_cached_workflows": 2500,
         "workflow_runner": workflow_runner(sandboxed),
     }
 
