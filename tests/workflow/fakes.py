@@ -67,6 +67,8 @@ class FakeCluster:
         self.calls: Counter[str] = Counter()
         self.taint_error: str | None = None
         self.discover_delay_s = 0.0
+        self.notice_delay_s = 0.0
+        self.order: list[str] = []  # taint_device and each notice's end, as they happened
         self.restart_verifies = True
         self.health = Health.HEALTHY
         self.node_reports: list[NodeReportInput] = []
@@ -97,6 +99,7 @@ class FakeCluster:
         @activity.defn(name="taint_device")
         async def taint_device(inp: TaintInput) -> TaintResult:
             self.calls["taint_device"] += 1
+            self.order.append("taint_device")
             if self.taint_error:
                 raise ApplicationError("API unavailable", type=self.taint_error)
             return TaintResult(rule_name=inp.device.object_name, created=True, effect=inp.effect)
@@ -147,7 +150,9 @@ class FakeCluster:
         @activity.defn(name="notify_step")
         async def notify_step(notice: StepNotice) -> StepNoticeResult:
             self.calls["notify_step"] += 1
+            await asyncio.sleep(self.notice_delay_s)
             self.notices.append(notice)
+            self.order.append(notice.reason)
             return StepNoticeResult(recorded=[f"{p.namespace}/{p.name}" for p in notice.pods])
 
         return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,

@@ -156,3 +156,22 @@ async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
     assert fake.calls["restart_in_place"] == 0 and fake.calls["reschedule_same_node"] == 1
     assert fake.calls["file_ticket"] == 1 and outcome.ticket_id == "T-1"
     assert any("skipped" in t.message for t in outcome.timeline if t.step == "checkpoint")
+
+
+async def test_pod_notices_are_written_behind_the_pipeline_in_step_order(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0007", device="gpu-1")
+    fake = FakeCluster()
+    fake.notice_delay_s = 0.5  # a slow API server for Events: the taint must not wait for them
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device)
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
+    reasons = [n.reason for n in fake.notices]
+    assert reasons == ["PodmedicIncidentOpened", "PodmedicCheckpointed", "PodmedicDeviceTainted",
+                       "PodmedicRestarted", "PodmedicIncidentClosed"]
+    # The taint came before the first notice was written, and the incident closed only after the last.
+    assert fake.order.index("taint_device") < fake.order.index("PodmedicIncidentOpened")
+    assert fake.order[-1] == "PodmedicIncidentClosed"

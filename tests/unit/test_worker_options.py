@@ -1,0 +1,23 @@
+"""The worker's options: workflows unsandboxed unless asked, and the same options for the bare baseline."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from workers.cli import build_parser
+from workers.worker import worker_options
+
+
+def test_workflows_run_unsandboxed_unless_asked() -> None:
+    assert isinstance(worker_options()["workflow_runner"], UnsandboxedWorkflowRunner)
+    assert isinstance(worker_options(sandboxed=True)["workflow_runner"], SandboxedWorkflowRunner)
+
+
+def test_sandbox_flag_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PODMEDIC_WORKFLOW_SANDBOX", raising=False)
+    assert build_parser().parse_args(["worker"]).sandbox is False
+    assert build_parser().parse_args(["worker", "--sandbox"]).sandbox is True
+    monkeypatch.setenv("PODMEDIC_WORKFLOW_SANDBOX", "1")
+    assert build_parser().parse_args(["worker"]).sandbox is True
