@@ -26,10 +26,11 @@ def latency(results: dict[str, Any], out: Path) -> Path | None:
     for server, run in (orch or {}).get("servers", {}).items():
         s = run["podmedic"].get("samples_ms", {})
         series.append((f"orchestration, {server}", s.get("event_to_taint", []), s.get("event_to_recovered", [])))
-    storm = results.get("storm")
-    if storm and "samples_ms" in storm:
-        series.append(("storm, " + storm["server"], storm["samples_ms"]["event_to_taint"],
-                       storm["samples_ms"]["event_to_recovered"]))
+    for name, label in (("storm", "storm"), ("storm-node", "storm, node quarantine")):
+        storm = results.get(name)
+        if storm and "samples_ms" in storm:
+            series.append((f"{label}, {storm['server']}", storm["samples_ms"]["event_to_taint"],
+                           storm["samples_ms"]["event_to_recovered"]))
     if not series:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)

@@ -24,6 +24,7 @@ RUNS: dict[str, list[str]] = {
     "orchestration": ["orchestration", "--incidents", "100"],
     "single": ["single", "--incidents", "10"],
     "storm": ["storm", "--nodes", "125"],
+    "storm-node": ["storm", "--nodes", "125", "--node-quarantine"],
     "goodput": ["goodput", "--duration-s", "45"],
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
@@ -31,6 +32,7 @@ QUICK: dict[str, list[str]] = {
     "orchestration": ["orchestration", "--incidents", "10"],
     "single": ["single", "--incidents", "3"],
     "storm": ["storm", "--nodes", "4"],
+    "storm-node": ["storm", "--nodes", "4", "--node-quarantine"],
     "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],
 }

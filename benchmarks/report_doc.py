@@ -55,8 +55,13 @@ def _single(r: dict[str, Any]) -> list[str]:
 
 def _storm(r: dict[str, Any]) -> list[str]:
     t, rec = r["event_to_taint_s"], r["event_to_recovered_s"]
+    pace = r.get("sim_pace", {})
+    how = (f"node quarantine on (the default policy): {r['covered_by_node']} devices tainted by their node's "
+           f"cordon and taint, {r['devices'] - r['covered_by_node']} by a DeviceTaintRule of their own"
+           if r.get("node_quarantine") else "node quarantine off: a DeviceTaintRule per device")
     return [f"{r['devices']} devices on {r['nodes']} nodes fail at once ({r['server']} server); events sent over "
-            f"{r['send_s']} s.", "",
+            f"{r['send_s']} s; {how}. Simulated training: a step every {pace.get('workload_step_s', '?')} s, "
+            f"progress written every {pace.get('progress_write_s', '?')} s.", "",
             table(["", "p50 s", "p99 s", "max s", "all done after s", "count"],
                   [["event → tainted", t["p50"], t["p99"], t["max"], r["all_tainted_s"], r["tainted"]],
                    ["event → recovered", rec["p50"], rec["p99"], rec["max"], r["all_recovered_s"], r["recovered"]]]),
@@ -81,6 +86,7 @@ def _memory(r: dict[str, Any]) -> list[str]:
 
 SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orchestration),
             "single": ("Single incident latency", _single), "storm": ("Storm: a fleet failing at once", _storm),
+            "storm-node": ("Storm with node quarantine (the default policy)", _storm),
             "goodput": ("Goodput under the Llama 3 fault mix", _goodput), "memory": ("Memory", _memory)}
 
 
