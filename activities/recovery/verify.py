@@ -5,7 +5,9 @@ A workload declares that it reports progress with the pod annotation
 ``podmedic.io/reports-progress: "true"`` and keeps ``podmedic.io/progress`` at its current
 step (or any number that grows while it works: samples, tokens). The value read when the pod
 is first seen Ready after the restart is the baseline; verification passes once a later read
-is larger. A Ready pod whose number never moves (hung NCCL, a dead data loader) fails the rung.
+is larger. A smaller read means the workload resumed from an older checkpoint and rewrote its
+number: it becomes the baseline. A Ready pod whose number never moves (hung NCCL, a dead data
+loader) fails the rung.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Verification:
         self.baseline: int | None = None
         self.ready_seen = False
         self.progress_checked = False
+        self.resumed_from: int | None = None  # the step written before the restart, when the workload went back
 
     def offer(self, pod: Obj | None) -> Obj | None:
         """The verified pod, or ``None`` to keep polling."""
@@ -61,13 +64,23 @@ class Verification:
         if self.baseline is None:
             self.baseline = value  # the first reading after the restart (None: not reported yet)
             return None
+        if value is not None and value < self.baseline:
+            # The restarted workload resumed from a checkpoint older than the step it last wrote before the
+            # restart (still on the pod, and read as the baseline): it rewrote its progress, so from here
+            # progress means moving past where it resumed. Waiting for the old step would fail every rung
+            # whose checkpoint is further back than the rung's timeout (a storm: 163 steps in 120 s).
+            self.resumed_from = self.baseline
+            self.baseline = value
+            return None
         return pod if value is not None and value > self.baseline else None
 
     def progress_note(self, pod: Obj) -> str:
         """How the progress check went, for the result's detail."""
         if not self.progress_checked:
             return "workload does not report progress (no podmedic.io/reports-progress)"
-        return f"workload progressing: step {self.baseline} -> {progress_of(pod)}"
+        resumed = f" (resumed from a checkpoint; step {self.resumed_from} before the restart)" \
+            if self.resumed_from is not None else ""
+        return f"workload progressing: step {self.baseline} -> {progress_of(pod)}{resumed}"
 
     def failure(self, timeout_s: float, what: str) -> str:
         """Why verification did not pass within ``timeout_s``."""

@@ -78,6 +78,22 @@ def test_progress_must_move_past_the_first_reading() -> None:
     assert "did not progress past step 7" in _stalled()
 
 
+def test_progress_after_resuming_from_an_older_checkpoint() -> None:
+    # Before the restart the job stood at step 201; its checkpoint was step 38. The annotation still says
+    # 201 when the pod is Ready again; the resumed job then writes 39, 40, ...: that is progress.
+    def pod(step: int) -> dict[str, Any]:
+        return {"metadata": {"annotations": {"podmedic.io/reports-progress": "true",
+                                             "podmedic.io/progress": str(step)}}}
+
+    check = Verification(want_progress=True)
+    assert check.offer(pod(201)) is None
+    assert check.offer(pod(39)) is None  # rewritten: the new baseline, not yet progress
+    assert check.offer(pod(39)) is None
+    verified = check.offer(pod(40))
+    assert verified is not None
+    assert "step 39 -> 40 (resumed from a checkpoint; step 201 before the restart)" in check.progress_note(verified)
+
+
 def _stalled() -> str:
     check = Verification(want_progress=True)
     check.offer({"metadata": {"annotations": {"podmedic.io/reports-progress": "true", "podmedic.io/progress": "7"}}})
