@@ -57,7 +57,8 @@ def _storm(r: dict[str, Any]) -> list[str]:
     t, rec = r["event_to_taint_s"], r["event_to_recovered_s"]
     pace = r.get("sim_pace", {})
     how = (f"node quarantine on (the default policy): {r['covered_by_node']} devices tainted by their node's "
-           f"cordon and taint, {r['devices'] - r['covered_by_node']} by a DeviceTaintRule of their own"
+           f"cordon and taint, {r.get('own_rule', '?')} by a DeviceTaintRule of their own, "
+           f"{r['devices'] - r['tainted']} by neither"
            if r.get("node_quarantine") else "node quarantine off: a DeviceTaintRule per device")
     return [f"{r['devices']} devices on {r['nodes']} nodes fail at once ({r['server']} server); events sent over "
             f"{r['send_s']} s; {how}. Simulated training: a step every {pace.get('workload_step_s', '?')} s, "
