@@ -36,7 +36,7 @@ def _slow(verb: str, resource: str, ms: float = 2500) -> dict[str, Any]:
 
 
 STAGES = (
-    Stage("detect", frozenset({"Discovering"}), _slow("list", "resourceclaims")),
+    Stage("detect", frozenset({"Discovering"}), _slow("get", "resourceclaims")),  # discover reads the node's claims
     Stage("checkpoint", frozenset({"Checkpointing"}), job={"checkpoint_answer": "slow:4"}),
     Stage("taint", frozenset({"Tainting"}), _slow("create", "devicetaintrules")),
     Stage("recover", frozenset({"Recovering"}), _slow("create", "pods/eviction")),

@@ -9,7 +9,7 @@ import pytest
 import urllib3
 from kubernetes import client, watch
 
-from activities.kube import Conflict, Forbidden, InvalidObject, KubeGateway
+from activities.kube import Conflict, Forbidden, InvalidObject, KubeGateway, ServerError
 from podmedic.sim import SimCluster
 from tests.sim.conftest import Raw
 
@@ -26,6 +26,26 @@ def test_403_and_422_reach_the_gateway_as_non_retryable_kinds(
             kube.get_node("node-0000")
         assert str(status) in str(err.value) and "injected" in str(err.value)
         assert kube.get_node("node-0000") is not None  # count: 1 spent
+    finally:
+        raw("DELETE", "/sim/v1/faults/api")
+        kube.close()
+
+
+def test_a_read_is_tried_again_after_a_5xx_and_a_write_is_not(sim: SimCluster, raw: Raw) -> None:
+    assert sim.kubeconfig_path is not None
+    kube = KubeGateway(sim.kubeconfig_path, component="worker")
+    try:
+        # Two 503s then an answer: the read succeeds within one call (three tries).
+        raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 503, "count": 2})
+        assert kube.get_node("node-0000") is not None
+        # Three 503s: the third try fails too, and the error reaches the caller (the activity's retry).
+        raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 503, "count": 3})
+        with pytest.raises(ServerError):
+            kube.get_node("node-0000")
+        # A write is never tried again here: a 503 after the server acted must go to the idempotent step.
+        raw("POST", "/sim/v1/faults/api", {"verbs": ["patch"], "resources": ["nodes"], "status": 503, "count": 1})
+        with pytest.raises(ServerError):
+            kube.patch_node("node-0000", {"metadata": {"labels": {"podmedic-test": "x"}}})
     finally:
         raw("DELETE", "/sim/v1/faults/api")
         kube.close()
@@ -72,7 +92,8 @@ def test_ledger_counts_podmedic_requests_and_injected_answers(sim: SimCluster, r
     assert sim.kubeconfig_path is not None
     raw("DELETE", "/sim/v1/ledger")
     kube = KubeGateway(sim.kubeconfig_path, component="worker")
-    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 500, "count": 1})
+    # Three 500s: a read is tried three times (KubeGateway._read) before the error reaches the caller.
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["get"], "resources": ["nodes"], "status": 500, "count": 3})
     try:
         with pytest.raises(Exception):  # noqa: B017 - the kind is tested above
             kube.get_node("node-0000")
@@ -88,7 +109,7 @@ def test_ledger_counts_podmedic_requests_and_injected_answers(sim: SimCluster, r
     client.CoreV1Api(config_api(sim)).list_node()  # a test client: not counted
     entries = raw("GET", "/sim/v1/ledger")[1]["entries"]
     gets = {e["status"]: e["count"] for e in entries if e["verb"] == "get" and e["resource"] == "nodes"}
-    assert gets == {500: 1, 200: 1}
+    assert gets == {500: 3, 200: 1}
     creates = [e for e in entries if e["resource"] == "devicetaintrules" and e["verb"] == "create"]
     assert [(c["device"], c["status"], c["count"]) for c in creates] == [("gpu.nvidia.com/node-0000/gpu-0", 201, 1)]
     assert all(e["component"] == "worker" for e in entries)
