@@ -98,7 +98,9 @@ def test_api_errors_back_off_and_recover(
     sim: SimCluster, kube: KubeGateway, run_source: Callable[..., Running]
 ) -> None:
     driver, pool, device = free_devices(sim)[0]
-    sim.add_api_fault(verbs=["list", "watch"], resources=["resourceslices"], status=500, count=2)
+    # Four 500s: the gateway tries a list three times within one call (KubeGateway._read), so the
+    # first list fails as a whole and the source backs off; the next list meets the fourth and goes on.
+    sim.add_api_fault(verbs=["list", "watch"], resources=["resourceslices"], status=500, count=4)
     try:
         running = run_source(SliceTaintSource(kube, watch_timeout_s=2, backoff_s=(0.05, 0.2)))
         sim.set_slice_taint(driver, pool, device, "gpu.nvidia.com/gpu-lost", "", "NoSchedule")
