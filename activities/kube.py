@@ -1,9 +1,8 @@
 """The one module that imports ``kubernetes``: a narrow gateway to the cluster.
 
 Everything podmedic reads or changes in a cluster goes through ``KubeGateway``, so the
-RBAC it needs is visible in one place, and API errors become a few exception types whose
-class names Temporal retry policies can name (``InvalidObject`` and ``Forbidden`` fail a
-step at once; ``Conflict``, ``Throttled`` and ``ServerError`` are retried).
+RBAC it needs is visible in one place, and API errors become the few exception types of
+``activities/kube_errors.py``, which Temporal retry policies name by class.
 """
 
 from __future__ import annotations
@@ -20,6 +19,17 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from activities.kube_errors import (
+    Conflict,
+    Forbidden,
+    InvalidObject,
+    KubeError,
+    NotFound,
+    ProxyTimeout,
+    ServerError,
+    Throttled,
+    from_answer,
+)
 from podmedic import __version__
 
 Obj = dict[str, Any]
@@ -27,46 +37,11 @@ FIELD_MANAGER = "podmedic"
 # Every request carries ``podmedic-<component>/<version>`` (``podmedic/<version>`` when no component is set),
 # so API server audit logs and the simulator's recorder (podmedic/sim/audit.py) can tell who called.
 USER_AGENT = "podmedic"
-
-
-class KubeError(Exception):
-    """A Kubernetes API call failed; ``status`` is the HTTP code (0 for no answer)."""
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class NotFound(KubeError):
-    """404: the object does not exist (often fine: someone else removed it)."""
-
-
-class Conflict(KubeError):
-    """409: already exists, or a stale update; callers re-read and decide."""
-
-
-class InvalidObject(KubeError):
-    """422: the server refused the object; retrying the same object cannot help."""
-
-
-class Forbidden(KubeError):
-    """401/403: podmedic lacks the permission; fix RBAC, do not retry."""
-
-
 READ_RETRY_PAUSES_S = (0.1, 0.3)
 """Pauses between the tries of a read that met a 429 or a 5xx (``KubeGateway._read``)."""
-
-
-class Throttled(KubeError):
-    """429: rate limited or blocked by a PodDisruptionBudget; retry later."""
-
-
-class ServerError(KubeError):
-    """5xx or no answer; retry later."""
-
-
-class ProxyTimeout(ServerError):
-    """A proxied call (pod or node proxy) got no answer within its own timeout."""
+# The errors are defined in activities/kube_errors.py and imported from here by callers.
+__all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "Obj", "ProxyTimeout",
+           "ServerError", "Throttled", "user_agent"]
 
 
 def user_agent(component: str = "") -> str:
@@ -75,16 +50,7 @@ def user_agent(component: str = "") -> str:
 
 
 def _translate(exc: ApiException, what: str) -> KubeError:
-    status = int(exc.status or 0)
-    try:
-        message = json.loads(exc.body or "{}").get("message") or exc.reason
-    except (ValueError, AttributeError):
-        message = exc.reason
-    text = f"{what}: {status} {message}"
-    kinds: dict[int, type[KubeError]] = {
-        404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden, 429: Throttled,
-    }
-    return kinds.get(status, ServerError)(text, status)
+    return from_answer(int(exc.status or 0), exc.body, exc.reason, what)
 
 
 class KubeGateway:
