@@ -4,10 +4,12 @@ backend holds its answer, a new worker takes over, and exactly one ticket exists
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.models import Outcome
@@ -59,8 +61,14 @@ async def test_sigkill_between_create_and_record_files_one_ticket(
     desk.release.set()  # the held answer goes to a dead connection: the worker never recorded it
 
     async def recorded() -> str:
-        state = await client.get_workflow_handle(f"device/{device}").query(DeviceIncidentWorkflow.get_state)
-        assert state.ticket_id, state.phase
+        # The query may first go to the dead worker's sticky queue and wait there; without a
+        # deadline it outlived assert_eventually's in CI, so each try is bounded and tried again.
+        handle = client.get_workflow_handle(f"device/{device}")
+        try:
+            state = await handle.query(DeviceIncidentWorkflow.get_state, rpc_timeout=timedelta(seconds=5))
+        except RPCError as err:
+            raise AssertionError(f"query not answered yet: {err}; replacement: {replacement.tail()}") from err
+        assert state.ticket_id, (state.phase, replacement.tail())
         return str(state.ticket_id)
     ticket_id = await assert_eventually(recorded, timeout=45, interval=0.5)
 
