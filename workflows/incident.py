@@ -1,4 +1,4 @@
-"""The device incident workflow: detect → checkpoint → taint → recover → ticket → close.
+"""The device incident workflow: detect → taint ⇄ checkpoint → recover → ticket → close.
 
 One workflow per device (id ``device/<driver>/<pool>/<device>``). Health events arrive as
 signals (signal-with-start), so duplicates and several ingest replicas join one incident.
@@ -140,8 +140,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         permanent = self.permanent
         await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
                                         f"podmedic will checkpoint, taint and recover", warning=True)
-        self.state.checkpoint = await stages.checkpoint(self, discovery, permanent)
-        await stages.taint(self, permanent)
+        await stages.checkpoint_and_taint(self, discovery, permanent)
 
         rungs = repeat.ladder(self, self.policy.recovery.permanent if permanent else self.policy.recovery.transient)
         self.enter(Phase.RECOVERING, "recover", f"recovering {len(discovery.pods)} pod(s)")

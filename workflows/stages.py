@@ -2,6 +2,13 @@
 
 Each may be gated by the driver's approval policy and skipped by an operator; each tells
 the affected pods what it did.
+
+The taint comes first when it can be taken at once (patch ``taint-first``): a ``NoSchedule``
+rule evicts nothing, so it need not wait for the checkpoint, and every second it waits a
+scheduler may hand the failed device to a new pod. Only a ``NoExecute`` taint that would evict
+a workload about to save its state waits for the checkpoint (a ``NoSchedule`` rule fences the
+device meanwhile and is raised afterwards), and a taint at an approval gate waits too, so the
+checkpoint never waits on a person.
 """
 
 from __future__ import annotations
@@ -9,11 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.checkpoint import CheckpointActivities
     from activities.taint import TaintActivities
     from podmedic.incident import Phase
+    from podmedic.models import PodRef
     from podmedic.policy import Effect
     from podmedic.steps import (
         CheckpointInput,
@@ -24,12 +33,54 @@ with workflow.unsafe.imports_passed_through():
         TaintInput,
     )
     from workflows import guarded, node_cover, telemetry
-    from workflows.gates import clear_to
+    from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods
     from workflows.options import activity_options
 
 if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
+
+TAINT_FIRST = "taint-first"
+"""Patch: the taint is taken before the checkpoint when it evicts nothing (it always came after)."""
+
+
+async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> None:
+    """Checkpoint the workload and taint the device, in the order the module's doc gives."""
+    effect = wf.policy.taint.permanent if permanent else wf.policy.taint.transient
+    if not workflow.patched(TAINT_FIRST):
+        wf.state.checkpoint = await checkpoint(wf, discovery, permanent)
+        await taint(wf, effect)
+        return
+    fence = fence_effect(wf, discovery, permanent, effect)
+    if fence is not None:
+        await taint(wf, fence)
+    wf.state.checkpoint = await checkpoint(wf, discovery, permanent)
+    if fence is None or (fence is not effect and wf.state.taint_rule):
+        await taint(wf, effect)
+
+
+def fence_effect(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool, effect: Effect) -> Effect | None:
+    """The taint to take before the checkpoint; ``None`` when the taint waits for the checkpoint."""
+    if effect is Effect.NO_EXECUTE and _skip_reason(wf, discovery, permanent) is None:
+        effect = Effect.NO_SCHEDULE  # evicting now would lose what the checkpoint is about to save
+    if gate_of(wf, "taint", no_execute=effect is Effect.NO_EXECUTE) is not None:
+        return None
+    return effect
+
+
+def _skip_reason(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> str | None:
+    """Why no checkpoint is asked for, as far as the policy and the pods tell (operators aside)."""
+    policy = wf.policy.checkpoint
+    if not discovery.pods:
+        return "no pod uses the device"
+    if not policy.enabled:
+        return f"checkpoints disabled for {wf.policy.driver}"
+    if permanent:
+        return "device failed permanently: it cannot serve a checkpoint"
+    if wf.policy.dry_run:
+        pods = len(discovery.pods) + (len(discovery.job_pods) if policy.whole_job else 0)
+        return f"dry-run: would ask {pods} pod(s) to save a checkpoint ({policy.timeout_s:g}s)"
+    return None
 
 
 async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> CheckpointReport:
@@ -38,38 +89,33 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
     wf.enter(Phase.CHECKPOINTING, "checkpoint", "asking the workload to save its state before anything disruptive")
     policy = wf.policy.checkpoint
     pods = discovery.pods + (discovery.job_pods if policy.whole_job else [])
-    skip = None
-    if not discovery.pods:
-        skip = "no pod uses the device"
-    elif not policy.enabled:
-        skip = f"checkpoints disabled for {wf.policy.driver}"
-    elif permanent:
-        skip = "device failed permanently: it cannot serve a checkpoint"
-    elif wf.policy.dry_run:
-        skip = f"dry-run: would ask {len(pods)} pod(s) to save a checkpoint ({policy.timeout_s:g}s)"
-    elif not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):
+    skip = _skip_reason(wf, discovery, permanent)
+    if skip is None and not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):
         skip = f"skipped by an operator: {wf.state.skip['checkpoint']}"
     if skip:
         last = [p.last_checkpoint_id for p in pods if p.last_checkpoint_id]
         wf.note("checkpoint", f"skipped: {skip}; last known checkpoint(s): {', '.join(last) or 'none'}")
-        report = CheckpointReport(results=[
-            PodCheckpoint(pod=p.name, namespace=p.namespace, method=p.checkpoint_method,
-                          status=CheckpointStatus.SKIPPED, checkpoint_id=p.last_checkpoint_id, reason=skip)
-            for p in pods
-        ])
         await tell_pods(wf, "checkpointed", f"no checkpoint requested: {skip}; last known: {', '.join(last) or 'none'}")
-        return report
+        return _unsaved(pods, CheckpointStatus.SKIPPED, skip)
     wf.running = "checkpoint"
     siblings = f" and {len(pods) - len(discovery.pods)} more of their job(s)" if len(pods) > len(discovery.pods) else ""
     wf.state.doing = f"waiting up to {policy.timeout_s:g}s for {len(discovery.pods)} pod(s){siblings} to save"
     wf.refresh_details()
-    report = await workflow.execute_activity_method(
-        CheckpointActivities.request_checkpoints,
-        CheckpointInput(incident_id=wf.state.incident_id, request_id=wf.request_id("ckpt"),
-                        pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s),
-        **activity_options(wf.policy.steps.checkpoint, f"checkpoint {len(pods)} pod(s)",
-                           min_start_to_close_s=policy.timeout_s + 30),
-    )
+    try:
+        report = await workflow.execute_activity_method(
+            CheckpointActivities.request_checkpoints,
+            CheckpointInput(incident_id=wf.state.incident_id, request_id=wf.request_id("ckpt"),
+                            pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s),
+            **activity_options(wf.policy.steps.checkpoint, f"checkpoint {len(pods)} pod(s)",
+                               min_start_to_close_s=policy.timeout_s + 30),
+        )
+    except ActivityError as err:
+        if isinstance(err.cause, CancelledError):
+            raise
+        # A checkpoint is worth a bounded wait, never the device: the remediation goes on from the
+        # last known checkpoint, as after a timeout.
+        report = _unsaved(pods, CheckpointStatus.FAILED, f"the checkpoint step gave up: {err.cause or err}",
+                          wf.request_id("ckpt"))
     wf.finished("checkpoint")
     for r in report.results:
         where = f" at {', '.join(r.locations)}" if r.locations else ""
@@ -81,13 +127,23 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
     return report
 
 
-async def taint(wf: DeviceIncidentWorkflow, permanent: bool) -> None:
-    """Create the incident's DeviceTaintRule with the policy's effect for this permanence."""
+def _unsaved(pods: list[PodRef], status: CheckpointStatus, reason: str, request_id: str = "") -> CheckpointReport:
+    """Every pod with ``status`` and its last known checkpoint."""
+    return CheckpointReport(request_id=request_id, results=[
+        PodCheckpoint(pod=p.name, namespace=p.namespace, method=p.checkpoint_method, status=status,
+                      checkpoint_id=p.last_checkpoint_id, reason=reason)
+        for p in pods
+    ])
+
+
+async def taint(wf: DeviceIncidentWorkflow, effect: Effect) -> None:
+    """Create the incident's DeviceTaintRule with ``effect``, or raise its effect to it."""
     if node_cover.skip_taint(wf):
         return
-    effect = wf.policy.taint.permanent if permanent else wf.policy.taint.transient
     device = wf.inp.device.resource_id
-    wf.enter(Phase.TAINTING, "taint", f"tainting {device} {effect.value} so no new pod gets it")
+    fenced = wf.state.taint_rule  # taken before the checkpoint: this raises it
+    doing = f"raising {device}'s taint to {effect.value}" if fenced else f"tainting {device} {effect.value}"
+    wf.enter(Phase.TAINTING, "taint", f"{doing} so no new pod gets it")
     evicts = " (evicts the pods using it)" if effect is Effect.NO_EXECUTE else ""
     if not await clear_to(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
                           no_execute=effect is Effect.NO_EXECUTE):
@@ -107,8 +163,14 @@ async def taint(wf: DeviceIncidentWorkflow, permanent: bool) -> None:
         **activity_options(wf.policy.steps.taint, f"taint {device} {effect.value}"),
     )
     wf.finished("taint")
-    telemetry.quarantined(wf, effect.value)
     wf.state.taint_rule = result.rule_name
+    if fenced:
+        left = "" if result.effect is effect else f" (left at {result.effect.value}: edited by an operator)"
+        wf.note("taint", f"DeviceTaintRule {result.rule_name} raised to {effect.value} after the checkpoint{left}")
+        await tell_pods(wf, "tainted", f"device {device} taint raised to {result.effect.value}{evicts} now the "
+                                       f"checkpoint is taken (DeviceTaintRule {result.rule_name})", warning=True)
+        return
+    telemetry.quarantined(wf, effect.value)
     wf.note("taint", f"DeviceTaintRule {result.rule_name} ({effect.value}, "
                      f"{'created' if result.created else 'already present'})")
     await tell_pods(wf, "tainted", f"device {device} tainted {effect.value}{evicts} by DeviceTaintRule "

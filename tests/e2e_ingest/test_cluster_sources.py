@@ -260,7 +260,10 @@ async def test_an_ingest_restart_between_two_events_loses_neither(
     assert state.permanence is Permanence.PERMANENT and "48" in state.why
     watcher = second.source("pod-status")
     assert watcher.stats.resumed_from is not None and watcher.stats.lists == 0, watcher.stats
-    assert await runs(client, task_queue, f"device/{pod_a['devices'][0]}") == 1
+    wid_a = f"device/{pod_a['devices'][0]}"
+    assert await runs(client, task_queue, wid_a) == 1, [
+        (w.run_id, w.status, w.start_time, w.close_time)
+        async for w in client.list_workflows(f"WorkflowId = '{wid_a}'")]
 
 
 async def test_two_ingest_replicas_open_one_workflow_per_device(

@@ -66,9 +66,11 @@ class FakeCluster:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self.taint_error: str | None = None
+        self.checkpoint_error: str | None = None
         self.discover_delay_s = 0.0
         self.notice_delay_s = 0.0
-        self.order: list[str] = []  # taint_device and each notice's end, as they happened
+        self.order: list[str] = []  # taint_device, request_checkpoints and each notice's end, as they happened
+        self.taint_effects: list[str] = []
         self.restart_verifies = True
         self.health = Health.HEALTHY
         self.node_reports: list[NodeReportInput] = []
@@ -91,6 +93,9 @@ class FakeCluster:
         @activity.defn(name="request_checkpoints")
         async def request_checkpoints(inp: CheckpointInput) -> CheckpointReport:
             self.calls["request_checkpoints"] += 1
+            self.order.append("request_checkpoints")
+            if self.checkpoint_error:
+                raise ApplicationError("API unavailable", type=self.checkpoint_error)
             return CheckpointReport(results=[
                 PodCheckpoint(pod=p.name, method="annotation", status=CheckpointStatus.SAVED,
                               checkpoint_id=f"ckpt-{inp.request_id}") for p in inp.pods
@@ -100,6 +105,7 @@ class FakeCluster:
         async def taint_device(inp: TaintInput) -> TaintResult:
             self.calls["taint_device"] += 1
             self.order.append("taint_device")
+            self.taint_effects.append(inp.effect.value)
             if self.taint_error:
                 raise ApplicationError("API unavailable", type=self.taint_error)
             return TaintResult(rule_name=inp.device.object_name, created=True, effect=inp.effect)

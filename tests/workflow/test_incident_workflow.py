@@ -14,6 +14,7 @@ from podmedic.incident import IncidentOutcome
 from podmedic.models import DeviceRef, Health, Outcome
 from podmedic.policy_file import PolicySet, parse_policy
 from tests.workflow.fakes import DEVICE, FakeCluster, event
+from tests.workflow.operator_helpers import outcome_of
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -133,7 +134,10 @@ async def test_transient_path_and_replay(time_skipping_env: WorkflowEnvironment,
         await _open(client, task_queue, device=device)
         outcome = await _outcome(client, device)
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
-    assert outcome.steps == ["detect", "checkpoint", "taint", "recover", "close"]
+    # NoSchedule evicts nothing: the device is fenced before the workload is asked to save.
+    assert outcome.steps == ["detect", "taint", "checkpoint", "recover", "close"]
+    assert fake.order.index("taint_device") < fake.order.index("request_checkpoints")
+    assert fake.taint_effects == ["NoSchedule"]
     assert outcome.checkpoint_ids and outcome.checkpoint_ids[0].startswith("ckpt-")
     assert outcome.taint_removed and fake.calls["remove_taint"] == 1
     history = await client.get_workflow_handle(device.workflow_id).fetch_history()
@@ -151,7 +155,8 @@ async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
         await _open(client, task_queue, device=device, code=79)
         outcome = await _outcome(client, device)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR
-    assert outcome.steps == ["detect", "checkpoint", "taint", "recover", "ticket", "close"]
+    assert outcome.steps == ["detect", "taint", "checkpoint", "recover", "ticket", "close"]
+    assert fake.taint_effects == ["NoExecute"]  # no checkpoint to wait for: evicting at once loses nothing
     assert fake.calls["request_checkpoints"] == 0
     assert fake.calls["restart_in_place"] == 0 and fake.calls["reschedule_same_node"] == 1
     assert fake.calls["file_ticket"] == 1 and outcome.ticket_id == "T-1"
@@ -170,8 +175,76 @@ async def test_pod_notices_are_written_behind_the_pipeline_in_step_order(
         outcome = await _outcome(client, device)
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
     reasons = [n.reason for n in fake.notices]
-    assert reasons == ["PodmedicIncidentOpened", "PodmedicCheckpointed", "PodmedicDeviceTainted",
+    assert reasons == ["PodmedicIncidentOpened", "PodmedicDeviceTainted", "PodmedicCheckpointed",
                        "PodmedicRestarted", "PodmedicIncidentClosed"]
     # The taint came before the first notice was written, and the incident closed only after the last.
     assert fake.order.index("taint_device") < fake.order.index("PodmedicIncidentOpened")
     assert fake.order[-1] == "PodmedicIncidentClosed"
+
+
+def _policy_with(taint: str) -> PolicySet:
+    """The test policy with ``taint`` (YAML flow-mapping entries) added to the driver default."""
+    return parse_policy(f"""
+drivers:
+  default:
+    close: {{anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}}
+    ticket: {{url: "http://tickets.invalid", wait_resolution_s: 60, poll_s: 5}}
+    {taint}
+""")
+
+
+async def test_an_evicting_taint_fences_first_and_is_raised_after_the_checkpoint(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-1")
+    policy = _policy_with("taint: {transient: NoExecute}\n    approvals: {gates: [{action: taint_no_execute, "
+                          "timeout_s: 60, on_timeout: proceed}]}")
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device, policy=policy)
+        # a gate's timer: time is moved on by hand (see outcome_of)
+        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+        outcome = await outcome_of(time_skipping_env, handle)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
+    # NoSchedule at once (ungated, evicts nothing), the checkpoint, then the gated NoExecute.
+    assert fake.taint_effects == ["NoSchedule", "NoExecute"]
+    assert [o for o in fake.order if not o.startswith("Podmedic")] == [
+        "taint_device", "request_checkpoints", "taint_device"]
+    notes = [t.message for t in outcome.timeline if t.step in ("taint", "approval")]
+    assert notes[0].endswith("(NoSchedule, created)"), notes
+    assert any("taint needs approval" in n for n in notes) and "raised to NoExecute after the checkpoint" in notes[-1]
+
+
+async def test_a_taint_waiting_for_approval_lets_the_checkpoint_go_first(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-2")
+    policy = _policy_with("approvals: {gates: [{action: taint, timeout_s: 60, on_timeout: proceed}]}")
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device, policy=policy)
+        # a gate's timer: time is moved on by hand (see outcome_of)
+        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+        outcome = await outcome_of(time_skipping_env, handle)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
+    assert outcome.steps == ["detect", "checkpoint", "taint", "recover", "close"]
+    assert fake.taint_effects == ["NoSchedule"]
+
+
+async def test_a_checkpoint_step_that_gives_up_does_not_stop_the_remediation(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-3")
+    policy = _policy_with("steps: {checkpoint: {retry: {initial_interval_s: 1, max_attempts: 3}}}")
+    fake = FakeCluster()
+    fake.checkpoint_error = "ServerError"
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device, policy=policy)
+        outcome = await _outcome(client, device)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE, outcome.explanation
+    assert fake.calls["request_checkpoints"] == 3 and fake.calls["restart_in_place"] == 1
+    notes = [t.message for t in outcome.timeline if t.step == "checkpoint"]
+    assert any("failed" in n and "the checkpoint step gave up: ServerError: API unavailable" in n for n in notes), notes
