@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.guard import PermitAnswer, PermitRelease, PermitRequest
     from podmedic.incident import PendingApproval, Phase
     from workflows import search
+    from workflows.options import URGENT
 
 if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
@@ -48,6 +49,7 @@ async def _ask(wf: DeviceIncidentWorkflow, step: str, *, probe: bool = False,
         # No answer, no disruption: a real ask retries until the guard answers; a dry-run probe gives up.
         retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3 if probe else 0),
         summary=f"ask the fleet guard: {step} {wf.inp.device.resource_id}"[:200],
+        priority=URGENT,  # the answer stands between a failed device and its taint
     )
 
 

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.closing import Closer, dry_run_close
     from workflows.notices import drain, tell_pods
     from workflows.operators import OperatorHandlers
-    from workflows.options import activity_options
+    from workflows.options import URGENT, activity_options
     from workflows.recovery import run_ladder
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
@@ -237,6 +237,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=5)),
                 summary=f"report to node {node}'s watch",
+                priority=URGENT,
             )
         except ActivityError as err:
             self.note("correlate", f"node {node} not told (correlation skipped): {err.cause or err}")
@@ -251,7 +252,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             DiscoverActivities.discover_device,
             DiscoverInput(incident_id=self.state.incident_id, device=self.inp.device,
                           reported_by=list(dict.fromkeys(e.pod for e in self.events if e.pod))),
-            **activity_options(self.policy.steps.discover, f"find pods on {self.inp.device.resource_id}"),
+            **activity_options(self.policy.steps.discover, f"find pods on {self.inp.device.resource_id}",
+                               priority=URGENT),
         )
         self.state.pods = discovery.pods
         self.state.node = discovery.node or self.state.node

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.policy import Effect
     from podmedic.steps import TaintInput
     from workflows import node_guard
+    from workflows.options import URGENT
 
 if TYPE_CHECKING:
     from workflows.node_incident import NodeIncidentWorkflow
@@ -63,7 +64,8 @@ async def run(wf: NodeIncidentWorkflow) -> str:
     why = f"node incident: devices {devices} failed together"
     result = await workflow.execute_activity_method(QuarantineActivities.quarantine_node, _request(wf, why),
                                                     summary=f"cordon and taint node {wf.inp.node}",
-                                                    start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+                                                    start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY,
+                                                    priority=URGENT)  # its devices wait for it to be tainted
     if not result.node_found:
         return f"node {wf.inp.node} not found: nothing to quarantine"
     wf.state.quarantined = True

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
     from podmedic.incident import StepNotice
     from podmedic.models import PodKey
+    from workflows.options import BACKGROUND
 
 if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
@@ -85,6 +86,7 @@ async def _record(wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
             retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=5),
                                      non_retryable_error_types=["InvalidObject", "Forbidden"]),
             summary=f"pod Event {notice.reason} on {', '.join(p.name for p in notice.pods)}"[:200],
+            priority=BACKGROUND,
         )
     except ActivityError as err:
         wf.note("notice", f"{notice.reason} not recorded on the pods: {err.cause or err}")

@@ -1,4 +1,10 @@
-"""Activity options from a driver's step policy."""
+"""Activity options from a driver's step policy, and the task priorities podmedic uses.
+
+Temporal dispatches a backlogged task queue by priority key (1 first, 3 by default). In a storm
+the activities between a device's failure and its taint go first (``URGENT``), ahead of the
+checkpoints and recoveries of devices already tainted, and the pods' Events go last
+(``BACKGROUND``): nobody waits for them.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,15 @@ from datetime import timedelta
 from typing import TypedDict
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.policy import StepPolicy
+
+
+URGENT = Priority(priority_key=1)
+NORMAL = Priority(priority_key=3)
+BACKGROUND = Priority(priority_key=5)
 
 
 class ActivityOptions(TypedDict):
@@ -19,9 +30,11 @@ class ActivityOptions(TypedDict):
     heartbeat_timeout: timedelta | None
     retry_policy: RetryPolicy
     summary: str
+    priority: Priority
 
 
-def activity_options(step: StepPolicy, summary: str, *, min_start_to_close_s: float = 0) -> ActivityOptions:
+def activity_options(step: StepPolicy, summary: str, *, min_start_to_close_s: float = 0,
+                     priority: Priority = NORMAL) -> ActivityOptions:
     """Timeouts and retries of one step, exactly as the driver's policy says."""
     retry = step.retry
     return ActivityOptions(
@@ -35,4 +48,5 @@ def activity_options(step: StepPolicy, summary: str, *, min_start_to_close_s: fl
             non_retryable_error_types=list(retry.non_retryable_errors),
         ),
         summary=summary[:200],
+        priority=priority,
     )

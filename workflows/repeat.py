@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.history import HistoryActivities, PreviousIncidentsInput
     from podmedic.models import Permanence
     from podmedic.policy import LadderRung
+    from workflows.options import URGENT
 
 if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
@@ -37,6 +38,7 @@ async def check(wf: DeviceIncidentWorkflow) -> None:
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
             summary=f"earlier incidents of {wf.inp.device.resource_id} within {rule.window_s:g}s",
+            priority=URGENT,
         )
     except ActivityError as err:  # visibility down: the incident goes on as classified
         wf.note("classify", f"repeat-offender check skipped: visibility did not answer ({err.cause or err})")

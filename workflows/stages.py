@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import guarded, node_cover, telemetry
     from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods
-    from workflows.options import activity_options
+    from workflows.options import URGENT, activity_options
 
 if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
@@ -160,7 +160,7 @@ async def taint(wf: DeviceIncidentWorkflow, effect: Effect) -> None:
     result = await workflow.execute_activity_method(
         TaintActivities.taint_device,
         TaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, effect=effect, reason=wf.state.why),
-        **activity_options(wf.policy.steps.taint, f"taint {device} {effect.value}"),
+        **activity_options(wf.policy.steps.taint, f"taint {device} {effect.value}", priority=URGENT),
     )
     wf.finished("taint")
     wf.state.taint_rule = result.rule_name

@@ -141,6 +141,14 @@ async def test_transient_path_and_replay(time_skipping_env: WorkflowEnvironment,
     assert outcome.checkpoint_ids and outcome.checkpoint_ids[0].startswith("ckpt-")
     assert outcome.taint_removed and fake.calls["remove_taint"] == 1
     history = await client.get_workflow_handle(device.workflow_id).fetch_history()
+    priorities = {e.activity_task_scheduled_event_attributes.activity_type.name:
+                  e.activity_task_scheduled_event_attributes.priority.priority_key
+                  for e in history.events if e.HasField("activity_task_scheduled_event_attributes")}
+    # Before the taint first (a storm's backlog dispatches it ahead), pod Events last.
+    assert {k: priorities[k] for k in ("report_to_node", "discover_device", "taint_device", "request_checkpoints",
+                                       "notify_step")} == {"report_to_node": 1, "discover_device": 1,
+                                                           "taint_device": 1, "request_checkpoints": 3,
+                                                           "notify_step": 5}, priorities
     await Replayer(workflows=[DeviceIncidentWorkflow], data_converter=client.data_converter).replay_workflow(history)
 
 
