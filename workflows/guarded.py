@@ -53,9 +53,10 @@ async def _ask(wf: DeviceIncidentWorkflow, step: str, *, probe: bool = False,
     )
 
 
-async def permit(wf: DeviceIncidentWorkflow, step: str, action: str) -> bool:
+async def permit(wf: DeviceIncidentWorkflow, step: str, action: str, *, wait: bool = True) -> bool | None:
     """Whether ``step`` may be taken now: waits while the guard holds it; False when an operator
-    skipped it meanwhile. In dry run the guard is only asked what it would do."""
+    skipped it meanwhile; ``None`` when the guard holds it and ``wait`` is off. In dry run the
+    guard is only asked what it would do."""
     if not guarded(wf):
         return True
     if wf.policy.dry_run:
@@ -79,6 +80,8 @@ async def permit(wf: DeviceIncidentWorkflow, step: str, action: str) -> bool:
                 wf.note("guard", f"{step} allowed by the fleet guard: {answer.detail}")
                 wf.enter(resume, None, f"{step} allowed by the fleet guard; going on")
             return True
+        if not wait:
+            return None
         if held != answer.detail:
             held = answer.detail
             wf.note("guard", f"{step} held by the fleet guard ({answer.limit}): {answer.detail}")

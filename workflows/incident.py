@@ -1,4 +1,4 @@
-"""The device incident workflow: detect → taint ⇄ checkpoint → recover → ticket → close.
+"""The device incident workflow: detect → fence → checkpoint → taint → recover → ticket → close.
 
 One workflow per device (id ``device/<driver>/<pool>/<device>``). Health events arrive as
 signals (signal-with-start), so duplicates and several ingest replicas join one incident.
@@ -130,6 +130,9 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.upsert(search.FAILURE_MODE, verdict.failure_mode.value)
         if not verdict.actionable:
             raise IncidentStopped(Outcome.NOT_ACTIONABLE, verdict.why)
+        if "detect" not in self.state.steps:  # detected and classified: the fence may come before discovery
+            self.state.steps.append("detect")
+        fenced = await stages.fence(self)
         if workflow.patched(CONCURRENT_OPEN):
             # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
             *_, discovery = await asyncio.gather(self._report_to_node(event), repeat.check(self), self._discover())
@@ -140,7 +143,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         permanent = self.permanent
         await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
                                         f"podmedic will checkpoint, taint and recover", warning=True)
-        await stages.checkpoint_and_taint(self, discovery, permanent)
+        await stages.checkpoint_and_taint(self, discovery, permanent, fenced)
 
         rungs = repeat.ladder(self, self.policy.recovery.permanent if permanent else self.policy.recovery.transient)
         self.enter(Phase.RECOVERING, "recover", f"recovering {len(discovery.pods)} pod(s)")

@@ -34,6 +34,7 @@ REASONS = {
     "awaiting_approval": "PodmedicAwaitingApproval",
     "checkpointed": "PodmedicCheckpointed",
     "tainted": "PodmedicDeviceTainted",
+    "taint_raised": "PodmedicTaintRaised",
     "restarted": "PodmedicRestarted",
     "rescheduled": "PodmedicRescheduled",
     "ticketed": "PodmedicTicketed",

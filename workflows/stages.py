@@ -1,14 +1,16 @@
-"""The disruptive-side stages before recovery: checkpoint the workload, taint the device.
+"""The disruptive-side stages: fence and taint the device, checkpoint the workload.
 
 Each may be gated by the driver's approval policy and skipped by an operator; each tells
 the affected pods what it did.
 
-The taint comes first when it can be taken at once (patch ``taint-first``): a ``NoSchedule``
-rule evicts nothing, so it need not wait for the checkpoint, and every second it waits a
-scheduler may hand the failed device to a new pod. Only a ``NoExecute`` taint that would evict
-a workload about to save its state waits for the checkpoint (a ``NoSchedule`` rule fences the
-device meanwhile and is raised afterwards), and a taint at an approval gate waits too, so the
-checkpoint never waits on a person.
+The incident's first action is a fence (patch ``taint-first``): a ``NoSchedule``
+DeviceTaintRule, taken as soon as the event is classified, before discovery and the
+checkpoint. It evicts nothing, so nothing has to wait for it, and every second it waited a
+scheduler could hand the failed device to a new pod. The policy's effect follows the
+checkpoint: a ``NoExecute`` taint evicts the pods, which is what must not happen before they
+have saved, so the fence is raised to it then. A taint held at an approval gate is not
+fenced: it comes after the checkpoint, as before the patch, so the checkpoint never waits on a
+person.
 """
 
 from __future__ import annotations
@@ -41,31 +43,34 @@ if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
 
 TAINT_FIRST = "taint-first"
-"""Patch: the taint is taken before the checkpoint when it evicts nothing (it always came after)."""
+"""Patch: a NoSchedule fence is the incident's first action (the taint came after the checkpoint)."""
 
 
-async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> None:
-    """Checkpoint the workload and taint the device, in the order the module's doc gives."""
+async def fence(wf: DeviceIncidentWorkflow) -> bool:
+    """Fence the device with a ``NoSchedule`` rule now, before discovery and the checkpoint.
+
+    False (nothing done) for incidents recorded before the patch, in dry run, when the taint
+    waits at an approval gate and when the fleet guard holds taints now: then the taint comes
+    after the checkpoint, as it always did (the fence never waits, so correlation and the
+    checkpoint never wait behind it).
+    """
+    if not workflow.patched(TAINT_FIRST) or wf.policy.dry_run or gate_of(wf, "taint") is not None:
+        return False
+    effect_now = wf.policy.taint.permanent if wf.permanent else wf.policy.taint.transient
+    return await taint(wf, Effect.NO_SCHEDULE, final=effect_now is Effect.NO_SCHEDULE, wait_for_guard=False)
+
+
+async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool,
+                               fenced: bool) -> None:
+    """Checkpoint the workload, then taint the device with the policy's effect (after a fence:
+    raise the fence to it when it evicts, which is what had to wait for the checkpoint)."""
     effect = wf.policy.taint.permanent if permanent else wf.policy.taint.transient
-    if not workflow.patched(TAINT_FIRST):
-        wf.state.checkpoint = await checkpoint(wf, discovery, permanent)
-        await taint(wf, effect)
-        return
-    fence = fence_effect(wf, discovery, permanent, effect)
-    if fence is not None:
-        await taint(wf, fence)
+    if fenced and wf.state.taint_rule:
+        await tell_pods(wf, "tainted", f"device {wf.inp.device.resource_id} tainted NoSchedule by DeviceTaintRule "
+                                       f"{wf.state.taint_rule} (no new pod gets it): {wf.state.why}", warning=True)
     wf.state.checkpoint = await checkpoint(wf, discovery, permanent)
-    if fence is None or (fence is not effect and wf.state.taint_rule):
+    if not fenced or (wf.state.taint_rule and effect is not Effect.NO_SCHEDULE):
         await taint(wf, effect)
-
-
-def fence_effect(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool, effect: Effect) -> Effect | None:
-    """The taint to take before the checkpoint; ``None`` when the taint waits for the checkpoint."""
-    if effect is Effect.NO_EXECUTE and _skip_reason(wf, discovery, permanent) is None:
-        effect = Effect.NO_SCHEDULE  # evicting now would lose what the checkpoint is about to save
-    if gate_of(wf, "taint", no_execute=effect is Effect.NO_EXECUTE) is not None:
-        return None
-    return effect
 
 
 def _skip_reason(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> str | None:
@@ -136,42 +141,60 @@ def _unsaved(pods: list[PodRef], status: CheckpointStatus, reason: str, request_
     ])
 
 
-async def taint(wf: DeviceIncidentWorkflow, effect: Effect) -> None:
-    """Create the incident's DeviceTaintRule with ``effect``, or raise its effect to it."""
-    if node_cover.skip_taint(wf):
-        return
+async def taint(wf: DeviceIncidentWorkflow, effect: Effect, *, final: bool = True, wait_for_guard: bool = True) -> bool:
+    """Create the incident's DeviceTaintRule with ``effect``, or raise its effect to it.
+
+    A fence that may still be raised is not ``final``: an operator can still skip the taint
+    step. False only when the fleet guard holds the taint and ``wait_for_guard`` is off.
+    """
     device = wf.inp.device.resource_id
     fenced = wf.state.taint_rule  # taken before the checkpoint: this raises it
+    if fenced and node_cover.covered(wf):
+        wf.note("taint", f"DeviceTaintRule {fenced} left at NoSchedule: node incident {node_cover.covered(wf)} "
+                         "quarantines the node")
+        return True
+    if node_cover.skip_taint(wf):
+        return True
     doing = f"raising {device}'s taint to {effect.value}" if fenced else f"tainting {device} {effect.value}"
     wf.enter(Phase.TAINTING, "taint", f"{doing} so no new pod gets it")
     evicts = " (evicts the pods using it)" if effect is Effect.NO_EXECUTE else ""
+    kept = f"DeviceTaintRule {fenced} left at NoSchedule" if fenced else "no DeviceTaintRule"
     if not await clear_to(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
                           no_execute=effect is Effect.NO_EXECUTE):
-        wf.note("taint", f"no DeviceTaintRule: skipped by an operator ({wf.state.skip['taint']})")
-        return
-    if not await guarded.permit(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}"):
-        wf.note("taint", f"no DeviceTaintRule: skipped by an operator ({wf.state.skip['taint']})")
-        return
+        wf.note("taint", f"{kept}: skipped by an operator ({wf.state.skip['taint']})")
+        return True
+    allowed = await guarded.permit(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
+                                   wait=wait_for_guard)
+    if allowed is None:
+        wf.note("taint", "no fence: the fleet guard holds taints now; the taint waits for it after the checkpoint")
+        return False
+    if not allowed:
+        wf.note("taint", f"{kept}: skipped by an operator ({wf.state.skip['taint']})")
+        return True
     if wf.policy.dry_run:
         wf.note("taint", f"dry-run: would taint {device} {effect.value}{evicts} (DeviceTaintRule "
                          f"{wf.inp.device.object_name})")
-        return
+        return True
     wf.running = "taint"
     result = await workflow.execute_activity_method(
         TaintActivities.taint_device,
         TaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, effect=effect, reason=wf.state.why),
         **activity_options(wf.policy.steps.taint, f"taint {device} {effect.value}", priority=URGENT),
     )
-    wf.finished("taint")
+    if final:
+        wf.finished("taint")
+    else:
+        wf.running = None
     wf.state.taint_rule = result.rule_name
     if fenced:
         left = "" if result.effect is effect else f" (left at {result.effect.value}: edited by an operator)"
         wf.note("taint", f"DeviceTaintRule {result.rule_name} raised to {effect.value} after the checkpoint{left}")
-        await tell_pods(wf, "tainted", f"device {device} taint raised to {result.effect.value}{evicts} now the "
+        await tell_pods(wf, "taint_raised", f"device {device} taint raised to {result.effect.value}{evicts} now the "
                                        f"checkpoint is taken (DeviceTaintRule {result.rule_name})", warning=True)
-        return
+        return True
     telemetry.quarantined(wf, effect.value)
     wf.note("taint", f"DeviceTaintRule {result.rule_name} ({effect.value}, "
                      f"{'created' if result.created else 'already present'})")
     await tell_pods(wf, "tainted", f"device {device} tainted {effect.value}{evicts} by DeviceTaintRule "
                                    f"{result.rule_name}: {wf.state.why}", warning=True)
+    return True

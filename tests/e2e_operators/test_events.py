@@ -70,8 +70,8 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     events = _events(ops, permanent)
     reasons = Counter(e.reason for e in events)
     assert set(reasons) == {"PodmedicIncidentOpened", "PodmedicCheckpointed", "PodmedicAwaitingApproval",
-                            "PodmedicDeviceTainted", "PodmedicRescheduled", "PodmedicTicketed",
-                            "PodmedicIncidentClosed"}
+                            "PodmedicDeviceTainted", "PodmedicTaintRaised", "PodmedicRescheduled",
+                            "PodmedicTicketed", "PodmedicIncidentClosed"}
     replacement = done[0]["outcome"]["pod"]["name"]
     assert replacement != permanent_pod["name"]
     per_pod = Counter((e.reason, e.involved_object.name) for e in events)
@@ -82,7 +82,9 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     for e in events:
         assert permanent in e.message and f"/workflows/{permanent.replace('/', '%2F')}/{run_id}/history" in e.message
     tainted = next(e for e in events if e.reason == "PodmedicDeviceTainted")
-    assert tainted.type == "Warning" and "NoExecute" in tainted.message
+    raised = next(e for e in events if e.reason == "PodmedicTaintRaised")  # after the checkpoint: it evicts
+    assert tainted.type == "Warning" and "tainted NoSchedule" in tainted.message
+    assert raised.type == "Warning" and "raised to NoExecute (evicts the pods using it)" in raised.message
 
     transient_reasons = Counter(e.reason for e in _events(ops, transient))
     assert transient_reasons == Counter({"PodmedicIncidentOpened": 1, "PodmedicCheckpointed": 1,

@@ -69,8 +69,9 @@ class FakeCluster:
         self.checkpoint_error: str | None = None
         self.discover_delay_s = 0.0
         self.notice_delay_s = 0.0
-        self.order: list[str] = []  # taint_device, request_checkpoints and each notice's end, as they happened
+        self.order: list[str] = []  # discover, checkpoint, taint and each notice's end, as they happened
         self.taint_effects: list[str] = []
+        self.tainted: set[str] = set()  # the devices that got a DeviceTaintRule
         self.restart_verifies = True
         self.health = Health.HEALTHY
         self.node_reports: list[NodeReportInput] = []
@@ -86,6 +87,7 @@ class FakeCluster:
         @activity.defn(name="discover_device")
         async def discover_device(inp: DiscoverInput) -> Discovery:
             self.calls["discover_device"] += 1
+            self.order.append("discover_device")
             await asyncio.sleep(self.discover_delay_s)
             return Discovery(node=POD.node, pods=[POD],
                              reading=DeviceHealthReading(health=Health.UNHEALTHY, message="XID"))
@@ -106,6 +108,7 @@ class FakeCluster:
             self.calls["taint_device"] += 1
             self.order.append("taint_device")
             self.taint_effects.append(inp.effect.value)
+            self.tainted.add(inp.device.resource_id)
             if self.taint_error:
                 raise ApplicationError("API unavailable", type=self.taint_error)
             return TaintResult(rule_name=inp.device.object_name, created=True, effect=inp.effect)

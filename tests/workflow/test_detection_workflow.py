@@ -76,7 +76,7 @@ async def test_flapping_device_is_one_incident_treated_as_permanent(
     assert state.flapping and state.events_seen == 5
     assert outcome.permanence is Permanence.PERMANENT
     assert "flapping" in " ".join(t.message for t in outcome.timeline)
-    assert fake.calls["taint_device"] == 1 and fake.calls["file_ticket"] == 1
+    assert fake.taint_effects == ["NoSchedule", "NoExecute"] and fake.calls["file_ticket"] == 1
     assert fake.calls["restart_in_place"] == 0  # permanent ladder: no in-place restart of a flapping device
 
 

@@ -164,7 +164,9 @@ async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
         outcome = await _outcome(client, device)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR
     assert outcome.steps == ["detect", "taint", "checkpoint", "recover", "ticket", "close"]
-    assert fake.taint_effects == ["NoExecute"]  # no checkpoint to wait for: evicting at once loses nothing
+    # Fenced before discovery (NoExecute then would evict the pods before they are found), raised after.
+    assert fake.taint_effects == ["NoSchedule", "NoExecute"]
+    assert fake.order.index("taint_device") < fake.order.index("discover_device")
     assert fake.calls["request_checkpoints"] == 0
     assert fake.calls["restart_in_place"] == 0 and fake.calls["reschedule_same_node"] == 1
     assert fake.calls["file_ticket"] == 1 and outcome.ticket_id == "T-1"
@@ -218,7 +220,7 @@ async def test_an_evicting_taint_fences_first_and_is_raised_after_the_checkpoint
     # NoSchedule at once (ungated, evicts nothing), the checkpoint, then the gated NoExecute.
     assert fake.taint_effects == ["NoSchedule", "NoExecute"]
     assert [o for o in fake.order if not o.startswith("Podmedic")] == [
-        "taint_device", "request_checkpoints", "taint_device"]
+        "taint_device", "discover_device", "request_checkpoints", "taint_device"]
     notes = [t.message for t in outcome.timeline if t.step in ("taint", "approval")]
     assert notes[0].endswith("(NoSchedule, created)"), notes
     assert any("taint needs approval" in n for n in notes) and "raised to NoExecute after the checkpoint" in notes[-1]

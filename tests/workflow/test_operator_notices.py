@@ -33,7 +33,8 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.mark.parametrize(("code", "steps", "outcome"), [
     (31, ["opened", "tainted", "checkpointed", "restarted", "closed"], Outcome.RECOVERED_IN_PLACE),
-    (79, ["opened", "tainted", "checkpointed", "rescheduled", "awaiting_approval", "ticketed", "closed"],
+    (79, ["opened", "tainted", "checkpointed", "taint_raised", "rescheduled", "awaiting_approval", "ticketed",
+          "closed"],
      Outcome.RESOLVED_BY_VENDOR),
 ])
 async def test_one_pod_event_per_step_in_order(env: WorkflowEnvironment, task_queue: str, code: int,
