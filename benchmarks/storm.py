@@ -7,10 +7,12 @@ first event until every device is tainted and until every workload is verified r
 and each process's CPU seconds (what limits the figure).
 
 ``--node-quarantine`` runs the storm with the default policy's node quarantine on: a node
-whose devices fail together becomes one node incident that cordons and taints the node, and
-its devices get no rule of their own. A device then counts as tainted when the node's
-quarantine was in place (its node incident's timeline), or at its event if the node was
-quarantined before its own device was reported.
+whose devices fail together becomes one node incident that cordons and taints the node. Each
+device is fenced by a NoSchedule rule of its own first (it is not yet known to be covered);
+one that got no rule (its incident learnt of the node incident before its fence) counts as
+tainted when the node's quarantine was in place (its node incident's timeline), or at its
+event if the node was quarantined before its own device was reported. The figures also say
+how many nodes were quarantined.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from benchmarks.detection import cpu_seconds
 from benchmarks.fleet import Fault, Sim, Timing, collect, deliverer, fire, wait_closed
@@ -52,6 +55,8 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
         collected = await collect(stack.client, timings)
         covered = await node_covered(stack.client, collected, {p["devices"][0]: p["node"] for p in pods})
         own_rule = sum(1 for t in collected if t.tainted is not None and not t.covered_by)
+        nodes_quarantined = (sum([await _quarantined_at(stack.client, n) is not None
+                                  for n in sorted({p["node"] for p in pods})]) if node_quarantine else 0)
         figures = incident_figures(collected)
     figures["event_to_taint_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_taint_ms"].items()}
     figures["event_to_recovered_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_recovered_ms"].items()}
@@ -59,6 +64,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
     return {"benchmark": "storm", "machine": machine(), "nodes": nodes, "devices": devices, "server": server,
             "server_flags": SERVERS[server], "activities_per_incident": k, "send_s": round(sent_s, 2),
             "node_quarantine": node_quarantine, "covered_by_node": covered, "own_rule": own_rule,
+            "nodes_quarantined": nodes_quarantined,
             "sim_pace": {"workload_step_s": STORM_TIMINGS.workload_step_s,
                          "progress_write_s": STORM_TIMINGS.progress_write_s},
             **figures, "still_running_at_timeout": still, "load_1m": load_1m(),
@@ -84,8 +90,13 @@ async def node_covered(client: Client, timings: list[Timing], node_of: dict[str,
 
 
 async def _quarantined_at(client: Client, node: str) -> float | None:
-    """When the node's incident cordoned and tainted the node (its latest run, read by query)."""
-    state = await client.get_workflow_handle(node_workflow_id(node)).query("get_state", result_type=NodeIncidentState)
+    """When the node's incident cordoned and tainted the node (its latest run, read by query); None
+    when it did not, or there is no node incident."""
+    try:
+        state = await client.get_workflow_handle(node_workflow_id(node)).query("get_state",
+                                                                               result_type=NodeIncidentState)
+    except RPCError:
+        return None
     # "node N cordoned and tainted K:E", or "node N already quarantined (cordoned and tainted K:E)" when the
     # activity's first attempt did it but timed out (a storm): then the retry's time, an upper bound.
     return next((e.at.timestamp() for e in state.timeline if e.step == "quarantine"
@@ -103,7 +114,8 @@ def storm_table(r: dict[str, Any]) -> str:
         f"all {r['tainted']}/{r['devices']} after {r['all_tainted_s']} s",
         f"  event -> recovered:  p50 {rec['p50']:.2f} s  p99 {rec['p99']:.2f} s  max {rec['max']:.2f} s; "
         f"all {r['recovered']}/{r['devices']} after {r['all_recovered_s']} s",
-        *([f"  node quarantine on: {r['covered_by_node']} devices tainted by their node's quarantine, "
+        *([f"  node quarantine on: {r.get('nodes_quarantined', '?')} of {r['nodes']} nodes quarantined; "
+           f"{r['covered_by_node']} devices tainted by their node's quarantine, "
            f"{r['own_rule']} by a DeviceTaintRule of their own, {r['devices'] - r['tainted']} by neither"]
           if r.get("node_quarantine") else []),
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),

@@ -43,8 +43,9 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     skip = ops.cli("incidents", "skip", wid, "taint", "--reason", "quarantined the rack by hand", "--by", "dora")
     assert skip.returncode == 0, skip.stderr
     assert "taint will be skipped (dora: quarantined the rack by hand)" in skip.stdout
-    shown = await ops.wait_phase(wid, "AwaitingVendor")  # no taint, no pods: straight to the vendor ticket
-    assert shown["state"]["taint_rule"] is None
+    shown = await ops.wait_phase(wid, "AwaitingVendor")  # no NoExecute, no pods: straight to the vendor ticket
+    assert shown["state"]["taint_rule"]  # the NoSchedule fence, never raised
+    assert any("left at NoSchedule: skipped by an operator" in t["message"] for t in shown["state"]["timeline"])
     assert [(d["step"], d["decision"], d["by"]) for d in shown["state"]["decisions"]] == [("taint", "skipped", "dora")]
 
     resolved = ops.cli("incidents", "resolve", wid, "--note", "board replaced")

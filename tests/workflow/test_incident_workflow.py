@@ -203,19 +203,22 @@ drivers:
 """)
 
 
+async def _gated(env: WorkflowEnvironment, task_queue: str, fake: FakeCluster, gpu: str,
+                 policy: str) -> IncidentOutcome:
+    """Run one incident on node-0008's ``gpu`` under ``_policy_with(policy)``, through its gates' timers."""
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device=gpu)
+    async with _worker(env.client, task_queue, fake):
+        await _open(env.client, task_queue, device=device, policy=_policy_with(policy))
+        # a gate's timer: time is moved on by hand (see outcome_of)
+        return await outcome_of(env, env.client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id))
+
+
 async def test_an_evicting_taint_fences_first_and_is_raised_after_the_checkpoint(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    client = time_skipping_env.client
-    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-1")
-    policy = _policy_with("taint: {transient: NoExecute}\n    approvals: {gates: [{action: taint_no_execute, "
-                          "timeout_s: 60, on_timeout: proceed}]}")
     fake = FakeCluster()
-    async with _worker(client, task_queue, fake):
-        await _open(client, task_queue, device=device, policy=policy)
-        # a gate's timer: time is moved on by hand (see outcome_of)
-        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
-        outcome = await outcome_of(time_skipping_env, handle)
+    outcome = await _gated(time_skipping_env, task_queue, fake, "gpu-1", "taint: {transient: NoExecute}\n"
+                           "    approvals: {gates: [{action: taint_no_execute, timeout_s: 60, on_timeout: proceed}]}")
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
     # NoSchedule at once (ungated, evicts nothing), the checkpoint, then the gated NoExecute.
     assert fake.taint_effects == ["NoSchedule", "NoExecute"]
@@ -229,15 +232,9 @@ async def test_an_evicting_taint_fences_first_and_is_raised_after_the_checkpoint
 async def test_a_taint_waiting_for_approval_lets_the_checkpoint_go_first(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    client = time_skipping_env.client
-    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-2")
-    policy = _policy_with("approvals: {gates: [{action: taint, timeout_s: 60, on_timeout: proceed}]}")
     fake = FakeCluster()
-    async with _worker(client, task_queue, fake):
-        await _open(client, task_queue, device=device, policy=policy)
-        # a gate's timer: time is moved on by hand (see outcome_of)
-        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
-        outcome = await outcome_of(time_skipping_env, handle)
+    outcome = await _gated(time_skipping_env, task_queue, fake, "gpu-2",
+                           "approvals: {gates: [{action: taint, timeout_s: 60, on_timeout: proceed}]}")
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
     assert outcome.steps == ["detect", "checkpoint", "taint", "recover", "close"]
     assert fake.taint_effects == ["NoSchedule"]
