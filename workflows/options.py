@@ -1,8 +1,9 @@
 """Activity options from a driver's step policy, and the task priorities podmedic uses.
 
 Temporal dispatches a backlogged task queue by priority key (1 first, 3 by default). In a storm
-the activities between a device's failure and its taint go first (``URGENT``), ahead of the
-checkpoints and recoveries of devices already tainted, and the pods' Events go last
+the activities between a device's failure and its taint go first (``URGENT``); the steps after
+the fence (checkpoint, recovery, ticket, close: ``AFTER_FENCE``) come after every workflow's
+tasks (3), so a new incident's first task is not queued behind them; the pods' Events go last
 (``BACKGROUND``): nobody waits for them.
 """
 
@@ -19,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 URGENT = Priority(priority_key=1)
-NORMAL = Priority(priority_key=3)
+AFTER_FENCE = Priority(priority_key=4)
 BACKGROUND = Priority(priority_key=5)
 
 
@@ -34,7 +35,7 @@ class ActivityOptions(TypedDict):
 
 
 def activity_options(step: StepPolicy, summary: str, *, min_start_to_close_s: float = 0,
-                     priority: Priority = NORMAL) -> ActivityOptions:
+                     priority: Priority = AFTER_FENCE) -> ActivityOptions:
     """Timeouts and retries of one step, exactly as the driver's policy says."""
     retry = step.retry
     return ActivityOptions(

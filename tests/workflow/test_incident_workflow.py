@@ -147,7 +147,7 @@ async def test_transient_path_and_replay(time_skipping_env: WorkflowEnvironment,
     # Before the taint first (a storm's backlog dispatches it ahead), pod Events last.
     assert {k: priorities[k] for k in ("report_to_node", "discover_device", "taint_device", "request_checkpoints",
                                        "notify_step")} == {"report_to_node": 1, "discover_device": 1,
-                                                           "taint_device": 1, "request_checkpoints": 3,
+                                                           "taint_device": 1, "request_checkpoints": 4,
                                                            "notify_step": 5}, priorities
     await Replayer(workflows=[DeviceIncidentWorkflow], data_converter=client.data_converter).replay_workflow(history)
 
