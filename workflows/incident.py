@@ -141,8 +141,10 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             await repeat.check(self)
             discovery = await self._discover()
         permanent = self.permanent
+        plan = ("fenced (NoSchedule); podmedic will checkpoint and recover" if self.state.taint_rule
+                else "podmedic will checkpoint, taint and recover")
         await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
-                                        f"podmedic will checkpoint, taint and recover", warning=True)
+                                        f"{plan}", warning=True)
         await stages.checkpoint_and_taint(self, discovery, permanent, fenced)
 
         rungs = repeat.ladder(self, self.policy.recovery.permanent if permanent else self.policy.recovery.transient)

@@ -56,15 +56,20 @@ async def fence(wf: DeviceIncidentWorkflow) -> bool:
     """
     if not workflow.patched(TAINT_FIRST) or wf.policy.dry_run or gate_of(wf, "taint") is not None:
         return False
-    effect_now = wf.policy.taint.permanent if wf.permanent else wf.policy.taint.transient
-    return await taint(wf, Effect.NO_SCHEDULE, final=effect_now is Effect.NO_SCHEDULE, wait_for_guard=False)
+    final = policy_effect(wf, wf.permanent) is Effect.NO_SCHEDULE
+    return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False)
+
+
+def policy_effect(wf: DeviceIncidentWorkflow, permanent: bool) -> Effect:
+    """The DeviceTaintRule effect the driver's policy gives this permanence."""
+    return wf.policy.taint.permanent if permanent else wf.policy.taint.transient
 
 
 async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool,
                                fenced: bool) -> None:
     """Checkpoint the workload, then taint the device with the policy's effect (after a fence:
     raise the fence to it when it evicts, which is what had to wait for the checkpoint)."""
-    effect = wf.policy.taint.permanent if permanent else wf.policy.taint.transient
+    effect = policy_effect(wf, permanent)
     if fenced and wf.state.taint_rule:
         await tell_pods(wf, "tainted", f"device {wf.inp.device.resource_id} tainted NoSchedule by DeviceTaintRule "
                                        f"{wf.state.taint_rule} (no new pod gets it): {wf.state.why}", warning=True)
@@ -149,8 +154,9 @@ async def taint(wf: DeviceIncidentWorkflow, effect: Effect, *, final: bool = Tru
     """
     device = wf.inp.device.resource_id
     fenced = wf.state.taint_rule  # taken before the checkpoint: this raises it
-    if fenced and node_cover.covered(wf):
-        wf.note("taint", f"DeviceTaintRule {fenced} left at NoSchedule: node incident {node_cover.covered(wf)} "
+    node_incident = node_cover.covered(wf)
+    if fenced and node_incident:
+        wf.note("taint", f"DeviceTaintRule {fenced} left at NoSchedule: node incident {node_incident} "
                          "quarantines the node")
         return True
     if node_cover.skip_taint(wf):

@@ -185,6 +185,7 @@ async def test_pod_notices_are_written_behind_the_pipeline_in_step_order(
         outcome = await _outcome(client, device)
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
     reasons = [n.reason for n in fake.notices]
+    assert "fenced (NoSchedule); podmedic will checkpoint and recover" in fake.notices[0].message
     assert reasons == ["PodmedicIncidentOpened", "PodmedicDeviceTainted", "PodmedicCheckpointed",
                        "PodmedicRestarted", "PodmedicIncidentClosed"]
     # The taint came before the first notice was written, and the incident closed only after the last.
