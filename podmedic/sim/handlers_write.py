@@ -156,8 +156,10 @@ async def handle_replace(request: web.Request, target: Target) -> web.Response:
 async def handle_patch(request: web.Request, target: Target) -> web.Response:
     """PATCH an object or its status in any of the three patch formats."""
     content_type = request.headers.get("Content-Type", "")
-    old = get_object(context(request).store, target)
     patch = await read_json(request)
+    # Read the object only after the body: a write landing while the body was awaited would
+    # otherwise make a patch without a resourceVersion fail as a conflict, which it never does.
+    old = get_object(context(request).store, target)
     new = apply_patch(content_type, old, patch)
     if not isinstance(new, dict):
         raise ApiError(422, "the patch must leave an object")
