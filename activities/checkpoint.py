@@ -35,6 +35,8 @@ class CheckpointActivities(KubeActivities):
         current = await self.run(self.kube.get_pod, pod.namespace, pod.name)
         if current is None or current["metadata"].get("uid") != pod.uid:
             return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED, "pod is gone")
+        if (stopped := runner.stopped(pod, current)) is not None:
+            return stopped
         notes = podview.annotations_of(current)
         containers = [c["name"] for c in (current.get("spec") or {}).get("containers") or []]
         try:
@@ -63,7 +65,7 @@ class CheckpointActivities(KubeActivities):
     async def request_checkpoints(self, inp: CheckpointInput) -> CheckpointReport:
         """Ask every pod at once, then wait for all answers or the driver's timeout."""
         runner = MethodRunner(self.kube, inp.request_id, inp.incident_id, time.monotonic() + inp.timeout_s,
-                              inp.poll_s)
+                              inp.poll_s, device_dead=inp.device_dead)
         tasks = [asyncio.create_task(self._one(p, runner)) for p in inp.pods]
         pending = set(tasks)
         # The grace covers the last round trip of a method that started just before the deadline.

@@ -47,6 +47,14 @@ def restart_count(pod: Obj) -> int:
     return sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
+def containers_running(pod: Obj) -> bool:
+    """The pod runs and every container of it is in state ``running`` (none crashed or waiting)."""
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    return (status.get("phase") == "Running" and bool(statuses)
+            and all("running" in (c.get("state") or {}) for c in statuses))
+
+
 def is_ready(pod: Obj) -> bool:
     """Pod condition Ready is True and the pod is not being deleted."""
     if pod["metadata"].get("deletionTimestamp"):
@@ -101,6 +109,7 @@ def pod_ref(pod: Obj) -> PodRef:
         job=job_name(pod),
         restart_count=restart_count(pod),
         containers=[c["name"] for c in spec.get("containers") or []],
+        running=containers_running(pod),
         checkpoint_method=notes.get(CHECKPOINT_METHOD),
         last_checkpoint_id=notes.get(CHECKPOINT_ID),
     )

@@ -173,6 +173,8 @@ class PodRef(BaseModel):
     job: str | None = None
     restart_count: int = 0
     containers: list[str] = Field(default_factory=list)
+    running: bool = Field(False, description="Every container was running when seen: the process can still "
+                                             "answer a checkpoint request, even on a device that failed for good.")
     checkpoint_method: str | None = None
     last_checkpoint_id: str | None = None
 

@@ -51,6 +51,10 @@ class CheckpointStatus(StrEnum):
     FAILED = "failed"
 
 
+STOPPED_ON_DEAD_DEVICE = "not running on a device that failed permanently: cannot save"
+"""Why a pod is not waited for: its process stopped and the device will not run it again."""
+
+
 class CheckpointAggregate(StrEnum):
     """How much of the job was saved: every pod asked, some of them, or none."""
 
@@ -67,6 +71,8 @@ class CheckpointInput(BaseModel):
     pods: list[PodRef]
     timeout_s: float
     poll_s: float
+    device_dead: bool = Field(False, description="The device failed for good: a pod whose containers stop is "
+                                                 "not waited for, since no answer can come from it.")
 
 
 class PodCheckpoint(BaseModel):

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.models import PodRef
     from podmedic.policy import Effect
     from podmedic.steps import (
+        STOPPED_ON_DEAD_DEVICE,
         CheckpointInput,
         CheckpointReport,
         CheckpointStatus,
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 
 TAINT_FIRST = "taint-first"
 """Patch: a NoSchedule fence is the incident's first action (the taint came after the checkpoint)."""
+LIVE_CHECKPOINT = "checkpoint-live-pods"
+"""Patch: after a permanent failure, the pods whose containers still run are asked to save
+(before it, a permanent failure skipped the checkpoint for every pod)."""
 
 
 async def fence(wf: DeviceIncidentWorkflow) -> bool:
@@ -78,17 +82,33 @@ async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery,
         await taint(wf, effect)
 
 
-def _skip_reason(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> str | None:
+def _reachable(pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
+    """The device's pods a checkpoint request can reach, and those it cannot.
+
+    A transient fault leaves every pod worth asking. A device that failed for good cannot run a
+    crashed process again, but a process that still runs can still save (an HBM3 or NVLink
+    error, announced maintenance: the job falls over seconds later), and that is the work the
+    job would otherwise lose back to its last periodic checkpoint.
+    """
+    if not permanent:
+        return pods, []
+    if not workflow.patched(LIVE_CHECKPOINT):
+        return [], pods
+    return [p for p in pods if p.running], [p for p in pods if not p.running]
+
+
+def _skip_reason(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool,
+                 reachable: list[PodRef]) -> str | None:
     """Why no checkpoint is asked for, as far as the policy and the pods tell (operators aside)."""
     policy = wf.policy.checkpoint
     if not discovery.pods:
         return "no pod uses the device"
     if not policy.enabled:
         return f"checkpoints disabled for {wf.policy.driver}"
-    if permanent:
-        return "device failed permanently: it cannot serve a checkpoint"
+    if permanent and not reachable:
+        return "device failed permanently and no pod on it still runs: nothing can save a checkpoint"
     if wf.policy.dry_run:
-        pods = len(discovery.pods) + (len(discovery.job_pods) if policy.whole_job else 0)
+        pods = len(reachable) + (len(discovery.job_pods) if policy.whole_job else 0)
         return f"dry-run: would ask {pods} pod(s) to save a checkpoint ({policy.timeout_s:g}s)"
     return None
 
@@ -98,24 +118,27 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
     unless there is no point or no consent; the report says complete, partial or none."""
     wf.enter(Phase.CHECKPOINTING, "checkpoint", "asking the workload to save its state before anything disruptive")
     policy = wf.policy.checkpoint
-    pods = discovery.pods + (discovery.job_pods if policy.whole_job else [])
-    skip = _skip_reason(wf, discovery, permanent)
+    siblings = discovery.job_pods if policy.whole_job else []
+    reachable, dead = _reachable(discovery.pods, permanent)
+    pods = reachable + siblings
+    skip = _skip_reason(wf, discovery, permanent, reachable)
     if skip is None and not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):
         skip = f"skipped by an operator: {wf.state.skip['checkpoint']}"
     if skip:
-        last = [p.last_checkpoint_id for p in pods if p.last_checkpoint_id]
+        everyone = discovery.pods + siblings
+        last = [p.last_checkpoint_id for p in everyone if p.last_checkpoint_id]
         wf.note("checkpoint", f"skipped: {skip}; last known checkpoint(s): {', '.join(last) or 'none'}")
         await tell_pods(wf, "checkpointed", f"no checkpoint requested: {skip}; last known: {', '.join(last) or 'none'}")
-        return _unsaved(pods, CheckpointStatus.SKIPPED, skip)
+        return _unsaved(everyone, CheckpointStatus.SKIPPED, skip)
     wf.running = "checkpoint"
-    siblings = f" and {len(pods) - len(discovery.pods)} more of their job(s)" if len(pods) > len(discovery.pods) else ""
-    wf.state.doing = f"waiting up to {policy.timeout_s:g}s for {len(discovery.pods)} pod(s){siblings} to save"
+    more = f" and {len(siblings)} more of their job(s)" if siblings else ""
+    wf.state.doing = f"waiting up to {policy.timeout_s:g}s for {len(reachable)} pod(s){more} to save"
     wf.refresh_details()
     try:
         report = await workflow.execute_activity_method(
             CheckpointActivities.request_checkpoints,
             CheckpointInput(incident_id=wf.state.incident_id, request_id=wf.request_id("ckpt"),
-                            pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s),
+                            pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s, device_dead=permanent),
             **activity_options(wf.policy.steps.checkpoint, f"checkpoint {len(pods)} pod(s)",
                                min_start_to_close_s=policy.timeout_s + 30),
         )
@@ -126,10 +149,15 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
         # last known checkpoint, as after a timeout.
         report = _unsaved(pods, CheckpointStatus.FAILED, f"the checkpoint step gave up: {err.cause or err}",
                           wf.request_id("ckpt"))
+    if dead:
+        report.results += _unsaved(dead, CheckpointStatus.SKIPPED, STOPPED_ON_DEAD_DEVICE).results
     wf.finished("checkpoint")
     for r in report.results:
         where = f" at {', '.join(r.locations)}" if r.locations else ""
-        wf.note("checkpoint", f"{r.pod} ({r.method}): {r.status.value} {r.checkpoint_id or ''}{where} {r.reason}"
+        known = r.checkpoint_id or ""
+        if known and r.status is not CheckpointStatus.SAVED:
+            known = f"(last known checkpoint(s): {known})"
+        wf.note("checkpoint", f"{r.pod} ({r.method}): {r.status.value} {known}{where} {r.reason}"
                 .replace("  ", " ").strip())
     wf.note("checkpoint", f"checkpoint {report.summary} (request {report.request_id})")
     saved = ", ".join(f"{r.pod}: {r.status.value} {r.checkpoint_id or ''}".strip() for r in report.results)

@@ -18,7 +18,7 @@ from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
 from activities.kube import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
 from podmedic.models import PodRef
-from podmedic.steps import CheckpointStatus, PodCheckpoint
+from podmedic.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus, PodCheckpoint
 
 CHANGED_BY = "podmedic.io/checkpoint-changed-by"
 ERROR = "podmedic.io/checkpoint-error"
@@ -55,16 +55,30 @@ def recorded(pod: PodRef, notes: dict[str, str], request_id: str, method: str) -
 class MethodRunner:
     """Runs the methods for one request against one cluster (blocking calls in threads)."""
 
-    def __init__(self, kube: KubeGateway, request_id: str, incident_id: str, deadline: float, poll_s: float):
+    def __init__(self, kube: KubeGateway, request_id: str, incident_id: str, deadline: float, poll_s: float,
+                 device_dead: bool = False):
         self.kube = kube
         self.request_id = request_id
         self.incident_id = incident_id
         self.deadline = deadline
         self.poll_s = poll_s
+        self.device_dead = device_dead
+
+    def stopped(self, pod: PodRef, current: podview.Obj) -> PodCheckpoint | None:
+        """On a device that failed for good, a pod whose containers stopped will not answer:
+        say so now rather than at the deadline (on a transient fault it may restart and answer)."""
+        if self.device_dead and not podview.containers_running(current):
+            return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED, STOPPED_ON_DEAD_DEVICE)
+        return None
 
     def remaining(self) -> float:
         """Seconds left before the driver's checkpoint timeout."""
         return self.deadline - time.monotonic()
+
+    async def _stopped_now(self, pod: PodRef) -> PodCheckpoint | None:
+        """``stopped`` on the pod as it is now (an unreachable endpoint may be a dead process)."""
+        current = await asyncio.to_thread(self.kube.get_pod, pod.namespace, pod.name)
+        return None if current is None else self.stopped(pod, current)
 
     def timed_out(self, pod: PodRef, method: str, detail: str = "") -> PodCheckpoint:
         """No answer in time: the last known checkpoint is kept."""
@@ -90,6 +104,8 @@ class MethodRunner:
             if current is None or current["metadata"].get("uid") != pod.uid:
                 return result(pod, "annotation", CheckpointStatus.FAILED, "pod went away before answering")
             found = recorded(pod, podview.annotations_of(current), self.request_id, "annotation")
+            if found is None:
+                found = self.stopped(pod, current)
             if found is not None:
                 return found
             await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
@@ -114,6 +130,8 @@ class MethodRunner:
                 return await self._record(pod, "http", answer)
             if answer.state == "failed" and status not in _UNREACHABLE and status != 0:
                 return result(pod, "http", CheckpointStatus.FAILED, answer.reason)
+            if self.device_dead and (gone := await self._stopped_now(pod)) is not None:
+                return gone
             last = answer.reason
             await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
         return self.timed_out(pod, "http", last)

@@ -75,6 +75,16 @@ async def test_permanent_fault_skips_and_records_last_known(stack: Stack) -> Non
     assert any("last known checkpoint(s): own-step-3" in t.message for t in outcome.timeline)
 
 
+async def test_permanent_fault_still_checkpoints_a_pod_whose_process_runs(stack: Stack) -> None:
+    # XID 79 without a crash: the process runs on (for a while) and can still save its state.
+    [pod] = start_job(stack.sim, checkpoint_method="annotation")
+    _, state = await incident_until_checkpointed(stack, pod, code=79, crash=False)
+    assert state.checkpoint is not None
+    [result] = state.checkpoint.results
+    assert result.status is CheckpointStatus.SAVED, result
+    assert result.checkpoint_id and result.checkpoint_id.startswith(f"{pod['job']}-step-")
+
+
 @pytest.mark.parametrize(("method", "reason"), [
     (None, "pod declares no podmedic.io/checkpoint-method"),
     ("none", "pod declares podmedic.io/checkpoint-method: none"),

@@ -71,6 +71,7 @@ class FakeCluster:
         self.notice_delay_s = 0.0
         self.order: list[str] = []  # discover, checkpoint, taint and each notice's end, as they happened
         self.taint_effects: list[str] = []
+        self.pods: list[PodRef] = [POD]  # what discovery finds on the device
         self.tainted: set[str] = set()  # the devices that got a DeviceTaintRule
         self.restart_verifies = True
         self.health = Health.HEALTHY
@@ -89,7 +90,7 @@ class FakeCluster:
             self.calls["discover_device"] += 1
             self.order.append("discover_device")
             await asyncio.sleep(self.discover_delay_s)
-            return Discovery(node=POD.node, pods=[POD],
+            return Discovery(node=POD.node, pods=list(self.pods),
                              reading=DeviceHealthReading(health=Health.UNHEALTHY, message="XID"))
 
         @activity.defn(name="request_checkpoints")

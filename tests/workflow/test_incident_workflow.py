@@ -13,7 +13,7 @@ from ingest.delivery import deliver_event
 from podmedic.incident import IncidentOutcome
 from podmedic.models import DeviceRef, Health, Outcome
 from podmedic.policy_file import PolicySet, parse_policy
-from tests.workflow.fakes import DEVICE, FakeCluster, event
+from tests.workflow.fakes import DEVICE, POD, FakeCluster, event
 from tests.workflow.operator_helpers import outcome_of
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -171,6 +171,31 @@ async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
     assert fake.calls["restart_in_place"] == 0 and fake.calls["reschedule_same_node"] == 1
     assert fake.calls["file_ticket"] == 1 and outcome.ticket_id == "T-1"
     assert any("skipped" in t.message for t in outcome.timeline if t.step == "checkpoint")
+
+
+async def test_permanent_failure_checkpoints_the_pods_still_running_before_evicting_them(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # An HBM3 or NVLink error leaves the process running for a while: what it can still save is
+    # work the job would lose back to its last periodic checkpoint. A crashed pod is not asked.
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-2")
+    fake = FakeCluster()
+    fake.health = Health.UNHEALTHY
+    live = POD.model_copy(update={"running": True})
+    crashed = POD.model_copy(update={"name": "train-crashed", "uid": "uid-2", "running": False})
+    fake.pods = [live, crashed]
+    async with _worker(client, task_queue, fake):
+        await _open(client, task_queue, device=device, code=79)
+        outcome = await _outcome(client, device)
+    assert fake.calls["request_checkpoints"] == 1
+    assert fake.taint_effects == ["NoSchedule", "NoExecute"]
+    checkpointed = fake.order.index("request_checkpoints")
+    assert fake.order.index("taint_device") < checkpointed < len(fake.order) - fake.order[::-1].index("taint_device")
+    assert outcome.checkpoint == "partial: 1/2 pods"
+    lines = [t.message for t in outcome.timeline if t.step == "checkpoint"]
+    assert any(m.startswith("train-abcde (annotation): saved") for m in lines), lines
+    assert any(m.startswith("train-crashed") and "cannot save" in m for m in lines), lines
 
 
 async def test_pod_notices_are_written_behind_the_pipeline_in_step_order(
