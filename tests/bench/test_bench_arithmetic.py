@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.fleet import Timing
-from benchmarks.goodput import LLAMA3_MIX, draw_faults, effective_ratio
+from benchmarks.goodput import LLAMA3_MIX, draw_faults, duration_for, effective_ratio, interval_h_of
 from benchmarks.orchestration import incident_figures, nodes_for
 from benchmarks.stats import percentile, rate, ratio, summary
 
@@ -61,6 +61,14 @@ def test_fault_mix_draw_follows_the_llama3_proportions() -> None:
     assert [at for at, _ in drawn] == sorted(at for at, _ in drawn)
     assert draw_faults(5, seed=7, duration_s=10) == draw_faults(5, seed=7, duration_s=10)
     assert draw_faults(5, seed=7, duration_s=10) != draw_faults(5, seed=8, duration_s=10)
+
+
+def test_the_run_length_follows_from_the_interruption_interval() -> None:
+    # 16 interruptions of 32 jobs at one per job every 3 real hours: 1.5 h of each job, which
+    # at 60 real seconds to a simulated one is 90 simulated seconds.
+    assert duration_for(16, jobs=32, interval_h=3.0, scale=60.0) == 90.0
+    assert interval_h_of(16, jobs=32, duration_s=90.0, scale=60.0) == 3.0
+    assert interval_h_of(16, jobs=8, duration_s=45.0, scale=60.0) == 0.375  # the old default: 8x Llama 3's rate
 
 
 def test_effective_training_ratio() -> None:
