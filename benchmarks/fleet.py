@@ -4,13 +4,15 @@ The event is delivered the way the ingest delivers it (``ingest.delivery.Deliver
 signal-with-start), right after the simulator was told the device failed, so "event" means
 the moment podmedic is told; detection latency is ``podmedic bench detection``'s subject.
 Latencies are read after the run from each incident's timeline (workflow time of the task
-that saw the step done), so measuring does not load the server being measured.
+that saw the step done), so measuring does not load the server being measured; the taint's
+time is read from the history instead (``fence_time``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from typing import Any
 
 import aiohttp
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 
 from ingest.dedup import RecentStates
 from ingest.delivery import Deliverer
@@ -27,6 +29,8 @@ from podmedic.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.policy_file import PolicySet
 
 DRIVER = "gpu.nvidia.com"
+TAINT = "taint_device"
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
 COVERED = "no DeviceTaintRule: covered by node incident "  # workflows/node_cover.py's timeline line
 
 
@@ -167,6 +171,39 @@ def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
     return timing
 
 
+def local_activity_type(event: Any) -> str | None:
+    """The activity type of a local activity's marker (``None`` for any other event)."""
+    if not event.HasField("marker_recorded_event_attributes"):
+        return None
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER or "data" not in marker.details:
+        return None
+    return str(json.loads(marker.details["data"].payloads[0].data).get("activity_type"))
+
+
+def fence_time(history: WorkflowHistory) -> float | None:
+    """When the server recorded the incident's first taint done: the completion of the taint
+    activity, or the workflow task that carried the local activity's marker (the fence). Either
+    is after the DeviceTaintRule was created: an upper bound, like the timeline's. (The
+    timeline's own time for a local activity is the time its workflow task started, before the
+    rule existed, so it is not used.)"""
+    scheduled: dict[int, str] = {}
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            scheduled[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        done = (e.HasField("activity_task_completed_event_attributes")
+                and scheduled.get(e.activity_task_completed_event_attributes.scheduled_event_id) == TAINT)
+        if done or local_activity_type(e) == TAINT:
+            return e.event_time.ToDatetime(tzinfo=dt.UTC).timestamp()
+    return None
+
+
+def activities_in(history: WorkflowHistory) -> int:
+    """Activities and local activities a history ran: what the bare baseline runs as activities."""
+    return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+               or local_activity_type(e) is not None)
+
+
 async def collect(client: Client, timings: list[Timing], timeout_s: float = 600) -> list[Timing]:
     """Read every incident's outcome into its timing, waiting up to ``timeout_s`` for each: the
     visibility count ``wait_closed`` reads lags, so an incident may still be closing."""
@@ -176,10 +213,13 @@ async def collect(client: Client, timings: list[Timing], timeout_s: float = 600)
         async with gate:
             handle = client.get_workflow_handle(f"device/{timing.resource_id}", result_type=IncidentOutcome)
             try:
-                return read_timeline(timing, await asyncio.wait_for(handle.result(), timeout_s))
+                read_timeline(timing, await asyncio.wait_for(handle.result(), timeout_s))
             except Exception as err:  # still running or failed: reported as such, not as a figure
                 timing.outcome = f"unfinished: {type(err).__name__}"
                 return timing
+            if timing.tainted is not None:
+                timing.tainted = fence_time(await handle.fetch_history()) or timing.tainted
+            return timing
 
     return list(await asyncio.gather(*(one(t) for t in timings)))
 
@@ -188,5 +228,4 @@ async def activities_per_incident(client: Client, resource_id: str) -> int:
     """Activities one incident scheduled (its latest run's history, once it closed): the bare baseline
     runs as many."""
     await client.get_workflow_handle(f"device/{resource_id}").result()
-    history = await client.get_workflow_handle(f"device/{resource_id}").fetch_history()
-    return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    return activities_in(await client.get_workflow_handle(f"device/{resource_id}").fetch_history())

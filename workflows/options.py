@@ -5,6 +5,10 @@ the activities between a device's failure and its taint go first (``URGENT``); t
 the fence (checkpoint, recovery, ticket, close: ``AFTER_FENCE``) come after every workflow's
 tasks (3), so a new incident's first task is not queued behind them; the pods' Events go last
 (``BACKGROUND``): nobody waits for them.
+
+The fence itself is a local activity (``local_activity_options``): it runs inside the workflow
+task that opened the incident, so no task queue (and no priority) stands between the event and
+the DeviceTaintRule.
 """
 
 from __future__ import annotations
@@ -34,20 +38,45 @@ class ActivityOptions(TypedDict):
     priority: Priority
 
 
+class LocalActivityOptions(TypedDict):
+    """The keyword arguments ``workflow.execute_local_activity`` takes for a step."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    local_retry_threshold: timedelta
+    summary: str
+
+
+def _retry(step: StepPolicy) -> RetryPolicy:
+    retry = step.retry
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=retry.initial_interval_s),
+        backoff_coefficient=retry.backoff_coefficient,
+        maximum_interval=timedelta(seconds=retry.max_interval_s),
+        maximum_attempts=retry.max_attempts,
+        non_retryable_error_types=list(retry.non_retryable_errors),
+    )
+
+
 def activity_options(step: StepPolicy, summary: str, *, min_start_to_close_s: float = 0,
                      priority: Priority = AFTER_FENCE) -> ActivityOptions:
     """Timeouts and retries of one step, exactly as the driver's policy says."""
-    retry = step.retry
     return ActivityOptions(
         start_to_close_timeout=timedelta(seconds=max(step.start_to_close_s, min_start_to_close_s)),
         heartbeat_timeout=timedelta(seconds=step.heartbeat_s) if step.heartbeat_s else None,
-        retry_policy=RetryPolicy(
-            initial_interval=timedelta(seconds=retry.initial_interval_s),
-            backoff_coefficient=retry.backoff_coefficient,
-            maximum_interval=timedelta(seconds=retry.max_interval_s),
-            maximum_attempts=retry.max_attempts,
-            non_retryable_error_types=list(retry.non_retryable_errors),
-        ),
+        retry_policy=_retry(step),
         summary=summary[:200],
         priority=priority,
+    )
+
+
+def local_activity_options(step: StepPolicy, summary: str) -> LocalActivityOptions:
+    """The same step as a local activity: the same timeout and retries; a retry that waits longer
+    than its first interval waits on a durable timer, not in the worker (no retry is lost to a
+    restarted worker, and an unlimited policy never holds a worker slot)."""
+    return LocalActivityOptions(
+        start_to_close_timeout=timedelta(seconds=step.start_to_close_s),
+        retry_policy=_retry(step),
+        local_retry_threshold=timedelta(seconds=step.retry.initial_interval_s),
+        summary=summary[:200],
     )

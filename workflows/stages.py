@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.checkpoint import CheckpointActivities
@@ -34,17 +34,21 @@ with workflow.unsafe.imports_passed_through():
         Discovery,
         PodCheckpoint,
         TaintInput,
+        TaintResult,
     )
     from workflows import guarded, node_cover, telemetry
     from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods
-    from workflows.options import URGENT, activity_options
+    from workflows.options import URGENT, activity_options, local_activity_options
 
 if TYPE_CHECKING:
     from workflows.incident import DeviceIncidentWorkflow
 
 TAINT_FIRST = "taint-first"
 """Patch: a NoSchedule fence is the incident's first action (the taint came after the checkpoint)."""
+FENCE_LOCAL = "fence-local-activity"
+"""Patch: the fence is a local activity, run in the workflow task that opened the incident (it
+was an activity task, queued behind every other incident's tasks in a storm)."""
 LIVE_CHECKPOINT = "checkpoint-live-pods"
 """Patch: after a permanent failure, the pods whose containers still run are asked to save
 (before it, a permanent failure skipped the checkpoint for every pod)."""
@@ -61,7 +65,8 @@ async def fence(wf: DeviceIncidentWorkflow) -> bool:
     if not workflow.patched(TAINT_FIRST) or wf.policy.dry_run or gate_of(wf, "taint") is not None:
         return False
     final = policy_effect(wf, wf.permanent) is Effect.NO_SCHEDULE
-    return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False)
+    return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False,
+                       local=workflow.patched(FENCE_LOCAL))
 
 
 def policy_effect(wf: DeviceIncidentWorkflow, permanent: bool) -> Effect:
@@ -165,6 +170,21 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
     return report
 
 
+async def _local_taint(wf: DeviceIncidentWorkflow, request: TaintInput, summary: str) -> TaintResult:
+    """The taint as a local activity. Its failure surfaces as the activity's own error, not as
+    an ``ActivityError`` wrapping it: wrapped here, so a fence that gives up ends the incident
+    as any other step that gives up does."""
+    try:
+        result: TaintResult = await workflow.execute_local_activity_method(
+            TaintActivities.taint_device, request, **local_activity_options(wf.policy.steps.taint, summary))
+    except FailureError as err:
+        if isinstance(err, ActivityError | CancelledError):
+            raise
+        raise ActivityError(f"taint_device: {err}", scheduled_event_id=0, started_event_id=0, identity="",
+                            activity_type="taint_device", activity_id="", retry_state=None) from err
+    return result
+
+
 def _unsaved(pods: list[PodRef], status: CheckpointStatus, reason: str, request_id: str = "") -> CheckpointReport:
     """Every pod with ``status`` and its last known checkpoint."""
     return CheckpointReport(request_id=request_id, results=[
@@ -174,11 +194,13 @@ def _unsaved(pods: list[PodRef], status: CheckpointStatus, reason: str, request_
     ])
 
 
-async def taint(wf: DeviceIncidentWorkflow, effect: Effect, *, final: bool = True, wait_for_guard: bool = True) -> bool:
+async def taint(wf: DeviceIncidentWorkflow, effect: Effect, *, final: bool = True, wait_for_guard: bool = True,
+                local: bool = False) -> bool:
     """Create the incident's DeviceTaintRule with ``effect``, or raise its effect to it.
 
     A fence that may still be raised is not ``final``: an operator can still skip the taint
     step. False only when the fleet guard holds the taint and ``wait_for_guard`` is off.
+    ``local``: as a local activity (the fence), in the workflow task that is running.
     """
     device = wf.inp.device.resource_id
     fenced = wf.state.taint_rule  # taken before the checkpoint: this raises it
@@ -210,11 +232,13 @@ async def taint(wf: DeviceIncidentWorkflow, effect: Effect, *, final: bool = Tru
                          f"{wf.inp.device.object_name})")
         return True
     wf.running = "taint"
-    result = await workflow.execute_activity_method(
-        TaintActivities.taint_device,
-        TaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, effect=effect, reason=wf.state.why),
-        **activity_options(wf.policy.steps.taint, f"taint {device} {effect.value}", priority=URGENT),
-    )
+    request = TaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, effect=effect, reason=wf.state.why)
+    summary = f"taint {device} {effect.value}"
+    if local:
+        result = await _local_taint(wf, request, summary)
+    else:
+        result = await workflow.execute_activity_method(
+            TaintActivities.taint_device, request, **activity_options(wf.policy.steps.taint, summary, priority=URGENT))
     if final:
         wf.finished("taint")
     else:

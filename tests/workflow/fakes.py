@@ -207,3 +207,4 @@ class FakeCluster:
 
         return [quarantine_node, lift_quarantine, hold_taints, release_taints, device_incidents_status,
                 previous_incidents]
+
