@@ -92,10 +92,12 @@ def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dic
     """The Worker options podmedic runs with; the bare baseline (``benchmarks/bare.py``) takes the same."""
     return {
         "max_concurrent_activities": max_concurrent,
-        # Poll new incidents' first tasks as often as running incidents' next ones (SDK default 0.2):
-        # with 1,000 devices failing at once, the default left new incidents waiting behind running ones
-        # (all running after 63 s instead of 23 s in `podmedic bench detection`).
-        "nonsticky_to_sticky_poll_ratio": 1.0,
+        # Poll new incidents' first tasks (the task queue: the fence runs in them) twice as often as
+        # running incidents' next ones (their sticky queue; SDK default 0.2). In a 1,000-device storm:
+        # 0.2 left new incidents waiting behind running ones (all running after 63 s instead of 23 s in
+        # `podmedic bench detection`); 1.0 gave taint p99 47 s, recovered all after 149 s; 2.0 26 s and
+        # 158 s; 4.0 25 s but 220 s (one storm run each, docs/BENCHMARKS.md).
+        "nonsticky_to_sticky_poll_ratio": 2.0,
         # Room for a storm's incidents and their node watches (SDK default 1,000): an incident evicted
         # from the cache is replayed from its whole history on its next task, which a storm can least afford.
         "max_cached_workflows": 2500,
