@@ -94,7 +94,7 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--interval-h", type=float, default=LLAMA3_INTERVAL_H,
                    help="real hours between one job's interruptions; sets the run's length (default: Llama 3's "
-                        "job, 419 in 54 days = %(default).2f h; 0.37 is 8x as often)")
+                        "job, 419 in 54 days = %(default).2f h; 0.375 is 8x as often)")
     p.add_argument("--duration-s", type=float, default=None,
                    help="simulated seconds per policy instead (then the interval follows from it)")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")

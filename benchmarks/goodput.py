@@ -18,7 +18,7 @@ The rate of faults is what the ratio mostly says: by default each job is interru
 as Llama 3's 16K-GPU job was (419 unexpected interruptions in 54 days: one every 3.1 hours),
 the rate at which the published goodput figures (Llama 3 ~90 %, ByteRobust 97 %) were taken;
 ``--interval-h`` sets another. What one interruption costs (GPU-minutes lost per interruption)
-does not depend on the rate and is printed next to the ratio.
+is printed next to the ratio: it is what to compare across rates (it still moves with the draw).
 """
 
 from __future__ import annotations
