@@ -171,14 +171,22 @@ def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
     return timing
 
 
-def local_activity_type(event: Any) -> str | None:
-    """The activity type of a local activity's marker (``None`` for any other event)."""
+def local_activity_marker(event: Any) -> dict[str, Any] | None:
+    """What a local activity's marker records (its ``activity_type``, ``attempt``, ...);
+    ``None`` for any other event."""
     if not event.HasField("marker_recorded_event_attributes"):
         return None
     marker = event.marker_recorded_event_attributes
     if marker.marker_name != LOCAL_ACTIVITY_MARKER or "data" not in marker.details:
         return None
-    return str(json.loads(marker.details["data"].payloads[0].data).get("activity_type"))
+    data: dict[str, Any] = json.loads(marker.details["data"].payloads[0].data)
+    return data
+
+
+def local_activity_type(event: Any) -> str | None:
+    """The activity type of a local activity's marker (``None`` for any other event)."""
+    data = local_activity_marker(event)
+    return None if data is None else str(data.get("activity_type"))
 
 
 def fence_time(history: WorkflowHistory) -> float | None:

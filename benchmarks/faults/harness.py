@@ -23,6 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
+from benchmarks.fleet import local_activity_marker
 from podmedic.incident import IncidentOutcome
 from workers.temporal import connect
 from workers.up import Stack
@@ -272,7 +273,8 @@ class Harness:
         return found
 
     async def attempts(self, incident: Incident) -> dict[str, int]:
-        """Highest attempt each activity type reached, from the history."""
+        """Highest attempt each activity type reached, from the history (local activities' from
+        their markers)."""
         scheduled: dict[int, str] = {}
         top: dict[str, int] = {}
         for event in await self.history_events(incident):
@@ -282,6 +284,9 @@ class Harness:
                 attrs = event.activity_task_started_event_attributes
                 name = scheduled.get(attrs.scheduled_event_id, "?")
                 top[name] = max(top.get(name, 0), attrs.attempt)
+            elif (local := local_activity_marker(event)) is not None:
+                name = str(local.get("activity_type", "?"))
+                top[name] = max(top.get(name, 0), int(local.get("attempt") or 1))
         return top
 
 

@@ -7,6 +7,10 @@ worker's calls of that kind, every incident's, until the kill), waits until the 
 starts a new one. The killed attempt's request may well have reached the API server (the
 simulator serves it after the latency), so the new worker's retry meets the result of the
 old one: that is what must not be done twice.
+
+The fence is a local activity, run inside the incident's first workflow task, so its phase is
+never published: the taint stage waits for ``Opened`` (the phase the incident starts with,
+shown until that task completes) while the fence's create is held.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def _slow(verb: str, resource: str, ms: float = 2500) -> dict[str, Any]:
 STAGES = (
     Stage("detect", frozenset({"Discovering"}), _slow("get", "resourceclaims")),  # discover reads the node's claims
     Stage("checkpoint", frozenset({"Checkpointing"}), job={"checkpoint_answer": "slow:4"}),
-    Stage("taint", frozenset({"Tainting"}), _slow("create", "devicetaintrules")),
+    Stage("taint", frozenset({"Opened"}), _slow("create", "devicetaintrules")),
     Stage("recover", frozenset({"Recovering"}), _slow("create", "pods/eviction")),
     Stage("ticket", frozenset({"Ticketing", "AwaitingVendor"})),
     Stage("close", frozenset({"Untainting"}), _slow("delete", "devicetaintrules")),

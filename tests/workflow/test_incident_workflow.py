@@ -155,16 +155,20 @@ async def test_transient_path_and_replay(time_skipping_env: WorkflowEnvironment,
     await Replayer(workflows=[DeviceIncidentWorkflow], data_converter=client.data_converter).replay_workflow(history)
 
 
-async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
-    time_skipping_env: WorkflowEnvironment, task_queue: str
-) -> None:
-    client = time_skipping_env.client
-    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0006", device="gpu-7")
-    fake = FakeCluster()
+async def _permanent(client: Client, task_queue: str, device: DeviceRef, fake: FakeCluster) -> IncidentOutcome:
+    """An XID 79 (permanent) incident on ``device`` whose health stays bad, run to its outcome."""
     fake.health = Health.UNHEALTHY
     async with _worker(client, task_queue, fake):
         await _open(client, task_queue, device=device, code=79)
-        outcome = await _outcome(client, device)
+        return await _outcome(client, device)
+
+
+async def test_permanent_failure_skips_checkpoint_and_files_one_ticket(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0006", device="gpu-7")
+    fake = FakeCluster()
+    outcome = await _permanent(time_skipping_env.client, task_queue, device, fake)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR
     assert outcome.steps == ["detect", "taint", "checkpoint", "recover", "ticket", "close"]
     # Fenced before discovery (NoExecute then would evict the pods before they are found), raised after.
@@ -181,16 +185,12 @@ async def test_permanent_failure_checkpoints_the_pods_still_running_before_evict
 ) -> None:
     # An HBM3 or NVLink error leaves the process running for a while: what it can still save is
     # work the job would lose back to its last periodic checkpoint. A crashed pod is not asked.
-    client = time_skipping_env.client
     device = DeviceRef(driver="gpu.nvidia.com", pool="node-0008", device="gpu-2")
     fake = FakeCluster()
-    fake.health = Health.UNHEALTHY
     live = POD.model_copy(update={"running": True})
     crashed = POD.model_copy(update={"name": "train-crashed", "uid": "uid-2", "running": False})
     fake.pods = [live, crashed]
-    async with _worker(client, task_queue, fake):
-        await _open(client, task_queue, device=device, code=79)
-        outcome = await _outcome(client, device)
+    outcome = await _permanent(time_skipping_env.client, task_queue, device, fake)
     assert fake.calls["request_checkpoints"] == 1
     assert fake.taint_effects == ["NoSchedule", "NoExecute"]
     checkpointed = fake.order.index("request_checkpoints")
