@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,13 +23,13 @@ from temporalio.client import Client, WorkflowHistory
 
 from ingest.dedup import RecentStates
 from ingest.delivery import Deliverer
+from operators.history import local_activity_marker
 from podmedic.incident import IncidentOutcome
 from podmedic.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.policy_file import PolicySet
 
 DRIVER = "gpu.nvidia.com"
 TAINT = "taint_device"
-LOCAL_ACTIVITY_MARKER = "core_local_activity"
 COVERED = "no DeviceTaintRule: covered by node incident "  # workflows/node_cover.py's timeline line
 
 
@@ -169,18 +168,6 @@ def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
     timing.closed = outcome.timeline[-1].at.timestamp() if outcome.timeline else None
     timing.outcome = outcome.outcome.value
     return timing
-
-
-def local_activity_marker(event: Any) -> dict[str, Any] | None:
-    """What a local activity's marker records (its ``activity_type``, ``attempt``, ...);
-    ``None`` for any other event."""
-    if not event.HasField("marker_recorded_event_attributes"):
-        return None
-    marker = event.marker_recorded_event_attributes
-    if marker.marker_name != LOCAL_ACTIVITY_MARKER or "data" not in marker.details:
-        return None
-    data: dict[str, Any] = json.loads(marker.details["data"].payloads[0].data)
-    return data
 
 
 def local_activity_type(event: Any) -> str | None:

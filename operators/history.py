@@ -9,6 +9,7 @@ plain JSON, so the record reads the same for every podmedic workflow type.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -20,7 +21,8 @@ from temporalio.client import Client, WorkflowHistory
 class Action(BaseModel):
     """One thing the incident did or waited for (an activity or a timer), or an operator's call."""
 
-    kind: str = Field(description="activity, timer, update or signal")
+    kind: str = Field(description="activity, local activity (recorded when its workflow task completed), "
+                                  "timer, update or signal")
     name: str
     summary: str = ""
     at: dt.datetime
@@ -65,8 +67,23 @@ _RUN_END = {
 }
 
 
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
 def _time(event: HistoryEvent) -> dt.datetime:
     return event.event_time.ToDatetime(tzinfo=dt.UTC)
+
+
+def local_activity_marker(event: HistoryEvent) -> dict[str, Any] | None:
+    """What a local activity's marker records (``activity_type``, ``attempt``, ...); ``None``
+    for any other event. The fence runs as one: it has no activity events of its own."""
+    if not event.HasField("marker_recorded_event_attributes"):
+        return None
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER or "data" not in marker.details:
+        return None
+    data: dict[str, Any] = json.loads(marker.details["data"].payloads[0].data)
+    return data
 
 
 class _Reader:
@@ -125,6 +142,15 @@ def read_record(client: Client, workflow_id: str, run_id: str, history: Workflow
                 action.result = r.one(attrs.result)
             elif hasattr(attrs, "failure") and attrs.HasField("failure"):
                 action.detail = attrs.failure.message
+        elif (local := local_activity_marker(ev)) is not None:
+            m = ev.marker_recorded_event_attributes
+            failed = m.HasField("failure")
+            rec.actions.append(Action(
+                kind="local activity", name=str(local.get("activity_type", "?")), at=_time(ev),
+                finished_at=_time(ev), status="failed" if failed else "completed",
+                attempts=int(local.get("attempt") or 1), summary=r.text(ev.user_metadata.summary),
+                detail=m.failure.message if failed else "",
+                result=r.one(m.details["result"]) if "result" in m.details else None))
         elif kind == "timer_started_event_attributes":
             t = ev.timer_started_event_attributes
             open_by_id[ev.event_id] = Action(kind="timer", name=f"timer {t.timer_id}", at=_time(ev),

@@ -23,7 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
-from benchmarks.fleet import local_activity_marker
+from operators.history import local_activity_marker
 from podmedic.incident import IncidentOutcome
 from workers.temporal import connect
 from workers.up import Stack

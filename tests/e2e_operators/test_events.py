@@ -126,3 +126,9 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     assert [(d["step"], d["decision"], d["by"]) for d in rep["decisions"]] == [
         ("taint", "approved", "alice"), ("resolve", "resolved", "vendor-rma")]
     assert rep["outcome"]["ticket_id"] and rep["duration_s"] > 0
+    # The transient incident's fence is a local activity: it has no activity events, only a marker.
+    fenced = json.loads(ops.cli("report", transient, "--format", "json").stdout)
+    local = [a for a in fenced["actions"] if a["kind"] == "local activity"]
+    assert [(a["name"], a["status"], a["attempts"]) for a in local] == [("taint_device", "completed", 1)], local
+    assert local[0]["result"]["effect"] == "NoSchedule" and local[0]["result"]["rule_name"].startswith("podmedic-")
+    assert "taint_device" not in [a["name"] for a in fenced["actions"] if a["kind"] == "activity"]
