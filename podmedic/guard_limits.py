@@ -71,7 +71,9 @@ def evaluate(ledger: Ledger, req: PermitRequest, fleet: FleetSize | None, now: d
         if size <= 0:
             continue  # unknown denominator (no ResourceSlice): the at-once limits still hold
         room = allowed(share, size, policy.min_devices)
-        if len(done) + 1 > room:
+        # A device counts once per window: an incident that was granted before (its fence), gave
+        # its permit back and asks again (its reschedule) is already among ``done``.
+        if len(done - {req.incident_id}) + 1 > room:
             return PermitAnswer(granted=False, limit=limit,
                                 detail=f"{len(done)} of {size} {what} remediated within {policy.window_s:g}s; "
                                        f"limit {share:.0%} ({room})")
@@ -86,14 +88,16 @@ def observe(ledger: Ledger, req: PermitRequest, now: dt.datetime) -> None:
         ledger.seen.append(_observation(req, now))
 
 
-def grant(ledger: Ledger, req: PermitRequest, now: dt.datetime) -> None:
-    """Record that ``req``'s incident holds a permit from now on."""
+def grant(ledger: Ledger, req: PermitRequest, now: dt.datetime, *, shares: bool = True) -> None:
+    """Record that ``req``'s incident holds a permit from now on; with ``shares`` its device counts
+    toward the driver and pool shares (a node incident's does not: its devices count through
+    their own incidents, and counting the node too made a fully failed node one device over)."""
     if req.incident_id in ledger.permits:
         return
     ledger.permits[req.incident_id] = Permit(incident_id=req.incident_id, driver=req.device.driver,
                                              pool=req.device.pool, node=_node(req), since=now,
                                              override_by=req.override_by)
-    if all(o.incident_id != req.incident_id for o in ledger.grants):
+    if shares and all(o.incident_id != req.incident_id for o in ledger.grants):
         ledger.grants.append(_observation(req, now))
     if req.incident_id in ledger.waiting:
         ledger.waiting.remove(req.incident_id)

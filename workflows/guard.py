@@ -35,6 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search
     from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
 
+NODE_NOT_A_DEVICE = "node-permit-not-a-device"
+"""Patch: a node incident's permit does not count toward the driver and pool shares."""
+
 MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
 
@@ -71,7 +74,8 @@ class FleetGuardWorkflow:
                 self._trip(found)
         answer = limits.evaluate(self.ledger, req, self.fleet, now)
         if answer.granted:
-            limits.grant(self.ledger, req, now)
+            # Patch: a node incident's permit no longer counts as one more device of its pool.
+            limits.grant(self.ledger, req, now, shares=req.counts or not workflow.patched(NODE_NOT_A_DEVICE))
         elif req.incident_id not in self.ledger.waiting:
             self.ledger.waiting.append(req.incident_id)
         self.dirty = self.dirty or self.to_open is not None  # only a trip needs the loop (a timer less per ask)

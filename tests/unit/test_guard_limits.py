@@ -86,6 +86,33 @@ def test_pool_share_and_its_floor() -> None:
     assert held.limit == "pool_share" and "pool gpu.nvidia.com/node-0" in held.detail
 
 
+def test_a_device_counts_once_toward_a_share_when_its_incident_asks_again() -> None:
+    # Four devices of one node fenced (4 of 8 = the 50% share), permits given back; the fourth
+    # asks again for its reschedule: it is one of the four, not a fifth.
+    policy = GuardPolicy(max_driver_share=1, max_pool_share=0.5, min_devices=3)
+    ledger = Ledger()
+    for gpu in range(4):
+        assert take(ledger, ask(0, gpu, policy), at(gpu)).granted
+        limits.release(ledger, ask(0, gpu, policy).incident_id)
+    assert take(ledger, ask(0, 3, policy), at(10)).granted
+    held = take(ledger, ask(0, 4, policy), at(11))  # a fifth device is over the share
+    assert held.limit == "pool_share" and "4 of 8" in held.detail
+
+
+def test_a_node_incidents_permit_is_not_one_more_device_of_its_pool() -> None:
+    # All 8 devices of node-0 fail (a 100% share allows them all); the node incident that
+    # quarantines the node holds a permit too, but its devices count through their own incidents.
+    policy = GuardPolicy(max_driver_share=1, max_pool_share=1.0, max_devices_tainted=50)
+    ledger = Ledger()
+    for gpu in range(7):
+        assert take(ledger, ask(0, gpu, policy), at(gpu)).granted
+    node = ask(0, 0, policy).model_copy(update={"incident_id": "node/node-0", "step": "node_quarantine",
+                                                "counts": False})
+    assert limits.evaluate(ledger, node, FLEET, at(8)).granted
+    limits.grant(ledger, node, at(8), shares=False)
+    assert take(ledger, ask(0, 7, policy), at(9)).granted  # the 8th device of 8: within 100%
+
+
 def test_an_operator_override_goes_past_limits_but_not_past_a_storm() -> None:
     policy = GuardPolicy(max_devices_tainted=1)
     ledger = Ledger()
