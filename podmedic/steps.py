@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from podmedic.models import DeviceRef, Health, PodKey, PodRef
-from podmedic.policy import Effect, Eviction, InPlace, Ticket
+from podmedic.policy import Effect, Eviction, InPlace
+from podmedic.ticket_policy import Ticket
 
 
 class DiscoverInput(BaseModel):

@@ -22,8 +22,8 @@ from activities.tickets import evidence as ev
 from activities.tickets import jira, servicenow, webhook
 from activities.tickets.common import TIMEOUT
 from podmedic.models import DeviceRef
-from podmedic.policy import Ticket
 from podmedic.steps import TicketInput, TicketResult, TicketStatusInput
+from podmedic.ticket_policy import Ticket
 
 log = logging.getLogger("podmedic.tickets")
 

@@ -21,8 +21,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.tickets import TicketActivities
-from podmedic.policy import JiraTicket, ServiceNowTicket, Ticket
 from podmedic.steps import TicketInput, TicketStatusInput
+from podmedic.ticket_policy import JiraTicket, ServiceNowTicket, Ticket
 from podmedic.vendors.base import FakeDesk
 from podmedic.vendors.jira import FakeJira
 from podmedic.vendors.servicenow import FakeServiceNow
