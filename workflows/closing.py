@@ -143,7 +143,7 @@ class Closer:
         """Wait for a resolve signal, a Healthy event, or the backend saying resolved; then verify the device."""
         if not await ticketing.wait_vendor(self):
             return False
-        if not workflow.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
+        if not self.wf.patches.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
             return True
         self.unverified = True
         return False

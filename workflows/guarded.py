@@ -35,7 +35,7 @@ GATE = "fleet_guard"
 def guarded(wf: DeviceIncidentWorkflow) -> bool:
     """Whether this incident asks the guard (policy section on, and code new enough)."""
     guard = wf.policy.guard
-    return guard is not None and guard.enabled and workflow.patched(PATCH)
+    return guard is not None and guard.enabled and wf.patches.patched(PATCH)
 
 
 async def _ask(wf: DeviceIncidentWorkflow, step: str, *, probe: bool = False,

@@ -39,10 +39,13 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
     from podmedic.steps import DiscoverInput, Discovery
     from workflows import describe, guarded, repeat, search, stages, telemetry
+    from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
+    from workflows.attributes import SearchAttributeWriter
     from workflows.closing import Closer, dry_run_close
     from workflows.notices import drain, tell_pods
     from workflows.operators import OperatorHandlers
     from workflows.options import URGENT, activity_options
+    from workflows.patches import Patches
     from workflows.recovery import run_ladder
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
@@ -68,7 +71,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.approved: set[str] = set()
         self.running: str | None = None
         self.done: set[str] = set()
-        self._attributes: dict[str, object] = {}
+        self.patches = Patches()
+        self.attributes = SearchAttributeWriter(bool(inp.search_attributes))
         self.woken = False
         self.guard_asked = False
         self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
@@ -101,6 +105,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     @workflow.run
     async def run(self, inp: IncidentInput) -> IncidentOutcome:
         """Run the pipeline; every path ends in an ``IncidentOutcome``, told to the pods."""
+        self.patches.start()
+        self.attributes.start(self.patches.patched(COALESCE_ATTRIBUTES))
         try:
             outcome = await self._pipeline()
         except IncidentStopped as stop:
@@ -114,6 +120,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         await tell_pods(self, "closed", f"incident closed: {outcome.outcome.value}: {outcome.explanation}",
                         warning=not good)
         await drain(self)
+        self.attributes.stop()
         return outcome
 
     async def _pipeline(self) -> IncidentOutcome:
@@ -133,7 +140,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if "detect" not in self.state.steps:  # detected and classified: the fence may come before discovery
             self.state.steps.append("detect")
         fenced = await stages.fence(self)
-        if workflow.patched(CONCURRENT_OPEN):
+        if self.patches.patched(CONCURRENT_OPEN):
             # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
             *_, discovery = await asyncio.gather(self._report_to_node(event), repeat.check(self), self._discover())
         else:
@@ -312,12 +319,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.state.timeline.append(TimelineEntry(at=workflow.now(), step=step, message=message))
 
     def upsert(self, key: SearchAttributeKey[Any], value: object | None) -> None:
-        """Set (``None``: unset) a search attribute, only when its value changes."""
-        if not self.inp.search_attributes or self._attributes.get(key.name) == value:
-            return
-        self._attributes[key.name] = value
-        update = key.value_unset() if value is None else key.value_set(value)
-        workflow.upsert_search_attributes([update])
+        """Set (``None``: unset) a search attribute, only when its value changes (``workflows/attributes.py``)."""
+        self.attributes.set(key, value)
 
     def track_pods(self) -> None:
         """Keep ``PodmedicPods`` naming every pod the incident touched (replacements too)."""

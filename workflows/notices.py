@@ -61,7 +61,7 @@ async def tell_pods(wf: DeviceIncidentWorkflow, step: str, message: str, *, pods
         return
     notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,
                         reason=REASONS[step], message=message, pods=targets, warning=warning)
-    if workflow.patched(PATCH):
+    if wf.patches.patched(PATCH):
         wf.notices = asyncio.create_task(_after(wf.notices, wf, notice))
         return
     await _record(wf, notice)

@@ -62,11 +62,11 @@ async def fence(wf: DeviceIncidentWorkflow) -> bool:
     after the checkpoint, as it always did (the fence never waits, so correlation and the
     checkpoint never wait behind it).
     """
-    if not workflow.patched(TAINT_FIRST) or wf.policy.dry_run or gate_of(wf, "taint") is not None:
+    if not wf.patches.patched(TAINT_FIRST) or wf.policy.dry_run or gate_of(wf, "taint") is not None:
         return False
     final = policy_effect(wf, wf.permanent) is Effect.NO_SCHEDULE
     return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False,
-                       local=workflow.patched(FENCE_LOCAL))
+                       local=wf.patches.patched(FENCE_LOCAL))
 
 
 def policy_effect(wf: DeviceIncidentWorkflow, permanent: bool) -> Effect:
@@ -87,7 +87,7 @@ async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery,
         await taint(wf, effect)
 
 
-def _reachable(pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
+def _reachable(wf: DeviceIncidentWorkflow, pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
     """The device's pods a checkpoint request can reach, and those it cannot.
 
     A transient fault leaves every pod worth asking. A device that failed for good cannot run a
@@ -97,7 +97,7 @@ def _reachable(pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[
     """
     if not permanent:
         return pods, []
-    if not workflow.patched(LIVE_CHECKPOINT):
+    if not wf.patches.patched(LIVE_CHECKPOINT):
         return [], pods
     return [p for p in pods if p.running], [p for p in pods if not p.running]
 
@@ -124,7 +124,7 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
     wf.enter(Phase.CHECKPOINTING, "checkpoint", "asking the workload to save its state before anything disruptive")
     policy = wf.policy.checkpoint
     siblings = discovery.job_pods if policy.whole_job else []
-    reachable, dead = _reachable(discovery.pods, permanent)
+    reachable, dead = _reachable(wf, discovery.pods, permanent)
     pods = reachable + siblings
     skip = _skip_reason(wf, discovery, permanent, reachable)
     if skip is None and not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):

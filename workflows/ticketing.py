@@ -104,7 +104,7 @@ PATCH = "ticket-verify-after-resolution"
 async def wait_vendor(closer: Closer) -> bool:
     """Wait for a resolve callback, a Healthy event, or the backend saying resolved."""
     wf, ticket = closer.wf, closer.policy.ticket
-    current = workflow.patched(PATCH)
+    current = wf.patches.patched(PATCH)
     wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
                                               f"to resolve ticket {wf.state.ticket_id}")
     deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)

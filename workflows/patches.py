@@ -1,0 +1,42 @@
+"""Which version of the incident's code a run follows: one marker for every patch at once.
+
+Each ``workflow.patched`` call records a marker, and the SDK upserts the
+``TemporalChangeVersion`` search attribute with it: one more history event and visibility write
+per patch per incident: five of the seventeen upserts of a storm incident (``podmedic bench
+storm``) were the patches'. An incident started
+since ``BUNDLE`` records that one marker and takes every patch in ``BUNDLED``; a run recorded
+before it has no such marker, so each patch is asked on its own, exactly as the run asked when
+it was recorded (``tests/replay`` replays such histories).
+
+A new patch goes through ``Patches.patched`` like the others; it is added to ``BUNDLED`` only
+together with a new ``BUNDLE`` name (a run recorded under the old bundle must not take it).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+BUNDLE = "incident-2026-11"
+"""Incidents started since take every patch below, with one marker."""
+
+BUNDLED = frozenset({
+    "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",
+    "ticket-verify-after-resolution", "fleet-guard", "coalesced-search-attributes",
+})
+
+
+class Patches:
+    """The patches of one incident run. ``start`` is called first thing in the run."""
+
+    def __init__(self) -> None:
+        self._bundled = False
+
+    def start(self) -> None:
+        """Ask for the bundle (records its marker in a new run)."""
+        self._bundled = workflow.patched(BUNDLE)
+
+    def patched(self, patch_id: str) -> bool:
+        """``workflow.patched(patch_id)``, answered without a marker of its own in a bundled run."""
+        if self._bundled and patch_id in BUNDLED:
+            return True
+        return workflow.patched(patch_id)
