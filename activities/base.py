@@ -1,15 +1,26 @@
-"""What every activity class shares: the gateway, run off the event loop."""
+"""What every activity class shares: the gateway, run off the event loop on podmedic's own threads."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from activities.kube import KubeGateway
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+CALLS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
+"""Threads for blocking API calls. asyncio's default pool has ``CPUs + 4`` threads (6 on a 2-core
+worker): in a 1,000-device storm every activity's calls queued behind six."""
+
+URGENT_CALLS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube-urgent")
+"""Threads for the calls a device's taint waits on, so a fence never queues behind other steps'
+reads and polls."""
 
 
 class KubeActivities:
@@ -20,4 +31,19 @@ class KubeActivities:
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a blocking gateway call in a thread so the worker's loop keeps heartbeating."""
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await blocking(fn, *args, **kwargs)
+
+    async def run_urgent(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``run`` on the threads kept for the taint (``URGENT_CALLS``)."""
+        return await _in(URGENT_CALLS, functools.partial(fn, *args, **kwargs))
+
+
+async def blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a blocking call (the gateway's, a backend's) on ``CALLS``: ``asyncio.to_thread`` for activities."""
+    return await _in(CALLS, functools.partial(fn, *args, **kwargs))
+
+
+async def _in(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:
+    # The activity's context (activity.info(), heartbeats, the trace) lives in contextvars: copied
+    # into the thread, as asyncio.to_thread does.
+    return await asyncio.get_running_loop().run_in_executor(pool, contextvars.copy_context().run, call)

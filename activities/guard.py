@@ -17,6 +17,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.base import blocking
 from activities.kube import KubeGateway
 from podmedic.guard import (
     GUARD_WORKFLOW_ID,
@@ -104,7 +105,7 @@ class GuardActivities:
     async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:
         """Devices per driver and per pool (distinct names: a pool may span several slices)."""
         selector = f"spec.driver={inp.driver}" if inp.driver else ""
-        slices = await asyncio.to_thread(self.kube.list_slices, selector)
+        slices = await blocking(self.kube.list_slices, selector)
         pools: dict[str, set[str]] = defaultdict(set)
         for rslice in slices:
             spec = rslice.get("spec") or {}

@@ -39,6 +39,9 @@ FIELD_MANAGER = "podmedic"
 USER_AGENT = "podmedic"
 READ_RETRY_PAUSES_S = (0.1, 0.3)
 """Pauses between the tries of a read that met a 429 or a 5xx (``KubeGateway._read``)."""
+POOL_CONNECTIONS = 48
+"""Kept-alive connections to the API server: one per thread that calls it at once (the worker's
+40 in ``activities/base.py``); the client's default, 5 per CPU, would open and drop the rest."""
 # The errors are defined in activities/kube_errors.py and imported from here by callers.
 __all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "Obj", "ProxyTimeout",
            "ServerError", "Throttled", "user_agent"]
@@ -57,14 +60,16 @@ class KubeGateway:
     """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread)."""
 
     def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0, component: str = "") -> None:
+        settings = client.Configuration()
+        settings.connection_pool_maxsize = POOL_CONNECTIONS
         if kubeconfig is not None:
-            api_client = config.new_client_from_config(config_file=str(kubeconfig))
+            config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
         else:
             try:
-                config.load_incluster_config()
+                config.load_incluster_config(client_configuration=settings)
             except config.ConfigException:
-                config.load_kube_config()
-            api_client = client.ApiClient()
+                config.load_kube_config(client_configuration=settings)
+        api_client = client.ApiClient(settings)
         self._api = api_client
         self._owns_pool = True
         self.component = component

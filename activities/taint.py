@@ -136,7 +136,7 @@ class TaintActivities(KubeActivities):
     @activity.defn(name="taint_device")
     async def taint_device(self, inp: TaintInput) -> TaintResult:
         """Create the incident's DeviceTaintRule, or take over the one already there."""
-        return await self.run(self.ensure, inp, _caller())
+        return await self.run_urgent(self.ensure, inp, _caller())
 
     @activity.defn(name="remove_taint")
     async def remove_taint(self, inp: UntaintInput) -> UntaintResult:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.checkpoint import CheckpointActivities
@@ -92,11 +92,15 @@ def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dic
     """The Worker options podmedic runs with; the bare baseline (``benchmarks/bare.py``) takes the same."""
     return {
         "max_concurrent_activities": max_concurrent,
-        # Poll new incidents' first tasks (the task queue: the fence runs in them) twice as often as
-        # running incidents' next ones (their sticky queue; SDK default 0.2). In a 1,000-device storm:
-        # 0.2 left new incidents waiting behind running ones (all running after 63 s instead of 23 s in
-        # `podmedic bench detection`); 1.0 gave taint p99 47 s, recovered all after 149 s; 2.0 26 s and
-        # 158 s; 4.0 25 s but 220 s (one storm run each, docs/BENCHMARKS.md).
+        # Twenty workflow-task polls, nearly all on the task queue that holds new incidents' first
+        # tasks (the fence runs in them); running incidents' next tasks come from the sticky queue
+        # (SDK docs: maximum x ratio polls at most on the task queue, at least one on the sticky
+        # queue). In a 1,000-device storm the SDK's 5 polls left a new incident's first task waiting
+        # 15 s (p50) for a poll while the worker's event loop sat mostly idle (py-spy): taint p99
+        # 32 s; with 20, 14 s. More sticky polls (20 x 0.5, 24 x 0.84) or autoscaled polls fenced
+        # slower (p99 25-112 s), likely because running incidents' recoveries then take the CPU
+        # the fences need. One storm run each: docs/BENCHMARKS.md.
+        "workflow_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=20),
         "nonsticky_to_sticky_poll_ratio": 2.0,
         # Room for a storm's incidents and their node watches (SDK default 1,000): an incident evicted
         # from the cache is replayed from its whole history on its next task, which a storm can least afford.

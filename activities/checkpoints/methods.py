@@ -14,6 +14,7 @@ import time
 import urllib.parse
 
 from activities import podview
+from activities.base import blocking
 from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
 from activities.kube import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
@@ -77,7 +78,7 @@ class MethodRunner:
 
     async def _stopped_now(self, pod: PodRef) -> PodCheckpoint | None:
         """``stopped`` on the pod as it is now (an unreachable endpoint may be a dead process)."""
-        current = await asyncio.to_thread(self.kube.get_pod, pod.namespace, pod.name)
+        current = await blocking(self.kube.get_pod, pod.namespace, pod.name)
         return None if current is None else self.stopped(pod, current)
 
     def timed_out(self, pod: PodRef, method: str, detail: str = "") -> PodCheckpoint:
@@ -90,14 +91,14 @@ class MethodRunner:
                  podview.CHECKPOINT_LOCATION: ",".join(answer.locations),
                  CHANGED_BY: f"podmedic worker (checkpoint stage, {method} answer) for {self.incident_id}"}
         with contextlib.suppress(NotFound):  # the pod went away after saving: the answer still counts
-            await asyncio.to_thread(self.kube.patch_pod_annotations, pod.namespace, pod.name, dict(notes))
+            await blocking(self.kube.patch_pod_annotations, pod.namespace, pod.name, dict(notes))
         return result(pod, method, CheckpointStatus.SAVED, answer=answer)
 
     async def annotation(self, pod: PodRef) -> PodCheckpoint:
         """Wait for the workload to answer the request annotation on its pod."""
         while self.remaining() > 0:
             try:
-                current = await asyncio.to_thread(self.kube.get_pod, pod.namespace, pod.name)
+                current = await blocking(self.kube.get_pod, pod.namespace, pod.name)
             except (ServerError, Throttled):  # a blip of the API server: look again at the next poll
                 await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
                 continue
@@ -119,7 +120,7 @@ class MethodRunner:
         last = ""
         while (left := self.remaining()) > 0:
             try:
-                status, text = await asyncio.to_thread(
+                status, text = await blocking(
                     self.kube.proxy_post, path, body, headers={"Idempotency-Key": self.request_id}, timeout_s=left)
             except ProxyTimeout:
                 return self.timed_out(pod, "http", f"POST {spec.path} on port {spec.port} did not answer")
@@ -147,7 +148,7 @@ class MethodRunner:
                 return self.timed_out(pod, "kubelet", f"container {container} not reached")
             path = f"/api/v1/nodes/{node}/proxy/checkpoint/{pod.namespace}/{pod.name}/{container}"
             try:
-                status, text = await asyncio.to_thread(
+                status, text = await blocking(
                     self.kube.proxy_post, path, None, query=[("timeout", str(max(int(left), 1)))], timeout_s=left)
             except ProxyTimeout:
                 return self.timed_out(pod, "kubelet", f"kubelet on {node} did not answer for container {container}")

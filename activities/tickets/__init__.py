@@ -9,7 +9,6 @@ are read here from the files or environment variables the policy names.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -17,6 +16,7 @@ import aiohttp
 from temporalio import activity
 from temporalio.client import Client
 
+from activities.base import blocking
 from activities.kube import KubeGateway
 from activities.tickets import evidence as ev
 from activities.tickets import jira, servicenow, webhook
@@ -52,7 +52,7 @@ class TicketActivities:
         device = inp.evidence.get("device") or {}
         if self.kube is not None and device:
             try:
-                attributes = await asyncio.to_thread(ev.device_attributes, self.kube, DeviceRef(**device))
+                attributes = await blocking(ev.device_attributes, self.kube, DeviceRef(**device))
             except Exception as exc:  # evidence is best effort: the ticket matters more
                 attributes = {"unavailable": str(exc)[:300]}
         if self.client is not None and info.workflow_id and info.workflow_run_id:
