@@ -53,6 +53,15 @@ def _single(r: dict[str, Any]) -> list[str]:
             "", f"Target: event→taint p50 ≤ {r['target_p50_ms']:g} ms on the tuned server."]
 
 
+def _polls(polls: dict[str, Any] | None) -> str:
+    """How often the storm's incidents polled the cluster (runs before it recorded nothing)."""
+    if not polls:
+        return ""
+    return (f" podmedic polled at the default policy's pace: checkpoint answers every "
+            f"{polls['checkpoint']['poll_s']} s, verification every {polls['recovery']['verify_poll_s']} s, "
+            f"health every {polls['close']['poll_s']} s.")
+
+
 def _storm(r: dict[str, Any]) -> list[str]:
     t, rec = r["event_to_taint_s"], r["event_to_recovered_s"]
     pace = r.get("sim_pace", {})
@@ -62,7 +71,7 @@ def _storm(r: dict[str, Any]) -> list[str]:
            if r.get("node_quarantine") else "node quarantine off: a DeviceTaintRule per device")
     return [f"{r['devices']} devices on {r['nodes']} nodes fail at once ({r['server']} server); events sent over "
             f"{r['send_s']} s; {how}. Simulated training: a step every {pace.get('workload_step_s', '?')} s, "
-            f"progress written every {pace.get('progress_write_s', '?')} s.", "",
+            f"progress written every {pace.get('progress_write_s', '?')} s.{_polls(r.get('polls'))}", "",
             table(["", "p50 s", "p99 s", "max s", "all done after s", "count"],
                   [["event → tainted", t["p50"], t["p99"], t["max"], r["all_tainted_s"], r["tainted"]],
                    ["event → recovered", rec["p50"], rec["p99"], rec["max"], r["all_recovered_s"], r["recovered"]]]),
