@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.hang_report import MARGIN_S, report_later
 from workflows import search
 
 BIN = Path(sys.executable).parent
@@ -59,3 +61,26 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
 def task_queue() -> str:
     """A fresh task queue per test, so no test sees another's workers."""
     return f"tq-{uuid.uuid4().hex[:12]}"
+
+
+_session_loop: list[asyncio.AbstractEventLoop] = []
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session", autouse=True)
+async def _session_loop_known() -> AsyncIterator[None]:
+    """Remember the event loop every async test runs on (``_report_a_hang`` reads its tasks)."""
+    _session_loop.append(asyncio.get_running_loop())
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _report_a_hang(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Shortly before pytest-timeout ends a hung test, print where its asyncio tasks wait."""
+    marker = request.node.get_closest_marker("timeout")
+    timeout = float(marker.args[0] if marker and marker.args else request.config.getini("timeout") or 0)
+    if timeout <= MARGIN_S:
+        yield
+        return
+    timer = report_later(_session_loop[0] if _session_loop else None, timeout - MARGIN_S, request.node.nodeid)
+    yield
+    timer.cancel()
