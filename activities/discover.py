@@ -6,6 +6,8 @@ from temporalio import activity
 
 from activities import podview
 from activities.base import KubeActivities
+from activities.claim_cache import ReservedClaims
+from activities.kube import KubeGateway
 from podmedic.models import DeviceRef, Health, PodKey
 from podmedic.steps import DeviceHealthReading, DeviceInput, DiscoverInput, Discovery
 
@@ -14,6 +16,10 @@ Obj = podview.Obj
 
 class DiscoverActivities(KubeActivities):
     """Read-only activities: safe to retry any number of times."""
+
+    def __init__(self, kube: KubeGateway) -> None:
+        super().__init__(kube)
+        self.claims = ReservedClaims(kube.get_claim)
 
     def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None) -> list[Obj]:
         """Pods whose claims hold the device, plus pods that reported it (their claim may
@@ -45,7 +51,7 @@ class DiscoverActivities(KubeActivities):
             meta = pod["metadata"]
             for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
                 name = status.get("resourceClaimName")
-                claim = self.kube.get_claim(meta.get("namespace", ""), name) if name else None
+                claim = self.claims.claim_of(pod, name) if name else None
                 if claim is None or not podview.claim_uses_device(claim, device):
                     continue
                 if any(uid in ("", meta.get("uid")) for ns, pname, uid in podview.pods_of_claim(claim)

@@ -1,0 +1,90 @@
+"""ReservedClaims: a claim answers from memory only for a running pod it is reserved for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.claim_cache import ReservedClaims
+
+Obj = dict[str, Any]
+
+
+def pod(uid: str, phase: str = "Running", ns: str = "ml") -> Obj:
+    return {"metadata": {"namespace": ns, "name": "train-0", "uid": uid}, "status": {"phase": phase}}
+
+
+def claim(device: str, *reserved: str) -> Obj:
+    return {"metadata": {"namespace": "ml", "name": "train-0-gpu", "uid": "c1", "labels": {"big": "x" * 100}},
+            "status": {"allocation": {"devices": {"results": [
+                {"driver": "gpu.nvidia.com", "pool": "node-0", "device": device}]}},
+                "reservedFor": [{"resource": "pods", "name": "train-0", "uid": u} for u in reserved]}}
+
+
+class Api:
+    """The cluster's answer, changed by the test; counts the GETs."""
+
+    def __init__(self, answer: Obj | None) -> None:
+        self.answer, self.gets = answer, 0
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        assert (namespace, name) == ("ml", "train-0-gpu")
+        self.gets += 1
+        return self.answer
+
+
+def device_of(found: Obj | None) -> str:
+    assert found is not None
+    return str(found["status"]["allocation"]["devices"]["results"][0]["device"])
+
+
+def test_a_reserved_claim_is_read_once_for_its_running_pod() -> None:
+    api = Api(claim("gpu-3", "u1"))
+    claims = ReservedClaims(api.get)
+    first = claims.claim_of(pod("u1"), "train-0-gpu")
+    api.answer = claim("gpu-5", "u1")  # could not happen while reserved: proves the second answer is memory's
+    again = claims.claim_of(pod("u1"), "train-0-gpu")
+    assert (device_of(first), device_of(again), api.gets, claims.hits) == ("gpu-3", "gpu-3", 1, 1)
+    assert again is not None and "labels" not in again["metadata"]  # only what discovery reads is kept
+
+
+def test_a_pod_recreated_under_the_same_name_reads_the_claim_again() -> None:
+    api = Api(claim("gpu-3", "u1"))
+    claims = ReservedClaims(api.get)
+    claims.claim_of(pod("u1"), "train-0-gpu")
+    api.answer = claim("gpu-6", "u2")
+    assert device_of(claims.claim_of(pod("u2"), "train-0-gpu")) == "gpu-6"
+    assert api.gets == 2 and claims.hits == 0
+
+
+def test_a_finished_pod_and_an_unreserved_claim_are_always_read() -> None:
+    api = Api(claim("gpu-3", "u1"))
+    claims = ReservedClaims(api.get)
+    for _ in range(2):
+        claims.claim_of(pod("u1", phase="Failed"), "train-0-gpu")
+    api.answer = claim("gpu-3")  # allocated, reserved for nobody: it may be deallocated at any time
+    for _ in range(2):
+        claims.claim_of(pod("u1"), "train-0-gpu")
+    assert api.gets == 4 and claims.hits == 0 and len(claims) == 0
+
+
+def test_a_claim_gone_is_forgotten() -> None:
+    api = Api(claim("gpu-3", "u1"))
+    claims = ReservedClaims(api.get)
+    claims.claim_of(pod("u1", phase="Succeeded"), "train-0-gpu")
+    claims.claim_of(pod("u1"), "train-0-gpu")
+    assert len(claims) == 1
+    api.answer = None
+    claims.claim_of(pod("u2"), "train-0-gpu")  # another uid: read, and gone
+    assert len(claims) == 0 and claims.claim_of(pod("u1"), "train-0-gpu") is None
+
+
+def test_the_least_recently_used_claims_are_dropped_beyond_the_bound() -> None:
+    api = Api(claim("gpu-3", "u1"))
+    claims = ReservedClaims(lambda ns, name: api.answer if name.endswith("-gpu") else None, max_claims=2)
+    for namespace in ("a", "b", "c"):
+        claims.claim_of(pod("u1", ns=namespace), "train-0-gpu")
+    assert len(claims) == 2
+    claims.claim_of(pod("u1", ns="a"), "train-0-gpu")  # dropped first: read again
+    assert claims.hits == 0 and claims.reads == 4
+    claims.claim_of(pod("u1", ns="c"), "train-0-gpu")
+    assert claims.hits == 1
