@@ -81,6 +81,21 @@ class FakeCluster:
         self.previous: list[PreviousIncident] = []
         self.quarantines: list[QuarantineInput] = []
         self.lifts: list[QuarantineInput] = []
+        self.held: dict[str, asyncio.Event] = {}  # activity name -> waits until the event is set
+
+    def hold(self, name: str) -> asyncio.Event:
+        """Make the activity ``name`` wait until the returned event is set.
+
+        A test holds the incident inside a step this way, so that an update sent next meets
+        the state the test means, however fast the worker runs on.
+        """
+        self.held[name] = asyncio.Event()
+        return self.held[name]
+
+    async def _pass(self, name: str) -> None:
+        gate = self.held.get(name)
+        if gate is not None:
+            await gate.wait()
 
     def activities(self) -> Sequence[Callable[..., Any]]:
         """The fakes, each under the name of the real activity."""
@@ -127,6 +142,7 @@ class FakeCluster:
         @activity.defn(name="reschedule_same_node")
         async def reschedule_same_node(inp: RecoverInput) -> RecoveryResult:
             self.calls["reschedule_same_node"] += 1
+            await self._pass("reschedule_same_node")
             return RecoveryResult(verified=True, action="same_node", pod=inp.pod, same_node=True)
 
         @activity.defn(name="reschedule_any_node")
@@ -137,6 +153,7 @@ class FakeCluster:
         @activity.defn(name="read_device_health")
         async def read_device_health(inp: DeviceInput) -> DeviceHealthReading:
             self.calls["read_device_health"] += 1
+            await self._pass("read_device_health")
             return DeviceHealthReading(health=self.health)
 
         @activity.defn(name="file_ticket")
@@ -160,6 +177,7 @@ class FakeCluster:
         @activity.defn(name="notify_step")
         async def notify_step(notice: StepNotice) -> StepNoticeResult:
             self.calls["notify_step"] += 1
+            await self._pass("notify_step")
             await asyncio.sleep(self.notice_delay_s)
             self.notices.append(notice)
             self.order.append(notice.reason)

@@ -76,9 +76,12 @@ async def test_rejected_updates_say_why_and_leave_no_trace(env: WorkflowEnvironm
         answer = await handle.execute_update(WF.skip, SkipRequest(step="ticket", by="bob", reason="RMA by phone"))
         assert answer.accepted == "ticket will be skipped (bob: RMA by phone)"
         assert "ticket is already skipped" in await rejected(handle, WF.skip, SkipRequest(step="ticket", by="bob"))
+        # Held in recovery: without a ticket the incident would close before a second approve lands.
+        recovery = fake.hold("reschedule_same_node")
         await handle.execute_update(WF.approve, ApprovalRequest(step="same_node", by="alice"))
-        assert "nothing waits for approval" in await rejected(
+        assert "nothing waits for approval (phase Recovering)" in await rejected(
             handle, WF.approve, ApprovalRequest(step="same_node", by="alice"))
+        recovery.set()
         outcome = await outcome_of(env, handle)
 
     assert fake.calls["reschedule_same_node"] == 1 and fake.calls["file_ticket"] == 0
@@ -105,16 +108,20 @@ drivers:
         handle = await open_incident(client, task_queue, _device(1), policy)
         await state_in(handle, Phase.AWAITING_VENDOR)
         fake.health = Health.HEALTHY  # the board was swapped: the incident verifies it before untainting
+        verify = fake.hold("read_device_health")  # keeps the incident open for the second resolve
         answer = await handle.execute_update(WF.resolve_update, Resolution(by="vendor-desk", note="board swapped"))
         assert answer.accepted == "resolved by vendor-desk: board swapped"
         assert "already resolved by vendor-desk" in await rejected(handle, WF.resolve_update, Resolution(by="x"))
+        verify.set()
         outcome = await outcome_of(env, handle)
         assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR and "resolved by vendor-desk" in outcome.explanation
 
         second = await open_incident(client, task_queue, _device(2), policy)
         await state_in(second, Phase.AWAITING_VENDOR)
+        closing = fake.hold("notify_step")  # the closing notice keeps the aborted incident running
         await second.execute_update(WF.abort, AbortRequest(by="bob", reason="device pulled for analysis"))
         assert "already aborted by bob" in await rejected(second, WF.abort, AbortRequest(by="eve", reason="again"))
+        closing.set()
         aborted = await outcome_of(env, second)
         state = await second.query(WF.get_state)
     assert aborted.outcome is Outcome.ABORTED and aborted.explanation == "aborted by bob: device pulled for analysis"
