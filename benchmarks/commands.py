@@ -17,15 +17,28 @@ def _servers(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in SERVER_CHOICES]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"--servers: {','.join(bad) or value!r} is not one of "
+        raise argparse.ArgumentTypeError(f"{','.join(bad) or value!r} is not one of "
                                          f"{', '.join(SERVER_CHOICES)} (comma-separated)")
     return names
+
+
+def _per_node(value: str) -> int:
+    from benchmarks.settings import DEVICES_PER_NODE
+
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= DEVICES_PER_NODE:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {DEVICES_PER_NODE} "
+                                         f"(the simulated nodes have {DEVICES_PER_NODE} GPUs)")
+    return n
 
 
 def _orchestration(args: argparse.Namespace) -> int:
     from benchmarks.orchestration import run_and_print
 
-    run_and_print("orchestration", args.incidents, args.servers, args.json)
+    run_and_print("orchestration", args.incidents, args.servers, args.json, per_node=args.per_node)
     return 0
 
 
@@ -70,6 +83,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                                "help": "Temporal dev server settings, comma-separated (default default,tuned)"}
     p = which.add_parser("orchestration", help="N incidents through the full pipeline vs bare Temporal, per server")
     p.add_argument("--incidents", type=int, default=500, help="incidents at once (default %(default)s)")
+    p.add_argument("--per-node", type=_per_node, default=1, metavar="N",
+                   help="failing devices per node, 1 to 8 (default %(default)s: independent device incidents; "
+                        "3 or more make each node a node incident, as in a storm)")
     p.add_argument("--servers", **servers)
     p.add_argument("--json", type=Path, default=RESULTS / "orchestration.json")
     p.set_defaults(func=_orchestration)

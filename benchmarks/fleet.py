@@ -14,6 +14,7 @@ import asyncio
 import datetime as dt
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,13 +86,20 @@ class Sim:
             found: dict[str, Any] = await answer.json()
             return found
 
-    async def start_jobs(self, names: list[str], timeout_s: float = 300, **job: Any) -> dict[str, dict[str, Any]]:
-        """Create one single-GPU training Job per name; return each Job's Ready pod, by Job name."""
+    async def start_jobs(self, names: list[str], timeout_s: float = 300, nodes: Mapping[str, str] | None = None,
+                         **job: Any) -> dict[str, dict[str, Any]]:
+        """Create one single-GPU training Job per name; return each Job's Ready pod, by Job name.
+
+        ``nodes`` pins a Job's pod to a node (by Job name); the others go where the simulated
+        scheduler puts them (image locality packs them onto the nodes that already run one).
+        """
         gate = asyncio.Semaphore(16)
+        pinned = nodes or {}
 
         async def one(name: str) -> None:
+            node = {"node_name": pinned[name]} if name in pinned else {}
             async with gate:
-                await self.post("workloads/training", {"name": name, **job})
+                await self.post("workloads/training", {"name": name, **job, **node})
 
         await asyncio.gather(*(one(n) for n in names))
         return await self.ready_pods(names, timeout_s)

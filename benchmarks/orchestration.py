@@ -7,7 +7,10 @@ own process. One warm-up incident runs first; its history says how many activiti
 incident schedules (K), and the bare baseline runs workflows of K no-op activities.
 
 - orchestration: N bare workflows at once, then N incidents at once (XID 31, transient: the
-  full pipeline: discover, checkpoint, taint, in-place restart, verify, untaint, close).
+  full pipeline: discover, checkpoint, taint, in-place restart, verify, untaint, close). Each
+  failing device is on a node of its own unless ``--per-node`` says more: 3 or more failing
+  devices of one node within 2 minutes are a node incident (``node_correlation``), which is
+  the storm's pattern, with work of its own (a node incident workflow that tells each device).
 - single: one incident at a time, then one bare workflow at a time.
 """
 
@@ -20,18 +23,25 @@ from typing import Any
 from benchmarks.bare import run_bare
 from benchmarks.detection import cpu_seconds
 from benchmarks.fleet import Fault, Sim, Timing, activities_per_incident, collect, deliverer, fire, wait_closed
-from benchmarks.settings import SERVERS, bench_policy, stack_config
+from benchmarks.settings import DEVICES_PER_NODE, SERVERS, bench_policy, stack_config
 from benchmarks.stack import BenchStack, running_stack
 from benchmarks.stats import load_1m, machine, rate, ratio, summary
 from podmedic.policy_file import PolicySet
+from podmedic.sim.topology import node_name
 
 TARGET_RATIO = 0.8
 TARGET_SINGLE_P50_MS = 200.0
 
 
-def nodes_for(incidents: int) -> int:
-    """Nodes of 8 GPUs for ``incidents`` training pods plus the warm-up's, with a node to spare."""
-    return (incidents + 1 + 7) // 8 + 1
+def nodes_for(incidents: int, per_node: int = DEVICES_PER_NODE) -> int:
+    """Nodes for the warm-up's training pod (a node of its own), ``incidents`` more ``per_node`` to a node,
+    and a node to spare."""
+    return 1 + (incidents + per_node - 1) // per_node + 1
+
+
+def placement(names: list[str], per_node: int) -> dict[str, str]:
+    """Job name -> node: the first (the warm-up) alone on the first node, then ``per_node`` to a node."""
+    return {name: node_name(0 if i == 0 else 1 + (i - 1) // per_node) for i, name in enumerate(names)}
 
 
 def incident_figures(timings: list[Timing]) -> dict[str, Any]:
@@ -57,11 +67,14 @@ def incident_figures(timings: list[Timing]) -> dict[str, Any]:
 
 
 async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str,
-                   policy: PolicySet | None = None) -> tuple[list[dict[str, Any]], int]:
+                   policy: PolicySet | None = None, per_node: int | None = None) -> tuple[list[dict[str, Any]], int]:
     """``count`` Ready training pods, after a warm-up incident under ``policy`` (default: the benchmark
     policy; the warm-up opens its node's watch, which keeps the policy it was opened with); and K, the
-    warm-up's activity count."""
-    pods = await sim.start_jobs([f"{prefix}-{i:04d}" for i in range(count + 1)])
+    warm-up's activity count. ``per_node`` pins the pods that many to a node (``placement``: the warm-up's
+    alone, so its failure counts towards no other node's correlation); ``None`` lets the simulated
+    scheduler place them (it packs them)."""
+    names = [f"{prefix}-{i:04d}" for i in range(count + 1)]
+    pods = await sim.start_jobs(names, nodes=placement(names, per_node) if per_node else None)
     ordered = [pods[name] for name in sorted(pods)]
     delivery = deliverer(stack.client, policy or bench_policy(), stack.task_queue)
     warm = await fire(sim, delivery, ordered[:1], Fault())
@@ -70,11 +83,13 @@ async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str,
     return ordered[1:], await activities_per_incident(stack.client, warm[0].resource_id)
 
 
-async def _orchestration_on(server: str, incidents: int, concurrency: int, progress: Any) -> dict[str, Any]:
-    async with running_stack(stack_config(server, nodes_for(incidents), bare=True)) as stack, \
+async def _orchestration_on(server: str, incidents: int, concurrency: int, per_node: int,
+                            progress: Any) -> dict[str, Any]:
+    async with running_stack(stack_config(server, nodes_for(incidents, per_node), bare=True)) as stack, \
             Sim(stack.sim_url) as sim:
-        pods, k = await prepared(stack, sim, incidents, "orch")
-        progress(f"[{server}] {len(pods)} training pods Ready; an incident schedules {k} activities")
+        pods, k = await prepared(stack, sim, incidents, "orch", per_node=per_node)
+        progress(f"[{server}] {len(pods)} training pods Ready on {len({p['node'] for p in pods})} nodes; "
+                 f"an incident schedules {k} activities")
         await run_bare(stack.client, 1, k)  # the bare worker warm too
         cpu = cpu_seconds(stack.pids)
         bare = await run_bare(stack.client, incidents, k, concurrency)
@@ -89,7 +104,8 @@ async def _orchestration_on(server: str, incidents: int, concurrency: int, progr
         figures = incident_figures(await collect(stack.client, timings))
         figures.update(cpu_s=cpu_used, load_1m=load_1m(), still_running_at_timeout=still)
         progress(f"[{server}] podmedic: {figures['incidents_per_s']} incidents/s")
-    return {"server": server, "server_flags": SERVERS[server], "activities_per_incident": k, "bare": bare,
+    return {"server": server, "server_flags": SERVERS[server], "activities_per_incident": k,
+            "nodes": len({p["node"] for p in pods}), "bare": bare,
             "podmedic": figures, "ratio_to_bare": ratio(figures["incidents_per_s"], bare["workflows_per_s"])}
 
 
@@ -110,18 +126,20 @@ def _headline(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "p99_ms_event_to_recovered": p["event_to_recovered_ms"]["p99"]}
 
 
-async def run_orchestration(incidents: int, servers: list[str], concurrency: int = 100,
+async def run_orchestration(incidents: int, servers: list[str], concurrency: int = 100, per_node: int = 1,
                             progress: Any = print) -> dict[str, Any]:
-    """The orchestration benchmark on each server setting; returns the figures."""
-    runs = {s: await _orchestration_on(s, incidents, concurrency, progress) for s in servers}
+    """The orchestration benchmark on each server setting, ``per_node`` failing devices to a node; returns
+    the figures."""
+    runs = {s: await _orchestration_on(s, incidents, concurrency, per_node, progress) for s in servers}
     return {"benchmark": "orchestration", "machine": machine(), "incidents": incidents,
-            "concurrency": concurrency, **_headline(runs), "servers": runs, "target_ratio": TARGET_RATIO}
+            "concurrency": concurrency, "per_node": per_node, **_headline(runs), "servers": runs,
+            "target_ratio": TARGET_RATIO}
 
 
 async def _single_on(server: str, count: int, progress: Any) -> dict[str, Any]:
     async with running_stack(stack_config(server, nodes_for(count), bare=True)) as stack, \
             Sim(stack.sim_url) as sim:
-        pods, k = await prepared(stack, sim, count, "single")
+        pods, k = await prepared(stack, sim, count, "single")  # one at a time: where they run matters little
         delivery = deliverer(stack.client, bench_policy(), stack.task_queue)
         timings = []
         for pod in pods:
@@ -150,9 +168,16 @@ async def run_single(count: int, servers: list[str], progress: Any = print) -> d
             "target_p50_ms": TARGET_SINGLE_P50_MS, "took_s": round(time.monotonic() - started, 1)}
 
 
+def per_node_words(r: dict[str, Any]) -> str:
+    """How the run placed its failing devices, in words (runs before ``--per-node`` packed 8 to a node)."""
+    per_node = r.get("per_node", DEVICES_PER_NODE)
+    return "one failing device per node" if per_node == 1 else f"{per_node} failing devices per node (node incidents)"
+
+
 def orchestration_table(r: dict[str, Any]) -> str:
     """The orchestration figures as plain text."""
-    lines = [f"orchestration: {r['incidents']} incidents at once (concurrency {r['concurrency']}) vs bare Temporal",
+    lines = [f"orchestration: {r['incidents']} incidents at once (concurrency {r['concurrency']}), "
+             f"{per_node_words(r)}, vs bare Temporal",
              f"  {'server':<8}{'K':>4}{'bare wf/s':>11}{'incidents/s':>13}{'ratio':>7}"
              f"{'taint p50/p99 ms':>20}{'recovered p50/p99 ms':>24}{'load':>6}"]
     for s, run in r["servers"].items():
@@ -184,12 +209,12 @@ def single_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_and_print(kind: str, count: int, servers: list[str], out: Any) -> dict[str, Any]:
+def run_and_print(kind: str, count: int, servers: list[str], out: Any, per_node: int = 1) -> dict[str, Any]:
     """The command's body: run, print the table, write the JSON."""
     from benchmarks.results import write
 
     if kind == "orchestration":
-        results = asyncio.run(run_orchestration(count, servers))
+        results = asyncio.run(run_orchestration(count, servers, per_node=per_node))
         print(orchestration_table(results))
     else:
         results = asyncio.run(run_single(count, servers))

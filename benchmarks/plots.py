@@ -51,18 +51,20 @@ def throughput(results: dict[str, Any], out: Path) -> Path | None:
     orch = results.get("orchestration")
     if not orch:
         return None
-    servers = list(orch["servers"])
-    bare = [orch["servers"][s]["bare"]["workflows_per_s"] for s in servers]
-    ours = [orch["servers"][s]["podmedic"]["incidents_per_s"] for s in servers]
+    runs = [(f"{s} server", run) for s, run in orch["servers"].items()]
+    packed: dict[str, Any] = results.get("orchestration-packed") or {}
+    runs += [(f"{s}, {packed.get('per_node')} per node", run) for s, run in packed.get("servers", {}).items()]
+    bare = [run["bare"]["workflows_per_s"] for _, run in runs]
+    ours = [run["podmedic"]["incidents_per_s"] for _, run in runs]
     fig, ax = plt.subplots(figsize=(6, 4))
-    xs = range(len(servers))
+    xs = range(len(runs))
     ax.bar([x - 0.2 for x in xs], bare, 0.4, label="bare Temporal (K no-op activities)")
     ax.bar([x + 0.2 for x in xs], ours, 0.4, label="podmedic incidents (full pipeline)")
     for x, b, o in zip(xs, bare, ours, strict=True):
         ax.text(x + 0.2, o, f"{o / b:.2f}x" if b else "", ha="center", va="bottom")
-    ax.set_xticks(list(xs), [f"{s} server" for s in servers])
+    ax.set_xticks(list(xs), [label for label, _ in runs], fontsize=8)
     ax.set_ylabel("per second")
-    ax.set_title(f"{orch['incidents']} at once, K = {orch['servers'][servers[0]]['activities_per_incident']}")
+    ax.set_title(f"{orch['incidents']} at once, K = {runs[0][1]['activities_per_incident']}")
     ax.legend(fontsize=8)
     return _save(fig, out / "throughput-vs-bare.png")
 

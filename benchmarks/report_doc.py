@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks.orchestration import per_node_words
 from benchmarks.report import NOTES_BEGIN, NOTES_END, table
 
 
@@ -35,8 +36,8 @@ def _orchestration(r: dict[str, Any]) -> list[str]:
                      f"{p['event_to_taint_ms']['p99']:.0f}", f"{p['event_to_recovered_ms']['p50']:.0f} / "
                      f"{p['event_to_recovered_ms']['p99']:.0f}", p["outcomes"], p["load_1m"],
                      ", ".join(f"{k} {v}" for k, v in p["cpu_s"].items())])
-    return [f"{r['incidents']} incidents at once (100 in flight) against {r['incidents']} bare workflows of K no-op "
-            "activities on the same server, one fresh stack per server setting.", "",
+    return [f"{r['incidents']} incidents at once (100 in flight), {per_node_words(r)}, against {r['incidents']} "
+            "bare workflows of K no-op activities on the same server, one fresh stack per server setting.", "",
             table(["server", "K", "bare wf/s", "incidents/s", "ratio", "event→taint p50 / p99 ms",
                    "event→recovered p50 / p99 ms", "outcomes", "load 1m", "CPU s (podmedic run)"], rows),
             "", f"Target: ratio ≥ {r['target_ratio']} on the tuned server."]
@@ -97,6 +98,7 @@ def _memory(r: dict[str, Any]) -> list[str]:
 
 
 SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orchestration),
+            "orchestration-packed": ("Orchestration with 8 failing devices per node (node incidents)", _orchestration),
             "single": ("Single incident latency", _single), "storm": ("Storm: a fleet failing at once", _storm),
             "storm-node": ("Storm with node quarantine (the default policy)", _storm),
             "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),

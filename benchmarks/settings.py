@@ -87,11 +87,15 @@ def _unguarded_default() -> dict[str, Any]:
     return raw
 
 
+DEVICES_PER_NODE = 8
+"""GPUs on each simulated node of the benchmark stacks."""
+
+
 def stack_config(server: str, nodes: int, *, bare: bool = False, timings: SimTimings = BENCH_TIMINGS,
                  worker: bool = True, checkpoint_every_steps: int = 0) -> StackConfig:
     """A stack on the named server setting (``SERVERS``) with the benchmark simulator pace."""
     chosen = SERVERS[server]
-    return StackConfig(nodes=nodes, devices_per_node=8, task_queue=f"bench-{server}",
+    return StackConfig(nodes=nodes, devices_per_node=DEVICES_PER_NODE, task_queue=f"bench-{server}",
                        sqlite_pragmas=chosen["pragmas"],
                        temporal_args=tuple(f"--dynamic-config-value={kv}" for kv in chosen["dynamic"]),
                        sim_timings=timings.model_dump_json(), worker=worker, bare_worker=bare,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchmarks.fleet import Timing
 from benchmarks.goodput import LLAMA3_MIX, draw_faults, duration_for, effective_ratio, interval_h_of
-from benchmarks.orchestration import incident_figures, nodes_for
+from benchmarks.orchestration import incident_figures, nodes_for, placement
 from benchmarks.stats import percentile, rate, ratio, summary
 
 
@@ -48,7 +48,15 @@ def test_an_unfinished_incident_does_not_count_as_done() -> None:
 
 def test_nodes_for_leaves_room_for_the_warm_up() -> None:
     assert nodes_for(500) * 8 >= 501
-    assert nodes_for(7) == 2
+    assert nodes_for(7) == 3  # the warm-up's node, 7 on one node, one spare
+    assert nodes_for(100, per_node=1) == 102  # the warm-up's node, one per incident, one spare
+
+
+def test_placement_gives_the_warm_up_a_node_then_per_node_jobs_to_each() -> None:
+    assert placement(["warm", "a", "b", "c"], 2) == {"warm": "node-0000", "a": "node-0001", "b": "node-0001",
+                                                     "c": "node-0002"}
+    assert set(placement([f"j{i}" for i in range(5)], 1).values()) == {f"node-000{i}" for i in range(5)}
+    assert max(placement([f"j{i}" for i in range(101)], 1).values()) < f"node-{nodes_for(100, 1):04d}"
 
 
 def test_fault_mix_draw_follows_the_llama3_proportions() -> None:

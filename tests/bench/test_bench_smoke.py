@@ -20,6 +20,7 @@ def test_orchestration_with_three_incidents(tmp_path: Path, capsys: pytest.Captu
     assert main(["orchestration", "--incidents", "3", "--servers", "tuned", "--json", str(out)]) == 0
     results = json.loads(out.read_text())
     run = results["servers"]["tuned"]
+    assert results["per_node"] == 1 and run["nodes"] == 3  # independent incidents: a node each
     assert run["podmedic"]["outcomes"] == {"recovered_in_place": 3}, run["podmedic"]
     assert run["activities_per_incident"] >= 5
     for key in ("incidents_per_s", "bare_workflows_per_s", "ratio_to_bare", "p50_ms_event_to_taint",
@@ -28,6 +29,21 @@ def test_orchestration_with_three_incidents(tmp_path: Path, capsys: pytest.Captu
     assert results["p50_ms_event_to_taint"] <= results["p99_ms_event_to_taint"]
     assert run["podmedic"]["event_to_taint_ms"]["p99"] < run["podmedic"]["event_to_recovered_ms"]["p99"]
     assert "ratio" in capsys.readouterr().out
+
+
+def test_orchestration_packed_on_one_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "packed.json"
+    assert main(["orchestration", "--incidents", "3", "--per-node", "3", "--servers", "tuned", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["per_node"] == 3 and results["servers"]["tuned"]["nodes"] == 1
+    assert results["servers"]["tuned"]["podmedic"]["closed"] == 3
+    assert "3 failing devices per node (node incidents)" in capsys.readouterr().out
+
+
+def test_per_node_outside_a_node_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["orchestration", "--per-node", "9"])
+    assert "'9' is not a whole number from 1 to 8" in capsys.readouterr().err
 
 
 def test_single_with_two_incidents(tmp_path: Path) -> None:
