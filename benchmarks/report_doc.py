@@ -106,6 +106,11 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "memory": ("Memory", _memory)}
 
 
+def _width(runs: dict[str, list[str]]) -> int:
+    """The command column's width: the longest command and two spaces."""
+    return max((len(" ".join(argv)) for argv in runs.values()), default=0) + 2
+
+
 def render(results: dict[str, Any], runs: dict[str, list[str]], plots: list[Path], docdir: Path,
            notes: str) -> str:
     """The whole document."""
@@ -117,7 +122,8 @@ def render(results: dict[str, Any], runs: dict[str, list[str]], plots: list[Path
            "", f"**Machine**: {_machine(results)}", "", *_took(results), "## Commands", "", "```sh",
            "podmedic bench report             # everything below, then this page and the plots",
            "podmedic bench report --only-docs # this page and the plots from bench/results/*.json",
-           *[f"podmedic bench {' '.join(argv):<48}# -> bench/results/{name}.json" for name, argv in runs.items()],
+           *[f"podmedic bench {' '.join(argv):<{_width(runs)}}# -> bench/results/{name}.json"
+             for name, argv in runs.items()],
            "```", ""]
     for name, (title, section) in SECTIONS.items():
         out += [f"## {title}", "", f"`podmedic bench {' '.join(runs.get(name, [name]))}`", ""]
