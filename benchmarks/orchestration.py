@@ -22,7 +22,17 @@ from typing import Any
 
 from benchmarks.bare import run_bare
 from benchmarks.detection import cpu_seconds
-from benchmarks.fleet import Fault, Sim, Timing, activities_per_incident, collect, deliverer, fire, wait_closed
+from benchmarks.fleet import (
+    DRIVER,
+    Fault,
+    Sim,
+    Timing,
+    activities_per_incident,
+    collect,
+    deliverer,
+    fire,
+    wait_closed,
+)
 from benchmarks.settings import DEVICES_PER_NODE, SERVERS, bench_policy, stack_config
 from benchmarks.stack import BenchStack, running_stack
 from benchmarks.stats import load_1m, machine, rate, ratio, summary
@@ -171,7 +181,10 @@ async def run_single(count: int, servers: list[str], progress: Any = print) -> d
 def per_node_words(r: dict[str, Any]) -> str:
     """How the run placed its failing devices, in words (runs before ``--per-node`` packed 8 to a node)."""
     per_node = r.get("per_node", DEVICES_PER_NODE)
-    return "one failing device per node" if per_node == 1 else f"{per_node} failing devices per node (node incidents)"
+    if per_node == 1:
+        return "one failing device per node"
+    correlated = bench_policy().for_driver(DRIVER).detection.node_correlation.devices
+    return f"{per_node} failing devices per node" + (" (node incidents)" if per_node >= correlated else "")
 
 
 def orchestration_table(r: dict[str, Any]) -> str:

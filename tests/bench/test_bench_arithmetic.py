@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchmarks.fleet import Timing
 from benchmarks.goodput import LLAMA3_MIX, draw_faults, duration_for, effective_ratio, interval_h_of
-from benchmarks.orchestration import incident_figures, nodes_for, placement
+from benchmarks.orchestration import incident_figures, nodes_for, per_node_words, placement
 from benchmarks.stats import percentile, rate, ratio, summary
 
 
@@ -57,6 +57,14 @@ def test_placement_gives_the_warm_up_a_node_then_per_node_jobs_to_each() -> None
                                                      "c": "node-0002"}
     assert set(placement([f"j{i}" for i in range(5)], 1).values()) == {f"node-000{i}" for i in range(5)}
     assert max(placement([f"j{i}" for i in range(101)], 1).values()) < f"node-{nodes_for(100, 1):04d}"
+
+
+def test_per_node_words_say_when_the_nodes_are_node_incidents() -> None:
+    # The benchmark policy's node_correlation: 3 devices of one node make a node incident.
+    assert per_node_words({"per_node": 1}) == "one failing device per node"
+    assert per_node_words({"per_node": 2}) == "2 failing devices per node"
+    assert per_node_words({"per_node": 3}) == "3 failing devices per node (node incidents)"
+    assert per_node_words({}) == "8 failing devices per node (node incidents)"  # results from before --per-node
 
 
 def test_fault_mix_draw_follows_the_llama3_proportions() -> None:
