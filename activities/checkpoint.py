@@ -20,6 +20,7 @@ from activities import podview
 from activities.base import KubeActivities
 from activities.checkpoints import spec as declared
 from activities.checkpoints.methods import CHANGED_BY, MethodRunner, recorded, result
+from activities.heartbeat import Heartbeat
 from podmedic.models import PodRef
 from podmedic.steps import CheckpointInput, CheckpointReport, CheckpointStatus, PodCheckpoint
 
@@ -70,8 +71,9 @@ class CheckpointActivities(KubeActivities):
         pending = set(tasks)
         # The grace covers the last round trip of a method that started just before the deadline.
         hard_stop = runner.deadline + max(5.0, inp.poll_s * 2)
+        heartbeat = Heartbeat()
         while pending and time.monotonic() < hard_stop:
-            activity.heartbeat(f"waiting for {len(pending)} of {len(tasks)} checkpoint(s)")
+            heartbeat(f"waiting for {len(pending)} of {len(tasks)} checkpoint(s)")
             _, pending = await asyncio.wait(pending, timeout=max(inp.poll_s, 0.05))
         for task in pending:
             task.cancel()

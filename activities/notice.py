@@ -63,8 +63,11 @@ class NoticeActivities(KubeActivities):
         if pod is None or (inp.pod.uid and pod["metadata"].get("uid") != inp.pod.uid):
             return PodNoticeResult(pod_found=False, event_recorded=False)
         annotations = {podview.INCIDENT: inp.incident_id, **inp.annotations}
-        with contextlib.suppress(NotFound):
-            self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
+        current = pod["metadata"].get("annotations") or {}
+        # An incident's later steps find the pod annotated by its first: a write that changes nothing is skipped.
+        if any(current.get(key) != value for key, value in annotations.items()):
+            with contextlib.suppress(NotFound):
+                self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
         # Conflict: an earlier attempt of this activity already wrote this Event.
         with contextlib.suppress(Conflict):
             self.kube.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", ""), key))

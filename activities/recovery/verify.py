@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import activity
 
 from activities import podview
+from activities.heartbeat import Heartbeat
 from activities.kube import ServerError, Throttled
 
 Obj = podview.Obj
@@ -95,8 +96,10 @@ class Verification:
 async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callable[[], Any], timeout_s: float,
                poll_s: float, *details: Any) -> Any:
     """Call ``check`` (through ``run``, in a thread) until it returns a value or ``timeout_s``
-    passes (``None``); ``details`` are heartbeated so a retried attempt resumes where this was."""
+    passes (``None``); ``details`` are heartbeated so a retried attempt resumes where this was
+    (after the first second of waiting: ``activities/heartbeat.py``)."""
     deadline = time.monotonic() + timeout_s
+    heartbeat = Heartbeat()
     while True:
         try:
             found = await run(check)
@@ -109,5 +112,5 @@ async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callab
             return found
         if time.monotonic() >= deadline:
             return None
-        activity.heartbeat(*details)
+        heartbeat(*details)
         await asyncio.sleep(poll_s)
