@@ -8,13 +8,12 @@ what the simulated kubelet does with it.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from podmedic.sim.store import Obj, Store, WatchEvent
+from podmedic.sim.store import Obj, Store, WatchEvent, json_copy
 from podmedic.sim.taints import Taint, format_time, parse_time
 
 DevKey = tuple[str, str, str]  # (driver, pool, device)
@@ -208,4 +207,5 @@ class DeviceRegistry:
                 else:
                     dev.pop("taints", None)
 
-        return copy.deepcopy(self._store.mutate("resourceslices", None, info.name, edit))
+        fresh: Obj = json_copy(self._store.mutate("resourceslices", None, info.name, edit))
+        return fresh

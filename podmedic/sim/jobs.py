@@ -7,7 +7,6 @@ pod-tracking finalizers. Deleting a Job deletes its pods (garbage collection).
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from podmedic.sim.claims import PodKey, random_suffix
 from podmedic.sim.config import SimConfig
 from podmedic.sim.recorder import Recorder
-from podmedic.sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
+from podmedic.sim.store import NotFound, Obj, Store, WatchEvent, json_copy, now_rfc3339
 from podmedic.sim.timers import Coalescer, Timers
 
 JobKey = tuple[str, str]
@@ -211,7 +210,7 @@ class JobController:
 
     def _create_pod(self, job: Obj) -> Obj:
         jmeta = job["metadata"]
-        template = copy.deepcopy(job.get("spec", {}).get("template") or {})
+        template = json_copy(job.get("spec", {}).get("template") or {})
         tmeta = template.get("metadata") or {}
         uid = jmeta["uid"]
         labels = {

@@ -14,7 +14,6 @@ may keep a reference without copying. Callers that want to change an object use
 from __future__ import annotations
 
 import builtins
-import copy
 import datetime as dt
 import uuid
 from collections import deque
@@ -27,6 +26,21 @@ Key = tuple[str, str, str]  # (resource plural, namespace or "", name)
 
 # Watch history kept per store; a watch asking for an older resourceVersion gets 410 Gone.
 DEFAULT_HISTORY = 200_000
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists and immutable scalars), as stored objects are.
+
+    ``copy.deepcopy`` keeps a memo for shared and cyclic references that JSON cannot have:
+    a third of the simulator's CPU went to it in ``podmedic bench orchestration`` (py-spy),
+    the training jobs' progress writes copying their Job and pods every second. This is about
+    three times faster on a pod.
+    """
+    if isinstance(value, dict):
+        return {key: json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_copy(item) for item in value]
+    return value
 
 
 class StoreError(Exception):
@@ -172,7 +186,7 @@ class Store:
         self, resource: str, namespace: str | None, name: str, fn: Callable[[Obj], None]
     ) -> Obj:
         """Read-modify-write for the simulated controllers: copy, apply ``fn``, store."""
-        obj = copy.deepcopy(self.get(resource, namespace, name))
+        obj: Obj = json_copy(self.get(resource, namespace, name))
         fn(obj)
         obj["metadata"].pop("resourceVersion", None)
         return self.replace(resource, obj, check_rv=False)
