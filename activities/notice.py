@@ -83,12 +83,24 @@ class NoticeActivities(KubeActivities):
         url = incident_url(ui, namespace, notice.incident_id, notice.run_id) if ui else ""
         message = f"{notice.message}; see {url}" if url else notice.message
         result = StepNoticeResult()
+        known = set(notice.annotated)
+        key = f"{notice.incident_id}#{notice.run_id}/{notice.step}"
         for pod in notice.pods:
             inp = PodNoticeInput(incident_id=notice.incident_id, pod=pod, reason=notice.reason, message=message,
                                  warning=notice.warning, annotations={INCIDENT_URL: url} if url else {})
-            done = self._notice(inp, key=f"{notice.incident_id}#{notice.run_id}/{notice.step}")
-            (result.recorded if done.pod_found else result.gone).append(f"{pod.namespace}/{pod.name}")
+            found = self._event_only(inp, key) if pod in known and pod.uid else self._notice(inp, key=key).pod_found
+            (result.recorded if found else result.gone).append(f"{pod.namespace}/{pod.name}")
         return result
+
+    def _event_only(self, inp: PodNoticeInput, key: str) -> bool:
+        """The Event for a pod an earlier step of this run found and annotated: no read, no annotation
+        (a pod deleted since gets it too: an Event names its pod by uid, and is harmless)."""
+        try:
+            with contextlib.suppress(Conflict):  # an earlier attempt of this activity wrote it
+                self.kube.create_event(inp.pod.namespace, event_body(inp, inp.pod.uid, key))
+        except NotFound:  # its namespace is gone, and the pod with it
+            return False
+        return True
 
     @activity.defn(name="notify_step")
     async def notify_step(self, notice: StepNotice) -> StepNoticeResult:

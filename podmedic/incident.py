@@ -164,6 +164,10 @@ class StepNotice(BaseModel):
     message: str
     pods: list[PodKey]
     warning: bool = False
+    annotated: list[PodKey] = Field(
+        default_factory=list,
+        description="Pods of ``pods`` an earlier notice of this run found and annotated: only their Event is "
+                    "written, without reading the pod again.")
 
 
 class StepNoticeResult(BaseModel):

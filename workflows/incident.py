@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         IncidentInput,
         Outcome,
         Permanence,
+        PodKey,
         TimelineEntry,
     )
     from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
@@ -76,6 +77,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.woken = False
         self.guard_asked = False
         self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
+        self.annotated: set[PodKey] = set()  # pods a notice of this run found and annotated (workflows/notices.py)
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal

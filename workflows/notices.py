@@ -80,6 +80,8 @@ async def _after(previous: asyncio.Task[None] | None, wf: DeviceIncidentWorkflow
 
 
 async def _record(wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
+    # Known when the notice is written, not when it was told: the one before it may have annotated the pods.
+    notice = notice.model_copy(update={"annotated": [p for p in notice.pods if p in wf.annotated]})
     try:
         result = await workflow.execute_activity_method(
             NoticeActivities.notify_step, notice,
@@ -92,5 +94,7 @@ async def _record(wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
     except ActivityError as err:
         wf.note("notice", f"{notice.reason} not recorded on the pods: {err.cause or err}")
         return
+    recorded = set(result.recorded)
+    wf.annotated.update(p for p in notice.pods if p.uid and f"{p.namespace}/{p.name}" in recorded)
     if result.gone:
         wf.note("notice", f"{notice.reason}: pod(s) already gone: {', '.join(result.gone)}")

@@ -3,12 +3,14 @@ the first notice of an incident annotates the pod, later ones only add their Eve
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kubernetes import client
 
 from activities.kube import KubeGateway
 from activities.notice import NoticeActivities
+from podmedic.incident import StepNotice
 from podmedic.models import PodKey
 from podmedic.sim import SimCluster
 from podmedic.steps import PodNoticeInput
@@ -16,8 +18,11 @@ from tests.sim.conftest import Raw
 
 
 def _writes(raw: Raw) -> dict[tuple[str, str], int]:
-    entries = raw("GET", "/sim/v1/ledger")[1]["entries"]
-    return {(e["verb"], e["resource"]): e["count"] for e in entries}
+    """Requests by verb and resource, whatever their answer."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for e in raw("GET", "/sim/v1/ledger")[1]["entries"]:
+        counts[(e["verb"], e["resource"])] += e["count"]
+    return dict(counts)
 
 
 def _pod(api: client.ApiClient, ns: str, name: str) -> Any:
@@ -74,3 +79,34 @@ def test_a_notice_to_a_replaced_pod_writes_nothing(sim: SimCluster, raw: Raw, ap
         kube.close()
     assert not result.pod_found and not result.event_recorded
     assert _writes(raw) == {("get", "pods"): 1}
+
+
+def test_a_step_notice_to_a_pod_this_run_annotated_writes_the_event_alone(
+    sim: SimCluster, raw: Raw, api: client.ApiClient, ns: str
+) -> None:
+    assert sim.kubeconfig_path is not None
+    created = _pod(api, ns, "notice-c")
+    key = PodKey(namespace=ns, name="notice-c", uid=created.metadata.uid)
+    kube = KubeGateway(sim.kubeconfig_path, component="worker")
+    notices = NoticeActivities(kube)
+
+    def step(name: str, annotated: list[PodKey]) -> list[str]:
+        notice = StepNotice(incident_id="device/d/p/gpu-2", run_id="run-1", step=name, reason=f"Podmedic{name}",
+                            message=name, pods=[key], annotated=annotated)
+        return notices._step(notice, "default").recorded
+
+    try:
+        raw("DELETE", "/sim/v1/ledger")
+        assert step("Opened", []) == [f"{ns}/notice-c"]
+        assert _writes(raw) == {("get", "pods"): 1, ("patch", "pods"): 1, ("create", "events"): 1}
+        raw("DELETE", "/sim/v1/ledger")
+        assert step("Tainted", [key]) == [f"{ns}/notice-c"]
+        assert step("Tainted", [key]) == [f"{ns}/notice-c"]  # a retried attempt finds its Event written (409)
+        assert _writes(raw) == {("create", "events"): 2}
+        statuses = sorted(e["status"] for e in raw("GET", "/sim/v1/ledger")[1]["entries"])
+        assert statuses == [201, 409]
+    finally:
+        kube.close()
+    events = [e for e in client.CoreV1Api(api).list_namespaced_event(ns).items if e.reason.startswith("Podmedic")]
+    assert sorted(e.reason for e in events) == ["PodmedicOpened", "PodmedicTainted"]
+    assert {e.involved_object.uid for e in events} == {created.metadata.uid}

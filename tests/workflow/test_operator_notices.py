@@ -53,6 +53,12 @@ async def test_one_pod_event_per_step_in_order(env: WorkflowEnvironment, task_qu
     assert all(n.incident_id == device.workflow_id and n.reason.startswith("Podmedic") for n in fake.notices)
     assert all([p.name for p in n.pods] == [POD.name] for n in fake.notices)
     assert result.outcome.value in fake.notices[-1].message
+    # A notice writes the Event alone (no read, no annotation) only to a pod an earlier one found.
+    told: set[PodKey] = set()
+    for notice in fake.notices:
+        assert set(notice.annotated) == set(notice.pods) & told, notice.step
+        told |= set(notice.pods)
+    assert fake.notices[0].annotated == [] and fake.notices[1].annotated == fake.notices[1].pods
 
 
 def test_static_details_name_device_node_classification_and_policy() -> None:
