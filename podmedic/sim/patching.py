@@ -7,10 +7,10 @@ their merge key, ``$patch: delete``/``replace`` directives work, other lists are
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from podmedic.sim.handlers_common import ApiError
+from podmedic.sim.store import json_copy
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -67,7 +67,7 @@ def apply_patch(content_type: str, target: Any, patch: Any) -> Any:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     out = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -80,7 +80,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 def strategic_merge(target: Any, patch: dict[str, Any]) -> Any:
     """Kubernetes strategic merge patch of a map."""
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: json_copy(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return {}
     out = dict(target) if isinstance(target, dict) else {}
@@ -109,11 +109,11 @@ def _merge_list(field: str, existing: Any, patch: list[Any]) -> list[Any]:
         return current + [v for v in patch if v not in current]
     merge_key = MERGE_KEYS.get(field)
     if merge_key is None or not all(isinstance(p, dict) for p in patch):
-        return [p for p in copy.deepcopy(patch) if not (isinstance(p, dict) and "$patch" in p)]
+        return [p for p in json_copy(patch) if not (isinstance(p, dict) and "$patch" in p)]
     out = list(current)
     for item in patch:
         if item.get("$patch") == "replace":
-            return [{k: v for k, v in p.items() if k != "$patch"} for p in copy.deepcopy(patch)]
+            return [{k: v for k, v in p.items() if k != "$patch"} for p in json_copy(patch)]
         key_value = item.get(merge_key)
         index = next(
             (
@@ -200,7 +200,7 @@ def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902 JSON patch: add, remove, replace, move, copy, test."""
     if not isinstance(ops, list):
         raise ApiError(400, "a JSON patch must be a JSON array of operations")
-    doc = copy.deepcopy(target)
+    doc = json_copy(target)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op:
             raise ApiError(400, f"invalid JSON patch operation {op!r}")
@@ -208,15 +208,15 @@ def json_patch(target: Any, ops: Any) -> Any:
         if name in ("add", "replace", "test") and "value" not in op:
             raise ApiError(400, f"JSON patch operation {name!r} needs a value")
         if name == "add":
-            doc = _add(doc, parts, copy.deepcopy(op["value"]))
+            doc = _add(doc, parts, json_copy(op["value"]))
         elif name == "replace":
             _get(doc, parts)
-            doc = _add(doc, parts, copy.deepcopy(op["value"]), replace=True)
+            doc = _add(doc, parts, json_copy(op["value"]), replace=True)
         elif name == "remove":
             _remove(doc, parts)
         elif name in ("move", "copy"):
             source = _pointer(op.get("from"))
-            value = _remove(doc, source) if name == "move" else copy.deepcopy(_get(doc, source))
+            value = _remove(doc, source) if name == "move" else json_copy(_get(doc, source))
             doc = _add(doc, parts, value)
         elif name == "test":
             if _get(doc, parts) != op["value"]:
