@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
@@ -39,6 +38,7 @@ from ingest.settings import IngestSettings
 from podmedic.policy_file import parse_policy
 from podmedic.sim import SimCluster, SimConfig
 from podmedic.sim.config import SimTimings
+from workers.converter import podmedic_data_converter
 from workers.worker import build_worker
 from workflows import search
 
@@ -141,7 +141,7 @@ async def run(pull_s: float, train_s: float, periodic_every: int) -> dict[str, A
     sim = _sim(pull_s, periodic_every)
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
-        data_converter=pydantic_data_converter, search_attributes=list(search.ALL_KEYS),
+        data_converter=podmedic_data_converter, search_attributes=list(search.ALL_KEYS),
         dev_server_log_level="error")
     assert sim.kubeconfig_path is not None
     kube = KubeGateway(Path(sim.kubeconfig_path))

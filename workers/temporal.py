@@ -6,10 +6,10 @@ import dataclasses
 import logging
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 
 from podmedic.telemetry import setup as telemetry
+from workers.converter import podmedic_data_converter
 from workers.security import TemporalSecurity
 
 DEFAULT_TASK_QUEUE = "podmedic"
@@ -18,8 +18,8 @@ DEFAULT_TASK_QUEUE = "podmedic"
 def data_converter(security: TemporalSecurity) -> DataConverter:
     """Pydantic models as JSON, sealed by the payload codec when a key is configured."""
     if security.codec is None:
-        return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=security.codec)
+        return podmedic_data_converter
+    return dataclasses.replace(podmedic_data_converter, payload_codec=security.codec)
 
 
 async def connect(address: str, namespace: str = "default", security: TemporalSecurity | None = None) -> Client:

@@ -16,7 +16,6 @@ import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestServer
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from ingest.delivery import Deliverer
 from ingest.http.app import build_app
@@ -24,6 +23,7 @@ from ingest.http.auth import AuthConfigError
 from ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
 from ingest.settings import HttpSettings, IngestSettings
 from podmedic.policy_file import load_policy
+from workers.converter import podmedic_data_converter
 from workers.up import free_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -38,7 +38,7 @@ def event(i: int = 1) -> dict[str, Any]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def deliverer() -> Deliverer:
-    client = await Client.connect(f"127.0.0.1:{free_port()}", lazy=True, data_converter=pydantic_data_converter)
+    client = await Client.connect(f"127.0.0.1:{free_port()}", lazy=True, data_converter=podmedic_data_converter)
     return Deliverer(client, load_policy(None), "tq-unused")
 
 

@@ -16,13 +16,13 @@ import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestServer
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from ingest.delivery import Deliverer
 from ingest.http.app import build_app
 from ingest.http.cloudevents import EVENT_TYPE, STRUCTURED
 from ingest.settings import HttpSettings, IngestSettings
 from podmedic.policy_file import load_policy
+from workers.converter import podmedic_data_converter
 from workers.up import free_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -47,7 +47,7 @@ ENDPOINTS: dict[str, tuple[str, str, Any, Any, str]] = {
 @pytest_asyncio.fixture(loop_scope="session")
 async def front(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     monkeypatch.setenv("PODMEDIC_INGEST_TOKEN", TOKEN)
-    client = await Client.connect(f"127.0.0.1:{free_port()}", lazy=True, data_converter=pydantic_data_converter)
+    client = await Client.connect(f"127.0.0.1:{free_port()}", lazy=True, data_converter=podmedic_data_converter)
     settings = IngestSettings(http=HttpSettings(max_body_bytes=LIMIT, max_batch=3, deliver_timeout_s=5))
     server = TestServer(build_app(Deliverer(client, load_policy(None), "tq-unused"), settings), host="127.0.0.1")
     await server.start_server()

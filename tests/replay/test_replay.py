@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from workers.converter import podmedic_data_converter
 from workers.worker import WORKFLOWS
 
 HISTORIES = sorted(Path(__file__).with_name("histories").glob("*.json"))
@@ -26,6 +26,6 @@ def test_histories_were_recorded() -> None:
 @pytest.mark.parametrize("path", HISTORIES, ids=[h.stem for h in HISTORIES])
 async def test_history_replays_on_current_code(path: Path) -> None:
     history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
-    result = await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(
+    result = await Replayer(workflows=WORKFLOWS, data_converter=podmedic_data_converter).replay_workflow(
         history, raise_on_replay_failure=True)
     assert result.replay_failure is None

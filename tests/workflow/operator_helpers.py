@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -24,6 +23,7 @@ from podmedic.models import DeviceRef
 from podmedic.policy_file import PolicySet
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event
+from workers.converter import podmedic_data_converter
 from workflows.incident import DeviceIncidentWorkflow
 
 Handle = WorkflowHandle[DeviceIncidentWorkflow, IncidentOutcome]
@@ -33,7 +33,7 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server for one test module (wrap it in a module-scoped fixture)."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
-        data_converter=pydantic_data_converter)
+        data_converter=podmedic_data_converter)
     yield env
     await env.shutdown()
 
