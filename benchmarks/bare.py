@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 
 from benchmarks.stats import percentile, rate
 from workers.temporal import connect
-from workers.worker import worker_options
+from workers.worker import tune_gc, worker_options
 
 TASK_QUEUE = "bench-bare"
 
@@ -90,6 +90,7 @@ async def _serve(address: str, task_queue: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    tune_gc()  # as podmedic's worker does
     async with build_bare_worker(client, task_queue):
         await stop.wait()
 

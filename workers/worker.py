@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Sequence
@@ -109,6 +110,24 @@ def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dic
     }
 
 
+GC_THRESHOLDS = (20_000, 20, 20)
+"""The cyclic collector's thresholds in a worker (CPython's: 700, 10, 10)."""
+
+
+def tune_gc() -> None:
+    """Collect cycles less often, and never scan what the process holds from its start.
+
+    A worker allocates hundreds of short-lived objects per workflow task and activity (payloads,
+    protobuf messages, API answers), nearly all freed by reference counting; CPython's default
+    starts a collection every 700 allocations, and each one also walks the long-lived workflow
+    instances. perf on the worker in ``podmedic bench orchestration`` (300 incidents): 6 % of its
+    CPU in the collector. Call once, after imports and setup (``gc.freeze`` moves everything alive
+    then out of the collector's sight). The bare baseline's worker calls it too.
+    """
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxed: bool = False,
                  max_concurrent: int = 200) -> Worker:
     """A worker for the incident workflow and its activities."""
@@ -131,6 +150,7 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    tune_gc()
     log.info("worker polling task queue %r on %s (workflow sandbox %s)", task_queue,
              client.service_client.config.target_host, "on" if sandboxed else "off")
     polling = False

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from workers.cli import build_parser
-from workers.worker import worker_options
+from workers.worker import GC_THRESHOLDS, tune_gc, worker_options
 
 
 def test_workflows_run_unsandboxed_unless_asked() -> None:
@@ -21,3 +23,15 @@ def test_sandbox_flag_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert build_parser().parse_args(["worker", "--sandbox"]).sandbox is True
     monkeypatch.setenv("PODMEDIC_WORKFLOW_SANDBOX", "1")
     assert build_parser().parse_args(["worker"]).sandbox is True
+
+
+def test_gc_tuning_raises_the_thresholds_and_freezes_what_is_alive() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert GC_THRESHOLDS[0] > before[0]
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
