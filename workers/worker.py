@@ -119,8 +119,8 @@ def tune_gc() -> None:
 
     A worker allocates hundreds of short-lived objects per workflow task and activity (payloads,
     protobuf messages, API answers), nearly all freed by reference counting; CPython's default
-    starts a collection every 700 allocations, and each one also walks the long-lived workflow
-    instances. perf on the worker in ``podmedic bench orchestration`` (300 incidents): 6 % of its
+    starts a collection every 700 allocations, and every so often a full one that walks each
+    workflow instance the worker holds. perf on the worker in ``podmedic bench orchestration`` (300 incidents): 6 % of its
     CPU in the collector. Call once, after imports and setup (``gc.freeze`` moves everything alive
     then out of the collector's sight). The bare baseline's worker calls it too.
     """
