@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := podmedic podmedic_workload workflows activities workers ingest agent benchmarks operators
+PACKAGES := podmedic podmedic_sim workflows activities workers benchmarks
 
 .PHONY: install demo test fuzz lint clean
 
@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,sim]'
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib $(PACKAGES) >/dev/null
 	touch $(STAMP)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from activities.kube import KubeGateway
+from podmedic.kube.gateway import KubeGateway
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities import podview
 from activities.base import KubeActivities
 from activities.claim_cache import ReservedClaims
-from activities.kube import KubeGateway
-from podmedic.models import DeviceRef, Health, PodKey
-from podmedic.steps import DeviceHealthReading, DeviceInput, DiscoverInput, Discovery
+from podmedic.domain.models import DeviceRef, Health, PodKey
+from podmedic.domain.steps import DeviceHealthReading, DeviceInput, DiscoverInput, Discovery
+from podmedic.kube import podview
+from podmedic.kube.gateway import KubeGateway
 
 Obj = podview.Obj
 

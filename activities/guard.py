@@ -18,8 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import blocking
-from activities.kube import KubeGateway
-from podmedic.guard import (
+from podmedic.domain.guard import (
     GUARD_WORKFLOW_ID,
     FleetSize,
     FleetSizeInput,
@@ -28,6 +27,7 @@ from podmedic.guard import (
     PermitRelease,
     PermitRequest,
 )
+from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import set_guard_state
 
 GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module

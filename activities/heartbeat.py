@@ -4,7 +4,7 @@ The SDK sends an activity's first heartbeat at once and later ones at most every
 heartbeat timeout. Each heartbeat the server receives is a write of the workflow's mutable
 state; most of podmedic's waits (a checkpoint answer, a restarted pod turning Ready, the old
 pod gone) end within a second, so their first heartbeat was a write that told nobody anything:
-four per incident in ``podmedic bench orchestration``. A wait that lasts beyond the grace
+four per incident in ``python -m benchmarks orchestration``. A wait that lasts beyond the grace
 heartbeats as before, so the server still sees it alive long before its heartbeat timeout,
 and a cancellation (which reaches an activity only as a heartbeat's answer) is seen at most
 the grace later.

@@ -13,8 +13,8 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.client import Client
 
-from podmedic.models import DeviceRef
-from workflows import search
+from podmedic.domain import search
+from podmedic.domain.models import DeviceRef
 
 NOT_COUNTED = {"not_actionable"}
 

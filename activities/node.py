@@ -15,9 +15,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
-from podmedic.incident import IncidentOutcome
-from podmedic.models import Outcome
-from podmedic.node import (
+from podmedic.domain import search
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.models import Outcome
+from podmedic.domain.node import (
     DeviceIncidentsInput,
     DeviceIncidentStatus,
     NodeIncidentState,
@@ -25,14 +26,13 @@ from podmedic.node import (
     NodeReportResult,
     node_workflow_id,
 )
-from workflows import search
 
 # By name, not class: the node workflow itself runs these activities' siblings (no import cycle).
 NODE_WORKFLOW = "NodeIncident"
 
 # A quiet watch answers in tens of milliseconds. A watch that cannot answer in 1 s is behind on its tasks
 # (a storm): the incident goes on without the answer rather than wait (5 s used to time out, and retry
-# the whole activity, for 340 of 1,000 devices in `podmedic bench storm`); the watch signals it later.
+# the whole activity, for 340 of 1,000 devices in `python -m benchmarks storm`); the watch signals it later.
 QUERY_TIMEOUT = dt.timedelta(seconds=1)
 
 HEALTHY_OUTCOMES = {Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED, Outcome.RESOLVED_BY_VENDOR,

@@ -16,11 +16,11 @@ import urllib.parse
 
 from temporalio import activity
 
-from activities import podview
 from activities.base import KubeActivities
-from activities.kube import Conflict, NotFound, Obj
-from podmedic.incident import StepNotice, StepNoticeResult
-from podmedic.steps import PodNoticeInput, PodNoticeResult
+from podmedic.domain.incident import StepNotice, StepNoticeResult
+from podmedic.domain.steps import PodNoticeInput, PodNoticeResult
+from podmedic.kube import podview
+from podmedic.kube.gateway import Conflict, NotFound, Obj
 
 COMPONENT = "podmedic"
 UI_URL_ENV = "PODMEDIC_UI_URL"

@@ -16,8 +16,8 @@ from temporalio import activity
 
 from activities.base import KubeActivities
 from activities.holders import holder_id
-from activities.kube import Conflict, Obj
-from podmedic.node import QuarantineInput, QuarantineResult
+from podmedic.domain.node import QuarantineInput, QuarantineResult
+from podmedic.kube.gateway import Conflict, Obj
 
 QUARANTINED_BY = "podmedic.io/quarantined-by"
 WAS_CORDONED = "podmedic.io/was-cordoned"

@@ -21,7 +21,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from benchmarks.stats import percentile, rate
-from workers.temporal import connect
+from podmedic.temporal.connect import connect
 from workers.worker import tune_gc, worker_options
 
 TASK_QUEUE = "bench-bare"

@@ -1,4 +1,4 @@
-"""``podmedic bench ...`` (and ``python -m benchmarks.cli ...``): the benchmark commands."""
+"""``python -m benchmarks ...``: the benchmark commands."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _recovery(args: argparse.Namespace) -> int:
 def _faults(args: argparse.Namespace) -> int:
     from benchmarks.faults.suite import SuiteOptions, run_and_report
 
-    command = "podmedic bench faults" + (" --quick" if args.quick else "") + \
+    command = "python -m benchmarks faults" + (" --quick" if args.quick else "") + \
         "".join(f" --only {name}" for name in args.only)
     opts = SuiteOptions(quick=args.quick, only=tuple(args.only), keep_dir=args.keep_dir)
     # A quick run never overwrites the full suite's page unless --doc names it.
@@ -44,7 +44,8 @@ def _faults(args: argparse.Namespace) -> int:
 def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``bench`` with its benchmarks to a command tree; returns the ``bench`` parser."""
     bench: argparse.ArgumentParser = subparsers.add_parser(
-        "bench", help="benchmarks: start their own stack, print figures, write JSON")
+        "bench", prog="python -m benchmarks",
+        help="benchmarks: start their own stack, print figures, write JSON")
     which = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     p = which.add_parser(
         "detection", help="events/s accepted by the HTTP ingest, and event -> running incident latency",
@@ -117,11 +118,11 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.cli detection [flags]``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cli")
+    """``python -m benchmarks detection [flags]``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="BENCHMARK")
     add_bench_parser(sub)
-    # Standalone, ``bench`` is implied: ``python -m benchmarks.cli detection``.
+    # ``bench`` is implied: ``python -m benchmarks detection``.
     args = parser.parse_args(["bench", *(argv if argv is not None else sys.argv[1:])])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return int(args.func(args))

@@ -1,4 +1,4 @@
-"""The ``podmedic bench`` commands of the published figures: orchestration, single, storm, goodput,
+"""The ``python -m benchmarks`` commands of the published figures: orchestration, single, storm, goodput,
 memory and report (``docs/BENCHMARKS.md``). Each prints a table and writes JSON under ``bench/results/``."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def add_commands(which: argparse._SubParsersAction[Any]) -> None:
-    """Add this module's benchmarks to ``podmedic bench``."""
+    """Add this module's benchmarks to ``python -m benchmarks``."""
     servers: dict[str, Any] = {"type": _servers, "default": list(SERVER_CHOICES),
                                "help": "Temporal dev server settings, comma-separated (default default,tuned)"}
     p = which.add_parser("orchestration", help="N incidents through the full pipeline vs bare Temporal, per server")

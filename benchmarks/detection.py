@@ -1,4 +1,4 @@
-"""``podmedic bench detection``: how fast health events become running incidents.
+"""``python -m benchmarks detection``: how fast health events become running incidents.
 
 Two scenarios, against a stack this command starts itself (``benchmarks.stack``) and the
 HTTP ingest served in this process, with the load sent from a child process:
@@ -34,10 +34,10 @@ from benchmarks.load import LoadResult, LoadSpec, run_in_child
 from benchmarks.settings import unguarded_default_policy
 from benchmarks.stack import BenchStack, StackConfig, running_stack
 from benchmarks.stats import percentile
-from ingest.dedup import RecentStates
-from ingest.delivery import Deliverer
-from ingest.http.app import build_app, start_site
-from ingest.settings import HttpSettings, IngestSettings
+from podmedic.ingest.dedup import RecentStates
+from podmedic.ingest.delivery import Deliverer
+from podmedic.ingest.http.app import build_app, start_site
+from podmedic.ingest.settings import HttpSettings, IngestSettings
 
 DRIVER = "gpu.nvidia.com"
 TARGET_EVENTS_PER_S = 2000.0

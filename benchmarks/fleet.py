@@ -1,8 +1,8 @@
 """Driving a fleet of incidents on the simulator: training jobs, faults, events, and what happened.
 
-The event is delivered the way the ingest delivers it (``ingest.delivery.Deliverer``,
+The event is delivered the way the ingest delivers it (``podmedic.ingest.delivery.Deliverer``,
 signal-with-start), right after the simulator was told the device failed, so "event" means
-the moment podmedic is told; detection latency is ``podmedic bench detection``'s subject.
+the moment podmedic is told; detection latency is ``python -m benchmarks detection``'s subject.
 Latencies are read after the run from each incident's timeline (workflow time of the task
 that saw the step done), so measuring does not load the server being measured; the taint's
 time is read from the history instead (``fence_time``).
@@ -22,12 +22,12 @@ import aiohttp
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
-from ingest.dedup import RecentStates
-from ingest.delivery import Deliverer
-from operators.history import local_activity_marker
-from podmedic.incident import IncidentOutcome
-from podmedic.models import DeviceHealthEvent, DeviceRef, Health
-from podmedic.policy_file import PolicySet
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
+from podmedic.domain.policy_file import PolicySet
+from podmedic.incidents.history import local_activity_marker
+from podmedic.ingest.dedup import RecentStates
+from podmedic.ingest.delivery import Deliverer
 
 DRIVER = "gpu.nvidia.com"
 TAINT = "taint_device"

@@ -1,4 +1,4 @@
-"""``podmedic bench goodput``: how much training survives the Llama 3 fault mix, by remediation policy.
+"""``python -m benchmarks goodput``: how much training survives the Llama 3 fault mix, by remediation policy.
 
 Time-compressed training Jobs (one GPU each, a step every 0.1 s, their own checkpoint every
 ``CHECKPOINT_EVERY`` steps) run on the simulator for ``duration_s``; the same seeded faults
@@ -32,15 +32,15 @@ from typing import Any
 
 import aiohttp
 
-from activities.kube import KubeGateway
 from benchmarks.fleet import Sim
 from benchmarks.llama3 import LLAMA3_INTERVAL_H, LLAMA3_MIX
 from benchmarks.results import write
 from benchmarks.settings import BENCH_TIMINGS, bench_policy, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
-from ingest.service import run_ingest
-from ingest.settings import IngestSettings
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import IngestSettings
+from podmedic.kube.gateway import KubeGateway
 
 # How each kind shows in the simulator: XID, whether the process dies at once, whether a restart
 # cures it, and for faults that warn first, how long until the process dies anyway (``warn_s``):

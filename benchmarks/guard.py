@@ -20,9 +20,9 @@ from pathlib import Path
 
 from activities.guard import ask
 from benchmarks.stack import StackConfig, running_stack
-from podmedic.guard import GUARD_WORKFLOW_ID, GuardStatus, PermitRelease, PermitRequest
-from podmedic.guard_policy import GuardPolicy, StormPolicy
-from podmedic.models import DeviceRef
+from podmedic.domain.guard import GUARD_WORKFLOW_ID, GuardStatus, PermitRelease, PermitRequest
+from podmedic.domain.guard_policy import GuardPolicy, StormPolicy
+from podmedic.domain.models import DeviceRef
 
 DRIVER = "gpu.nvidia.com"
 OPEN = GuardPolicy(max_devices_tainted=100_000, max_nodes_disrupted=100_000, max_driver_share=1, max_pool_share=1,

@@ -1,4 +1,4 @@
-"""``podmedic bench orchestration`` and ``podmedic bench single``: podmedic against bare Temporal.
+"""``python -m benchmarks orchestration`` and ``python -m benchmarks single``: podmedic against bare Temporal.
 
 Each server setting (``benchmarks.settings.SERVERS``: ``default`` and ``tuned``) gets a fresh
 stack: the Temporal dev server, the simulator (one single-GPU training Job per incident, all
@@ -36,8 +36,8 @@ from benchmarks.fleet import (
 from benchmarks.settings import DEVICES_PER_NODE, SERVERS, bench_policy, stack_config
 from benchmarks.stack import BenchStack, running_stack
 from benchmarks.stats import load_1m, machine, rate, ratio, summary
-from podmedic.policy_file import PolicySet
-from podmedic.sim.topology import node_name
+from podmedic.domain.policy_file import PolicySet
+from podmedic_sim.topology import node_name
 
 TARGET_RATIO = 0.8
 TARGET_SINGLE_P50_MS = 200.0

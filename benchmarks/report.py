@@ -1,4 +1,4 @@
-"""``podmedic bench report``: run every published benchmark, then regenerate docs/BENCHMARKS.md and its plots.
+"""``python -m benchmarks report``: run every published benchmark, then regenerate docs/BENCHMARKS.md and its plots.
 
 One command, in one go, printing progress as it goes: the lead re-runs it on a quiet machine.
 The doc's hand-written method notes live between the NOTES markers and are kept as they are.
@@ -16,7 +16,7 @@ DOC = Path("docs/BENCHMARKS.md")
 IMG = Path("docs/img")
 NOTES_BEGIN, NOTES_END = "<!-- BEGIN NOTES (hand-written, kept by the generator) -->", "<!-- END NOTES -->"
 
-# (name, arguments after `podmedic bench`), full size and --quick. The JSON goes to RESULTS/<name>.json.
+# (name, arguments after `python -m benchmarks`), full size and --quick. The JSON goes to RESULTS/<name>.json.
 RUNS: dict[str, list[str]] = {
     # 100, not the command's 500: the default server (SQLite syncing every write) ran 300 bare
     # workflows of 13 activities at 0.8/s on this shared machine, so 500 on both servers alone would
@@ -53,7 +53,7 @@ def regenerate(quick: bool = False, only_docs: bool = False) -> Path:
     started = time.monotonic()
     if not only_docs:
         for i, (name, argv) in enumerate(runs.items(), 1):
-            print(f"== [{i}/{len(runs)}] podmedic bench {' '.join(argv)}  ({time.monotonic() - started:.0f} s so far)",
+            print(f"== [{i}/{len(runs)}] python -m benchmarks {' '.join(argv)}  ({time.monotonic() - started:.0f} s so far)",
                   flush=True)
             main([*argv, "--json", str(results_dir / f"{name}.json")])
         from benchmarks.results import write

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from benchmarks.stack import StackConfig
-from podmedic.policy_file import PolicySet, parse_policy
-from podmedic.sim.config import SimTimings
+from podmedic.domain.policy_file import PolicySet, parse_policy
+from podmedic_sim.config import SimTimings
 
 SERVERS: dict[str, dict[str, tuple[str, ...]]] = {
     # The dev server as `temporal server start-dev` starts it: SQLite, default pragmas, default config.
@@ -79,12 +79,12 @@ def bench_policy(**overrides: Any) -> PolicySet:
 
 
 def unguarded_default_policy() -> PolicySet:
-    """The embedded default policy as it is, but for the fleet guard (``podmedic bench detection``)."""
+    """The embedded default policy as it is, but for the fleet guard (``python -m benchmarks detection``)."""
     return parse_policy(yaml.safe_dump(_unguarded_default()), "default policy without the fleet guard")
 
 
 def _unguarded_default() -> dict[str, Any]:
-    raw: dict[str, Any] = yaml.safe_load(resources.files("podmedic").joinpath("default_policy.yaml").read_text())
+    raw: dict[str, Any] = yaml.safe_load(resources.files("podmedic.domain").joinpath("default_policy.yaml").read_text())
     # The guard would hold a storm by design (that is its job); the benchmarks measure the pipeline
     # itself. The guard's own answer rate: `python -m benchmarks.guard`.
     raw["guard"] = {"enabled": False}

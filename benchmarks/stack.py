@@ -21,9 +21,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from workers.temporal import connect
-from workers.up import free_port, wait_ready
-from workflows import search
+from podmedic.domain import search
+from podmedic.stack.up import free_port, wait_ready
+from podmedic.temporal.connect import connect
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ async def running_stack(config: StackConfig, keep_dir: Path | None = None) -> As
             *[arg for pragma in config.sqlite_pragmas for arg in ("--sqlite-pragma", pragma)],
             *search.dev_server_flags(), *config.temporal_args,
         ], logs))
-        py = [sys.executable, "-m", "workers.cli"]
+        py = [sys.executable, "-m", "podmedic.cli.main"]
         procs.append(_spawn("simulator", [
             *py, "sim", "serve", "--port", str(sport), "--nodes", str(config.nodes),
             "--devices-per-node", str(config.devices_per_node), "--kubeconfig", str(kubeconfig),

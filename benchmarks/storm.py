@@ -1,4 +1,4 @@
-"""``podmedic bench storm``: every GPU of a fleet fails at once (NVSentinel's test, per device).
+"""``python -m benchmarks storm``: every GPU of a fleet fails at once (NVSentinel's test, per device).
 
 1,000 devices on 125 nodes (each with a single-GPU training Job, plus a node for the
 warm-up's) fail together with a transient XID; every event goes to podmedic at once (100
@@ -33,7 +33,7 @@ from benchmarks.results import write
 from benchmarks.settings import SERVERS, STORM_POLLS, STORM_TIMINGS, bench_policy, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
-from podmedic.node import NodeIncidentState, node_workflow_id
+from podmedic.domain.node import NodeIncidentState, node_workflow_id
 
 TARGET_P99_TAINT_S = 20.0
 

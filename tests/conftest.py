@@ -13,9 +13,9 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from podmedic.domain import search
+from podmedic.temporal.converter import podmedic_data_converter
 from tests.hang_report import MARGIN_S, report_later
-from workers.converter import podmedic_data_converter
-from workflows import search
 
 BIN = Path(sys.executable).parent
 

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
+from podmedic_sim import SimCluster, SimConfig
+from podmedic_sim.config import SimTimings
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ def wait_until(check: Callable[[], T | None], *, timeout: float = 30.0, interval
 
 def sim_node(sim: SimCluster, name: str) -> dict[str, Any]:
     """A Node of the simulator as podmedic's gateway reads it (``{}`` when there is none)."""
-    from activities.kube import KubeGateway
+    from podmedic.kube.gateway import KubeGateway
 
     kube = KubeGateway(Path(str(sim.kubeconfig_path)))
     try:

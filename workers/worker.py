@@ -14,17 +14,17 @@ from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.checkpoint import CheckpointActivities
+from activities.checkpoints.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
 from activities.guard import GuardActivities
 from activities.history import HistoryActivities
-from activities.kube import KubeGateway
 from activities.node import NodeActivities
 from activities.notice import NoticeActivities
 from activities.quarantine import QuarantineActivities
-from activities.recover import RecoverActivities
+from activities.recovery.recover import RecoverActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
+from podmedic.kube.gateway import KubeGateway
 from workers.health import serving_health
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
@@ -83,7 +83,7 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     Unsandboxed by default: podmedic runs only its own workflows, whose determinism CI proves
     in the sandbox (``tests/workflow`` run every workflow there, ``tests/replay`` replays recorded
     histories there). The sandbox re-imports the workflow modules for every incident and compiles
-    code for every payload it converts: a fifth of the worker's CPU in ``podmedic bench
+    code for every payload it converts: a fifth of the worker's CPU in ``python -m benchmarks
     orchestration`` (py-spy), for a check CI already makes.
     """
     return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
@@ -120,9 +120,10 @@ def tune_gc() -> None:
     A worker allocates hundreds of short-lived objects per workflow task and activity (payloads,
     protobuf messages, API answers), nearly all freed by reference counting; CPython's default
     starts a collection every 700 allocations, and every so often a full one that walks each
-    workflow instance the worker holds. perf on the worker in ``podmedic bench orchestration`` (300 incidents): 6 % of its
-    CPU in the collector. Call once, after imports and setup (``gc.freeze`` moves everything alive
-    then out of the collector's sight). The bare baseline's worker calls it too.
+    workflow instance the worker holds. perf on the worker in the orchestration benchmark (300
+    incidents): 6 % of its CPU in the collector. Call once, after imports and setup
+    (``gc.freeze`` moves everything alive then out of the collector's sight). The bare
+    baseline's worker calls it too.
     """
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

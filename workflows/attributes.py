@@ -3,7 +3,7 @@
 Every search attribute upsert is a history event and a visibility write on the server. An
 incident changes its phase several times within one workflow task (opened, fencing,
 discovering: one task), and in a 1,000-device storm those writes were a quarter of the Temporal
-server's CPU (``podmedic bench storm``, one run each: 182 CPU-s with them, 132 without). The writer keeps
+server's CPU (``python -m benchmarks storm``, one run each: 182 CPU-s with them, 132 without). The writer keeps
 the changes of one task and upserts them together when the workflow next waits, so the
 visibility store sees the same final values with fewer writes.
 

@@ -11,9 +11,9 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
     from activities.taint import TaintActivities
-    from podmedic.incident import IncidentOutcome, Phase
-    from podmedic.models import Health, Outcome
-    from podmedic.steps import DeviceInput, UntaintInput
+    from podmedic.domain.incident import IncidentOutcome, Phase
+    from podmedic.domain.models import Health, Outcome
+    from podmedic.domain.steps import DeviceInput, UntaintInput
     from workflows import ticketing
     from workflows.options import activity_options
 

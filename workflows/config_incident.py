@@ -17,9 +17,9 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
-    from podmedic.models import ConfigProblem, FailureMode, Outcome
-    from podmedic.steps import PodNoticeInput
-    from workflows import search
+    from podmedic.domain import search
+    from podmedic.domain.models import ConfigProblem, FailureMode, Outcome
+    from podmedic.domain.steps import PodNoticeInput
 
 PROBLEM_ANNOTATION = "podmedic.io/problem"
 

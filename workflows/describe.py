@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from podmedic.classify import classify
-from podmedic.incident import IncidentState, Phase
-from podmedic.models import ConfigProblem, DeviceHealthEvent
-from podmedic.policy import DriverPolicy, LadderRung
+from podmedic.domain.classify import classify
+from podmedic.domain.incident import IncidentState, Phase
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent
+from podmedic.domain.policy import DriverPolicy, LadderRung
 
 CLI = "podmedic incidents"
 

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.guard import StormRecord
-    from workflows import search
+    from podmedic.domain import search
+    from podmedic.domain.guard import StormRecord
 
 
 class FleetIncidentInput(BaseModel):

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.incident import Decision, IncidentStopped, PendingApproval, Phase
-    from podmedic.models import Outcome
-    from podmedic.policy import Gate
-    from workflows import search
+    from podmedic.domain import search
+    from podmedic.domain.incident import Decision, IncidentStopped, PendingApproval, Phase
+    from podmedic.domain.models import Outcome
+    from podmedic.domain.policy import Gate
     from workflows.notices import tell_pods
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.guard import GuardActivities
-    from podmedic.guard import PermitAnswer, PermitRelease, PermitRequest
-    from podmedic.incident import PendingApproval, Phase
-    from workflows import search
+    from podmedic.domain import search
+    from podmedic.domain.guard import PermitAnswer, PermitRelease, PermitRequest
+    from podmedic.domain.incident import PendingApproval, Phase
     from workflows.options import URGENT
 
 if TYPE_CHECKING:

@@ -18,9 +18,10 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
     from activities.node import NodeActivities
-    from podmedic.classify import classify
-    from podmedic.flapping import transitions_within
-    from podmedic.incident import (
+    from podmedic.domain import search
+    from podmedic.domain.classify import classify
+    from podmedic.domain.flapping import transitions_within
+    from podmedic.domain.incident import (
         AbortRequest,
         IncidentOutcome,
         IncidentState,
@@ -28,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         Phase,
         Resolution,
     )
-    from podmedic.models import (
+    from podmedic.domain.models import (
         DeviceHealthEvent,
         Health,
         IncidentInput,
@@ -37,9 +38,9 @@ with workflow.unsafe.imports_passed_through():
         PodKey,
         TimelineEntry,
     )
-    from podmedic.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
-    from podmedic.steps import DiscoverInput, Discovery
-    from workflows import describe, guarded, repeat, search, stages, telemetry
+    from podmedic.domain.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
+    from podmedic.domain.steps import DiscoverInput, Discovery
+    from workflows import describe, guarded, repeat, stages, telemetry
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
     from workflows.closing import Closer, dry_run_close

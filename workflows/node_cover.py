@@ -15,13 +15,13 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
-    from podmedic.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
-    from podmedic.policy import LadderRung
-    from podmedic.steps import RecoveryResult
+    from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
+    from podmedic.domain.policy import LadderRung
+    from podmedic.domain.steps import RecoveryResult
     from workflows import guarded
 
 if TYPE_CHECKING:
-    from podmedic.models import PodRef
+    from podmedic.domain.models import PodRef
     from workflows.incident import DeviceIncidentWorkflow
 
 SAME_NODE_RUNGS = ("same_node",)

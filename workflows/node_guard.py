@@ -19,8 +19,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.guard import GuardActivities
-    from podmedic.guard import PermitRelease, PermitRequest
-    from podmedic.models import DeviceRef
+    from podmedic.domain.guard import PermitRelease, PermitRequest
+    from podmedic.domain.models import DeviceRef
     from workflows.guarded import PATCH
 
 if TYPE_CHECKING:

@@ -19,9 +19,10 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.incident import ApprovalRequest, Decision, OperatorAnswer, Phase, Resolution, SkipRequest
-    from podmedic.models import FailureMode, TimelineEntry
-    from podmedic.node import (
+    from podmedic.domain import search
+    from podmedic.domain.incident import ApprovalRequest, Decision, OperatorAnswer, Phase, Resolution, SkipRequest
+    from podmedic.domain.models import FailureMode, TimelineEntry
+    from podmedic.domain.node import (
         NodeDeviceReport,
         NodeIncidentNotice,
         NodeIncidentOutcome,
@@ -29,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         NodeWatchInput,
         correlated,
     )
-    from workflows import node_guard, node_quarantine, search
+    from workflows import node_guard, node_quarantine
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 

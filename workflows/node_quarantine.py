@@ -24,11 +24,11 @@ with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from activities.quarantine import QuarantineActivities
     from activities.taint import TaintActivities
-    from podmedic.incident import Decision, PendingApproval
-    from podmedic.models import DeviceRef
-    from podmedic.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
-    from podmedic.policy import Effect
-    from podmedic.steps import TaintInput
+    from podmedic.domain.incident import Decision, PendingApproval
+    from podmedic.domain.models import DeviceRef
+    from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
+    from podmedic.domain.policy import Effect
+    from podmedic.domain.steps import TaintInput
     from workflows import node_guard
     from workflows.options import URGENT
 

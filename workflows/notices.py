@@ -22,8 +22,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
-    from podmedic.incident import StepNotice
-    from podmedic.models import PodKey
+    from podmedic.domain.incident import StepNotice
+    from podmedic.domain.models import PodKey
     from workflows.options import BACKGROUND
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.incident import (
+    from podmedic.domain.incident import (
         STEPS,
         AbortRequest,
         ApprovalRequest,
@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
         Resolution,
         SkipRequest,
     )
-    from podmedic.policy import DriverPolicy
+    from podmedic.domain.policy import DriverPolicy
 
 
 class OperatorHandlers:

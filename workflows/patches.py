@@ -2,7 +2,7 @@
 
 Each ``workflow.patched`` call records a marker, and the SDK upserts the
 ``TemporalChangeVersion`` search attribute with it: one more history event and visibility write
-per patch per incident: five of the seventeen upserts of a storm incident (``podmedic bench
+per patch per incident: five of the seventeen upserts of a storm incident (``python -m benchmarks
 storm``) were the patches'. An incident started
 since ``BUNDLE`` records that one marker and takes every patch in ``BUNDLED``; a run recorded
 before it has no such marker, so each patch is asked on its own, exactly as the run asked when

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.recover import RecoverActivities
-    from podmedic.incident import Phase
-    from podmedic.models import PodKey, PodRef
-    from podmedic.policy import LadderRung
-    from podmedic.steps import RecoverInput, RecoveryResult
+    from activities.recovery.recover import RecoverActivities
+    from podmedic.domain.incident import Phase
+    from podmedic.domain.models import PodKey, PodRef
+    from podmedic.domain.policy import LadderRung
+    from podmedic.domain.steps import RecoverInput, RecoveryResult
     from workflows import guarded, node_cover
     from workflows.gates import clear_to
     from workflows.notices import tell_pods

@@ -17,8 +17,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.history import HistoryActivities, PreviousIncidentsInput
-    from podmedic.models import Permanence
-    from podmedic.policy import LadderRung
+    from podmedic.domain.models import Permanence
+    from podmedic.domain.policy import LadderRung
     from workflows.options import URGENT
 
 if TYPE_CHECKING:

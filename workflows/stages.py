@@ -21,12 +21,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.checkpoint import CheckpointActivities
+    from activities.checkpoints.checkpoint import CheckpointActivities
     from activities.taint import TaintActivities
-    from podmedic.incident import Phase
-    from podmedic.models import PodRef
-    from podmedic.policy import Effect
-    from podmedic.steps import (
+    from podmedic.domain.incident import Phase
+    from podmedic.domain.models import PodRef
+    from podmedic.domain.policy import Effect
+    from podmedic.domain.steps import (
         STOPPED_ON_DEAD_DEVICE,
         CheckpointInput,
         CheckpointReport,

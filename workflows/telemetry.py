@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 if TYPE_CHECKING:
-    from podmedic.steps import RecoveryResult
+    from podmedic.domain.steps import RecoveryResult
     from workflows.incident import DeviceIncidentWorkflow
 
 

@@ -15,10 +15,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.tickets import TicketActivities
-    from podmedic.incident import Phase
-    from podmedic.models import Health
-    from podmedic.steps import TicketInput, TicketStatusInput
-    from workflows import search
+    from podmedic.domain import search
+    from podmedic.domain.incident import Phase
+    from podmedic.domain.models import Health
+    from podmedic.domain.steps import TicketInput, TicketStatusInput
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options

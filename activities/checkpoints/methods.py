@@ -13,13 +13,13 @@ import contextlib
 import time
 import urllib.parse
 
-from activities import podview
 from activities.base import blocking
 from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
-from activities.kube import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
-from podmedic.models import PodRef
-from podmedic.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus, PodCheckpoint
+from podmedic.domain.models import PodRef
+from podmedic.domain.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus, PodCheckpoint
+from podmedic.kube import podview
+from podmedic.kube.gateway import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
 
 CHANGED_BY = "podmedic.io/checkpoint-changed-by"
 ERROR = "podmedic.io/checkpoint-error"

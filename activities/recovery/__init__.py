@@ -1,1 +1,1 @@
-"""The recovery rungs' mechanisms, one module each; ``activities/recover.py`` runs them."""
+"""The recovery rungs' mechanisms, one module each; ``activities/recovery/recover.py`` runs them."""

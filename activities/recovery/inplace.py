@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 
-from activities import podview
 from activities.recovery.placement import CHANGED_BY, REASON
-from podmedic.policy import InPlace
+from podmedic.domain.policy import InPlace
+from podmedic.kube import podview
 
 Obj = podview.Obj
 BASELINE = "podmedic.io/restart-baseline"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 import hashlib
 
-from activities import podview
-from podmedic.models import DeviceRef
+from podmedic.domain.models import DeviceRef
+from podmedic.kube import podview
 
 Obj = podview.Obj
 PREFER_PREFIX = "prefer.podmedic.io/"

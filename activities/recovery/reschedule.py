@@ -27,13 +27,13 @@ from typing import Any
 
 from temporalio import activity
 
-from activities import podview
-from activities.kube import Conflict, KubeError, KubeGateway
 from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.verify import Verification, poll
-from podmedic.models import PodKey
-from podmedic.steps import PodNoticeInput, RecoverInput, RecoveryResult
+from podmedic.domain.models import PodKey
+from podmedic.domain.steps import PodNoticeInput, RecoverInput, RecoveryResult
+from podmedic.kube import podview
+from podmedic.kube.gateway import Conflict, KubeError, KubeGateway
 
 Obj = podview.Obj
 Run = Callable[..., Awaitable[Any]]

@@ -19,9 +19,9 @@ from typing import Any
 
 from temporalio import activity
 
-from activities import podview
 from activities.heartbeat import Heartbeat
-from activities.kube import ServerError, Throttled
+from podmedic.kube import podview
+from podmedic.kube.gateway import ServerError, Throttled
 
 Obj = podview.Obj
 PROGRESS = "podmedic.io/progress"

@@ -17,13 +17,13 @@ from temporalio import activity
 from temporalio.client import Client
 
 from activities.base import blocking
-from activities.kube import KubeGateway
 from activities.tickets import evidence as ev
 from activities.tickets import jira, servicenow, webhook
 from activities.tickets.common import TIMEOUT
-from podmedic.models import DeviceRef
-from podmedic.steps import TicketInput, TicketResult, TicketStatusInput
-from podmedic.ticket_policy import Ticket
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.steps import TicketInput, TicketResult, TicketStatusInput
+from podmedic.domain.ticket_policy import Ticket
+from podmedic.kube.gateway import KubeGateway
 
 log = logging.getLogger("podmedic.tickets")
 

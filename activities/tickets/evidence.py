@@ -12,9 +12,9 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.kube import KubeGateway
-from podmedic.models import DeviceRef
-from workflows import search
+from podmedic.domain import search
+from podmedic.domain.models import DeviceRef
+from podmedic.kube.gateway import KubeGateway
 
 MAX_PREVIOUS = 20
 MAX_TEXT = 30_000  # Jira and ServiceNow refuse very long descriptions (Jira's limit is 32,767)

@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
 from activities.tickets.common import TicketConfigError, call, expand, read_secret, short_key
-from podmedic.steps import TicketResult
-from podmedic.ticket_policy import JiraTicket
+from podmedic.domain.steps import TicketResult
+from podmedic.domain.ticket_policy import JiraTicket
 
 
 def label_for(key: str) -> str:

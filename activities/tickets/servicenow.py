@@ -17,8 +17,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
 from activities.tickets.common import TicketConfigError, call, expand, read_secret, short_key
-from podmedic.steps import TicketResult
-from podmedic.ticket_policy import ServiceNowTicket
+from podmedic.domain.steps import TicketResult
+from podmedic.domain.ticket_policy import ServiceNowTicket
 
 
 def correlation_for(key: str) -> str:

@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
 from activities.tickets.common import SIGNATURE_HEADER, TicketConfigError, call, expand, read_secret, sign
-from podmedic.steps import TicketResult
-from podmedic.ticket_policy import Ticket
+from podmedic.domain.steps import TicketResult
+from podmedic.domain.ticket_policy import Ticket
 
 RESOLVED = ("resolved", "closed", "done")
 

@@ -1,1 +1,1 @@
-"""``podmedic bench faults``: the end-to-end fault suite (one scenario per module)."""
+"""``python -m benchmarks faults``: the end-to-end fault suite (one scenario per module)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from benchmarks.faults.effects import ScenarioResult, conclude
 from benchmarks.faults.harness import POLICY, Harness
-from podmedic.policy_file import parse_policy
+from podmedic.domain.policy_file import parse_policy
 
 CALLS = ["get", "list", "create", "update", "patch", "delete"]
 PODMEDIC = ["worker", "ingest"]

@@ -1,7 +1,7 @@
 """Scenario (e): 403 and 422 on the taint step fail it at once, with a clear message.
 
 A rule answers every DeviceTaintRule create of the worker with 403 (or 422) for as long as
-the incident runs. ``activities/kube.py`` maps them to ``Forbidden``/``InvalidObject``, which
+the incident runs. ``podmedic/kube/gateway.py`` maps them to ``Forbidden``/``InvalidObject``, which
 every step's retry policy names as non-retryable: the incident must end ``failed`` after one
 attempt (history) and one create request (ledger), naming the status in its explanation.
 """

@@ -1,6 +1,6 @@
 """What every fault scenario uses: the stack started as separate processes, and ways to act on it.
 
-The stack is ``podmedic up``'s (``workers.up.Stack``) with supervision off, so a scenario kills
+The stack is ``podmedic up``'s (``podmedic.stack.up.Stack``) with supervision off, so a scenario kills
 and restarts children itself, on the same ports and the same Temporal SQLite database. Every
 figure a scenario reports about effects is read from outside podmedic: the simulator's request
 ledger (``GET /sim/v1/ledger``) and the vendor desk's tickets; outcomes and attempt counts come
@@ -23,11 +23,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
-from operators.history import local_activity_marker
-from podmedic.incident import IncidentOutcome
-from workers.temporal import connect
-from workers.up import Stack
-from workflows import search
+from podmedic.domain import search
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.incidents.history import local_activity_marker
+from podmedic.stack.up import Stack
+from podmedic.temporal.connect import connect
 from workflows.incident import DeviceIncidentWorkflow
 
 T = TypeVar("T")

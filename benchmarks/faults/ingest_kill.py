@@ -2,7 +2,7 @@
 
 Two ways an event could be lost. (1) HTTP: the device fails, a detector's CloudEvent is
 answered 202, and the ingest is SIGKILLed at once: 202 promises the event reached its
-incident (``ingest/delivery.py``), so its id must be in the incident's history. (2) Watch: the
+incident (``podmedic/ingest/delivery.py``), so its id must be in the incident's history. (2) Watch: the
 ingest is SIGKILLed, the device fails while it is down, and the restarted ingest must see it
 from its saved watch position: the incident must open and finish.
 """

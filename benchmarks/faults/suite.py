@@ -1,4 +1,4 @@
-"""``podmedic bench faults``: start the stack, run every scenario, print and write the table.
+"""``python -m benchmarks faults``: start the stack, run every scenario, print and write the table.
 
 The stack is ``podmedic up``'s, each part its own process: the Temporal dev server (SQLite in
 the work dir, so a restart finds the same database), the simulator, the vendor desk, the
@@ -20,7 +20,7 @@ from benchmarks.faults import api_faults, fail_fast, ingest_kill, server_restart
 from benchmarks.faults.effects import ScenarioResult
 from benchmarks.faults.harness import POLICY, Harness
 from benchmarks.faults.report import Report
-from workers.up import Stack, StackOptions
+from podmedic.stack.up import Stack, StackOptions
 
 log = logging.getLogger("podmedic.bench.faults")
 Scenario = Callable[[Harness, bool], Awaitable[ScenarioResult]]
@@ -79,7 +79,7 @@ def run(opts: SuiteOptions) -> Report:
                                    devices_per_node=opts.devices_per_node, vendor_resolve_s=opts.vendor_resolve_s,
                                    task_queue="podmedic-faults", supervise=False))
         with stack:
-            print(f"podmedic bench faults: stack up under {workdir} in {time.monotonic() - started:.1f}s", flush=True)
+            print(f"python -m benchmarks faults: stack up under {workdir} in {time.monotonic() - started:.1f}s", flush=True)
             results = asyncio.run(_scenarios(stack, opts))
         return Report(results=results, quick=opts.quick, seconds=round(time.monotonic() - started, 1))
 

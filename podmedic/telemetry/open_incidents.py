@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from temporalio.client import Client
 
-from workflows import search
+from podmedic.domain import search
 
 log = logging.getLogger("podmedic.telemetry.open_incidents")
 

@@ -1,7 +1,7 @@
 """Installing telemetry in a process: providers, exporters, the Temporal runtime and interceptors.
 
 ``install`` is called once by ``podmedic worker`` / ``podmedic ingest`` (and by tests, with
-in-memory readers and exporters); ``workers.temporal.connect`` then builds every client on
+in-memory readers and exporters); ``podmedic.temporal.connect.connect`` then builds every client on
 the installed Runtime with the tracing and activity-metrics interceptors, which the worker
 inherits from its client. Nothing is global in OpenTelemetry's sense: the providers are
 podmedic's own, so a library's ``set_tracer_provider`` never fights with ours.

@@ -11,13 +11,13 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from agent.loop import run_agent
-from agent.post import Poster
-from agent.translate import AgentConfig, Translator
-from ingest.delivery import Deliverer
-from ingest.http.app import build_app, start_site
-from ingest.settings import HttpSettings, IngestSettings
-from podmedic.policy_file import load_policy
+from podmedic.agent.loop import run_agent
+from podmedic.agent.post import Poster
+from podmedic.agent.translate import AgentConfig, Translator
+from podmedic.domain.policy_file import load_policy
+from podmedic.ingest.delivery import Deliverer
+from podmedic.ingest.http.app import build_app, start_site
+from podmedic.ingest.settings import HttpSettings, IngestSettings
 from tests.agent.fakes import GPUS
 from tests.agent.test_loop import ScriptedReader
 from tests.helpers import assert_eventually

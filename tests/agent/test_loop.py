@@ -10,11 +10,11 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from agent.loop import once, run_agent
-from agent.post import Poster
-from agent.readings import DeviceInfo, Reading, XidEvent
-from agent.translate import AgentConfig, Translator
-from ingest.http.cloudevents import parse_batch
+from podmedic.agent.loop import once, run_agent
+from podmedic.agent.post import Poster
+from podmedic.agent.readings import DeviceInfo, Reading, XidEvent
+from podmedic.agent.translate import AgentConfig, Translator
+from podmedic.ingest.http.cloudevents import parse_batch
 from tests.agent.fakes import GPUS, IngestStub, reading
 from tests.helpers import assert_eventually
 

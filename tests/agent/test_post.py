@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent.post import BATCH, Poster
+from podmedic.agent.post import BATCH, Poster
 from tests.agent.fakes import IngestStub
 
 

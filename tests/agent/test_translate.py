@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from agent.readings import XidEvent
-from agent.translate import AgentConfig, Translator
-from ingest.http.cloudevents import parse_batch
-from podmedic.classify import classify
-from podmedic.models import FailureMode, Health, Permanence
-from podmedic.policy_file import load_policy
+from podmedic.agent.readings import XidEvent
+from podmedic.agent.translate import AgentConfig, Translator
+from podmedic.domain.classify import classify
+from podmedic.domain.models import FailureMode, Health, Permanence
+from podmedic.domain.policy_file import load_policy
+from podmedic.ingest.http.cloudevents import parse_batch
 from tests.agent.fakes import GPUS, at, reading
 
 NVIDIA = load_policy(None).for_driver("gpu.nvidia.com")

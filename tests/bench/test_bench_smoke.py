@@ -1,4 +1,4 @@
-"""``podmedic bench orchestration`` and ``single`` end to end with a handful of incidents.
+"""``python -m benchmarks orchestration`` and ``single`` end to end with a handful of incidents.
 
 Not a timed test: it keeps the commands from rotting (a stack that no longer starts, an
 outcome that no longer says recovered, a timeline step renamed) and checks that each

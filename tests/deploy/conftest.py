@@ -2,7 +2,7 @@
 
 Every simulator started in this session (in-process or a ``podmedic up`` child) records the
 Kubernetes API accesses of podmedic's components into ``PODMEDIC_SIM_AUDIT_DIR``
-(podmedic/sim/audit.py). Setting it here, at configure time, covers every test module; the
+(podmedic_sim/audit.py). Setting it here, at configure time, covers every test module; the
 proof runs after them, so under ``make test`` it compares what the whole e2e suite did.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.sim.audit import ENV
+from podmedic_sim.audit import ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 PROOF = "test_rbac_proof.py"

@@ -10,10 +10,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from podmedic.policy_file import load_policy, parse_policy
+from podmedic.cli.main import build_parser
+from podmedic.domain import search
+from podmedic.domain.policy_file import load_policy, parse_policy
 from tests.deploy.conftest import ROOT, kustomize
-from workers.cli import build_parser
-from workflows import search
 
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
 TARGETS = ["base", "overlays/production", "overlays/kind"]
@@ -86,7 +86,7 @@ def test_container_args_are_podmedic_commands(rendered: list[Obj]) -> None:
 
 def test_policy_config_map_is_the_default_policy(rendered: list[Obj]) -> None:
     cm = next(o for o in rendered if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("podmedic-policy"))
-    shipped = (ROOT / "podmedic" / "default_policy.yaml").read_text()
+    shipped = (ROOT / "podmedic" / "domain" / "default_policy.yaml").read_text()
     assert cm["data"]["policy.yaml"] == shipped, "deploy/kustomize/base/policy.yaml differs: copy it again"
     assert parse_policy(cm["data"]["policy.yaml"]).drivers.keys() == load_policy(None).drivers.keys()
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from podmedic.sim.audit import ENV, UNSCOPED, WEBSOCKET, Access, read_accesses
+from podmedic_sim.audit import ENV, UNSCOPED, WEBSOCKET, Access, read_accesses
 from tests.deploy.conftest import ROOT, kustomize
 
 Rule = tuple[str, str, str]  # (verb, API group, resource[/subresource])

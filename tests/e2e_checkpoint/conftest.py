@@ -16,12 +16,12 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.delivery import deliver_event
-from podmedic.incident import AbortRequest, IncidentOutcome, IncidentState, Phase
-from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodKey
-from podmedic.policy_file import PolicySet, parse_policy
-from podmedic.sim import SimCluster
+from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
+from podmedic.domain.policy_file import PolicySet, parse_policy
+from podmedic.ingest.delivery import deliver_event
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.helpers import served_sim, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from podmedic.steps import CheckpointAggregate, CheckpointStatus
+from podmedic.domain.steps import CheckpointAggregate, CheckpointStatus
 from tests.e2e_checkpoint.conftest import Stack, annotate, incident_until_checkpointed, start_job
 from workflows import describe
 

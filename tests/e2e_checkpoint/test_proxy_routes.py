@@ -10,8 +10,8 @@ import pytest
 
 from activities.checkpoints.methods import MethodRunner
 from activities.checkpoints.spec import MethodSpec
-from podmedic.models import PodRef
-from podmedic.steps import CheckpointStatus
+from podmedic.domain.models import PodRef
+from podmedic.domain.steps import CheckpointStatus
 from tests.e2e_checkpoint.conftest import Stack, annotate, start_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

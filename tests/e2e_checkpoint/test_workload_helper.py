@@ -1,4 +1,4 @@
-"""The podmedic_workload helper as a real process answering podmedic behind the simulator's API."""
+"""The podmedic.workload helper as a real process answering podmedic behind the simulator's API."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.steps import CheckpointStatus
+from podmedic.domain.steps import CheckpointStatus
 from tests.e2e_checkpoint.conftest import Stack, incident_until_checkpointed, start_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from podmedic_workload import AnnotationResponder, ApiServer, CheckpointServer
+from podmedic.workload import AnnotationResponder, ApiServer, CheckpointServer
 
 
 def main(argv: list[str]) -> None:

@@ -11,14 +11,14 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.service import run_ingest
-from ingest.settings import IngestSettings
-from operators.connection import Target
-from podmedic.incident import IncidentState
-from podmedic.policy_file import PolicySet
-from podmedic.sim import SimCluster
-from podmedic.sim.audit import ENV, WRITE_VERBS, Access
+from podmedic.cli.connection import Target
+from podmedic.domain.incident import IncidentState
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import IngestSettings
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
+from podmedic_sim.audit import ENV, WRITE_VERBS, Access
 from tests.helpers import served_sim
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow

@@ -11,11 +11,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.incident import IncidentState, Phase
-from podmedic.models import Outcome
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster
-from podmedic.sim.audit import tapped
+from podmedic.domain.incident import IncidentState, Phase
+from podmedic.domain.models import Outcome
+from podmedic.domain.policy_file import parse_policy
+from podmedic_sim import SimCluster
+from podmedic_sim.audit import tapped
 from tests.e2e_guard.stack import DRIVER, DRIVERS, fail, sim, stack, state, writes
 from tests.helpers import assert_eventually
 

@@ -11,12 +11,12 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from operators.guard import fetch_status, render, resume
-from podmedic.guard import GuardStatus, ResumeRequest
-from podmedic.incident import Phase
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster
-from podmedic.sim.audit import UNSCOPED, tapped
+from podmedic.cli.guard import fetch_status, render, resume
+from podmedic.domain.guard import GuardStatus, ResumeRequest
+from podmedic.domain.incident import Phase
+from podmedic.domain.policy_file import parse_policy
+from podmedic_sim import SimCluster
+from podmedic_sim.audit import UNSCOPED, tapped
 from tests.e2e_guard.stack import DRIVERS, disruptive, fail, sim, stack, state, target
 from tests.helpers import assert_eventually, sim_node
 from workflows.fleet_incident import FleetIncidentWorkflow

@@ -1,7 +1,7 @@
 """End to end: the cluster watch sources open the right incidents.
 
 The Temporal dev server, the simulator over HTTP, the real worker, and the cluster sources
-run by ``ingest.service.run_sources`` into a ``Deliverer``, as ``podmedic ingest`` runs
+run by ``podmedic.ingest.service.run_sources`` into a ``Deliverer``, as ``podmedic ingest`` runs
 them. Each test picks devices that no pod, fault or open incident uses, and its incidents
 are terminated when it ends.
 """
@@ -22,14 +22,14 @@ from kubernetes import config as k8s_config
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities import podview
-from activities.kube import KubeGateway
-from podmedic.incident import IncidentState
-from podmedic.models import FailureMode, Health, Outcome, Permanence
-from podmedic.sim import SimCluster
-from podmedic.sim.testkit import gpu_pod, gpu_template
+from podmedic.domain.incident import IncidentState
+from podmedic.domain.models import FailureMode, Health, Outcome, Permanence
+from podmedic.kube import podview
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
 from tests.helpers import assert_eventually, served_sim, wait_until
+from tests.simkit import gpu_pod, gpu_template
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 

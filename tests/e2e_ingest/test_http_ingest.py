@@ -21,13 +21,13 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from ingest.delivery import Deliverer
-from ingest.http.app import build_app, start_site
-from ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
-from ingest.settings import HttpSettings, IngestSettings
-from podmedic.incident import IncidentState
-from podmedic.models import FailureMode, Outcome, Permanence
-from podmedic.policy_file import load_policy
+from podmedic.domain.incident import IncidentState
+from podmedic.domain.models import FailureMode, Outcome, Permanence
+from podmedic.domain.policy_file import load_policy
+from podmedic.ingest.delivery import Deliverer
+from podmedic.ingest.http.app import build_app, start_site
+from podmedic.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
+from podmedic.ingest.settings import HttpSettings, IngestSettings
 from tests.helpers import assert_eventually
 from workflows.incident import DeviceIncidentWorkflow
 

@@ -17,12 +17,12 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.service import run_ingest
-from ingest.settings import IngestSettings
-from podmedic.node import NodeIncidentOutcome
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster
+from podmedic.domain.node import NodeIncidentOutcome
+from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import IngestSettings
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.helpers import served_sim, sim_node, wait_until
 from workers.worker import build_worker
 from workflows.node_incident import NodeIncidentWorkflow

@@ -19,12 +19,12 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from podmedic.incident import IncidentOutcome
-from podmedic.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput, PodKey
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput, PodKey
+from podmedic.domain.policy_file import parse_policy
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster, SimConfig
+from podmedic_sim.config import SimTimings
 from tests.helpers import wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow

@@ -9,10 +9,10 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
-from podmedic.sim import SimCluster
-from podmedic.sim.testkit import gpu_pod, gpu_template
+from podmedic_sim import SimCluster
 from tests.e2e_recover.conftest import IMAGE, fault, incident, notes, policy, ready_pod
 from tests.e2e_recover.test_reschedule import SAME, _block, _delete_job, _pdb, clean  # noqa: F401
+from tests.simkit import gpu_pod, gpu_template
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from podmedic.models import Outcome
-from podmedic.sim import SimCluster
+from podmedic.domain.models import Outcome
+from podmedic_sim import SimCluster
 from tests.e2e_recover.conftest import fault, incident, notes, policy, start_job, wait_progress
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

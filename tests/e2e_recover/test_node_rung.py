@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from podmedic.sim import SimCluster
+from podmedic_sim import SimCluster
 from tests.e2e_recover.conftest import fault, incident, policy, start_job
 from tests.helpers import sim_node, wait_until
 

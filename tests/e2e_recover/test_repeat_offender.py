@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from podmedic.models import Permanence
-from podmedic.policy import RepeatOffenders
-from podmedic.sim import SimCluster
+from podmedic.domain.models import Permanence
+from podmedic.domain.policy import RepeatOffenders
+from podmedic_sim import SimCluster
 from tests.e2e_recover.conftest import fault, incident, policy, start_job
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

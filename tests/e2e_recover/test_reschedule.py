@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from podmedic.sim import SimCluster
-from podmedic.sim.store import NotFound
-from podmedic.sim.testkit import gpu_pod, gpu_template
+from podmedic_sim import SimCluster
+from podmedic_sim.store import NotFound
 from tests.e2e_recover.conftest import IMAGE, fault, incident, notes, policy, ready_pod, start_job, wait_progress
+from tests.simkit import gpu_pod, gpu_template
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SAME = "[{action: same_node, timeout_s: 10}]"

@@ -16,15 +16,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.service import run_ingest
-from ingest.settings import IngestSettings
-from podmedic.incident import IncidentOutcome
-from podmedic.models import Outcome
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.models import Outcome
+from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import IngestSettings
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
+from podmedic_sim.vendors.desk import VendorDesk
 from tests.helpers import served_sim, wait_until
-from workers.vendor_desk import VendorDesk
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 

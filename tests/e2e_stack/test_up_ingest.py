@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from podmedic.incident import IncidentState
-from podmedic.models import FailureMode
+from podmedic.domain.incident import IncidentState
+from podmedic.domain.models import FailureMode
+from podmedic.stack.up import Stack, StackOptions
+from podmedic.temporal.connect import connect
 from tests.helpers import assert_eventually, wait_until
-from workers.temporal import connect
-from workers.up import Stack, StackOptions
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

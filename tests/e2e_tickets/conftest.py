@@ -20,12 +20,12 @@ from aiohttp import web
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.service import run_ingest
-from ingest.settings import IngestSettings
-from podmedic.policy_file import PolicySet
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.sim.config import SimTimings
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import IngestSettings
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster, SimConfig
+from podmedic_sim.config import SimTimings
 from workers.worker import build_worker
 
 # Secrets every test's worker gets; none may ever appear in a workflow history.

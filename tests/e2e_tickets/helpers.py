@@ -10,9 +10,9 @@ from typing import Any
 
 from temporalio.client import Client
 
-from podmedic.incident import IncidentOutcome
-from podmedic.policy_file import PolicySet, parse_policy
-from podmedic.sim import SimCluster
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.policy_file import PolicySet, parse_policy
+from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from workflows.incident import DeviceIncidentWorkflow
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from podmedic.models import Outcome
-from podmedic.sim import SimCluster
-from podmedic.vendors.jira import FakeJira, _text
+from podmedic.domain.models import Outcome
+from podmedic_sim import SimCluster
+from podmedic_sim.vendors.jira import FakeJira, _text
 from tests.e2e_tickets.conftest import SECRETS
 from tests.e2e_tickets.helpers import free_device, outcome, policy
 from tests.helpers import assert_eventually

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from podmedic.models import Outcome
-from podmedic.sim import SimCluster
-from podmedic.vendors.jira import FakeJira
-from podmedic.vendors.servicenow import FakeServiceNow
+from podmedic.domain.models import Outcome
+from podmedic_sim import SimCluster
+from podmedic_sim.vendors.desk import VendorDesk
+from podmedic_sim.vendors.jira import FakeJira
+from podmedic_sim.vendors.servicenow import FakeServiceNow
 from tests.e2e_tickets.conftest import INGEST_TOKEN, SECRETS
 from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy, start_job
 from tests.helpers import assert_eventually
-from workers.vendor_desk import VendorDesk
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -12,14 +12,14 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.models import Outcome
-from podmedic.sim import SimCluster
-from podmedic.vendors.jira import FakeJira
-from podmedic.vendors.servicenow import FakeServiceNow
+from podmedic.domain.models import Outcome
+from podmedic_sim import SimCluster
+from podmedic_sim.vendors.desk import VendorDesk
+from podmedic_sim.vendors.jira import FakeJira
+from podmedic_sim.vendors.servicenow import FakeServiceNow
 from tests.e2e_tickets.conftest import SECRETS, WorkerProcess
 from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy
 from tests.helpers import assert_eventually
-from workers.vendor_desk import VendorDesk
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as outcome
 from hypothesis import strategies as st
 
-from ingest.errors import EventError
-from ingest.http.cloudevents import parse_batch, parse_structured
-from podmedic.models import DeviceHealthEvent
+from podmedic.domain.models import DeviceHealthEvent
+from podmedic.ingest.errors import EventError
+from podmedic.ingest.http.cloudevents import parse_batch, parse_structured
 from tests.fuzzkit import damage, json_values
 
 ENVELOPE = ("specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject", "data")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as outcome
 from hypothesis import strategies as st
 
-from podmedic.policy_file import PolicyError, parse_policy
+from podmedic.domain.policy_file import PolicyError, parse_policy
 from tests.fuzzkit import damage, json_values
 
 # Real settings with a valid and a few invalid values each, so most files reach deep validation.

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ingest.errors import EventError
-from ingest.http.alertmanager import AlertmanagerMapping, AlertRule, alerts_to_observations
-from podmedic.classify import classify
-from podmedic.models import FailureMode, Health, Permanence
-from podmedic.policy_file import load_policy
+from podmedic.domain.classify import classify
+from podmedic.domain.models import FailureMode, Health, Permanence
+from podmedic.domain.policy_file import load_policy
+from podmedic.ingest.errors import EventError
+from podmedic.ingest.http.alertmanager import AlertmanagerMapping, AlertRule, alerts_to_observations
 from tests.ingest_alertmanager.payloads import TEMPERATURE, TEMPERATURE_RESOLVED, XID_79, alert, payload
 
 NOW = dt.datetime(2025, 3, 14, 10, 0, tzinfo=dt.UTC)

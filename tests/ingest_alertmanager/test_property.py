@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as outcome
 from hypothesis import strategies as st
 
-from ingest.errors import EventError
-from ingest.http.alertmanager import AlertmanagerMapping, alerts_to_observations
-from podmedic.models import DeviceHealthEvent, Health
+from podmedic.domain.models import DeviceHealthEvent, Health
+from podmedic.ingest.errors import EventError
+from podmedic.ingest.http.alertmanager import AlertmanagerMapping, alerts_to_observations
 from tests.fuzzkit import damage, json_values
 
 NOW = dt.datetime(2025, 3, 14, 10, 0, tzinfo=dt.UTC)

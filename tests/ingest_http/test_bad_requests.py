@@ -17,13 +17,13 @@ import pytest_asyncio
 from aiohttp.test_utils import TestServer
 from temporalio.client import Client
 
-from ingest.delivery import Deliverer
-from ingest.http.app import build_app
-from ingest.http.cloudevents import EVENT_TYPE, STRUCTURED
-from ingest.settings import HttpSettings, IngestSettings
-from podmedic.policy_file import load_policy
-from workers.converter import podmedic_data_converter
-from workers.up import free_port
+from podmedic.domain.policy_file import load_policy
+from podmedic.ingest.delivery import Deliverer
+from podmedic.ingest.http.app import build_app
+from podmedic.ingest.http.cloudevents import EVENT_TYPE, STRUCTURED
+from podmedic.ingest.settings import HttpSettings, IngestSettings
+from podmedic.stack.up import free_port
+from podmedic.temporal.converter import podmedic_data_converter
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 TOKEN = "s3cret-token"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ingest.errors import EventError
-from ingest.http.cloudevents import EVENT_TYPE, parse_batch, parse_binary, parse_structured
-from podmedic.models import DeviceRef, Health
+from podmedic.domain.models import DeviceRef, Health
+from podmedic.ingest.errors import EventError
+from podmedic.ingest.http.cloudevents import EVENT_TYPE, parse_batch, parse_binary, parse_structured
 
 
 def event(i: int = 1, **data: Any) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from activities.kube import KubeGateway
-from ingest.sources import ClusterSource, Observation
-from podmedic.sim import SimCluster
-from podmedic.sim.testkit import fast_config, gpu_pod, gpu_template
+from podmedic.ingest.sources import ClusterSource, Observation
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.helpers import wait_until
+from tests.simkit import fast_config, gpu_pod, gpu_template
 
 DRIVER = "gpu.nvidia.com"
 

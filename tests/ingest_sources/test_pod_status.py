@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from activities.kube import KubeGateway
-from ingest.sources import PodStatusSource
-from podmedic.models import DeviceHealthEvent, Health
-from podmedic.sim import SimCluster
+from podmedic.domain.models import DeviceHealthEvent, Health
+from podmedic.ingest.sources import PodStatusSource
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.ingest_sources.conftest import Running, start_pod
 
 

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client
 
-from activities.kube import KubeGateway
-from ingest.sources import PrepareFailureSource
-from podmedic.models import ConfigProblem, DeviceHealthEvent, Health
-from podmedic.policy_file import PolicySet, load_policy
-from podmedic.sim import SimCluster
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health
+from podmedic.domain.policy_file import PolicySet, load_policy
+from podmedic.ingest.sources import PrepareFailureSource
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import Running, free_devices, start_pod
 

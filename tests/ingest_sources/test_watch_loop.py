@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from activities.kube import KubeGateway
-from ingest.sources import PodStatusSource, SliceTaintSource
-from podmedic.models import DeviceHealthEvent, Health
-from podmedic.sim import SimCluster
-from podmedic.sim.testkit import fast_config
+from podmedic.domain.models import DeviceHealthEvent, Health
+from podmedic.ingest.sources import PodStatusSource, SliceTaintSource
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import Running, free_devices, start_pod
+from tests.simkit import fast_config
 
 
 def _about(rid: str, health: Health | None = None) -> Callable[[object], bool]:

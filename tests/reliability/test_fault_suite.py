@@ -1,6 +1,6 @@
 """The fault suite, quick: the real stack as separate processes, every fault kind once.
 
-``podmedic bench faults --quick`` run in-process (the children are real processes: dev server,
+``python -m benchmarks faults --quick`` run in-process (the children are real processes: dev server,
 simulator, vendor desk, worker, ingest). The figures come from the simulator's request ledger,
 the vendor desk and Temporal histories, so each assertion can fail on a real duplicate, a lost
 event, a retry storm or an incident that never finishes.

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from workers.temporal import connect
+from podmedic.temporal.connect import connect
 
 OUT = Path(__file__).with_name("histories")
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,8 +64,9 @@ def main() -> int:
     """Run the demo, save the histories, stop the demo."""
     state = Path(tempfile.mkdtemp(prefix="podmedic-record-"))
     summary = state / "summary.json"
-    demo = subprocess.Popen([sys.executable, "-m", "workers.cli", "demo", "--keep", "--state-dir", str(state / "demo"),
-                             "--summary-json", str(summary)], cwd=ROOT, start_new_session=True)
+    demo = subprocess.Popen([sys.executable, "-m", "podmedic.cli.main", "demo", "--keep",
+                             "--state-dir", str(state / "demo"), "--summary-json", str(summary)],
+                            cwd=ROOT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not summary.exists():

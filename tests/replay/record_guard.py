@@ -16,9 +16,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from podmedic.guard import ResumeRequest
-from podmedic.incident import AbortRequest, Phase
-from podmedic.models import Health
+from podmedic.domain.guard import ResumeRequest
+from podmedic.domain.incident import AbortRequest, Phase
+from podmedic.domain.models import Health
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in

@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from workers.converter import podmedic_data_converter
+from podmedic.temporal.converter import podmedic_data_converter
 from workers.worker import WORKFLOWS
 
 HISTORIES = sorted(Path(__file__).with_name("histories").glob("*.json"))

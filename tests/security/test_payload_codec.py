@@ -15,14 +15,14 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from ingest.delivery import deliver_event
-from podmedic.models import DeviceRef
-from podmedic.policy_file import load_policy
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.policy_file import load_policy
+from podmedic.ingest.delivery import deliver_event
+from podmedic.temporal.codec import CodecKeyError, EncryptionCodec, load_keys
+from podmedic.temporal.codec_server import build_codec_app
+from podmedic.temporal.connect import data_converter
+from podmedic.temporal.security import TemporalSecurity
 from tests.workflow.fakes import event
-from workers.codec import CodecKeyError, EncryptionCodec, load_keys
-from workers.codec_server import build_codec_app
-from workers.security import TemporalSecurity
-from workers.temporal import data_converter
 
 ASYNC = pytest.mark.asyncio(loop_scope="session")
 SECRET_MESSAGE = "driver says: uncorrectable ECC at row 0x7f3a (codec-marker-41)"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from temporalio.service import TLSConfig
 
-from workers.security import SecurityError, TemporalSecurity
+from podmedic.temporal.security import SecurityError, TemporalSecurity
 
 
 def test_api_key_turns_tls_on_unless_told_otherwise(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from podmedic.temporal.connect import connect
+from podmedic.temporal.security import TemporalSecurity
 from tests.security.certs import Pki, make_pki
 from tests.security.tls_proxy import TlsProxy
-from workers.security import TemporalSecurity
-from workers.temporal import connect
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SERVER = "temporal.podmedic.test"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from podmedic.sim import SimCluster, SimConfig
+from podmedic_sim import SimCluster, SimConfig
 
 Raw = Callable[..., tuple[int, Any]]
 

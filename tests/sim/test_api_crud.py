@@ -10,7 +10,7 @@ import urllib.parse
 import pytest
 from kubernetes import client
 
-from podmedic.sim import SimCluster
+from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw, pod_manifest
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client, config
 
-from podmedic.sim import SimCluster
+from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw, kubeconfig_of
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from kubernetes import client
 
-from podmedic.sim import SimCluster
+from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw
 
 

@@ -9,8 +9,8 @@ import pytest
 import urllib3
 from kubernetes import client, watch
 
-from activities.kube import Conflict, Forbidden, InvalidObject, KubeGateway, ServerError
-from podmedic.sim import SimCluster
+from podmedic.kube.gateway import Conflict, Forbidden, InvalidObject, KubeGateway, ServerError
+from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from podmedic.sim import SimCluster
+from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw, pod_manifest
 
 

@@ -6,8 +6,8 @@ import asyncio
 import time
 from typing import Any
 
-from podmedic.sim.engine import SimEngine
-from podmedic.sim.testkit import gpu_pod, gpu_template, running_engine, wait_until
+from podmedic_sim.engine import SimEngine
+from tests.simkit import gpu_pod, gpu_template, running_engine, wait_until
 
 
 def _rule(effect: str, device: str, pool: str = "node-0000") -> dict[str, Any]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from podmedic.sim.engine import SimEngine
-from podmedic.sim.store import Obj
-from podmedic.sim.testkit import gpu_pod, gpu_template, running_engine, wait_until
+from podmedic_sim.engine import SimEngine
+from podmedic_sim.store import Obj
+from tests.simkit import gpu_pod, gpu_template, running_engine, wait_until
 
 
 def _job(name: str, parallelism: int, backoff_limit: int) -> dict[str, Any]:

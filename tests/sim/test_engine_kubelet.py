@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from podmedic.sim.engine import SimEngine
-from podmedic.sim.testkit import gpu_pod, gpu_template, running_engine, wait_until
+from podmedic_sim.engine import SimEngine
+from tests.simkit import gpu_pod, gpu_template, running_engine, wait_until
 
 
 def _status(engine: SimEngine, name: str) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from podmedic.sim import SimCluster
-from podmedic.sim.testkit import fast_config
+from podmedic_sim import SimCluster
+from tests.simkit import fast_config
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from podmedic.sim.engine import SimEngine
-from podmedic.sim.store import Obj
-from podmedic.sim.testkit import fast_config, running_engine, wait_until
+from podmedic_sim.engine import SimEngine
+from podmedic_sim.store import Obj
+from tests.simkit import fast_config, running_engine, wait_until
 
 
 def _progress(engine: SimEngine, job: str = "train") -> dict[str, Any]:

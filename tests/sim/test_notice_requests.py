@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from activities.kube import KubeGateway
 from activities.notice import NoticeActivities
-from podmedic.incident import StepNotice
-from podmedic.models import PodKey
-from podmedic.sim import SimCluster
-from podmedic.steps import PodNoticeInput
+from podmedic.domain.incident import StepNotice
+from podmedic.domain.models import PodKey
+from podmedic.domain.steps import PodNoticeInput
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from podmedic.sim import SimCluster
-from podmedic.sim.testkit import fast_config, gpu_pod, gpu_template
+from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from tests.sim.conftest import Raw
+from tests.simkit import fast_config, gpu_pod, gpu_template
 
 DRIVER = "gpu.nvidia.com"
 REASON = "FailedPrepareDynamicResources"

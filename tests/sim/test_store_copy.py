@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podmedic.sim.store import Store, json_copy
+from podmedic_sim.store import Store, json_copy
 
 
 def test_json_copy_is_equal_and_shares_nothing_mutable() -> None:

@@ -23,16 +23,16 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import KubeGateway
-from ingest.service import run_ingest
-from ingest.settings import HttpSettings, IngestSettings
-from podmedic.incident import IncidentOutcome
-from podmedic.policy_file import parse_policy
-from podmedic.sim import SimCluster
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import HttpSettings, IngestSettings
+from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import Telemetry, TelemetrySettings, install
 from podmedic.telemetry.open_incidents import OpenIncidents
+from podmedic.temporal.connect import connect
+from podmedic_sim import SimCluster
 from tests.helpers import served_sim, wait_until
-from workers.temporal import connect
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from podmedic.models import Outcome
+from podmedic.domain.models import Outcome
 from tests.telemetry.conftest import Run
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from podmedic.cli.main import build_parser
 from podmedic.telemetry import TelemetryError, TelemetrySettings, install, load_telemetry_settings, set_guard_state
-from workers.cli import build_parser
-from workers.telemetry_cli import start_telemetry
+from podmedic.telemetry.process import start_telemetry
 
 
 def test_defaults_turn_everything_off() -> None:

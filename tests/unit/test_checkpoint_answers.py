@@ -7,7 +7,7 @@ import json
 import pytest
 
 from activities.checkpoints.answers import Answer, http_answer, kubelet_answer, merge
-from podmedic.steps import CheckpointAggregate, CheckpointReport, CheckpointStatus, PodCheckpoint
+from podmedic.domain.steps import CheckpointAggregate, CheckpointReport, CheckpointStatus, PodCheckpoint
 
 OK = json.dumps({"request_id": "r1", "checkpoint_id": "step-9", "location": "s3://b/step-9"})
 

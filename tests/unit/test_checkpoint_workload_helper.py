@@ -1,4 +1,4 @@
-"""The podmedic_workload helper's pieces, one function at a time."""
+"""The podmedic.workload helper's pieces, one function at a time."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from podmedic.sim.proxy import split_pod_target
-from podmedic.sim.workload_http import answer_mode
-from podmedic_workload import (
+from podmedic.workload import (
     AnnotationResponder,
     ApiServer,
     CheckpointServer,
@@ -20,7 +18,9 @@ from podmedic_workload import (
     restart_exit_code,
     restart_requested,
 )
-from podmedic_workload.protocol import parse_annotations
+from podmedic.workload.protocol import parse_annotations
+from podmedic_sim.proxy import split_pod_target
+from podmedic_sim.workload_http import answer_mode
 
 
 def test_downward_api_file(tmp_path: Path) -> None:

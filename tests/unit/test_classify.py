@@ -6,12 +6,12 @@ import datetime as dt
 
 import pytest
 
-from podmedic.classify import PREPARE_FAILURE, classify
-from podmedic.flapping import transitions_within
-from podmedic.models import DeviceHealthEvent, DeviceRef, FailureMode, Health, Permanence
-from podmedic.node import NodeDeviceReport, correlated
-from podmedic.policy import NodeCorrelation
-from podmedic.policy_file import PolicyError, load_policy, parse_policy
+from podmedic.domain.classify import PREPARE_FAILURE, classify
+from podmedic.domain.flapping import transitions_within
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, FailureMode, Health, Permanence
+from podmedic.domain.node import NodeDeviceReport, correlated
+from podmedic.domain.policy import NodeCorrelation
+from podmedic.domain.policy_file import PolicyError, load_policy, parse_policy
 
 NVIDIA = load_policy(None).for_driver("gpu.nvidia.com")
 DEVICE = DeviceRef(driver="gpu.nvidia.com", pool="node-0001", device="gpu-2")

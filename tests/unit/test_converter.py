@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from podmedic.models import PodRef
-from podmedic.steps import RecoveryResult
-from workers import converter
-from workers.converter import PodmedicPayloadConverter, podmedic_data_converter
+from podmedic.domain.models import PodRef
+from podmedic.domain.steps import RecoveryResult
+from podmedic.temporal import converter
+from podmedic.temporal.converter import PodmedicPayloadConverter, podmedic_data_converter
 
 POD = PodRef(namespace="train", name="llama-0", uid="u-1", node="node-0001", containers=["trainer"])
 RESULT = RecoveryResult(verified=True, action="in_place_restart", pod=POD, same_node=True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ingest.delivery import Deliverer
-from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodKey
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
+from podmedic.ingest.delivery import Deliverer
 
 
 def _event(uid: str | None, code: int = 94) -> DeviceHealthEvent:

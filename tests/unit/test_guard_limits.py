@@ -6,11 +6,11 @@ import datetime as dt
 
 import pytest
 
-from podmedic import guard_limits as limits
-from podmedic.guard import FleetSize, Ledger, PermitAnswer, PermitRequest, StormRecord
-from podmedic.guard_policy import GuardPolicy
-from podmedic.models import DeviceRef
-from podmedic.policy_file import PolicyError, load_policy, parse_policy
+from podmedic.domain import guard_limits as limits
+from podmedic.domain.guard import FleetSize, Ledger, PermitAnswer, PermitRequest, StormRecord
+from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.policy_file import PolicyError, load_policy, parse_policy
 
 T0 = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 DRIVER = "gpu.nvidia.com"

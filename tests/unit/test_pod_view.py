@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from activities.checkpoints.methods import MethodRunner
-from activities.podview import containers_running, pod_ref
-from podmedic.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus
+from podmedic.domain.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus
+from podmedic.kube.podview import containers_running, pod_ref
 
 
 def _pod(phase: str, *states: dict[str, Any]) -> dict[str, Any]:

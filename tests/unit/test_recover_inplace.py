@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from activities.recovery.inplace import exit_action, plan, restarted
 from activities.recovery.verify import Verification
-from podmedic.policy import InPlace
-from podmedic.sim.exec_ws import parse_kill
+from podmedic.domain.policy import InPlace
+from podmedic_sim.exec_ws import parse_kill
 
 
 def _pod(rules: list[dict[str, Any]], code: str | None = "85", containers: int = 1) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from activities.recovery.placement import (
     replacement_name,
     replacement_pod,
 )
-from podmedic.models import DeviceRef
+from podmedic.domain.models import DeviceRef
 
 
 def _bare() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Each ticket backend against a real HTTP server speaking that system's API shape.
 
 The activities run in Temporal's ``ActivityEnvironment`` (a real activity context); the
-servers are the fakes in ``podmedic/vendors/`` and the webhook desk, strict about auth
+servers are the fakes in ``podmedic_sim/vendors/`` and the webhook desk, strict about auth
 headers, HMAC signatures and body fields.
 """
 
@@ -21,12 +21,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.tickets import TicketActivities
-from podmedic.steps import TicketInput, TicketStatusInput
-from podmedic.ticket_policy import JiraTicket, ServiceNowTicket, Ticket
-from podmedic.vendors.base import FakeDesk
-from podmedic.vendors.jira import FakeJira
-from podmedic.vendors.servicenow import FakeServiceNow
-from workers.vendor_desk import VendorDesk
+from podmedic.domain.steps import TicketInput, TicketStatusInput
+from podmedic.domain.ticket_policy import JiraTicket, ServiceNowTicket, Ticket
+from podmedic_sim.vendors.base import FakeDesk
+from podmedic_sim.vendors.desk import VendorDesk
+from podmedic_sim.vendors.jira import FakeJira
+from podmedic_sim.vendors.servicenow import FakeServiceNow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from podmedic.policy_file import PolicyError, parse_policy
+from podmedic.domain.policy_file import PolicyError, parse_policy
 
 
 def _errors(text: str) -> str:

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from activities.holders import holders_of
-from activities.kube import KubeGateway
 from activities.quarantine import QuarantineActivities
 from activities.taint import TaintActivities
-from podmedic.models import DeviceRef
-from podmedic.node import HoldTaintsInput, QuarantineInput
-from podmedic.policy import Effect
-from podmedic.sim import SimCluster, SimConfig
-from podmedic.steps import TaintInput
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.node import HoldTaintsInput, QuarantineInput
+from podmedic.domain.policy import Effect
+from podmedic.domain.steps import TaintInput
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster, SimConfig
 
 OLD, NEW, NODE_RUN = "device/d@run-old", "device/d@run-new", "node/node-0000@run-n"
 

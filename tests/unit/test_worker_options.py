@@ -8,7 +8,7 @@ import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from workers.cli import build_parser
+from podmedic.cli.main import build_parser
 from workers.worker import GC_THRESHOLDS, tune_gc, worker_options
 
 

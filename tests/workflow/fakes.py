@@ -12,9 +12,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.history import PreviousIncident, PreviousIncidentsInput
-from podmedic.incident import StepNotice, StepNoticeResult
-from podmedic.models import DeviceHealthEvent, DeviceRef, Health, PodRef
-from podmedic.node import (
+from podmedic.domain.incident import StepNotice, StepNoticeResult
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodRef
+from podmedic.domain.node import (
     DeviceIncidentsInput,
     DeviceIncidentStatus,
     HoldTaintsInput,
@@ -23,7 +23,7 @@ from podmedic.node import (
     QuarantineInput,
     QuarantineResult,
 )
-from podmedic.steps import (
+from podmedic.domain.steps import (
     CheckpointInput,
     CheckpointReport,
     CheckpointStatus,

@@ -11,9 +11,9 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.guard import GuardActivities
-from activities.kube import KubeGateway
 from activities.node import NodeActivities
-from podmedic.guard import GUARD_WORKFLOW_ID, FleetSize, FleetSizeInput, GuardStatus, PermitAnswer, PermitRequest
+from podmedic.domain.guard import GUARD_WORKFLOW_ID, FleetSize, FleetSizeInput, GuardStatus, PermitAnswer, PermitRequest
+from podmedic.kube.gateway import KubeGateway
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from workflows.fleet_incident import FleetIncidentWorkflow

@@ -17,13 +17,13 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from ingest.delivery import deliver_event
-from podmedic.incident import IncidentOutcome, IncidentState, Phase
-from podmedic.models import DeviceRef
-from podmedic.policy_file import PolicySet
+from podmedic.domain.incident import IncidentOutcome, IncidentState, Phase
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.delivery import deliver_event
+from podmedic.temporal.converter import podmedic_data_converter
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event
-from workers.converter import podmedic_data_converter
 from workflows.incident import DeviceIncidentWorkflow
 
 Handle = WorkflowHandle[DeviceIncidentWorkflow, IncidentOutcome]

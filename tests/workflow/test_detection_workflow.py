@@ -14,11 +14,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.node import NodeActivities
-from ingest.delivery import deliver_event
-from podmedic.incident import IncidentOutcome
-from podmedic.models import DeviceRef, Health, Outcome, Permanence
-from podmedic.node import NodeIncidentOutcome, node_workflow_id
-from podmedic.policy_file import parse_policy
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.models import DeviceRef, Health, Outcome, Permanence
+from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
+from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.delivery import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event
 from workflows.incident import DeviceIncidentWorkflow

@@ -11,11 +11,11 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.guard import FleetSize, ResumeRequest
-from podmedic.incident import AbortRequest, ApprovalRequest, Phase
-from podmedic.models import DeviceRef, Health, Outcome
-from podmedic.node import NodeIncidentState, node_workflow_id
-from podmedic.policy_file import PolicySet, parse_policy
+from podmedic.domain.guard import FleetSize, ResumeRequest
+from podmedic.domain.incident import AbortRequest, ApprovalRequest, Phase
+from podmedic.domain.models import DeviceRef, Health, Outcome
+from podmedic.domain.node import NodeIncidentState, node_workflow_id
+from podmedic.domain.policy_file import PolicySet, parse_policy
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker

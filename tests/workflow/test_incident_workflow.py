@@ -10,10 +10,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from benchmarks.fleet import local_activity_type
-from ingest.delivery import deliver_event
-from podmedic.incident import IncidentOutcome
-from podmedic.models import DeviceRef, Health, Outcome
-from podmedic.policy_file import PolicySet, parse_policy
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.models import DeviceRef, Health, Outcome
+from podmedic.domain.policy_file import PolicySet, parse_policy
+from podmedic.ingest.delivery import deliver_event
 from tests.workflow.fakes import DEVICE, POD, FakeCluster, event
 from tests.workflow.operator_helpers import outcome_of
 from workflows.incident import DeviceIncidentWorkflow

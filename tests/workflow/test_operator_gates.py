@@ -8,9 +8,9 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.incident import AbortRequest, ApprovalRequest, Phase, SkipRequest
-from podmedic.models import DeviceRef, Health, Outcome
-from podmedic.policy_file import parse_policy
+from podmedic.domain.incident import AbortRequest, ApprovalRequest, Phase, SkipRequest
+from podmedic.domain.models import DeviceRef, Health, Outcome
+from podmedic.domain.policy_file import parse_policy
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in, worker
 from workflows.incident import DeviceIncidentWorkflow

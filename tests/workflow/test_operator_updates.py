@@ -11,9 +11,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from podmedic.incident import AbortRequest, ApprovalRequest, Phase, Resolution, SkipRequest
-from podmedic.models import DeviceRef, Health, Outcome
-from podmedic.policy_file import parse_policy
+from podmedic.domain.incident import AbortRequest, ApprovalRequest, Phase, Resolution, SkipRequest
+from podmedic.domain.models import DeviceRef, Health, Outcome
+from podmedic.domain.policy_file import parse_policy
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.operator_helpers import (
     open_incident,

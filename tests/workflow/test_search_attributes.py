@@ -7,11 +7,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from ingest.delivery import deliver_event
-from podmedic.models import DeviceRef
-from podmedic.policy_file import parse_policy
+from podmedic.domain import search
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.delivery import deliver_event
 from tests.workflow.fakes import FakeCluster, event
-from workflows import search
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,1 +1,0 @@
-"""Operator tooling: the ``podmedic incidents`` and ``podmedic report`` commands."""

@@ -1,0 +1,1 @@
+"""The ``podmedic`` command line; nothing else imports it."""

@@ -1,0 +1,169 @@
+"""``podmedic agent nvml``: the NVML node agent's command line.
+
+``add_agent_parser`` plugs the ``agent`` command into ``podmedic``; ``python -m podmedic.cli.agent
+nvml ...`` runs the same without the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from podmedic.agent.translate import AgentConfig
+
+log = logging.getLogger(__name__)
+
+EXIT_USAGE = 2
+EXIT_NO_NVML = 3
+
+NVML_HELP = """\
+Read GPU health through NVML (the NVIDIA driver's management library) on this node and
+post it to podmedic's ingest as CloudEvents (POST <ingest-url>/v1/events, type
+io.podmedic.device.health.v1). Run it on every GPU node, e.g. as a DaemonSet with
+NODE_NAME from the downward API (spec.nodeName) and the ingest token from a Secret.
+
+What it reports, per GPU (named gpu.nvidia.com/<node>/gpu-<index>, as the NVIDIA DRA
+driver names devices):
+  XID critical errors          at once, Unhealthy with the XID as code
+  uncorrectable ECC errors     when the volatile count rises: Unhealthy, ecc-uncorrectable
+  GPU lost, row remap failure, an NVLink link going down: Unhealthy
+  readings as metrics          temperature_c, throttle_s (continuous HW/thermal slowdown),
+                               ecc_correctable_per_hour, retired_pages, nvlink_errors_per_hour:
+                               a degradation event when one passes its threshold (the
+                               policy's detection.degradation), at most once per
+                               --report-interval per GPU
+  Healthy                      only when every problem it reported has gone away
+Events the ingest cannot take yet are spooled and retried with backoff (5xx, network).
+
+Examples:
+  podmedic agent nvml --once                   # print what it sees now, post nothing
+  NODE_NAME=gpu-node-7 PODMEDIC_INGEST_TOKEN=... \\
+  podmedic agent nvml --ingest-url http://podmedic-ingest:8080
+
+Exit status: 0 stopped by SIGINT/SIGTERM or --once done; 2 bad arguments or policy;
+3 NVML not usable here (no driver, no GPU, no permission) -- the message says which.
+"""
+
+
+def build_agent_commands(parser: argparse.ArgumentParser) -> None:
+    """Add the agent kinds (``nvml``) under ``parser``."""
+    sub = parser.add_subparsers(dest="agent_command", required=True, metavar="AGENT")
+    p = sub.add_parser("nvml", help="read GPU health through NVML and post it to ingest",
+                       description=NVML_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    env = os.environ.get
+    p.add_argument("--ingest-url", default=env("PODMEDIC_INGEST_URL"),
+                   help="base URL of `podmedic ingest` (env PODMEDIC_INGEST_URL); required unless --once")
+    p.add_argument("--token-file", type=Path, default=env("PODMEDIC_INGEST_TOKEN_FILE"),
+                   help="file with the bearer token, re-read before each post (env PODMEDIC_INGEST_TOKEN_FILE); "
+                        "default: the token in env PODMEDIC_INGEST_TOKEN")
+    p.add_argument("--node", default=env("NODE_NAME"),
+                   help="this node's Kubernetes name, also the DRA pool (env NODE_NAME; default: the hostname)")
+    p.add_argument("--interval", type=float, default=10.0,
+                   help="seconds between readings; XIDs are reported as they happen (default %(default)s)")
+    p.add_argument("--report-interval", type=float, default=300.0,
+                   help="at most one degradation report per GPU per this many seconds (default %(default)s)")
+    p.add_argument("--device-template", default="gpu-{index}",
+                   help="DRA device name; fields {index}, {uuid}, {node} (default %(default)s)")
+    p.add_argument("--driver", default="gpu.nvidia.com", help="DRA driver name (default %(default)s)")
+    p.add_argument("--policy", type=Path, default=env("PODMEDIC_POLICY"),
+                   help="policy YAML whose detection.degradation gives the report thresholds "
+                        "(env PODMEDIC_POLICY; default: the embedded policy)")
+    p.add_argument("--spool", type=int, default=10_000,
+                   help="events kept while the ingest is unreachable; the oldest go first (default %(default)s)")
+    p.add_argument("--once", action="store_true",
+                   help="read once, print the CloudEvents (a JSON array) to stdout and exit; posts nothing")
+    p.set_defaults(func=cmd_nvml)
+
+
+def add_agent_parser(subparsers: Any) -> None:
+    """Add ``agent`` to the ``podmedic`` command tree (``subparsers`` from ``add_subparsers``)."""
+    p = subparsers.add_parser("agent", help="node agents: read device health where it happens, post it to ingest",
+                              description="Node agents that read device health on a node and post it to "
+                                          "`podmedic ingest`. Today: `nvml` for NVIDIA GPUs.")
+    build_agent_commands(p)
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"podmedic agent nvml: {message}", file=sys.stderr)
+    return code
+
+
+def _config(args: argparse.Namespace, node: str) -> AgentConfig:
+    from podmedic.domain.policy_file import load_policy
+
+    thresholds = load_policy(args.policy).for_driver(args.driver).detection.degradation
+    return AgentConfig(node=node, driver=args.driver, device_template=args.device_template,
+                       thresholds=dict(thresholds), report_interval_s=args.report_interval)
+
+
+def cmd_nvml(args: argparse.Namespace) -> int:
+    """Run the NVML agent (or one reading with ``--once``)."""
+    from podmedic.agent.loop import once
+    from podmedic.agent.nvml_reader import NvmlReader, NvmlUnavailable
+    from podmedic.agent.translate import Translator
+    from podmedic.domain.policy_file import PolicyError
+
+    if not args.once and not args.ingest_url:
+        return _fail(EXIT_USAGE, "--ingest-url (or env PODMEDIC_INGEST_URL) is required unless --once")
+    if args.interval <= 0:
+        return _fail(EXIT_USAGE, "--interval must be positive")
+    node = args.node or socket.gethostname()
+    if not args.node and not args.once:
+        log.warning("NODE_NAME is not set: using the hostname %r as the node name; in Kubernetes set NODE_NAME "
+                    "from spec.nodeName", node)
+    try:
+        config = _config(args, node)
+    except (PolicyError, ValueError) as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    try:
+        reader = NvmlReader()
+    except NvmlUnavailable as exc:
+        return _fail(EXIT_NO_NVML, str(exc))
+    try:
+        translator = Translator(config, reader.devices)
+        if args.once:
+            print(json.dumps(once(reader, translator), indent=2))
+            return 0
+        asyncio.run(_run(args, reader, translator))
+    finally:
+        reader.close()
+    return 0
+
+
+async def _run(args: argparse.Namespace, reader: Any, translator: Any) -> None:
+    from podmedic.agent.loop import run_agent
+    from podmedic.agent.post import Poster
+
+    token = os.environ.get("PODMEDIC_INGEST_TOKEN")
+    if args.token_file is None and not token:
+        log.warning("no ingest token (--token-file or env PODMEDIC_INGEST_TOKEN): posting without one")
+    poster = Poster(args.ingest_url, token=token, token_file=args.token_file, spool_max=args.spool)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("NVML agent on %s: %d GPUs (%s), posting to %s every %.0f s", translator.config.node,
+             len(reader.devices), ", ".join(f"{d.index}:{d.name}" for d in reader.devices), poster.url,
+             args.interval)
+    await run_agent(reader, translator, poster, interval_s=args.interval, stop=stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m podmedic.cli.agent nvml ...``."""
+    parser = argparse.ArgumentParser(prog="podmedic agent", description="podmedic node agents")
+    build_agent_commands(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Where the operator commands find Temporal: flags, a stack's ``endpoints.json``, or env."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import Client
+
+from podmedic.temporal.connect import connect
+
+DEFAULT_ADDRESS = "localhost:7233"
+
+
+class TargetError(Exception):
+    """The flags do not say where Temporal is (e.g. a stack directory without endpoints.json)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Temporal frontend and namespace, and the UI that shows them (for links)."""
+
+    address: str
+    namespace: str
+    ui_url: str
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """The connection flags every operator command takes."""
+    p.add_argument("--temporal-address", help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS; "
+                                              f"default: the --stack's, else {DEFAULT_ADDRESS})")
+    p.add_argument("--namespace", help="Temporal namespace (env PODMEDIC_NAMESPACE; default: the --stack's, "
+                                       "else default)")
+    p.add_argument("--stack", type=Path, metavar="DIR",
+                   help="a `podmedic up`/`demo` state dir: Temporal address, namespace and UI from its endpoints.json")
+    p.add_argument("--ui-url", help="Temporal UI base URL, for links (env PODMEDIC_UI_URL; default: the --stack's)")
+
+
+def target(args: argparse.Namespace) -> Target:
+    """Resolve the flags: an explicit flag wins, then the stack's endpoints, then env, then defaults."""
+    stack: dict[str, object] = {}
+    if args.stack is not None:
+        path = args.stack / "endpoints.json"
+        try:
+            stack = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise TargetError(f"--stack {args.stack}: cannot read {path}: {exc}") from exc
+
+    def pick(flag: str | None, key: str, env: str, default: str) -> str:
+        return flag or str(stack.get(key) or "") or os.environ.get(env, "") or default
+
+    return Target(
+        address=pick(args.temporal_address, "temporal_address", "PODMEDIC_TEMPORAL_ADDRESS", DEFAULT_ADDRESS),
+        namespace=pick(args.namespace, "temporal_namespace", "PODMEDIC_NAMESPACE", "default"),
+        ui_url=pick(args.ui_url, "ui_url", "PODMEDIC_UI_URL", ""),
+    )
+
+
+async def client_for(t: Target) -> Client:
+    """A client with podmedic's data converter."""
+    return await connect(t.address, t.namespace)

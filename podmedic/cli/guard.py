@@ -1,0 +1,108 @@
+"""``podmedic guard status|resume``: read the fleet guard and end a storm pause.
+
+Exit codes as ``podmedic incidents``: 0 done, 1 the guard refused (not tripped, no reason),
+2 no guard runs (no incident asked one yet) or a bad flag, 3 Temporal unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from podmedic.cli import connection
+from podmedic.domain.guard import GUARD_WORKFLOW_ID, GuardStatus, ResumeRequest
+from podmedic.incidents.query import OperatorError
+
+GUARD_HELP = """\
+The fleet guard (docs/guard.md): permits held, incidents waiting, storms.
+
+  podmedic guard status                                     limits, counts, who waits, the storm if tripped
+  podmedic guard resume --by alice --reason "PDU fixed"     end a storm pause now
+"""
+
+
+async def fetch_status(t: connection.Target) -> GuardStatus:
+    """The guard's ``status`` query; ``OperatorError`` (2) when no guard runs."""
+    client = await connection.client_for(t)
+    try:
+        status: GuardStatus = await client.get_workflow_handle(GUARD_WORKFLOW_ID).query("status",
+                                                                                        result_type=GuardStatus)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise OperatorError(f"no fleet guard in namespace {t.namespace} (no incident has asked one yet)",
+                                2) from err
+        raise
+    return status
+
+
+async def resume(t: connection.Target, request: ResumeRequest) -> GuardStatus:
+    """The ``resume`` update; ``OperatorError`` (1) with the guard's reason when refused."""
+    await fetch_status(t)  # a clear "no guard" before the update
+    client = await connection.client_for(t)
+    try:
+        status: GuardStatus = await client.get_workflow_handle(GUARD_WORKFLOW_ID).execute_update(
+            "resume", request, result_type=GuardStatus)
+    except WorkflowUpdateFailedError as err:
+        raise OperatorError(f"the guard refused: {err.cause}", 1) from err
+    return status
+
+
+def render(status: GuardStatus) -> str:
+    """Text for a terminal."""
+    p = status.policy
+    lines = [f"fleet guard: {status.state.upper()}",
+             f"devices under remediation: {status.devices_tainted}/{p.max_devices_tainted}   "
+             f"nodes disrupted: {status.nodes_disrupted}/{p.max_nodes_disrupted}",
+             f"per {p.window_s:g}s: at most {p.max_driver_share:.0%} of a driver's devices, {p.max_pool_share:.0%} "
+             f"of a pool's (never fewer than {p.min_devices}); on limit: {p.on_limit}",
+             f"storm: {p.storm.share:.0%} of a driver within {p.storm.window_s:g}s (at least {p.storm.min_devices}); "
+             f"clears after {p.storm.clear_s:g}s calm" + ("" if p.storm.enabled else " (off)")]
+    if status.storm is not None:
+        s = status.storm
+        lines.append(f"TRIPPED at {s.tripped_at:%Y-%m-%d %H:%M:%S}: {s.summary}; fleet incident {s.fleet_incident}")
+        if status.clear_since is not None:
+            lines.append(f"calm since {status.clear_since:%H:%M:%S}")
+    if status.fleet is not None:
+        lines.append("fleet: " + (", ".join(f"{d} {n}" for d, n in sorted(status.fleet.drivers.items())) or "unknown"))
+    for permit in status.permits:
+        past = f" (approved past the limits by {permit.override_by})" if permit.override_by else ""
+        lines.append(f"  holds  {permit.incident_id} on {permit.node} since {permit.since:%H:%M:%S}{past}")
+    lines += [f"  waits  {incident}" for incident in status.waiting]
+    lines += [f"  log    {line}" for line in status.history]
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``guard`` to the ``podmedic`` command tree."""
+    from podmedic.cli.incidents import _by, _run  # the incidents CLI's runner: same exit codes, same hard exit
+
+    p = sub.add_parser("guard", help="the fleet guard: status, resume after a storm", description=GUARD_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    gsub = p.add_subparsers(dest="guard_command", required=True, metavar="ACTION")
+
+    def cmd_status(args: argparse.Namespace) -> int:
+        async def job(t: connection.Target) -> int:
+            status = await fetch_status(t)
+            print(json.dumps(status.model_dump(mode="json"), indent=2) if args.json else render(status))
+            return 0
+        return _run(args, job)
+
+    def cmd_resume(args: argparse.Namespace) -> int:
+        async def job(t: connection.Target) -> int:
+            status = await resume(t, ResumeRequest(by=args.by, reason=args.reason))
+            print(render(status))
+            return 0
+        return _run(args, job)
+
+    q = gsub.add_parser("status", help="limits, counts, permits, waiting incidents, storm")
+    q.add_argument("--json", action="store_true", help="JSON instead of text")
+    q.set_defaults(func=cmd_status)
+    q = gsub.add_parser("resume", help="end a storm pause now (what tripped it cannot trip it again)")
+    q.add_argument("--by", default=_by(), help="who resumes (default: your user name)")
+    q.add_argument("--reason", required=True, help="why it is safe to act again")
+    q.set_defaults(func=cmd_resume)
+    for action in gsub.choices.values():
+        connection.add_flags(action)

@@ -1,0 +1,59 @@
+"""The ``podmedic`` command line. Every subcommand's ``--help`` says what it does and how."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from podmedic.cli import agent, guard, incidents, policy, processes, stack
+from podmedic.temporal.codec_server import add_codec_server_parser
+from podmedic.temporal.security import SecurityError
+
+DESCRIPTION = """\
+podmedic remediates Kubernetes pods whose GPUs fail: one durable Temporal workflow per
+device incident runs detect -> checkpoint -> taint -> recover -> ticket -> close.
+
+Start here:
+  podmedic demo                   whole stack on embedded defaults, with injected faults
+  podmedic up --state-dir DIR     the stack without faults (Temporal, simulator, worker, ingest)
+  podmedic policy validate FILE   check a per-driver policy file
+  podmedic ingest --help          the detection service: cluster watches, CloudEvents, Alertmanager
+  podmedic agent nvml --help      the NVIDIA node agent (XID, ECC, thermal, NVLink -> ingest)
+  podmedic incidents --help       list, show, approve, skip, abort, resolve incidents
+  podmedic report ID              an incident's post-mortem (Markdown or JSON)
+Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig
+(or in-cluster credentials) and --temporal-address pointing at your Temporal.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command tree."""
+    parser = argparse.ArgumentParser(prog="podmedic", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    processes.register(sub)
+    policy.register(sub)
+    stack.register(sub)
+    agent.add_agent_parser(sub)
+    add_codec_server_parser(sub)
+    incidents.register(sub)
+    guard.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``podmedic`` command."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except SecurityError as exc:
+        print(f"podmedic: refusing to connect to Temporal: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

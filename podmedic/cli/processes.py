@@ -1,0 +1,147 @@
+"""``podmedic worker`` and ``podmedic ingest``: the two long-running processes of a deployment."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from podmedic.cli.flags import connection_flags, host_port, load_policy_or_exit
+from podmedic.telemetry.process import add_telemetry_flags
+from podmedic.temporal.connect import connect
+
+INGEST_HELP = """\
+Turn every health signal into exactly one incident per device.
+
+Sources: pods' allocatedResourcesStatus (KEP-4680), ResourceSlice device taints written by
+drivers, FailedPrepareDynamicResources Events (bad configuration is reported on the pod,
+never tainted), and an HTTP front:
+  POST /v1/events        CloudEvents 1.0 (application/cloudevents+json, or a batch as
+                         application/cloudevents-batch+json), type io.podmedic.device.health.v1
+  POST /v1/alertmanager  Alertmanager webhook (dcgm-exporter alerts; mapping in the settings)
+  GET  /healthz, /v1/stats
+Every POST needs `Authorization: Bearer <token>`; 202 means Temporal has the event.
+Repeats of a device's state cost no Temporal round trip. See docs/detection.md.
+
+Example:
+  PODMEDIC_INGEST_TOKEN=$(cat token) podmedic ingest --kubeconfig kc --listen 0.0.0.0:8088 \\
+      --state-dir /var/lib/podmedic/ingest
+"""
+
+
+async def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the Temporal worker."""
+    from podmedic.telemetry.process import start_telemetry, telemetry_running
+    from workers.versioning import VersioningError, deployment_config_from_env
+    from workers.worker import run_worker
+
+    load_policy_or_exit(args.policy)
+    try:
+        deployment_config_from_env()
+    except VersioningError as exc:
+        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
+        return 2
+    telemetry = start_telemetry(args, "worker")
+
+    async def main() -> None:
+        client = await connect(args.temporal_address, args.namespace)
+        async with telemetry_running(telemetry, client):
+            await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Run the ingest service: cluster watches and the HTTP front."""
+    from podmedic.domain.policy_file import PolicySet
+    from podmedic.ingest.http.auth import AuthConfigError
+    from podmedic.ingest.service import run_ingest
+    from podmedic.ingest.settings import SettingsError, load_ingest_settings
+    from podmedic.kube.gateway import KubeGateway
+
+    policies = load_policy_or_exit(args.policy)
+    assert isinstance(policies, PolicySet)
+    if args.dry_run:  # every incident this ingest opens records its decisions and changes nothing
+        policies = policies.with_dry_run()
+    try:
+        settings = load_ingest_settings(args.settings)
+    except SettingsError as exc:
+        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
+        return 2
+    overrides: dict[str, object] = {"token_file": args.token_file} if args.token_file else {}
+    if args.listen:
+        overrides["host"], overrides["port"] = args.listen
+    settings = settings.model_copy(update={"http": settings.http.model_copy(update=overrides),
+                                           "state_dir": args.state_dir or settings.state_dir})
+    from podmedic.telemetry.process import start_telemetry, telemetry_running
+
+    telemetry = start_telemetry(args, "ingest")
+
+    async def main() -> None:
+        stop = await _stop_event()
+        client = await connect(args.temporal_address, args.namespace)
+        kube = KubeGateway(args.kubeconfig)
+        try:
+            async with telemetry_running(telemetry):
+                await run_ingest(client, kube, policies, settings, args.task_queue, stop,
+                                 watch=not args.no_watch, http=not args.no_http)
+        finally:
+            kube.close()
+
+    try:
+        asyncio.run(main())
+    except AuthConfigError as exc:
+        print(f"podmedic: refusing to start the HTTP front: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+
+def register(sub: Any) -> None:
+    """Add ``worker`` and ``ingest`` to the ``podmedic`` command tree."""
+    p = sub.add_parser("worker", help="run the Temporal worker (incident workflow + activities)")
+    connection_flags(p)
+    p.add_argument("--health-listen", metavar="HOST:PORT", type=host_port,
+                   default=os.environ.get("PODMEDIC_WORKER_HEALTH_LISTEN"),
+                   help="serve /healthz and /readyz for probes here (env PODMEDIC_WORKER_HEALTH_LISTEN; default off)")
+    p.add_argument("--sandbox", action="store_true",
+                   default=os.environ.get("PODMEDIC_WORKFLOW_SANDBOX", "") in ("1", "true", "on"),
+                   help="run workflow code in the Temporal SDK's sandbox (env PODMEDIC_WORKFLOW_SANDBOX=1). "
+                        "Off by default: CI proves podmedic's workflows deterministic in the sandbox, and "
+                        "the sandbox costs about a fifth of the worker's CPU; turn it on when running "
+                        "workflow code changed locally")
+    add_telemetry_flags(p)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser(
+        "ingest", help="turn health signals (cluster watches, HTTP, Alertmanager) into incidents",
+        description=INGEST_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    connection_flags(p)
+    p.add_argument("--dry-run", action="store_true", default=os.environ.get("PODMEDIC_DRY_RUN") == "1",
+                   help="open every incident in dry run: decisions recorded, nothing in the cluster changed, "
+                        "no ticket filed (env PODMEDIC_DRY_RUN=1; docs/guard.md)")
+    p.add_argument("--settings", type=Path, default=os.environ.get("PODMEDIC_INGEST_SETTINGS"),
+                   help="ingest settings YAML: http, dedup, alertmanager mapping, state_dir "
+                        "(env PODMEDIC_INGEST_SETTINGS; default: built-in defaults)")
+    p.add_argument("--listen", metavar="HOST:PORT", type=host_port,
+                   help="HTTP front address (overrides http.host/http.port)")
+    p.add_argument("--token-file", type=Path, help="bearer token file (overrides http.token_file; "
+                                                   "else env PODMEDIC_INGEST_TOKEN)")
+    p.add_argument("--state-dir", type=Path, help="keep watch cursors here, to resume after a restart")
+    p.add_argument("--no-http", action="store_true", help="cluster watches only")
+    p.add_argument("--no-watch", action="store_true", help="HTTP front only (e.g. for a cluster without access)")
+    add_telemetry_flags(p)
+    p.set_defaults(func=cmd_ingest)

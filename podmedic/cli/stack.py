@@ -1,0 +1,100 @@
+"""``podmedic up``, ``demo``, ``vendor-desk`` and ``sim``: the local stack on the simulator.
+
+These need the simulator (``podmedic_sim``, installed with the ``sim`` extra); without it they
+say so and exit 2 instead of failing on an import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from podmedic.cli.flags import load_policy_or_exit
+
+NO_SIM = ("podmedic: this command runs the cluster simulator, which is not installed here; "
+          "install it with: pip install 'podmedic[sim]'")
+
+
+def simulator_installed() -> bool:
+    """Whether ``podmedic_sim`` can be imported (the ``sim`` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("podmedic_sim") is not None
+
+
+def _needs_sim() -> int | None:
+    if simulator_installed():
+        return None
+    print(NO_SIM, file=sys.stderr)
+    return 2
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Run the whole stack until interrupted."""
+    if (refused := _needs_sim()) is not None:
+        return refused
+    from podmedic.stack.up import Stack, StackOptions
+
+    load_policy_or_exit(args.policy)
+    with Stack(StackOptions(state_dir=args.state_dir, policy=args.policy, nodes=args.nodes,
+                            devices_per_node=args.devices_per_node)) as stack:
+        stack.wait_forever()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo."""
+    if (refused := _needs_sim()) is not None:
+        return refused
+    from podmedic.stack.demo import run_demo
+
+    return run_demo(faults=args.faults, summary_json=args.summary_json, keep=args.keep, state_dir=args.state_dir)
+
+
+def cmd_vendor_desk(args: argparse.Namespace) -> int:
+    """Run the vendor ticket desk."""
+    if (refused := _needs_sim()) is not None:
+        return refused
+    from podmedic_sim.vendors.desk import serve
+
+    serve(args.port, args.sim_url, args.resolve_after, args.store, args.shape)
+    return 0
+
+
+
+def register(sub: Any) -> None:
+    """Add ``up``, ``demo``, ``vendor-desk`` and (with the simulator) ``sim`` to the command tree."""
+    for name, helptext in (("up", "start Temporal, the simulator, the worker and ingest; run until Ctrl-C"),
+                           ("demo", "`up` plus injected device faults, live progress and a summary")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--state-dir", type=Path, default=Path("state") / name,
+                       help="where the Temporal database, logs and endpoints.json go (default %(default)s)")
+        if name == "up":
+            p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
+                           help="per-driver policy YAML (default: the embedded policy)")
+            p.add_argument("--nodes", type=int, default=4, help="simulated GPU nodes (default %(default)s)")
+            p.add_argument("--devices-per-node", type=int, default=8, help="GPUs per node (default %(default)s)")
+            p.set_defaults(func=cmd_up)
+        else:
+            p.add_argument("--faults", type=int, default=6, help="device faults to inject (default %(default)s)")
+            p.add_argument("--summary-json", type=Path, help="write the incidents' summary here")
+            p.add_argument("--keep", action="store_true", help="keep the stack running after the summary")
+            p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("vendor-desk", help="a vendor ticket desk (generic webhook shape) for demos and tests")
+    p.add_argument("--port", type=int, default=8089, help="listen port (default %(default)s)")
+    p.add_argument("--sim-url", help="simulator URL: resolved tickets mark their device Healthy there")
+    p.add_argument("--resolve-after", type=float, help="resolve each ticket after this many seconds")
+    p.add_argument("--store", type=Path, help="JSON file that keeps tickets across restarts")
+    p.add_argument("--shape", choices=["webhook", "jira", "servicenow"], default="webhook",
+                   help="API shape: generic webhook, Jira REST (project OPS, bot@example.com / jira-token) or "
+                        "ServiceNow Table API (podmedic / sn-password) (default %(default)s)")
+    p.set_defaults(func=cmd_vendor_desk)
+
+    if simulator_installed():
+        from podmedic_sim import command as sim_command
+
+        sim_command.register(sub)

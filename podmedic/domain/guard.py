@@ -1,0 +1,156 @@
+"""The fleet guard's policy and messages: how much podmedic may disrupt at once, and storms.
+
+The ``guard:`` section sits beside ``drivers:`` in the policy file; the loader copies it into
+every driver's resolved policy, so it travels in each incident's input like the rest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.models import DeviceRef
+
+GUARD_WORKFLOW_ID = "fleet/guard"
+"""The one guard of a Temporal namespace: every incident asks it (start if absent, then the ask update)."""
+
+DISRUPTIVE_STEPS = ("taint", "in_place_restart", "same_node", "any_node", "node_quarantine")
+"""Steps that change what runs on the fleet; each asks the guard first."""
+
+
+class PermitRequest(BaseModel):
+    """An incident asking to take a disruptive step now."""
+
+    incident_id: str
+    device: DeviceRef
+    node: str | None = None
+    step: str
+    policy: GuardPolicy
+    search_attributes: bool = True
+    override_by: str | None = Field(None, description="An operator approved the step past a limit.")
+    probe: bool = Field(False, description="Dry run: answer what the guard would do, record nothing.")
+    counts: bool = Field(True, description="Count the device as unhealthy toward a storm (a node incident's "
+                                           "devices count through their own incidents).")
+
+
+class PermitAnswer(BaseModel):
+    """The guard's answer; ``limit`` names what refused it (empty when granted)."""
+
+    granted: bool
+    limit: str = ""
+    detail: str = ""
+    storm: bool = False
+    devices_tainted: int = 0
+    nodes_disrupted: int = 0
+    tripped: bool = False
+
+
+class FleetSizeInput(BaseModel):
+    """Input of the ``fleet_size`` activity (no parameters yet)."""
+
+    driver: str | None = Field(None, description="Only this driver's slices; all when None.")
+
+
+class PermitRelease(BaseModel):
+    """An incident that closed gives back what it held."""
+
+    incident_id: str
+
+
+class ResumeRequest(BaseModel):
+    """An operator ending a storm pause."""
+
+    by: str
+    reason: str
+
+
+class Observation(BaseModel):
+    """A device seen unhealthy (its first ask) or first granted, with when."""
+
+    incident_id: str
+    driver: str
+    pool: str
+    node: str
+    at: dt.datetime
+
+
+class Permit(BaseModel):
+    """What one incident holds: its device, and its node as disrupted."""
+
+    incident_id: str
+    driver: str
+    pool: str
+    node: str
+    since: dt.datetime
+    override_by: str | None = None
+
+
+class FleetSize(BaseModel):
+    """Devices per driver and per ``driver/pool``, read from ResourceSlices."""
+
+    drivers: dict[str, int] = Field(default_factory=dict)
+    pools: dict[str, int] = Field(default_factory=dict)
+    read_at: dt.datetime | None = None
+
+
+class StormRecord(BaseModel):
+    """What the guard saw when it tripped."""
+
+    tripped_at: dt.datetime
+    driver: str
+    devices: list[str]
+    nodes: list[str]
+    unhealthy: int
+    fleet: int
+    share: float
+    window_s: float
+    fleet_incident: str = ""
+
+    @property
+    def summary(self) -> str:
+        """One line for a person."""
+        return (f"{self.unhealthy} of {self.fleet} {self.driver} devices ({self.share:.0%}) turned unhealthy "
+                f"within {self.window_s:g}s on {len(self.nodes)} node(s)")
+
+
+class Ledger(BaseModel):
+    """The guard's book; carried across continue-as-new."""
+
+    permits: dict[str, Permit] = Field(default_factory=dict)
+    seen: list[Observation] = Field(default_factory=list)
+    grants: list[Observation] = Field(default_factory=list)
+    waiting: list[str] = Field(default_factory=list)
+    counted: list[str] = Field(default_factory=list, description="Open incidents already counted as unhealthy "
+                                                                 "(once each, however long they stay open).")
+    storm: StormRecord | None = None
+    storms_since: dt.datetime | None = Field(None, description="Observations before this were acknowledged by "
+                                                               "an operator's resume: they cannot trip again.")
+    clear_since: dt.datetime | None = None
+    history: list[str] = Field(default_factory=list, description="Last trips and resumes, for a person.")
+
+
+class GuardInput(BaseModel):
+    """Start (and continue-as-new) argument of the guard."""
+
+    policy: GuardPolicy
+    search_attributes: bool = True
+    ledger: Ledger = Field(default_factory=Ledger)
+    fleet: FleetSize | None = None
+
+
+class GuardStatus(BaseModel):
+    """The guard as it is now (``podmedic guard status``)."""
+
+    state: Literal["ok", "tripped"]
+    devices_tainted: int
+    nodes_disrupted: int
+    permits: list[Permit]
+    waiting: list[str]
+    storm: StormRecord | None
+    clear_since: dt.datetime | None
+    fleet: FleetSize | None
+    policy: GuardPolicy
+    history: list[str]

@@ -1,0 +1,187 @@
+"""Data that crosses process boundaries: health events, incident input, state and outcome.
+
+Everything here travels through Temporal with the pydantic data converter, so every model
+is plain data (no I/O, no clocks) and safe to import from workflow code.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from podmedic.domain.policy import DriverPolicy
+
+
+class Health(StrEnum):
+    """Device health as KEP-4680 reports it in ``allocatedResourcesStatus``."""
+
+    HEALTHY = "Healthy"
+    UNHEALTHY = "Unhealthy"
+    UNKNOWN = "Unknown"
+
+
+class FailureMode(StrEnum):
+    """What kind of failure an incident is about; decides which steps make sense."""
+
+    DEVICE_FAILED = "device_failed"
+    DEVICE_DEGRADED = "device_degraded"
+    CONTAINER_CODE = "container_code"
+    INFRASTRUCTURE = "infrastructure"
+    BAD_CONFIG = "bad_config"
+
+
+class Permanence(StrEnum):
+    """Whether a restart can be expected to clear the failure."""
+
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+
+
+class Outcome(StrEnum):
+    """How an incident ended. Every value is terminal and explained in the incident record."""
+
+    RECOVERED_IN_PLACE = "recovered_in_place"
+    RECOVERED_RESCHEDULED = "recovered_rescheduled"
+    RESOLVED_BY_VENDOR = "resolved_by_vendor"
+    CLEARED = "cleared"
+    QUARANTINED = "quarantined"
+    NOT_ACTIONABLE = "not_actionable"
+    REPORTED = "reported"
+    ABORTED = "aborted"
+    FAILED = "failed"
+    DRY_RUN = "dry_run"
+
+
+_DNS_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+class DeviceRef(BaseModel):
+    """One device, named the way DRA names it: driver, pool and device."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    driver: str = Field(min_length=1, max_length=253)
+    pool: str = Field(min_length=1, max_length=253)
+    device: str = Field(min_length=1, max_length=128)
+
+    @property
+    def resource_id(self) -> str:
+        """The KEP-4680 ``resourceID``: ``<driver>/<pool>/<device>``."""
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+    @property
+    def workflow_id(self) -> str:
+        """The incident's Temporal workflow id; one open incident per device."""
+        return f"device/{self.resource_id}"
+
+    @property
+    def object_name(self) -> str:
+        """A DNS-subdomain-safe name for cluster objects that belong to this device."""
+        readable = _DNS_UNSAFE.sub("-", self.resource_id.lower().replace(".", "-")).strip("-")
+        digest = hashlib.sha256(self.resource_id.encode()).hexdigest()[:8]
+        return f"podmedic-{readable[:200]}-{digest}"
+
+    @classmethod
+    def parse(cls, resource_id: str) -> DeviceRef:
+        """Parse ``<driver>/<pool>/<device>``; raises ``ValueError`` naming what is wrong."""
+        parts = resource_id.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"resourceID {resource_id!r} is not <driver>/<pool>/<device>")
+        return cls(driver=parts[0], pool=parts[1], device=parts[2])
+
+
+class PodKey(BaseModel):
+    """A pod by namespace, name and UID."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+class DeviceHealthEvent(BaseModel):
+    """A detector's observation of one device, the single input of the incident pipeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: DeviceRef
+    health: Health
+    node: str | None = None
+    reason: str = ""
+    code: int | None = None
+    message: str = ""
+    source: str = Field("unknown", description="Detector that saw it: pod-status, http, ...")
+    observed_at: dt.datetime
+    event_id: str = Field(min_length=1, description="Stable id used to drop duplicates.")
+    pod: PodKey | None = Field(None, description="The pod that reported it, when a pod did.")
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="Readings behind a degradation report (e.g. ecc_correctable_per_hour), "
+        "compared with the driver's detection.degradation thresholds.",
+    )
+
+    @property
+    def state_key(self) -> tuple[str, str, int | None, str]:
+        """What makes two observations of a device the same state, for deduplication."""
+        return (self.health.value, self.reason, self.code, ",".join(sorted(self.metrics)))
+
+
+class ConfigProblem(BaseModel):
+    """A pod that cannot start because of its own configuration (a driver's prepare failure
+    classified ``bad_config``): reported on the pod, never a device incident."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pod: PodKey
+    driver: str
+    node: str | None = None
+    reason: str
+    message: str
+    source: str = "events"
+    observed_at: dt.datetime
+    event_id: str = Field(min_length=1)
+
+    @property
+    def workflow_id(self) -> str:
+        """One incident per pod instance, ever: a repeating prepare failure never loops."""
+        return f"config/{self.pod.namespace}/{self.pod.name}/{self.pod.uid}"
+
+
+class IncidentInput(BaseModel):
+    """Start argument of an incident. The policy in force at opening travels with it,
+    so editing the policy file never changes a running incident's replay."""
+
+    device: DeviceRef
+    policy: DriverPolicy
+    search_attributes: bool = Field(True, description="Off only on servers without podmedic's attributes.")
+
+
+class PodRef(BaseModel):
+    """A pod using the failed device, as seen when the incident opened."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: str = Field("", description="creationTimestamp (RFC 3339), to tell replacements apart.")
+    phase: str = ""
+    node: str | None = None
+    job: str | None = None
+    restart_count: int = 0
+    containers: list[str] = Field(default_factory=list)
+    running: bool = Field(False, description="Every container was running when seen: the process can still "
+                                             "answer a checkpoint request, even on a device that failed for good.")
+    checkpoint_method: str | None = None
+    last_checkpoint_id: str | None = None
+
+
+class TimelineEntry(BaseModel):
+    """One line of the incident's record: what happened, when (workflow time), and why."""
+
+    at: dt.datetime
+    step: str
+    message: str

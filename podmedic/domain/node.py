@@ -1,0 +1,146 @@
+"""Node-level correlation: several devices of one node failing together are one node incident."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, Field
+
+from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.incident import Decision, PendingApproval
+from podmedic.domain.models import DeviceRef, FailureMode, TimelineEntry
+from podmedic.domain.policy import Approvals, NodeCorrelation, NodeQuarantine
+
+
+def node_workflow_id(node: str) -> str:
+    """The node's correlation workflow: one open per node."""
+    return f"node/{node}"
+
+
+class NodeDeviceReport(BaseModel):
+    """A device incident telling its node's watch that the device failed."""
+
+    incident_id: str
+    device: DeviceRef
+    failure_mode: FailureMode
+    observed_at: dt.datetime = Field(description="When the device's failure was observed (detector time).")
+    why: str = ""
+
+
+class NodeWatchInput(BaseModel):
+    """Start argument of a node's watch: the rule in force when it opened."""
+
+    node: str
+    driver: str
+    correlation: NodeCorrelation
+    quarantine: NodeQuarantine = Field(default_factory=NodeQuarantine)
+    approvals: Approvals = Field(default_factory=Approvals)
+    search_attributes: bool = True
+    guard: GuardPolicy | None = Field(None, description="The fleet guard the quarantine asks (None: none).")
+
+
+class NodeReportInput(BaseModel):
+    """Activity input: deliver ``report`` to the node's watch, opening it if needed."""
+
+    watch: NodeWatchInput
+    report: NodeDeviceReport
+
+
+class NodeReportResult(BaseModel):
+    """What the node's watch said back: the node incident covering the device, if any."""
+
+    watch_id: str
+    node_incident: str | None = None
+    quarantined: bool = False
+
+
+class NodeIncidentNotice(BaseModel):
+    """Sent to each device incident once its node is the incident."""
+
+    incident_id: str
+    node: str
+    devices: list[str]
+
+
+class NodeIncidentState(BaseModel):
+    """A node watch as it is now (``get_state`` query)."""
+
+    node: str
+    phase: str = "Watching"
+    escalated: bool = False
+    devices: list[str] = Field(default_factory=list)
+    incidents: list[str] = Field(default_factory=list)
+    quarantined: bool = Field(False, description="The node is cordoned and tainted by this incident now.")
+    quarantine_requested_by: list[str] = Field(default_factory=list,
+                                               description="Device incidents whose ladder asked for the quarantine.")
+    healed: list[str] = Field(default_factory=list, description="Devices whose incidents closed healthy.")
+    held_rules: list[str] = Field(default_factory=list, description="DeviceTaintRules this incident holds.")
+    pending_approval: PendingApproval | None = None
+    decisions: list[Decision] = Field(default_factory=list)
+    doing: str = ""
+    timeline: list[TimelineEntry] = Field(default_factory=list)
+
+
+class NodeIncidentOutcome(BaseModel):
+    """How a node watch ended."""
+
+    node: str
+    escalated: bool
+    devices: list[str]
+    explanation: str
+    quarantined: bool = Field(False, description="The node was still quarantined when the incident closed.")
+
+
+class HoldTaintsInput(BaseModel):
+    """DeviceTaintRules of these devices, to hold or release for a node incident."""
+
+    devices: list[DeviceRef]
+    reason: str
+
+
+class QuarantineInput(BaseModel):
+    """Cordon and taint a node for a node incident, or undo it."""
+
+    node: str
+    incident_id: str
+    cordon: bool
+    taint_key: str
+    effect: str
+    reason: str
+
+
+class QuarantineResult(BaseModel):
+    """What the node looks like now, as far as the quarantine goes."""
+
+    node_found: bool
+    changed: bool
+    detail: str
+
+
+class DeviceIncidentsInput(BaseModel):
+    """Device incidents (workflow ids) whose latest runs the node incident looks at."""
+
+    incidents: list[str]
+
+
+class DeviceIncidentStatus(BaseModel):
+    """One device incident's latest run: still running, or closed with an outcome."""
+
+    incident_id: str
+    running: bool
+    outcome: str | None = None
+    healthy: bool = Field(False, description="Closed with the device verified healthy or fixed by the vendor.")
+
+
+def correlated(reports: list[NodeDeviceReport], rule: NodeCorrelation) -> list[NodeDeviceReport]:
+    """The latest report of each device failed within ``rule.window_s`` of the newest report,
+    when there are at least ``rule.devices`` of them; else empty."""
+    if not reports:
+        return []
+    newest = max(r.observed_at for r in reports)
+    start = newest - dt.timedelta(seconds=rule.window_s)
+    latest: dict[str, NodeDeviceReport] = {}
+    for report in sorted(reports, key=lambda r: r.observed_at):
+        if report.observed_at >= start:
+            latest[report.device.resource_id] = report
+    return list(latest.values()) if len(latest) >= rule.devices else []

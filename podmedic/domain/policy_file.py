@@ -1,0 +1,139 @@
+"""Loading and validating the policy file, with errors that name the field and the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from podmedic.domain.config_file import ConfigFileError, parse_yaml, read_text
+from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.policy import DriverPolicy
+
+DEFAULT_KEY = "default"
+TOP_KEYS = ("drivers", "guard")
+
+
+class PolicyError(ConfigFileError):
+    """A policy file that cannot be used; ``errors`` lists ``(field path, reason)``."""
+
+    kind = "policy"
+
+
+class PolicySet(BaseModel):
+    """Every driver's resolved policy; ``for_driver`` falls back to ``default``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    drivers: dict[str, DriverPolicy]
+    guard: GuardPolicy | None = None
+
+    def with_dry_run(self) -> PolicySet:
+        """Every driver in dry run (``podmedic ingest --dry-run``): decisions recorded, nothing changed."""
+        return self.model_copy(update={"drivers": {name: policy.model_copy(update={"dry_run": True})
+                                                   for name, policy in self.drivers.items()}})
+
+    def for_driver(self, driver: str) -> DriverPolicy:
+        """The policy for ``driver``: its own entry, else ``default`` renamed for it."""
+        if driver in self.drivers:
+            return self.drivers[driver]
+        return self.drivers[DEFAULT_KEY].model_copy(update={"driver": driver})
+
+
+def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` laid over ``base``: mappings merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in top.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = _overlay(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _set_in(entry: Mapping[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Whether ``entry`` itself sets the value at ``loc`` (else the error is default's)."""
+    node: Any = entry
+    for part in loc:
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if (isinstance(node, Mapping) and part in node) or in_list:
+            node = node[part]
+        else:
+            return False
+    return True
+
+
+def _path(driver: str, loc: tuple[int | str, ...]) -> str:
+    return f"drivers.{driver}" + "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc
+    )
+
+
+def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
+    """Parse and validate policy YAML; raises ``PolicyError`` listing every problem."""
+    raw = parse_yaml(text, source, PolicyError)
+    if not isinstance(raw, Mapping):
+        raise PolicyError(source, [("(top)", "must be a mapping with a 'drivers' key")])
+    unknown = sorted((key for key in raw if key not in TOP_KEYS), key=repr)
+    errors = [(key if isinstance(key, str) and key.isidentifier() else f"(top) key {key!r}",
+               "unknown top-level key (only 'drivers' and 'guard' are allowed)") for key in unknown]
+    guard = _guard(raw.get("guard"), errors)
+    drivers = raw.get("drivers")
+    if not isinstance(drivers, Mapping) or not drivers:
+        raise PolicyError(source, [*errors, ("drivers", "must be a non-empty mapping of driver name to policy")])
+    if DEFAULT_KEY not in drivers:
+        errors.append((f"drivers.{DEFAULT_KEY}", "missing: every policy needs a default entry"))
+    base = drivers.get(DEFAULT_KEY) or {}
+    resolved: dict[str, DriverPolicy] = {}
+    for name, entry in drivers.items():
+        if entry is None:
+            entry = {}
+        if not isinstance(entry, Mapping) or not isinstance(base, Mapping):
+            errors.append((f"drivers.{name}", "must be a mapping"))
+            continue
+        if "driver" in entry:
+            errors.append((f"drivers.{name}.driver", "is set from the key; remove it"))
+            continue
+        if "guard" in entry:
+            errors.append((f"drivers.{name}.guard", "the guard is fleet-wide: set it at the top level"))
+            continue
+        merged = entry if name == DEFAULT_KEY else _overlay(base, entry)
+        try:
+            policy = DriverPolicy.model_validate({**merged, "driver": str(name)})
+            dry_run = policy.dry_run or (guard is not None and guard.dry_run)
+            resolved[str(name)] = policy.model_copy(update={"guard": guard, "dry_run": dry_run})
+        except ValidationError as exc:
+            for err in exc.errors():
+                if name != DEFAULT_KEY and DEFAULT_KEY in drivers and not _set_in(entry, err["loc"]):
+                    continue
+                errors.append((_path(str(name), tuple(err["loc"])), err["msg"]))
+    if errors:
+        raise PolicyError(source, errors)
+    return PolicySet(drivers=resolved, guard=guard)
+
+
+def _guard(raw: Any, errors: list[tuple[str, str]]) -> GuardPolicy | None:
+    """The top-level ``guard:`` section; absent: no guard (an empty mapping: the defaults)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        errors.append(("guard", "must be a mapping"))
+        return None
+    try:
+        return GuardPolicy.model_validate(raw)
+    except ValidationError as exc:
+        errors.extend(("guard" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]),
+                       err["msg"]) for err in exc.errors())
+        return None
+
+
+def load_policy(path: Path | None) -> PolicySet:
+    """Load a policy file, or the embedded default policy when ``path`` is ``None``."""
+    if path is None:
+        text = resources.files("podmedic.domain").joinpath("default_policy.yaml").read_text()
+        return parse_policy(text, "embedded default policy")
+    return parse_policy(read_text(path, PolicyError), str(path))

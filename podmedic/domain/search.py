@@ -1,0 +1,95 @@
+"""Search attributes that make incidents findable in the Temporal UI and CLI.
+
+``ALL_KEYS`` is the one list: ``podmedic up`` registers it on the dev server
+(``dev_server_flags``), the test fixtures too, and docs/operators.md prints the
+``temporal operator search-attribute create`` commands for a real cluster from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.common import (
+    SearchAttributeIndexedValueType,
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
+
+from podmedic.domain.models import ConfigProblem
+
+DRIVER = SearchAttributeKey.for_keyword("PodmedicDriver")
+NODE = SearchAttributeKey.for_keyword("PodmedicNode")
+DEVICE = SearchAttributeKey.for_keyword("PodmedicDevice")
+PHASE = SearchAttributeKey.for_keyword("PodmedicPhase")
+FAILURE_MODE = SearchAttributeKey.for_keyword("PodmedicFailureMode")
+NAMESPACE = SearchAttributeKey.for_keyword("PodmedicNamespace")
+OUTCOME = SearchAttributeKey.for_keyword("PodmedicOutcome")
+JOB = SearchAttributeKey.for_keyword("PodmedicJob")
+PODS = SearchAttributeKey.for_keyword_list("PodmedicPods")
+AWAITING_APPROVAL = SearchAttributeKey.for_keyword("PodmedicAwaitingApproval")
+TICKET = SearchAttributeKey.for_keyword("PodmedicTicket")
+
+ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
+    DRIVER, NODE, DEVICE, PHASE, FAILURE_MODE, NAMESPACE, OUTCOME, JOB, PODS, AWAITING_APPROVAL, TICKET,
+)
+
+_CLI_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+}
+
+
+def cli_type(key: SearchAttributeKey[Any]) -> str:
+    """The type name the ``temporal`` CLI uses for ``key`` (``Keyword``, ``KeywordList``, ...)."""
+    return _CLI_TYPES[key.indexed_value_type]
+
+
+def dev_server_flags() -> list[str]:
+    """``temporal server start-dev`` flags registering every podmedic attribute."""
+    return [f"--search-attribute={k.name}={cli_type(k)}" for k in ALL_KEYS]
+
+
+def create_commands(namespace: str = "default") -> list[str]:
+    """The commands that register the attributes on a real Temporal cluster, once per namespace."""
+    return [f"temporal operator search-attribute create --namespace {namespace} --name {k.name} --type {cli_type(k)}"
+            for k in ALL_KEYS]
+
+
+def initial(driver: str, device: str, node: str | None) -> TypedSearchAttributes:
+    """Attributes set at start, so even a brand-new incident is findable."""
+    pairs = [
+        SearchAttributePair(DRIVER, driver),
+        SearchAttributePair(DEVICE, device),
+        SearchAttributePair(PHASE, "Opened"),
+    ]
+    if node:
+        pairs.append(SearchAttributePair(NODE, node))
+    return TypedSearchAttributes(pairs)
+
+
+def for_config_problem(problem: ConfigProblem) -> TypedSearchAttributes:
+    """Attributes of a pod's configuration incident."""
+    pairs = [
+        SearchAttributePair(DRIVER, problem.driver),
+        SearchAttributePair(NAMESPACE, problem.pod.namespace),
+        SearchAttributePair(FAILURE_MODE, "bad_config"),
+        SearchAttributePair(PHASE, "Opened"),
+    ]
+    if problem.node:
+        pairs.append(SearchAttributePair(NODE, problem.node))
+    return TypedSearchAttributes(pairs)
+
+
+def for_node(driver: str, node: str) -> TypedSearchAttributes:
+    """Attributes of a node's watch (and node incident)."""
+    return TypedSearchAttributes([
+        SearchAttributePair(DRIVER, driver),
+        SearchAttributePair(NODE, node),
+        SearchAttributePair(PHASE, "Watching"),
+    ])

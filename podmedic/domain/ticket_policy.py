@@ -1,0 +1,99 @@
+"""Vendor ticket settings: the ``ticket:`` section of a driver's policy.
+
+Kept apart from the rest of the driver policy (``podmedic/domain/policy.py``) because the backends
+(``activities/tickets/``) read only this part: where to file, how to authenticate, when to
+file and how long to wait for the vendor. Credentials are named (a file or an environment
+variable), never written into the policy, so they stay out of workflow history.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _file_field(what: str) -> str | None:
+    return Field(None, min_length=1, description=f"File holding the {what} (e.g. a mounted Secret); wins over env.")
+
+
+def _env_field(what: str, default: str) -> str | None:
+    return Field(default, pattern=_ENV_NAME, description=f"Environment variable holding the {what}.")
+
+
+class JiraTicket(_Model):
+    """Jira REST (v2 or v3 shape): one issue per incident, a comment when the device fails again."""
+
+    url: str = Field(..., min_length=1, description="Base URL, e.g. https://acme.atlassian.net; ${VAR} expanded.")
+    project: str = Field(..., min_length=1, description="Project key the issues go to.")
+    issue_type: str = Field("Bug", min_length=1, description="Issue type name.")
+    api_version: Literal["2", "3"] = Field("2", description="REST API version: 3 sends Atlassian Document Format.")
+    auth: Literal["basic", "bearer"] = Field("basic", description="basic: email + API token; bearer: a PAT.")
+    email: str | None = Field(None, description="Account email for basic auth (may be ${VAR}).")
+    token_file: str | None = _file_field("API token (basic) or personal access token (bearer)")
+    token_env: str | None = _env_field("API token (basic) or personal access token (bearer)", "PODMEDIC_JIRA_TOKEN")
+    labels: list[str] = Field(default_factory=lambda: ["podmedic"], description="Labels added to every issue.")
+    comment_on_recurrence: bool = Field(True, description="Comment on the device's still-open issue instead of "
+                                                          "filing another.")
+
+    @model_validator(mode="after")
+    def _basic_needs_email(self) -> JiraTicket:
+        if self.auth == "basic" and not self.email:
+            raise ValueError("email is required when auth is basic (or set auth: bearer for a PAT)")
+        return self
+
+
+class ServiceNowTicket(_Model):
+    """ServiceNow Table API: one record per incident, found again by ``correlation_id``."""
+
+    url: str = Field(..., min_length=1, description="Instance URL, e.g. https://acme.service-now.com; ${VAR} expanded.")
+    table: str = Field("incident", pattern=r"^[a-z0-9_]+$", description="Table the records go to.")
+    user: str = Field(..., min_length=1, description="Basic auth user (may be ${VAR}).")
+    password_file: str | None = _file_field("basic auth password")
+    password_env: str | None = _env_field("basic auth password", "PODMEDIC_SERVICENOW_PASSWORD")
+    category: str = Field("hardware", description="The record's category.")
+    assignment_group: str | None = Field(None, description="Group the record is assigned to.")
+    resolved_states: list[str] = Field(default_factory=lambda: ["6", "7"],
+                                       description="state values meaning resolved (6 Resolved, 7 Closed).")
+
+
+class Ticket(_Model):
+    """Vendor tickets: when to file and where.
+
+    ``backend`` picks the system: ``webhook`` (generic JSON, signed), ``jira`` (needs ``jira:``),
+    ``servicenow`` (needs ``servicenow:``), or ``none``.
+    """
+
+    backend: Literal["none", "webhook", "jira", "servicenow"] = "webhook"
+    url: str = Field(
+        "${PODMEDIC_TICKET_URL}",
+        description="Webhook endpoint; ${VAR} is expanded by the worker, so the URL and any "
+        "credentials stay out of workflow history. Empty after expansion disables filing.",
+    )
+    secret_file: str | None = _file_field("webhook HMAC secret (X-Podmedic-Signature is sent when one is set)")
+    secret_env: str | None = _env_field("webhook HMAC secret", "PODMEDIC_TICKET_SECRET")
+    token_file: str | None = _file_field("webhook bearer token (sent when one is set)")
+    token_env: str | None = _env_field("webhook bearer token", "PODMEDIC_TICKET_TOKEN")
+    jira: JiraTicket | None = None
+    servicenow: ServiceNowTicket | None = None
+    file_when_permanent: bool = True
+    file_when_unhealed: bool = Field(True, description="File when the device stays unhealthy.")
+    wait_resolution_s: float = Field(86400.0, gt=0, description="Wait for the vendor this long.")
+    poll_s: float = Field(30.0, gt=0, description="How often the backend is asked for status.")
+    verify_s: float = Field(300.0, ge=0, description="After the vendor resolves: wait this long for the "
+                                                     "device to verify healthy before untainting.")
+
+    @model_validator(mode="after")
+    def _backend_settings(self) -> Ticket:
+        if self.backend == "jira" and self.jira is None:
+            raise ValueError("backend jira needs a 'jira:' section (url, project, ...)")
+        if self.backend == "servicenow" and self.servicenow is None:
+            raise ValueError("backend servicenow needs a 'servicenow:' section (url, user, ...)")
+        return self

@@ -1,0 +1,187 @@
+"""Delivering observations to incidents: deduplicated, durable, one workflow per device.
+
+Every source (pod status, slice taints, events, HTTP, the NVML agent through HTTP) hands
+its observations to one ``Deliverer``. A device's observation goes to the workflow
+``device/<driver>/<pool>/<device>`` by signal-with-start, so the Temporal server, not this
+process, decides whether an incident is already open: restarts and replicas never open a
+second. A pod's configuration problem goes to ``config/<ns>/<pod>/<uid>``, opened at most
+once per pod. ``deliver`` returns only after the server has accepted the signal or start,
+which is what lets the HTTP front answer 202.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Iterable
+
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from podmedic.domain import search
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.dedup import RecentStates
+from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
+from podmedic.ingest.types import Observation
+from workflows import describe
+from workflows.config_incident import ConfigIncidentWorkflow
+from workflows.incident import DeviceIncidentWorkflow
+
+log = logging.getLogger("podmedic.ingest.delivery")
+
+
+
+class Delivered(BaseModel):
+    """What happened to one observation."""
+
+    event_id: str
+    incident_id: str | None
+    deduplicated: bool = False
+    note: str = ""
+    run_id: str | None = None
+
+
+async def deliver_event(
+    client: Client,
+    event: DeviceHealthEvent,
+    policies: PolicySet,
+    *,
+    task_queue: str,
+    search_attributes: bool = True,
+) -> str | None:
+    """Deliver one event to its device's incident; returns the run id, or ``None`` when a
+    Healthy event finds no open incident (nothing to do).
+
+    Unhealthy and Unknown events use signal-with-start: an open incident receives the
+    signal, otherwise a new run opens with the driver's policy as in force now. Healthy
+    events only signal an open incident: good news never opens one.
+    """
+    device = event.device
+    if event.health is Health.HEALTHY:
+        handle = client.get_workflow_handle(device.workflow_id)
+        try:
+            await handle.signal(DeviceIncidentWorkflow.health_event, event)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return handle.result_run_id
+    policy = policies.for_driver(device.driver)
+    handle = await client.start_workflow(
+        DeviceIncidentWorkflow.run,
+        IncidentInput(device=device, policy=policy, search_attributes=search_attributes),
+        id=device.workflow_id,
+        task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal="health_event",
+        start_signal_args=[event],
+        search_attributes=search.initial(device.driver, device.resource_id, event.node)
+        if search_attributes else None,
+        static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy),
+    )
+    return handle.result_run_id
+
+
+async def deliver_config_problem(client: Client, problem: ConfigProblem, *, task_queue: str,
+                                 search_attributes: bool = True) -> bool:
+    """Open the pod's configuration incident unless one ever existed; True when opened now."""
+    try:
+        await client.start_workflow(
+            ConfigIncidentWorkflow.run,
+            problem,
+            id=problem.workflow_id,
+            task_queue=task_queue,
+            # A pod instance gets one report, ever: the kubelet retrying prepare cannot loop.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=search.for_config_problem(problem) if search_attributes else None,
+            static_summary=f"{problem.pod.namespace}/{problem.pod.name}: bad configuration, "
+                           f"{problem.message}"[:200], static_details=describe.config_details(problem),
+        )
+    except WorkflowAlreadyStartedError:
+        return False
+    return True
+
+
+class Deliverer:
+    """Delivers observations with dedup in front of Temporal.
+
+    A repeat of the state last delivered for a device within ``dedup`` 's TTL is answered
+    from memory; concurrent identical observations share one round trip. A failed round
+    trip forgets nothing it had not remembered, so the caller can retry.
+    """
+
+    def __init__(self, client: Client, policies: PolicySet, task_queue: str, *,
+                 dedup: RecentStates | None = None, search_attributes: bool = True) -> None:
+        self.client = client
+        self.policies = policies
+        self.task_queue = task_queue
+        self.search_attributes = search_attributes
+        self.recent = dedup if dedup is not None else RecentStates()
+        self._in_flight: dict[tuple[str, Hashable], asyncio.Future[Delivered]] = {}
+        self.delivered = 0
+        self.deduplicated = 0
+        self.openers = IncidentOpeners()
+
+    async def deliver(self, item: Observation) -> Delivered:
+        """Deliver one observation; raises when Temporal cannot be reached (retry it)."""
+        with DeliverySpan(item, self.openers) as span:
+            done = await self._deliver(item)
+            span.done(done.incident_id, done.run_id, done.deduplicated)
+            return done
+
+    async def _deliver(self, item: Observation) -> Delivered:
+        key, state = self._key(item)
+        if self.recent.seen(key, state):
+            self.deduplicated += 1
+            return Delivered(event_id=item.event_id, incident_id=key, deduplicated=True,
+                             note="same state already delivered")
+        flight = (key, state)
+        shared = self._in_flight.get(flight)
+        if shared is not None:
+            self.deduplicated += 1
+            done = await asyncio.shield(shared)
+            return done.model_copy(update={"event_id": item.event_id, "deduplicated": True})
+        future: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
+        self._in_flight[flight] = future
+        try:
+            result = await self._round_trip(item)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here so an unshared failure is not logged as lost
+            raise
+        finally:
+            del self._in_flight[flight]
+        self.recent.remember(key, state)
+        self.delivered += 1
+        future.set_result(result)
+        return result
+
+    async def deliver_all(self, items: Iterable[Observation]) -> list[Delivered]:
+        """Deliver several observations concurrently; fails if any fails (all are retryable)."""
+        return list(await asyncio.gather(*(self.deliver(item) for item in items)))
+
+    async def _round_trip(self, item: Observation) -> Delivered:
+        if isinstance(item, ConfigProblem):
+            opened = await deliver_config_problem(self.client, item, task_queue=self.task_queue,
+                                                  search_attributes=self.search_attributes)
+            return Delivered(event_id=item.event_id, incident_id=item.workflow_id,
+                             note="reported" if opened else "already reported for this pod")
+        run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
+                                     search_attributes=self.search_attributes)
+        if run_id is None:
+            return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
+        return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)
+
+    @staticmethod
+    def _key(item: Observation) -> tuple[str, Hashable]:
+        if isinstance(item, ConfigProblem):
+            return item.workflow_id, (item.reason, item.message)
+        # The pod is part of the state: a device repaired while no pod used it (the ingest never
+        # saw it Healthy) and failing again under a new pod is a new incident, not a repeat.
+        return item.device.workflow_id, (item.state_key, item.pod.uid if item.pod else "")

@@ -1,0 +1,139 @@
+"""The ingest service: cluster sources and the HTTP front feeding one Deliverer.
+
+Each cluster source runs in its own thread (the kubernetes client's watches block) and
+hands observations over with a blocking ``emit`` that returns only once Temporal accepted
+the observation, so a source advances its persisted resourceVersion only past what was
+delivered: a crash loses nothing, a restart redelivers at most a little (deduplicated by
+the workflow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from temporalio.client import Client
+
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.dedup import RecentStates
+from podmedic.ingest.delivery import Deliverer
+from podmedic.ingest.http.app import build_app, start_site
+from podmedic.ingest.settings import IngestSettings
+from podmedic.ingest.sources import cluster_sources
+from podmedic.ingest.types import Observation, Source, Stopping
+from podmedic.kube.gateway import KubeGateway
+
+log = logging.getLogger("podmedic.ingest")
+
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 10.0
+
+
+class BlockingEmitter:
+    """The ``emit`` given to source threads: delivers on the service's loop, retrying until
+    Temporal accepts or the service stops."""
+
+    def __init__(self, deliverer: Deliverer, loop: asyncio.AbstractEventLoop, halt: threading.Event) -> None:
+        self.deliverer = deliverer
+        self.loop = loop
+        self.halt = halt
+
+    def __call__(self, obs: Observation) -> None:
+        future = asyncio.run_coroutine_threadsafe(self._deliver(obs), self.loop)
+        while True:
+            try:
+                future.result(timeout=0.5)
+                return
+            except concurrent.futures.TimeoutError:
+                if self.halt.is_set():
+                    future.cancel()
+                    raise Stopping(f"stopped before {obs.event_id} was delivered") from None
+            except concurrent.futures.CancelledError:
+                raise Stopping(f"stopped before {obs.event_id} was delivered") from None
+
+    async def _deliver(self, obs: Observation) -> None:
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                done = await self.deliverer.deliver(obs)
+            except Exception as exc:  # Temporal unreachable or overloaded: keep the event, retry
+                if self.halt.is_set():
+                    raise Stopping(str(exc)) from exc
+                log.warning("delivering %s failed (%s); retrying in %.1fs", obs.event_id, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            if not done.deduplicated and done.incident_id:
+                log.info("%s -> incident %s %s", obs.event_id, done.incident_id, done.note)
+            return
+
+
+async def run_sources(sources: Sequence[Source], deliverer: Deliverer, stop: asyncio.Event) -> None:
+    """Run every source in its own thread until ``stop`` is set, then stop them."""
+    halt = threading.Event()
+    emit = BlockingEmitter(deliverer, asyncio.get_running_loop(), halt)
+    threads = []
+    for source in sources:
+        thread = threading.Thread(target=_run_source, args=(source, emit, halt), name=f"source-{source.name}",
+                                  daemon=True)
+        thread.start()
+        threads.append(thread)
+    log.info("ingest sources running: %s", ", ".join(s.name for s in sources) or "none")
+    try:
+        await stop.wait()
+    finally:
+        halt.set()
+        # Sources notice ``halt`` within a watch timeout; daemon threads never block exit.
+        await asyncio.gather(*(asyncio.to_thread(t.join, 5.0) for t in threads))
+
+
+def _run_source(source: Source, emit: BlockingEmitter, halt: threading.Event) -> None:
+    """Run one source; a crash is logged and the source restarted, so one bug never silences detection."""
+    delay = 1.0
+    while not halt.is_set():
+        try:
+            source.run(emit, halt)
+            return
+        except Stopping:
+            return
+        except Exception:
+            log.exception("source %s crashed; restarting in %.0fs", source.name, delay)
+            halt.wait(delay)
+            delay = min(delay * 2, 30.0)
+
+
+async def run_ingest(
+    client: Client,
+    kube: KubeGateway,
+    policies: PolicySet,
+    settings: IngestSettings,
+    task_queue: str,
+    stop: asyncio.Event,
+    *,
+    watch: bool = True,
+    http: bool = True,
+    on_ready: Callable[[str | None], None] | None = None,
+) -> None:
+    """The whole ingest service until ``stop``: cluster watches and the HTTP front, one Deliverer.
+
+    ``on_ready`` receives the HTTP front's base URL (``None`` without one) once serving.
+    """
+    deliverer = Deliverer(client, policies, task_queue,
+                          dedup=RecentStates(settings.dedup.ttl_s, settings.dedup.max_entries))
+    runner = None
+    url = None
+    if http:
+        runner, url = await start_site(build_app(deliverer, settings), settings.http)
+        log.info("ingest HTTP front on %s (POST /v1/events, /v1/alertmanager)", url)
+    if on_ready is not None:
+        on_ready(url)
+    sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
+    try:
+        await run_sources(sources, deliverer, stop)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        log.info("ingest stopped: %d delivered, %d deduplicated", deliverer.delivered, deliverer.deduplicated)

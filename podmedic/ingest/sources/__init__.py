@@ -1,0 +1,33 @@
+"""The ingest's cluster sources: pod status, ResourceSlice device taints, prepare-failure Events.
+
+Each is a ``ClusterSource`` with ``run(emit, stop)`` for a thread of its own, on one watch
+loop (``watch_loop``) that resumes from a cursor under the ingest's state directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.sources.pod_status import PodStatusSource
+from podmedic.ingest.sources.prepare_failures import PrepareFailureSource
+from podmedic.ingest.sources.slice_taints import SliceTaintSource
+from podmedic.ingest.sources.watch_loop import ClusterSource, Emit, Observation
+from podmedic.kube.gateway import KubeGateway
+
+__all__ = ["ClusterSource", "Emit", "Observation", "PodStatusSource", "PrepareFailureSource", "SliceTaintSource",
+           "cluster_sources"]
+
+
+def cluster_sources(kube: KubeGateway, policies: PolicySet, state_dir: Path | None, *,
+                    watch_timeout_s: int = 30, cursor_interval_s: float = 1.0) -> list[ClusterSource]:
+    """Every cluster source, sharing one gateway; cursors under ``state_dir`` (``None``: none)."""
+    kube = kube.for_component("ingest")  # requests say who made them (RBAC proof: tests/deploy)
+    return [
+        PodStatusSource(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
+                        cursor_interval_s=cursor_interval_s),
+        SliceTaintSource(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
+                         cursor_interval_s=cursor_interval_s),
+        PrepareFailureSource(kube, policies, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
+                             cursor_interval_s=cursor_interval_s),
+    ]

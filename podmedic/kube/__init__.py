@@ -1,0 +1,1 @@
+"""The one Kubernetes adapter: the only code that imports the ``kubernetes`` client."""

@@ -1,0 +1,1 @@
+"""The local stack behind ``podmedic up`` and ``podmedic demo``: server, simulator, worker, ingest."""

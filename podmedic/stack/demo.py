@@ -1,0 +1,173 @@
+"""``podmedic demo``: the stack, training jobs, a realistic mix of device faults, live progress.
+
+Faults are injected into the simulator only; everything after that is the real pipeline:
+the ingest sees the pods' allocatedResourcesStatus change, opens incidents, and the worker
+drives each one to a terminal, explained outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import shutil
+import time
+import urllib.request
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.node import NodeIncidentState
+from podmedic.stack.up import Stack, StackOptions
+from podmedic.temporal.connect import connect
+from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
+
+# (label, fault body without the device) — drawn from the Llama 3 interruption mix.
+FAULTS: list[tuple[str, dict[str, Any]]] = [
+    ("MMU fault, cleared by a restart",
+     {"code": 31, "message": "XID 31: GPU memory page fault", "clears_on_restart": True}),
+    ("GPU fallen off the bus",
+     {"code": 79, "message": "XID 79: GPU has fallen off the bus", "crash": True}),
+    ("ECC error a restart does not clear",
+     {"code": 94, "message": "XID 94: contained ECC error"}),
+    ("noise the policy ignores",
+     {"code": 109, "message": "XID 109: context switch timeout"}),
+    ("HBM3 double-bit error",
+     {"code": 48, "message": "XID 48: double bit ECC error", "crash": True}),
+    ("graphics exception, cleared by a restart",
+     {"code": 13, "message": "XID 13: graphics engine exception", "clears_on_restart": True}),
+]
+
+
+def _http(url: str, body: dict[str, Any] | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def _start_jobs(sim_url: str, count: int) -> list[dict[str, Any]]:
+    """One single-GPU training job per fault, each with its own image; wait until Ready."""
+    names = [f"train-{i:02d}" for i in range(count)]
+    for name in names:
+        _http(f"{sim_url}/sim/v1/workloads/training", {"name": name, "image": f"registry.local/{name}:1"})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        pods = [p for p in _http(f"{sim_url}/sim/v1/state")["pods"] if p.get("job") in names and p.get("ready")]
+        if len({p["job"] for p in pods}) == count:
+            print(f"  {count} training jobs running", flush=True)
+            return sorted(pods, key=lambda p: p["job"])
+        time.sleep(0.5)
+    raise RuntimeError("training jobs did not become Ready within 90s")
+
+
+def _agent_report(ep: dict[str, object], rid: str) -> None:
+    """What a node agent would post about the first faulty device: it joins the open incident."""
+    driver, pool, device = rid.split("/")
+    token = Path(str(ep["ingest_token_file"])).read_text().strip()
+    event = {"specversion": "1.0", "id": f"demo-{rid}", "source": f"podmedic-agent/{pool}",
+             "type": "io.podmedic.device.health.v1", "time": dt.datetime.now(dt.UTC).isoformat(),
+             "data": {"driver": driver, "pool": pool, "device": device, "node": pool, "health": "Unhealthy",
+                      "code": FAULTS[0][1]["code"], "message": FAULTS[0][1]["message"]}}
+    req = urllib.request.Request(f"{ep['ingest_url']}/v1/events", data=json.dumps(event).encode(), method="POST",
+                                 headers={"Content-Type": "application/cloudevents+json",
+                                          "Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        answer = json.loads(resp.read())
+    print(f"  node agent reports {rid} over HTTP: {resp.status}, incident {', '.join(answer['incidents'])} "
+          "(same incident: one per device)", flush=True)
+
+
+async def _watch(client: Client, devices: list[str], timeout_s: float) -> dict[str, IncidentOutcome | None]:
+    """Print phase changes until every device's incident has closed."""
+    outcomes: dict[str, IncidentOutcome | None] = {d: None for d in devices}
+    phases: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(v is None for v in outcomes.values()):
+        for rid in devices:
+            if outcomes[rid] is not None:
+                continue
+            handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{rid}")
+            try:
+                desc = await handle.describe()
+                state = await handle.query(DeviceIncidentWorkflow.get_state)
+            except Exception:
+                continue
+            if state.phase.value != phases.get(rid):
+                phases[rid] = state.phase.value
+                print(f"  {time.strftime('%H:%M:%S')}  {rid:<36} {state.phase.value:<15} "
+                      f"{state.timeline[-1].message[:80] if state.timeline else ''}", flush=True)
+            if desc.status != WorkflowExecutionStatus.RUNNING:
+                outcomes[rid] = await handle.result()
+        await asyncio.sleep(0.5)
+    return outcomes
+
+
+async def _node_incidents(client: Client) -> list[NodeIncidentState]:
+    """Every node watch the incidents opened, as it stands now."""
+    states = []
+    async for wf in client.list_workflows("WorkflowType = 'NodeIncident'"):
+        handle = client.get_workflow_handle_for(NodeIncidentWorkflow.run, wf.id)
+        try:
+            states.append(await handle.query(NodeIncidentWorkflow.get_state))
+        except Exception as exc:  # a watch that cannot be read is shown, not fatal to the demo
+            print(f"  (node watch {wf.id} unreadable: {exc})")
+    return sorted(states, key=lambda s: s.node)
+
+
+def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: Path) -> int:
+    """Run the demo; 0 when every incident reached a terminal state."""
+    if state_dir.exists():
+        shutil.rmtree(state_dir)
+    state_dir.mkdir(parents=True)
+    policy = state_dir / "policy.yaml"
+    policy.write_text(resources.files("podmedic.stack").joinpath("demo_policy.yaml").read_text())
+    print(f"podmedic demo: starting Temporal, the simulator, the worker and ingest under {state_dir}", flush=True)
+    with Stack(StackOptions(state_dir=state_dir, policy=policy, nodes=4, devices_per_node=4,
+                            vendor_resolve_s=5.0)) as stack:
+        ep = stack.endpoints
+        print(f"  Temporal UI: {ep['ui_url']}", flush=True)
+        pods = _start_jobs(str(ep["sim_url"]), faults)
+        devices: list[str] = []
+        for i, pod in enumerate(pods):
+            label, fault = FAULTS[i % len(FAULTS)]
+            rid = pod["devices"][0]
+            driver, pool, device = rid.split("/")
+            print(f"  inject on {rid} ({pod['name']}): {label}", flush=True)
+            _http(f"{ep['sim_url']}/sim/v1/faults/device", {
+                "driver": driver, "pool": pool, "device": device, "health": "Unhealthy",
+                "reason": "XidError", **fault})
+            devices.append(rid)
+            if i == 0:
+                _agent_report(ep, rid)
+            time.sleep(0.5)
+        client = asyncio.run(connect(str(ep["temporal_address"])))
+        outcomes = asyncio.run(_watch(client, devices, timeout_s=300))
+        rows = []
+        print("\nIncidents:")
+        print(f"  {'device':<36} {'failure mode':<15} {'outcome':<21} steps")
+        for rid, out in outcomes.items():
+            mode = out.failure_mode.value if out and out.failure_mode else "-"
+            result = out.outcome.value if out else "NOT FINISHED"
+            print(f"  {rid:<36} {mode:<15} {result:<21} {' > '.join(out.steps) if out else ''}")
+            if out:
+                print(f"  {'':<36} {out.explanation}")
+            rows.append({"id": f"device/{rid}", "device": rid, "failure_mode": mode, "outcome": result,
+                         "steps": out.steps if out else [], "explanation": out.explanation if out else ""})
+        nodes = asyncio.run(_node_incidents(client))
+        if nodes:
+            print("\nNode watches (several devices of one node failing together):")
+            for node in nodes:
+                print(f"  {node.node:<12} {node.phase:<13} {', '.join(node.devices) or '-'}")
+        if summary_json:
+            summary_json.write_text(json.dumps({"incidents": rows, "nodes": [n.model_dump(mode="json") for n in nodes]},
+                                               indent=2))
+        print(f"\nTemporal UI: {ep['ui_url']}  (search: WorkflowType='DeviceIncident')")
+        done = all(v is not None for v in outcomes.values())
+        if keep:
+            stack.wait_forever()
+        return 0 if done else 1

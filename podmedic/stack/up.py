@@ -1,0 +1,246 @@
+"""``podmedic up``: the whole stack on embedded defaults, each part its own child process.
+
+Children: the Temporal dev server (SQLite under the state dir, UI on, podmedic's search
+attributes registered), the cluster simulator, a vendor ticket desk, the worker and the
+ingest service. A child that dies is restarted with back-off; ``endpoints.json`` says where
+everything is. Logs go to ``<state-dir>/logs/<role>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from podmedic.domain import search
+from podmedic.temporal.connect import DEFAULT_TASK_QUEUE
+
+log = logging.getLogger("podmedic.up")
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_ready(check: str, deadline_s: float, what: str) -> None:
+    """Wait until ``check`` (``tcp:host:port`` or an http URL) answers."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if check.startswith("tcp:"):
+                _, host, port = check.split(":")
+                with socket.create_connection((host, int(port)), timeout=1):
+                    return
+            else:
+                with urllib.request.urlopen(check, timeout=1):
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} did not become ready within {deadline_s:g}s ({check})")
+
+
+@dataclass
+class StackOptions:
+    """What ``up`` starts."""
+
+    state_dir: Path
+    policy: Path | None = None
+    nodes: int = 4
+    devices_per_node: int = 8
+    vendor_resolve_s: float = 6.0
+    task_queue: str = DEFAULT_TASK_QUEUE
+    supervise: bool = True
+    """Restart children that die; a fault suite turns it off to kill and restart them itself."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for every child."""
+
+
+def ingest_token(state_dir: Path) -> Path:
+    """The ingest's bearer token file under ``state_dir``, made once (owner-only)."""
+    path = state_dir / "ingest-token"
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32))
+    return path
+
+
+@dataclass
+class Child:
+    """One supervised process."""
+
+    role: str
+    argv: list[str]
+    ready: str
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+
+
+class Stack:
+    """Starts, supervises and stops the children."""
+
+    def __init__(self, options: StackOptions) -> None:
+        self.o = options
+        self.dir = options.state_dir.resolve()
+        self.children: list[Child] = []
+        self.endpoints: dict[str, object] = {}
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    def _plan(self) -> list[Child]:
+        d, py = self.dir, [sys.executable, "-m", "podmedic.cli.main"]
+        tp, ui, sim, vendor, ingest = free_port(), free_port(), free_port(), free_port(), free_port()
+        kubeconfig = d / "kubeconfig"
+        attrs = search.dev_server_flags()
+        temporal_addr = f"127.0.0.1:{tp}"
+        conn = ["--temporal-address", temporal_addr, "--task-queue", self.o.task_queue,
+                "--kubeconfig", str(kubeconfig)]
+        if self.o.policy:
+            conn += ["--policy", str(self.o.policy.resolve())]
+        ticket_url = f"http://127.0.0.1:{vendor}/tickets"
+        token_file = ingest_token(d)
+        self.endpoints = {
+            "temporal_address": temporal_addr, "temporal_namespace": "default",
+            "ui_url": f"http://127.0.0.1:{ui}", "kubeconfig": str(kubeconfig),
+            "sim_url": f"http://127.0.0.1:{sim}", "task_queue": self.o.task_queue,
+            "ticket_url": ticket_url, "state_dir": str(d),
+            "ingest_url": f"http://127.0.0.1:{ingest}", "ingest_token_file": str(token_file),
+        }
+        return [
+            Child("temporal", [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1",
+                               "--port", str(tp), "--ui-port", str(ui), "--db-filename", str(d / "temporal.db"),
+                               "--log-level", "error", "--sqlite-pragma", "journal_mode=WAL",
+                               "--sqlite-pragma", "synchronous=OFF", *attrs], f"tcp:127.0.0.1:{tp}"),
+            Child("simulator", [*py, "sim", "serve", "--port", str(sim), "--nodes", str(self.o.nodes),
+                                "--devices-per-node", str(self.o.devices_per_node), "--kubeconfig", str(kubeconfig)],
+                  f"http://127.0.0.1:{sim}/version"),
+            Child("vendor", [*py, "vendor-desk", "--port", str(vendor), "--sim-url", f"http://127.0.0.1:{sim}",
+                             "--resolve-after", str(self.o.vendor_resolve_s), "--store", str(d / "tickets.json")],
+                  f"http://127.0.0.1:{vendor}/healthz"),
+            Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url,
+                                                             "PODMEDIC_UI_URL": f"http://127.0.0.1:{ui}"}),
+            Child("ingest", [*py, "ingest", *conn, "--listen", f"127.0.0.1:{ingest}", "--token-file", str(token_file),
+                             "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz"),
+        ]
+
+    def _spawn(self, child: Child) -> None:
+        logfile = open(self.dir / "logs" / f"{child.role}.log", "ab")  # noqa: SIM115 - owned by the child
+        env = {**os.environ, **self.o.env, **child.env, "PYTHONUNBUFFERED": "1"}
+        child.proc = subprocess.Popen(child.argv, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=env, cwd=Path(__file__).resolve().parents[2])
+        logfile.close()
+
+    def _write_endpoints(self) -> None:
+        pids = {c.role: c.proc.pid for c in self.children if c.proc}
+        data = {**self.endpoints, "pids": pids}
+        tmp = self.dir / "endpoints.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.dir / "endpoints.json")
+
+    def start(self) -> Stack:
+        """Start every child in order, each once the one before is ready."""
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.children = self._plan()
+        try:
+            for child in self.children:
+                log.info("starting %s", child.role)
+                self._spawn(child)
+                if child.ready:
+                    wait_ready(child.ready, 60, child.role)
+        except BaseException:
+            self.stop()  # a child that never became ready must not orphan the ones already running
+            raise
+        self._write_endpoints()
+        if self.o.supervise:
+            self._monitor = threading.Thread(target=self._supervise, name="podmedic-up", daemon=True)
+            self._monitor.start()
+        log.info("stack up: Temporal UI %s, endpoints in %s", self.endpoints["ui_url"], self.dir / "endpoints.json")
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.5):
+            for child in self.children:
+                if child.proc is None or child.proc.poll() is None:
+                    continue
+                delay = min(30.0, 2.0 ** min(child.restarts, 5))
+                log.warning("%s exited with %s; restarting in %.0fs (restart %d, log %s)", child.role,
+                            child.proc.returncode, delay, child.restarts + 1, self.dir / "logs" / f"{child.role}.log")
+                if self._stopping.wait(delay):
+                    return
+                child.restarts += 1
+                self._spawn(child)
+                self._write_endpoints()
+
+    def child(self, role: str) -> Child:
+        """The child playing ``role`` (``temporal``, ``simulator``, ``vendor``, ``worker``, ``ingest``)."""
+        return next(c for c in self.children if c.role == role)
+
+    def kill(self, role: str, sig: signal.Signals = signal.SIGKILL, wait_s: float = 15.0) -> int | None:
+        """Send ``sig`` to ``role`` and wait for it to exit (SIGKILL after ``wait_s``); its exit code."""
+        proc = self.child(role).proc
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+    def respawn(self, role: str, ready_s: float = 60.0) -> None:
+        """Start ``role`` again with the same arguments (same ports, same database) and wait until ready."""
+        child = self.child(role)
+        if child.proc is not None and child.proc.poll() is None:
+            raise RuntimeError(f"{role} is still running (pid {child.proc.pid})")
+        child.restarts += 1
+        self._spawn(child)
+        self._write_endpoints()
+        if child.ready:
+            wait_ready(child.ready, ready_s, role)
+
+    def stop(self) -> None:
+        """Stop the children, newest first: SIGTERM, then SIGKILL after 10 s."""
+        self._stopping.set()
+        if self._monitor:
+            self._monitor.join(timeout=5)
+        for child in reversed(self.children):
+            if child.proc and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+                try:
+                    child.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.proc.kill()
+                    child.proc.wait()
+        log.info("stack stopped")
+
+    def wait_forever(self) -> None:
+        """Block until SIGINT or SIGTERM."""
+        done = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: done.set())
+        print(f"podmedic up: Temporal UI {self.endpoints['ui_url']}  endpoints {self.dir / 'endpoints.json'}  "
+              "(Ctrl-C stops)", flush=True)
+        done.wait()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

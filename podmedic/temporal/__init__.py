@@ -1,0 +1,1 @@
+"""Temporal client plumbing: connecting, the data converter, the payload codec and TLS."""

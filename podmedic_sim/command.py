@@ -1,0 +1,75 @@
+"""``podmedic sim serve`` and ``podmedic sim bench``: the simulator from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from podmedic_sim.cluster import SimCluster
+    from podmedic_sim.config import SimConfig, SimTimings
+
+    drivers = args.driver or ["gpu.nvidia.com"]
+    timings = SimTimings.model_validate_json(args.timings) if args.timings else SimTimings()
+    config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers, timings=timings,
+                       checkpoint_every_steps=args.checkpoint_every_steps)
+    sim = SimCluster(config, api_only=args.api_only)
+    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
+    sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig)
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    print(f"simulator serving on {sim.url}", flush=True)
+    print(f"kubeconfig: {sim.kubeconfig_path}", flush=True)
+    try:
+        stopped.wait()
+    finally:
+        sim.stop()
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from podmedic_sim.bench import run_bench
+
+    run_bench(args)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``sim serve`` and ``sim bench`` to a parent parser's subcommands."""
+    sim = subparsers.add_parser("sim", help="the Kubernetes cluster simulator")
+    sub = sim.add_subparsers(dest="sim_command", required=True)
+    serve = sub.add_parser("serve", help="serve a simulated cluster until SIGINT/SIGTERM")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    serve.add_argument("--nodes", type=int, default=4)
+    serve.add_argument("--devices-per-node", type=int, default=8)
+    serve.add_argument("--driver", action="append", help="DRA driver name (repeatable)")
+    serve.add_argument("--kubeconfig", help="where to write the kubeconfig")
+    serve.add_argument("--api-only", action="store_true", help="no simulated behaviours")
+    serve.add_argument("--timings", help='SimTimings as JSON, e.g. \'{"workload_step_s": 0.05}\' (benchmarks)')
+    serve.add_argument("--checkpoint-every-steps", type=int, default=0,
+                       help="training workloads checkpoint on their own every N steps (0: never)")
+    serve.set_defaults(func=_serve)
+    bench = sub.add_parser("bench", help="measure the simulator's API server")
+    from podmedic_sim.bench import add_arguments
+
+    add_arguments(bench)
+    bench.set_defaults(func=_bench)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m podmedic_sim.command``."""
+    parser = argparse.ArgumentParser(prog="podmedic")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

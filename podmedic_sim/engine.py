@@ -1,0 +1,230 @@
+"""``SimEngine``: the cluster's behaviours behind the simulated API server.
+
+It wires the device inventory, claim book, scheduler, kubelet, Job controller,
+device-taint eviction controller and training workloads to the store's change feed,
+and runs them on one timer wheel on the simulator's event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any
+
+from aiohttp import web
+
+from podmedic_sim.claims import ClaimBook
+from podmedic_sim.config import SimConfig
+from podmedic_sim.devices import DeviceRegistry, Fault
+from podmedic_sim.eviction import EvictionController
+from podmedic_sim.jobs import JobController
+from podmedic_sim.kubelet import Kubelet
+from podmedic_sim.proxy import Proxy
+from podmedic_sim.recorder import Recorder
+from podmedic_sim.scheduler import Scheduler
+from podmedic_sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
+from podmedic_sim.timers import Timers
+from podmedic_sim.topology import bootstrap
+from podmedic_sim.training import create_training_job
+from podmedic_sim.workload import Workloads
+
+_WATCHED = frozenset(
+    {"nodes", "pods", "resourceslices", "resourceclaims", "devicetaintrules", "jobs"}
+)
+
+
+class SimEngine:
+    """Scheduler, kubelet, controllers and workloads of the simulated cluster."""
+
+    def __init__(self, store: Store, config: SimConfig) -> None:
+        self.store = store
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.timers = Timers()
+        self.recorder = Recorder(store)
+        self.devices = DeviceRegistry(store)
+        self.claims = ClaimBook(store, self.rng)
+        self.scheduler = Scheduler(
+            store, config, self.timers, self.devices, self.claims, self.recorder
+        )
+        self.kubelet = Kubelet(store, config, self.timers, self.devices, self.claims, self.recorder)
+        self.kubelet.node_has_image = self.scheduler.node_has_image
+        self.jobs = JobController(store, config, self.timers, self.recorder, self.rng, self._delete)
+        self.eviction = EvictionController(
+            store, config, self.timers, self.devices, self.claims, self.recorder, self._delete
+        )
+        self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
+        self.proxy = Proxy(self)
+        self._handlers = (
+            self.devices.on_event,
+            self.claims.on_event,
+            self.scheduler.on_event,
+            self.kubelet.on_event,
+            self.jobs.on_event,
+            self.eviction.on_event,
+            self.workloads.on_event,
+        )
+        for resource in (
+            "nodes",
+            "resourceslices",
+            "devicetaintrules",
+            "resourceclaims",
+            "jobs",
+            "pods",
+        ):
+            for obj in store.list(resource):
+                self._on_event(WatchEvent("ADDED", resource, obj, store.resource_version))
+        store.add_listener(self._on_event)
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        if ev.resource in _WATCHED:
+            for handler in self._handlers:
+                handler(ev)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def bootstrap(self) -> None:
+        """Namespaces, nodes, DeviceClasses and ResourceSlices (synchronous, fast)."""
+        bootstrap(self.store, self.config)
+
+    async def run(self) -> None:
+        """Run every simulated component until cancelled."""
+        await self.timers.run()
+
+    def routes(self) -> list[web.RouteDef]:
+        """The ``/sim/v1/`` routes (fault injection, workloads, state)."""
+        from podmedic_sim.sim_routes import make_routes
+
+        return make_routes(self) + self.proxy.sim_routes()
+
+    def proxy_routes(self) -> list[web.RouteDef]:
+        """Pod and node proxy subresources, matched before the generic Kubernetes routes."""
+        return self.proxy.routes()
+
+    # -- actions -------------------------------------------------------------------------
+    def set_device_health(
+        self,
+        driver: str,
+        pool: str,
+        device: str,
+        health: str,
+        reason: str = "",
+        code: int | None = None,
+        message: str = "",
+        crash: bool = False,
+        clears_on_restart: bool = False,
+    ) -> None:
+        """Inject (or clear, with ``Healthy``) a device fault; ``KeyError`` for unknown devices,
+        ``ValueError`` for a bad health value."""
+        self.devices.set_health(
+            (driver, pool, device), Fault(health, reason, code, message, crash, clears_on_restart)
+        )
+
+    def set_slice_taint(
+        self,
+        driver: str,
+        pool: str,
+        device: str,
+        key: str,
+        value: str = "",
+        effect: str = "NoExecute",
+        remove: bool = False,
+    ) -> Obj:
+        """Add/replace or remove a driver taint on a device in its ResourceSlice."""
+        return self.devices.set_slice_taint(
+            (driver, pool, device), key, value, effect, remove=remove
+        )
+
+    def set_prepare_failure(
+        self, driver: str, pool: str, device: str, message: str = "", clear: bool = False
+    ) -> None:
+        """Make the driver fail to prepare the device for pods starting on it (``clear``:
+        stop); pods waiting on it start at their next retry. ``KeyError`` for unknown devices,
+        ``ValueError`` for an empty message."""
+        self.devices.set_prepare_failure((driver, pool, device), message, clear=clear)
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> Obj:
+        """Delete a pod like the API server: bound, running pods get a deletionTimestamp and
+        are removed by the kubelet after the grace period; others go at once."""
+        pod = self.store.get("pods", namespace, name)
+        if "deletionTimestamp" in pod["metadata"]:
+            return pod
+        if not pod.get("spec", {}).get("nodeName") or grace_seconds == 0:
+            return self.store.delete("pods", namespace, name)
+
+        def mark(p: Obj) -> None:
+            p["metadata"]["deletionTimestamp"] = now_rfc3339()
+            spec_grace = p.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+            p["metadata"]["deletionGracePeriodSeconds"] = (
+                spec_grace if grace_seconds is None else grace_seconds
+            )
+
+        return self.store.mutate("pods", namespace, name, mark)
+
+    def evict(self, namespace: str, name: str) -> None:
+        """The eviction subresource after PDB checks: mark the disruption, delete the pod."""
+
+        def mark(p: Obj) -> None:
+            conds = [
+                c
+                for c in p.setdefault("status", {}).get("conditions") or []
+                if c.get("type") != "DisruptionTarget"
+            ]
+            conds.append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+            )
+            p["status"]["conditions"] = conds
+
+        self.store.mutate("pods", namespace, name, mark)
+        self.delete_pod(namespace, name)
+
+    def _delete(self, pod: Obj, reason: str) -> None:
+        meta = pod["metadata"]
+        with contextlib.suppress(NotFound):
+            self.delete_pod(meta.get("namespace", "default"), meta["name"])
+
+    def create_training_job(
+        self,
+        name: str,
+        namespace: str = "default",
+        parallelism: int = 1,
+        devices_per_pod: int = 1,
+        driver: str = "gpu.nvidia.com",
+        image: str = "registry.local/trainer:1",
+        checkpoint_method: str | None = "annotation",
+        restart_exit_code: int = 85,
+        node_name: str | None = None,
+        backoff_limit: int = 100,
+        checkpoint_answer: str | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Create a training Job and its ResourceClaimTemplate (see the workload protocol);
+        ``options`` are the keyword-only ones of ``training.create_training_job``."""
+        return create_training_job(
+            self.store,
+            name,
+            namespace,
+            parallelism,
+            devices_per_pod,
+            driver,
+            image,
+            checkpoint_method,
+            restart_exit_code,
+            node_name,
+            backoff_limit,
+            checkpoint_answer,
+            **options,
+        )
+
+    # -- state ---------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The JSON of ``GET /sim/v1/state``."""
+        from podmedic_sim.state import build_state
+
+        return build_state(self)

@@ -1,0 +1,116 @@
+"""Discovery endpoints: ``/version``, ``/api``, ``/apis``, and per group/version resource lists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from podmedic_sim.handlers_common import ApiError, json_response
+from podmedic_sim.resources import RESOURCES, group_versions
+
+Obj = dict[str, Any]
+VERSION = {
+    "major": "1",
+    "minor": "37",
+    "gitVersion": "v1.37.0-podmedic-sim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+async def version(request: web.Request) -> web.Response:
+    """GET /version."""
+    return json_response(VERSION)
+
+
+async def core_versions(request: web.Request) -> web.Response:
+    """GET /api."""
+    return json_response(
+        {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}
+            ],
+        }
+    )
+
+
+def _group(group: str) -> Obj:
+    versions = [
+        {"groupVersion": f"{g}/{v}", "version": v} for g, v in group_versions() if g == group
+    ]
+    return {"name": group, "versions": versions, "preferredVersion": versions[0]}
+
+
+async def groups(request: web.Request) -> web.Response:
+    """GET /apis."""
+    names = list(dict.fromkeys(g for g, _ in group_versions() if g))
+    return json_response(
+        {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [_group(g) for g in names],
+        }
+    )
+
+
+async def group(request: web.Request) -> web.Response:
+    """GET /apis/<group>."""
+    name = request.match_info["group"]
+    if not any(g == name for g, _ in group_versions()):
+        raise ApiError(404, "the server could not find the requested resource")
+    return json_response({"kind": "APIGroup", "apiVersion": "v1", **_group(name)})
+
+
+def resource_list(group_name: str, version_name: str) -> Obj:
+    """The APIResourceList of one group/version."""
+    resources: list[Obj] = []
+    for rt in RESOURCES:
+        if (rt.group, rt.version) != (group_name, version_name):
+            continue
+        resources.append(
+            {
+                "name": rt.plural,
+                "singularName": rt.singular,
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": VERBS,
+                **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
+            }
+        )
+        for sub in rt.subresources:
+            kind, verbs = (
+                ("Eviction", ["create"])
+                if sub == "eviction"
+                else (rt.kind, ["get", "patch", "update"])
+            )
+            resources.append(
+                {
+                    "name": f"{rt.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "kind": kind,
+                    "verbs": verbs,
+                    **({"group": "policy", "version": "v1"} if sub == "eviction" else {}),
+                }
+            )
+    if not resources:
+        raise ApiError(404, "the server could not find the requested resource")
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group_name}/{version_name}" if group_name else version_name,
+        "resources": resources,
+    }
+
+
+async def ok(request: web.Request) -> web.Response:
+    """GET /healthz, /readyz, /livez."""
+    return web.Response(text="ok")

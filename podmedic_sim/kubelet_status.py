@@ -1,0 +1,199 @@
+"""Runtime records of the simulated kubelet and how they render into ``pod.status``."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from podmedic_sim.devices import DeviceRegistry, DevKey
+from podmedic_sim.store import Obj, now_rfc3339
+
+PodKey = tuple[str, str]
+OWN_CONDITIONS = (
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+)
+
+
+@dataclass
+class ContainerRt:
+    """One container as the runtime sees it."""
+
+    name: str
+    image: str
+    claim_refs: list[dict[str, str]]
+    restart_policy: str
+    rules: list[dict[str, Any]]
+    state: str = "waiting"  # waiting | running | terminated
+    reason: str = "ContainerCreating"
+    message: str = ""
+    container_id: str = ""
+    started_at: str | None = None
+    started_mono: float = 0.0
+    exit_code: int | None = None
+    term_reason: str = ""
+    finished_at: str | None = None
+    last_terminated: dict[str, Any] | None = None
+    restart_count: int = 0
+    crashes: int = 0  # consecutive, for back-off
+    gen: int = 0  # bumps on every transition; stale timers compare it
+
+    def bump(self) -> int:
+        """Invalidate timers armed for the previous state; returns the new generation."""
+        self.gen += 1
+        return self.gen
+
+    def new_id(self) -> None:
+        """A fresh container ID, as a container runtime hands out per start."""
+        self.container_id = f"containerd://{uuid.uuid4().hex}{uuid.uuid4().hex}"
+
+    def terminated_json(self) -> dict[str, Any]:
+        """The ``terminated`` state block of the current (dead) instance."""
+        return {
+            "exitCode": self.exit_code if self.exit_code is not None else 0,
+            "reason": self.term_reason,
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "containerID": self.container_id,
+        }
+
+
+@dataclass
+class PodRt:
+    """A pod the kubelet runs on its node."""
+
+    key: PodKey
+    uid: str
+    node: str
+    restart_policy: str
+    containers: list[ContainerRt]
+    devices: list[tuple[str, str, DevKey]] = field(
+        default_factory=list
+    )  # (claim obj, request, dev)
+    pod_claims: dict[str, str] = field(default_factory=dict)  # claim object name -> name in pod
+    phase: str = "Pending"
+    start_time: str = field(default_factory=now_rfc3339)
+    host_ip: str = ""
+    pod_ip: str = ""
+    deleting: bool = False
+    gone: bool = False
+    prepare_failures: int = 0  # consecutive failed attempts to prepare the devices, for back-off
+
+    def container(self, name: str) -> ContainerRt | None:
+        """The container of that name."""
+        return next((c for c in self.containers if c.name == name), None)
+
+    def ready(self) -> bool:
+        """Running with every container running."""
+        return (
+            self.phase == "Running"
+            and not self.deleting
+            and all(c.state == "running" for c in self.containers)
+        )
+
+    def container_devices(self, c: ContainerRt) -> list[tuple[str, str, DevKey]]:
+        """Devices of the claims (and requests) the container references."""
+        out = []
+        for claim, request, dev in self.devices:
+            pod_name = self.pod_claims.get(claim, claim)
+            for ref in c.claim_refs:
+                if ref.get("name") == pod_name and (
+                    not ref.get("request") or ref["request"] == request
+                ):
+                    out.append((pod_name, request, dev))
+                    break
+        return out
+
+
+def _state_json(c: ContainerRt) -> dict[str, Any]:
+    if c.state == "running":
+        return {"running": {"startedAt": c.started_at}}
+    if c.state == "terminated":
+        return {"terminated": c.terminated_json()}
+    waiting: dict[str, Any] = {"reason": c.reason}
+    if c.message:
+        waiting["message"] = c.message
+    return {"waiting": waiting}
+
+
+def container_status(rt: PodRt, c: ContainerRt, devices: DeviceRegistry) -> dict[str, Any]:
+    """One ``containerStatuses`` entry, with KEP-4680 ``allocatedResourcesStatus``."""
+    status: dict[str, Any] = {
+        "name": c.name,
+        "image": c.image,
+        "imageID": f"{c.image}@sha256:{uuid.uuid5(uuid.NAMESPACE_URL, c.image).hex}"
+        if c.container_id
+        else "",
+        "ready": c.state == "running" and not rt.deleting,
+        "started": c.state == "running",
+        "restartCount": c.restart_count,
+        "state": _state_json(c),
+        "lastState": {"terminated": c.last_terminated} if c.last_terminated else {},
+    }
+    if c.container_id:
+        status["containerID"] = c.container_id
+    groups: dict[str, list[dict[str, str]]] = {}
+    for pod_claim, request, dev in rt.container_devices(c):
+        fault = devices.fault(dev)
+        entry = {"resourceID": "/".join(dev), "health": fault.health}
+        if fault.message or fault.reason:
+            entry["message"] = fault.message or fault.reason
+        groups.setdefault(f"claim:{pod_claim}/{request}", []).append(entry)
+    if groups:
+        status["allocatedResourcesStatus"] = [
+            {"name": n, "resources": r} for n, r in groups.items()
+        ]
+    return status
+
+
+def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry) -> None:
+    """Write the kubelet-owned parts of ``pod.status`` in place; other fields are kept."""
+    status = pod.setdefault("status", {})
+    now = now_rfc3339()
+    ready = rt.ready()
+    started = any(c.container_id for c in rt.containers)
+    wanted = {
+        "PodReadyToStartContainers": started or rt.phase != "Pending",
+        "Initialized": True,
+        "Ready": ready,
+        "ContainersReady": ready,
+        "PodScheduled": True,
+    }
+    old = {c.get("type"): c for c in status.get("conditions") or []}
+    conds = [c for c in status.get("conditions") or [] if c.get("type") not in OWN_CONDITIONS]
+    for ctype, ok in wanted.items():
+        value = "True" if ok else "False"
+        prev = old.get(ctype)
+        cond: dict[str, Any] = {
+            "type": ctype,
+            "status": value,
+            "lastProbeTime": None,
+            "lastTransitionTime": prev.get("lastTransitionTime")
+            if prev and prev.get("status") == value
+            else now,
+        }
+        if not ok and ctype in ("Ready", "ContainersReady"):
+            waiting = [c.name for c in rt.containers if c.state != "running"]
+            cond["reason"] = (
+                "PodCompleted" if rt.phase in ("Succeeded", "Failed") else "ContainersNotReady"
+            )
+            cond["message"] = f"containers with unready status: [{' '.join(waiting)}]"
+        conds.append(cond)
+    status.update(
+        {
+            "phase": rt.phase,
+            "conditions": conds,
+            "hostIP": rt.host_ip,
+            "hostIPs": [{"ip": rt.host_ip}],
+            "startTime": rt.start_time,
+            "qosClass": "BestEffort",
+            "containerStatuses": [container_status(rt, c, devices) for c in rt.containers],
+        }
+    )
+    if rt.pod_ip:
+        status["podIP"] = rt.pod_ip
+        status["podIPs"] = [{"ip": rt.pod_ip}]

@@ -1,0 +1,159 @@
+"""Label and field selectors, in the query-string syntax and the LabelSelector object form."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from podmedic_sim.handlers_common import ApiError
+
+Obj = dict[str, Any]
+Predicate = Callable[[Obj], bool]
+
+_SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
+_CMP_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(==|!=|=)\s*([A-Za-z0-9_.-]*)\s*$")
+_KEY_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s*$")
+
+FIELD_PATHS: dict[str, tuple[str, ...]] = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+    "spec.nodeName": ("spec", "nodeName"),
+    "status.phase": ("status", "phase"),
+    "spec.unschedulable": ("spec", "unschedulable"),
+    "spec.driver": ("spec", "driver"),
+    "spec.pool.name": ("spec", "pool", "name"),
+    "involvedObject.name": ("involvedObject", "name"),
+    "involvedObject.namespace": ("involvedObject", "namespace"),
+    "involvedObject.kind": ("involvedObject", "kind"),
+    "involvedObject.uid": ("involvedObject", "uid"),
+    "reason": ("reason",),
+    "type": ("type",),
+}
+
+
+def _split_terms(text: str) -> list[str]:
+    """Split on commas that are not inside ``( )`` of a set expression."""
+    terms: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            terms.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    terms.append("".join(cur))
+    return [t for t in terms if t.strip()]
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels if isinstance(labels, dict) else {}
+
+
+def parse_label_selector(text: str | None) -> Predicate | None:
+    """Compile ``a=b,c!=d,e in (f,g),!h``; ``None`` when empty; 400 when malformed."""
+    if not text or not text.strip():
+        return None
+    checks: list[Predicate] = []
+    for term in _split_terms(text):
+        checks.append(_label_term(term))
+    return lambda obj: all(check(obj) for check in checks)
+
+
+def _label_term(term: str) -> Predicate:
+    m = _SET_RE.match(term)
+    if m:
+        if m.group(1):
+            raise ApiError(400, f"unable to parse requirement: invalid selector term {term!r}")
+        key, op = m.group(2), m.group(3)
+        values = {v.strip() for v in m.group(4).split(",") if v.strip()}
+        if op == "in":
+            return lambda o: _labels(o).get(key) in values
+        return lambda o: _labels(o).get(key) not in values
+    m = _CMP_RE.match(term)
+    if m:
+        key, op, value = m.groups()
+        if op == "!=":
+            return lambda o: _labels(o).get(key) != value
+        return lambda o: _labels(o).get(key) == value
+    m = _KEY_RE.match(term)
+    if m:
+        neg, key = m.groups()
+        if neg:
+            return lambda o: key not in _labels(o)
+        return lambda o: key in _labels(o)
+    raise ApiError(400, f"unable to parse requirement: invalid label selector term {term!r}")
+
+
+def label_selector_object(selector: Obj | None) -> Predicate:
+    """Compile a ``LabelSelector`` object (matchLabels/matchExpressions), as in PDBs.
+
+    An empty selector matches everything (the policy/v1 PDB semantics).
+    """
+    selector = selector or {}
+    match_labels: dict[str, str] = selector.get("matchLabels") or {}
+    exprs: list[Obj] = selector.get("matchExpressions") or []
+
+    def check(obj: Obj) -> bool:
+        labels = _labels(obj)
+        if any(labels.get(k) != v for k, v in match_labels.items()):
+            return False
+        for expr in exprs:
+            key = str(expr.get("key"))
+            op, values = expr.get("operator"), expr.get("values") or []
+            present = key in labels
+            if (
+                (op == "In" and labels.get(key) not in values)
+                or (op == "NotIn" and present and labels.get(key) in values)
+                or (op == "Exists" and not present)
+                or (op == "DoesNotExist" and present)
+            ):
+                return False
+        return True
+
+    return check
+
+
+def _field_value(obj: Obj, path: tuple[str, ...]) -> str:
+    cur: Any = obj
+    for part in path:
+        if not isinstance(cur, dict):
+            return ""
+        cur = cur.get(part)
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return str(cur)
+
+
+def parse_field_selector(text: str | None, kind: str = "") -> Predicate | None:
+    """Compile ``spec.nodeName=n,status.phase!=Failed``; 400 for unsupported fields."""
+    if not text or not text.strip():
+        return None
+    checks: list[Predicate] = []
+    for term in _split_terms(text):
+        m = _CMP_RE.match(term) or re.match(r"^\s*([A-Za-z0-9_.]+)\s*(==|!=|=)\s*(.*?)\s*$", term)
+        if not m:
+            raise ApiError(400, f"invalid selector: {term!r}; can't understand {term!r}")
+        name, op, value = m.groups()
+        path = FIELD_PATHS.get(name)
+        if path is None:
+            raise ApiError(
+                400,
+                f"field label not supported: {name}" + (f" for {kind}" if kind else ""),
+            )
+        checks.append(_field_check(path, op, value))
+    return lambda obj: all(check(obj) for check in checks)
+
+
+def _field_check(path: tuple[str, ...], op: str, value: str) -> Predicate:
+    if op == "!=":
+        return lambda o: _field_value(o, path) != value
+    return lambda o: _field_value(o, path) == value

@@ -1,0 +1,213 @@
+"""HTTP routes of the engine under ``/sim/v1/``: fault injection, workloads and state.
+
+Bad input gets 400 with the offending field and reason; an unknown device gets 404.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from podmedic_sim.store import StoreError
+
+if TYPE_CHECKING:
+    from podmedic_sim.engine import SimEngine
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class DeviceFault(_Strict):
+    """Body of ``POST /sim/v1/faults/device``."""
+
+    driver: str = Field(min_length=1)
+    pool: str = Field(min_length=1)
+    device: str = Field(min_length=1)
+    health: Literal["Healthy", "Unhealthy", "Unknown"]
+    reason: str = ""
+    code: int | None = None
+    message: str = ""
+    crash: bool = False
+    clears_on_restart: bool = False
+
+
+class SliceTaint(_Strict):
+    """Body of ``POST /sim/v1/faults/slice-taint``."""
+
+    driver: str = Field(min_length=1)
+    pool: str = Field(min_length=1)
+    device: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["None", "NoSchedule", "NoExecute"] = "NoExecute"
+    remove: bool = False
+
+
+class PrepareFault(_Strict):
+    """Body of ``POST /sim/v1/faults/prepare``."""
+
+    driver: str = Field(min_length=1)
+    pool: str = Field(min_length=1)
+    device: str = Field(min_length=1)
+    message: str = ""
+    clear: bool = False
+
+    @model_validator(mode="after")
+    def _message_unless_clear(self) -> PrepareFault:
+        if not self.clear and not self.message:
+            raise ValueError("message: required unless clear is true")
+        return self
+
+
+class TrainingJob(_Strict):
+    """Body of ``POST /sim/v1/workloads/training``."""
+
+    name: str = Field(min_length=1, max_length=52, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    namespace: str = "default"
+    parallelism: int = Field(1, ge=1)
+    devices_per_pod: int = Field(1, ge=1)
+    driver: str = "gpu.nvidia.com"
+    image: str = "registry.local/trainer:1"
+    checkpoint_method: str | None = "annotation"
+    restart_exit_code: int = Field(85, ge=1, le=255)
+    node_name: str | None = None
+    backoff_limit: int = Field(100, ge=0)
+    checkpoint_answer: str | None = Field(None, pattern=r"^(ok|never|fail|slow:[0-9]+(\.[0-9]+)?)$")
+    restart_action: Literal["Restart", "RestartAllContainers"] = "Restart"
+    extra_restart_codes: list[int] = Field(default_factory=list)
+    sidecar: bool = False
+    prefer_node_label: bool = True
+
+
+class Stall(_Strict):
+    """Body of ``POST /sim/v1/workloads/training/stall``: freeze (or resume) a Job's progress."""
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+    stalled: bool = True
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+async def _body(request: web.Request, model: type[_Strict]) -> _Strict | web.Response:
+    try:
+        data = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _error(400, "request body is not valid JSON")
+    if not isinstance(data, dict):
+        return _error(400, "request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in err.errors()
+        )
+        return _error(400, problems)
+
+
+def _device_json(engine: SimEngine, driver: str, pool: str, device: str) -> dict[str, Any]:
+    key = (driver, pool, device)
+    fault = engine.devices.fault(key)
+    return {
+        "driver": driver,
+        "pool": pool,
+        "node": engine.devices.node_of(key),
+        "device": device,
+        "health": fault.health,
+        "reason": fault.reason,
+        "code": fault.code,
+        "message": fault.message,
+        "crash": fault.crash,
+        "clears_on_restart": fault.clears_on_restart,
+        "taints": [t.to_json() for t in engine.devices.taints(key)],
+        "prepare_failure": engine.devices.prepare_faults.get(key),
+    }
+
+
+def make_routes(engine: SimEngine) -> list[web.RouteDef]:
+    """Route table bound to ``engine``."""
+
+    async def device_fault(request: web.Request) -> web.Response:
+        body = await _body(request, DeviceFault)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, DeviceFault)
+        try:
+            engine.set_device_health(
+                body.driver,
+                body.pool,
+                body.device,
+                body.health,
+                body.reason,
+                body.code,
+                body.message,
+                body.crash,
+                body.clears_on_restart,
+            )
+        except KeyError as err:
+            return _error(404, str(err.args[0]))
+        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
+
+    async def slice_taint(request: web.Request) -> web.Response:
+        body = await _body(request, SliceTaint)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, SliceTaint)
+        try:
+            engine.set_slice_taint(
+                body.driver, body.pool, body.device, body.key, body.value, body.effect, body.remove
+            )
+        except KeyError as err:
+            return _error(404, str(err.args[0]))
+        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
+
+    async def prepare_fault(request: web.Request) -> web.Response:
+        body = await _body(request, PrepareFault)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, PrepareFault)
+        try:
+            engine.set_prepare_failure(body.driver, body.pool, body.device, body.message, body.clear)
+        except KeyError as err:
+            return _error(404, str(err.args[0]))
+        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
+
+    async def training(request: web.Request) -> web.Response:
+        body = await _body(request, TrainingJob)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, TrainingJob)
+        try:
+            job = engine.create_training_job(**body.model_dump())
+        except StoreError as err:
+            return _error(err.code, err.message)
+        return web.json_response(job, status=201)
+
+    async def stall(request: web.Request) -> web.Response:
+        body = await _body(request, Stall)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, Stall)
+        prog = engine.workloads.progress.get((body.namespace, body.name))
+        if prog is None:
+            return _error(404, f"no training job {body.namespace}/{body.name}")
+        prog.stalled = body.stalled
+        return web.json_response(prog.to_json())
+
+    async def state(request: web.Request) -> web.Response:
+        return web.json_response(engine.state())
+
+    return [
+        web.post("/sim/v1/faults/device", device_fault),
+        web.post("/sim/v1/faults/slice-taint", slice_taint),
+        web.post("/sim/v1/faults/prepare", prepare_fault),
+        web.post("/sim/v1/workloads/training", training),
+        web.post("/sim/v1/workloads/training/stall", stall),
+        web.get("/sim/v1/state", state),
+    ]

@@ -1,0 +1,95 @@
+"""The simulator's state report (``GET /sim/v1/state``), built from the engine's indexes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from podmedic_sim.jobs import JOB_NAME_LABEL
+
+if TYPE_CHECKING:
+    from podmedic_sim.engine import SimEngine
+
+
+def build_state(engine: SimEngine) -> dict[str, Any]:
+    """Devices, pods, taint rules and jobs, as the contract fixes them."""
+    devices = []
+    for info in engine.devices.slices.values():
+        for dev in info.devices:
+            key = (info.driver, info.pool, dev)
+            fault = engine.devices.fault(key)
+            devices.append(
+                {
+                    "driver": info.driver,
+                    "pool": info.pool,
+                    "node": info.node,
+                    "device": dev,
+                    "health": fault.health,
+                    "reason": fault.reason,
+                    "code": fault.code,
+                    "message": fault.message,
+                    "crash": fault.crash,
+                    "clears_on_restart": fault.clears_on_restart,
+                    "taints": [t.to_json() for t in engine.devices.taints(key)],
+                    "prepare_failure": engine.devices.prepare_faults.get(key),
+                    "allocated_to": "/".join(engine.claims.owner[key])
+                    if key in engine.claims.owner
+                    else None,
+                }
+            )
+    pods = []
+    for pod in engine.store.iter("pods"):
+        meta, status = pod["metadata"], pod.get("status") or {}
+        rt = engine.kubelet.pods.get((meta.get("namespace", "default"), meta["name"]))
+        restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
+        pods.append(
+            {
+                "namespace": meta.get("namespace"),
+                "name": meta["name"],
+                "uid": meta.get("uid"),
+                "node": pod.get("spec", {}).get("nodeName"),
+                "phase": status.get("phase", "Pending"),
+                "ready": rt.ready() if rt is not None and rt.uid == meta.get("uid") else False,
+                "restart_count": restarts,
+                "devices": ["/".join(d) for _, _, d in engine.claims.pod_devices(pod)],
+                "job": (meta.get("labels") or {}).get(JOB_NAME_LABEL),
+                "deleting": "deletionTimestamp" in meta,
+            }
+        )
+    jobs = []
+    for job in engine.store.iter("jobs"):
+        meta, status = job["metadata"], job.get("status") or {}
+        jkey = (meta.get("namespace", "default"), meta["name"])
+        prog = engine.workloads.progress.get(jkey)
+        entry: dict[str, Any] = (
+            prog.to_json()
+            if prog
+            else {
+                "namespace": jkey[0],
+                "name": jkey[1],
+                "step": 0,
+                "checkpointed_step": 0,
+                "lost_steps": 0,
+                "pods_created": 0,
+            }
+        )
+        entry.update(
+            {
+                "training": prog is not None,
+                "active": status.get("active", 0),
+                "failed": status.get("failed", 0),
+                "succeeded": status.get("succeeded", 0),
+            }
+        )
+        jobs.append(entry)
+    rules = [
+        {"name": r["metadata"]["name"], "spec": r.get("spec"), "status": r.get("status") or {}}
+        for r in engine.devices.rules.values()
+    ]
+    return {
+        "devices": devices,
+        "pods": pods,
+        "taint_rules": rules,
+        "jobs": jobs,
+        "kubelet_checkpoints": list(engine.proxy.kubelet_checkpoints),
+        "resource_version": engine.store.resource_version,
+    }

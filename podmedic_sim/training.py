@@ -1,0 +1,129 @@
+"""Builder of training Jobs: the ResourceClaimTemplate and batch/v1 Job of the contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podmedic_sim.store import Obj, Store
+from podmedic_sim.workload import CKPT_METHOD, REPORTS_PROGRESS, RESTART_EXIT_CODE, TRAINING
+from podmedic_sim.workload_http import CKPT_ANSWER
+
+PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
+
+
+def create_training_job(
+    store: Store,
+    name: str,
+    namespace: str = "default",
+    parallelism: int = 1,
+    devices_per_pod: int = 1,
+    driver: str = "gpu.nvidia.com",
+    image: str = "registry.local/trainer:1",
+    checkpoint_method: str | None = "annotation",
+    restart_exit_code: int = 85,
+    node_name: str | None = None,
+    backoff_limit: int = 100,
+    checkpoint_answer: str | None = None,
+    *,
+    restart_action: str = "Restart",
+    extra_restart_codes: list[int] | None = None,
+    sidecar: bool = False,
+    prefer_node_label: bool = True,
+) -> Obj:
+    """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job.
+
+    ``restart_action`` is the action of the trainer's restart rule (``Restart``, KEP-5307, or
+    ``RestartAllContainers``, KEP-5532) for ``restart_exit_code`` and ``extra_restart_codes``
+    (e.g. 143, a SIGTERM sent by pods/exec); ``sidecar`` adds a second container (``logger``);
+    ``prefer_node_label`` adds the preferred node affinity on ``prefer.podmedic.io/<name>``
+    that podmedic's same-node reschedule sets on the node (docs/recovery-restart.md).
+    """
+    template_name = f"{name}-gpu"
+    store.create(
+        "resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": template_name, "namespace": namespace},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "deviceClassName": driver,
+                                    "allocationMode": "ExactCount",
+                                    "count": devices_per_pod,
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    )
+    annotations = {TRAINING: "true", RESTART_EXIT_CODE: str(restart_exit_code), REPORTS_PROGRESS: "true"}
+    if checkpoint_method:
+        annotations[CKPT_METHOD] = checkpoint_method
+    if checkpoint_answer:
+        annotations[CKPT_ANSWER] = checkpoint_answer
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "trainer",
+                "image": image,
+                "command": ["python", "train.py"],
+                "resources": {"claims": [{"name": "gpu"}]},
+                "restartPolicy": "Never",
+                "restartPolicyRules": [
+                    {
+                        "action": restart_action,
+                        "exitCodes": {
+                            "operator": "In",
+                            "values": [restart_exit_code, *(extra_restart_codes or [])],
+                        },
+                    }
+                ],
+            }
+        ],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+    }
+    if sidecar:
+        pod_spec["containers"].append(
+            {"name": "logger", "image": image, "command": ["python", "log_shipper.py"], "restartPolicy": "Never"}
+        )
+    if prefer_node_label:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [{"key": PREFER_LABEL_PREFIX + name, "operator": "Exists"}]
+                        },
+                    }
+                ]
+            }
+        }
+    if node_name:
+        pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+        node_affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [pinned]}
+    return store.create(
+        "jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+            "spec": {
+                "parallelism": parallelism,
+                "backoffLimit": backoff_limit,
+                "template": {
+                    "metadata": {"labels": {"app": name}, "annotations": annotations},
+                    "spec": pod_spec,
+                },
+            },
+        },
+    )

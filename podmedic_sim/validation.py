@@ -1,0 +1,106 @@
+"""Validation of objects against the Kubernetes 1.37 strict schemas, plus semantic checks.
+
+The JSON schemas shipped by ``kubernetes-validate`` catch unknown fields and wrong types;
+they lack the enums and name rules the real API server enforces, which ``semantic_causes``
+adds for the fields podmedic and its workloads touch. Compiled validators are cached per
+kind: building one costs ~20 ms, validating a pod ~0.2 ms.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources as importlib_resources
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+from referencing import Registry, Resource
+
+from podmedic_sim.handlers_common import ApiError, Cause
+from podmedic_sim.validation_rules import name_causes, semantic_causes
+
+Obj = dict[str, Any]
+K8S_VERSION = "1.37.0"
+_SCHEMA_DIR = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
+MAX_CAUSES = 20
+
+
+def _load(name: str) -> Any:
+    ref = importlib_resources.files("kubernetes_validate").joinpath(f"{_SCHEMA_DIR}/{name}")
+    return json.loads(ref.read_text())
+
+
+@functools.cache
+def _registry() -> Registry[Any]:
+    defs: Registry[Any] = Resource.from_contents(_load("_definitions.json")) @ Registry()
+    return defs
+
+
+@functools.cache
+def validator_for(api_version: str, kind: str) -> jsonschema.protocols.Validator:
+    """The compiled strict validator of ``kind`` (cached); 422 when no schema exists."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = _load(f"{kind.lower()}-{group_version}.json")
+    except (FileNotFoundError, OSError) as exc:
+        raise ApiError(422, f"no schema for {kind} {api_version}") from exc
+    registry = Resource.from_contents(schema) @ _registry()
+    cls = jsonschema.validators.Draft202012Validator
+    validator: jsonschema.protocols.Validator = cls(schema, registry=registry)
+    return validator
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def schema_causes(obj: Obj) -> list[Cause]:
+    """Causes for every way ``obj`` fails its strict schema (at most ``MAX_CAUSES``)."""
+    validator = validator_for(str(obj.get("apiVersion")), str(obj.get("kind")))
+    causes: list[Cause] = []
+    for err in validator.iter_errors(obj):
+        base = _path(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = (
+                set((err.schema or {}).get("properties", {}))
+                if isinstance(err.schema, dict)
+                else set()
+            )
+            for extra in sorted(set(err.instance) - known):
+                field = f"{base}.{extra}" if base else extra
+                causes.append(Cause("FieldValueInvalid", f'unknown field "{field}"', field))
+        elif err.validator == "required":
+            causes.append(Cause("FieldValueRequired", f"Required value: {err.message}", base))
+        elif err.validator == "enum":
+            causes.append(
+                Cause("FieldValueNotSupported", f"Unsupported value: {err.message}", base)
+            )
+        else:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {err.message}", base))
+        if len(causes) >= MAX_CAUSES:
+            break
+    return causes
+
+
+def validate_object(obj: Obj, kind: str, plural: str, group: str = "") -> None:
+    """Raise 422 Invalid with all causes when ``obj`` fails schema or semantic checks."""
+    causes = schema_causes(obj)
+    causes += name_causes(obj, kind)
+    if not causes:
+        causes += semantic_causes(obj, kind)
+    if causes:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        detail = ", ".join(f"{c.field}: {c.message}" if c.field else c.message for c in causes)
+        summary = detail if len(causes) == 1 else f"[{detail}]"
+        raise ApiError(
+            422,
+            f'{kind} "{name}" is invalid: {summary}',
+            kind=kind,
+            name=name,
+            group=group,
+            causes=causes,
+        )

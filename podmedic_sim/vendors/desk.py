@@ -1,0 +1,158 @@
+"""A vendor ticket desk speaking podmedic's generic webhook shape (``podmedic vendor-desk``).
+
+``--shape jira`` or ``--shape servicenow`` serves the fakes of ``podmedic_sim/vendors/`` instead.
+
+Stands in for a hardware vendor's RMA system in the demo and the end-to-end tests: it
+receives tickets (one per ``Idempotency-Key``), answers their status, and, when given the
+simulator's URL, "replaces" a ticketed device after a delay by reporting it Healthy again
+and resolving the ticket. Tickets persist to a JSON file so a restart loses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+log = logging.getLogger("podmedic.vendor")
+
+
+class VendorDesk:
+    """Tickets in memory (and in ``store`` when given), keyed by id and by idempotency key."""
+
+    def __init__(self, *, sim_url: str | None = None, resolve_after_s: float | None = None,
+                 store: Path | None = None, secret: str | None = None) -> None:
+        self.secret = secret
+        self.hold_creates = False
+        self.release = asyncio.Event()
+        self.rejected: list[str] = []
+        self.sim_url = sim_url
+        self.resolve_after_s = resolve_after_s
+        self.store = store
+        self.tickets: dict[str, dict[str, Any]] = {}
+        self.posts = 0
+        if store and store.exists():
+            self.tickets = json.loads(store.read_text())
+
+    def _save(self) -> None:
+        if self.store:
+            tmp = self.store.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.tickets, indent=1))
+            tmp.replace(self.store)
+
+    async def create(self, request: web.Request) -> web.Response:
+        """File a ticket; the same Idempotency-Key returns the first ticket."""
+        self.posts += 1
+        key = request.headers.get("Idempotency-Key", "")
+        if not key:
+            return web.json_response({"error": "Idempotency-Key header is required"}, status=400)
+        raw = await request.read()
+        if self.secret is not None:
+            expected = "sha256=" + hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(request.headers.get("X-Podmedic-Signature", ""), expected):
+                self.rejected.append("bad or missing X-Podmedic-Signature")
+                return web.json_response({"error": "bad or missing X-Podmedic-Signature"}, status=401)
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return web.json_response({"error": "body is not JSON"}, status=400)
+        for ticket in self.tickets.values():
+            if ticket["idempotency_key"] == key:
+                return web.json_response(ticket, status=200)
+        ticket_id = f"VND-{len(self.tickets) + 1:04d}"
+        ticket = {"id": ticket_id, "idempotency_key": key, "status": "open", "created": time.time(),
+                  "title": body.get("title", ""), "evidence": body.get("evidence", {})}
+        self.tickets[ticket_id] = ticket
+        self._save()
+        log.info("ticket %s filed: %s", ticket_id, ticket["title"])
+        if self.hold_creates:  # a test kills the worker while the answer is held
+            await self.release.wait()
+        return web.json_response(ticket, status=201)
+
+    async def get(self, request: web.Request) -> web.Response:
+        """One ticket's status."""
+        ticket = self.tickets.get(request.match_info["id"])
+        if ticket is None:
+            return web.json_response({"error": "no such ticket"}, status=404)
+        return web.json_response(ticket)
+
+    async def list(self, request: web.Request) -> web.Response:
+        """Every ticket."""
+        return web.json_response(list(self.tickets.values()))
+
+    async def resolve(self, request: web.Request) -> web.Response:
+        """Mark a ticket resolved by hand."""
+        ticket = self.tickets.get(request.match_info["id"])
+        if ticket is None:
+            return web.json_response({"error": "no such ticket"}, status=404)
+        await self._resolve(ticket)
+        return web.json_response(ticket)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """Liveness for ``podmedic up``."""
+        return web.json_response({"ok": True, "tickets": len(self.tickets)})
+
+    async def _resolve(self, ticket: dict[str, Any]) -> None:
+        device = ticket.get("evidence", {}).get("device") or {}
+        if self.sim_url and device:
+            payload = {**{k: device[k] for k in ("driver", "pool", "device") if k in device}, "health": "Healthy",
+                       "reason": "DeviceReplaced", "message": f"replaced under {ticket['id']}"}
+            async with aiohttp.ClientSession() as session, \
+                    session.post(f"{self.sim_url}/sim/v1/faults/device", json=payload) as resp:
+                if resp.status >= 300:
+                    log.warning("could not mark %s healthy: %s", device, await resp.text())
+        ticket["status"] = "resolved"
+        self._save()
+        log.info("ticket %s resolved", ticket["id"])
+
+    async def _auto_resolve(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.time()
+            for ticket in list(self.tickets.values()):
+                if ticket["status"] == "open" and self.resolve_after_s is not None \
+                        and now - ticket["created"] >= self.resolve_after_s:
+                    try:
+                        await self._resolve(ticket)
+                    except aiohttp.ClientError as exc:
+                        log.warning("resolving %s failed: %s", ticket["id"], exc)
+
+    def app(self) -> web.Application:
+        """The HTTP application."""
+        app = web.Application()
+        app.add_routes([
+            web.post("/tickets", self.create), web.get("/tickets", self.list),
+            web.get("/tickets/{id}", self.get), web.post("/tickets/{id}/resolve", self.resolve),
+            web.get("/healthz", self.healthz),
+        ])
+
+        async def background(app: web.Application) -> Any:
+            task = asyncio.create_task(self._auto_resolve())
+            yield
+            task.cancel()
+
+        app.cleanup_ctx.append(background)
+        return app
+
+
+def serve(port: int, sim_url: str | None, resolve_after_s: float | None, store: Path | None,
+          shape: str = "webhook") -> None:
+    """Run the desk (webhook shape, or the Jira / ServiceNow fake) until interrupted."""
+    from podmedic_sim.vendors.jira import FakeJira
+    from podmedic_sim.vendors.servicenow import FakeServiceNow
+
+    if shape == "jira":
+        app = FakeJira(sim_url=sim_url, resolve_after_s=resolve_after_s).app()
+    elif shape == "servicenow":
+        app = FakeServiceNow(sim_url=sim_url, resolve_after_s=resolve_after_s).app()
+    else:
+        app = VendorDesk(sim_url=sim_url, resolve_after_s=resolve_after_s, store=store).app()
+    web.run_app(app, host="127.0.0.1", port=port, print=None)

@@ -1,0 +1,332 @@
+"""Simulated GPU training workloads and the checkpoint / in-place restart protocol.
+
+A training Job advances one step per ``timings.workload_step_s`` while all its pods
+(``parallelism``) are Running and Ready, like synchronous data-parallel training. Any of
+its containers stopping loses the steps since the last checkpoint. The protocol with
+podmedic runs over pod annotations; see docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from podmedic_sim import workload_http
+from podmedic_sim.config import SimConfig
+from podmedic_sim.jobs import JobController, JobKey, owning_job
+from podmedic_sim.kubelet import Kubelet
+from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
+from podmedic_sim.store import NotFound, Obj, Store, WatchEvent
+from podmedic_sim.timers import Timers
+from podmedic_sim.workload_http import CKPT_ANSWER, HttpAnswer
+
+TRAINING = "sim.podmedic.io/training"
+CKPT_METHOD = "podmedic.io/checkpoint-method"
+CKPT_REQUEST = "podmedic.io/checkpoint-request"
+CKPT_ACK = "podmedic.io/checkpoint-ack"
+CKPT_ID = "podmedic.io/checkpoint-id"
+CKPT_LOCATION = "podmedic.io/checkpoint-location"
+RESTART_REQUEST = "podmedic.io/restart-request"
+RESTART_EXIT_CODE = "podmedic.io/restart-exit-code"
+STEP = "sim.podmedic.io/step"
+CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
+LOST_STEPS = "sim.podmedic.io/lost-steps"
+PROGRESS = "podmedic.io/progress"  # the step, on each running pod: what "progressing" is verified on
+REPORTS_PROGRESS = "podmedic.io/reports-progress"
+DEFAULT_RESTART_EXIT_CODE = 85
+CKPT_ERROR = "podmedic.io/checkpoint-error"
+
+
+@dataclass
+class Progress:
+    """A training Job's progress, as ``GET /sim/v1/state`` reports it."""
+
+    namespace: str
+    name: str
+    parallelism: int = 1
+    step: int = 0
+    checkpointed_step: int = 0
+    lost_steps: int = 0
+    pods_created: int = 0
+    checkpoints: int = 0
+    restarts: int = 0  # container stops of any kind (crash, restart request, eviction)
+    last_checkpoint_id: str = ""
+    requested_step: int = -1  # step of the last checkpoint saved on request (podmedic), -1: none
+    interruptions: list[dict[str, int]] = field(default_factory=list)
+    stalled: bool = False  # a hung workload: Ready, but no step advances
+    written: tuple[int, int, int] = (-1, -1, -1)
+    last_write: float = float("-inf")
+
+    def to_json(self) -> dict[str, Any]:
+        """Fields of the state JSON."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "step": self.step,
+            "checkpointed_step": self.checkpointed_step,
+            "lost_steps": self.lost_steps,
+            "pods_created": self.pods_created,
+            "checkpoints": self.checkpoints,
+            "restarts": self.restarts,
+            "last_checkpoint_id": self.last_checkpoint_id,
+            "requested_step": self.requested_step,
+            "interruptions": list(self.interruptions),
+            "stalled": self.stalled,
+        }
+
+
+@dataclass
+class _PodWork:
+    job: JobKey
+    answered: set[str] = field(default_factory=set)
+    handled_restarts: set[str] = field(default_factory=set)
+    saving: str | None = None
+    seen: tuple[str, str] = ("", "")
+    answers: dict[str, tuple[str, str]] = field(default_factory=dict)  # request -> (id, location)
+    waiters: dict[str, list[asyncio.Future[HttpAnswer]]] = field(default_factory=dict)
+
+
+class Workloads:
+    """Training progress, checkpoints and restart requests of all training Jobs."""
+
+    def __init__(
+        self, store: Store, config: SimConfig, timers: Timers, kubelet: Kubelet, jobs: JobController
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._t = config.timings
+        self._timers = timers
+        self._kubelet = kubelet
+        self._jobs = jobs
+        self.progress: dict[JobKey, Progress] = {}
+        self._work: dict[str, _PodWork] = {}  # by pod uid
+        self._ticking = False
+        kubelet.hooks.append(self)
+        jobs.on_pod_created.append(self._pod_created)
+
+    # -- store and controller events ---------------------------------------------------
+    def on_event(self, ev: WatchEvent) -> None:
+        """Store listener: training Jobs appear; pods get protocol annotations."""
+        obj, meta = ev.obj, ev.obj["metadata"]
+        if ev.resource == "jobs" and ev.type != "DELETED":
+            tmpl = (obj.get("spec", {}).get("template") or {}).get("metadata") or {}
+            if (tmpl.get("annotations") or {}).get(TRAINING) == "true":
+                key = (meta.get("namespace", "default"), meta["name"])
+                prog = self.progress.setdefault(key, Progress(*key))
+                prog.parallelism = int(obj.get("spec", {}).get("parallelism") or 1)
+                self._ensure_ticking()
+            return
+        if ev.resource != "pods" or (meta.get("annotations") or {}).get(TRAINING) != "true":
+            return
+        uid = meta.get("uid", "")
+        if ev.type == "DELETED":
+            self._timers.call_later(1.0, lambda: self._drop(uid))
+            return
+        owner = owning_job(obj)
+        work = self._work.get(uid)
+        if work is None:
+            job = (meta.get("namespace", "default"), owner[0] if owner else meta["name"])
+            work = self._work[uid] = _PodWork(job)
+        ann = meta.get("annotations") or {}
+        seen = (ann.get(CKPT_REQUEST, ""), ann.get(RESTART_REQUEST, ""))
+        if seen != work.seen:
+            work.seen = seen
+            pkey = (meta.get("namespace", "default"), meta["name"])
+            self._timers.call_later(0, lambda: self._check(pkey, uid))
+
+    def _drop(self, uid: str) -> None:
+        self._work.pop(uid, None)
+
+    def _pod_created(self, job: Obj, pod: Obj) -> None:
+        prog = self.progress.get(
+            (job["metadata"].get("namespace", "default"), job["metadata"]["name"])
+        )
+        if prog is not None:
+            prog.pods_created += 1
+
+    def on_container_started(self, rt: PodRt, c: ContainerRt) -> None:
+        """Kubelet hook: a container (re)started; requests that waited for it proceed."""
+        if rt.uid in self._work:
+            self._timers.call_later(0, lambda: self._check(rt.key, rt.uid))
+
+    def on_container_stopped(self, rt: PodRt, c: ContainerRt) -> None:
+        """Kubelet hook: in-memory state since the last checkpoint is gone."""
+        work = self._work.get(rt.uid)
+        prog = self.progress.get(work.job) if work else None
+        if work is None or prog is None:
+            return
+        work.saving = None
+        self._resolve(work, None, (503, {"error": "connection reset: the container stopped while saving"}))
+        prog.restarts += 1
+        prog.interruptions.append({"step": prog.step, "checkpointed_step": prog.checkpointed_step,
+                                   "requested_step": prog.requested_step,
+                                   "lost": prog.step - prog.checkpointed_step})
+        prog.lost_steps += prog.step - prog.checkpointed_step
+        prog.step = prog.checkpointed_step
+
+    # -- protocol ----------------------------------------------------------------------
+    def _running(self, pkey: PodKey, uid: str) -> tuple[PodRt, ContainerRt] | None:
+        rt = self._kubelet.pods.get(pkey)
+        if rt is None or rt.uid != uid or rt.deleting or not rt.containers:
+            return None
+        c = rt.containers[0]
+        return (rt, c) if c.state == "running" else None
+
+    def _check(self, pkey: PodKey, uid: str) -> None:
+        pod = self._store.find("pods", *pkey)
+        work = self._work.get(uid)
+        running = self._running(pkey, uid)
+        if pod is None or work is None or running is None or pod["metadata"].get("uid") != uid:
+            return
+        rt, c = running
+        ann = pod["metadata"].get("annotations") or {}
+        restart = ann.get(RESTART_REQUEST)
+        if restart and restart not in work.handled_restarts:
+            work.handled_restarts.add(restart)
+            try:
+                code = int(ann.get(RESTART_EXIT_CODE, DEFAULT_RESTART_EXIT_CODE))
+            except ValueError:
+                code = DEFAULT_RESTART_EXIT_CODE
+            self._kubelet.exit_container(rt, c, code, "Error")
+            return
+        request = ann.get(CKPT_REQUEST)
+        if (
+            request
+            and ann.get(CKPT_METHOD) == "annotation"
+            and request not in work.answered
+            and work.saving is None
+        ):
+            mode, delay = workload_http.answer_mode(ann, self._t.checkpoint_save_s)
+            if mode == "never":
+                return
+            work.saving = request
+            gen = c.gen
+            self._timers.call_later(
+                delay, lambda: self._save(pkey, uid, request, gen, "annotation", mode == "fail")
+            )
+
+    def _resolve(self, work: _PodWork, request: str | None, answer: HttpAnswer) -> None:
+        """Answer the HTTP requests waiting for ``request`` (``None``: all of them)."""
+        for key in [request] if request is not None else list(work.waiters):
+            for fut in work.waiters.pop(key, []):
+                if not fut.done():
+                    fut.set_result(answer)
+
+    def _save(
+        self, pkey: PodKey, uid: str, request: str, gen: int, via: str = "annotation", fail: bool = False
+    ) -> None:
+        work = self._work.get(uid)
+        running = self._running(pkey, uid)
+        if work is None or work.saving != request:
+            return
+        work.saving = None
+        prog = self.progress.get(work.job)
+        if running is None or running[1].gen != gen or prog is None:
+            self._timers.call_later(0, lambda: self._check(pkey, uid))
+            return
+        work.answered.add(request)
+        notes: dict[str, str | None]
+        if fail:
+            error = f"save failed ({CKPT_ANSWER}: fail)"
+            self._resolve(work, request, (500, {"request_id": request, "error": error}))
+            notes = {CKPT_ACK: request, CKPT_ERROR: error}
+        else:
+            ckpt_id, location = self.save_now(work.job, requested=True)
+            work.answers[request] = (ckpt_id, location)
+            self._resolve(work, request, (200, {"request_id": request, "checkpoint_id": ckpt_id,
+                                                "location": location}))
+            notes = {CKPT_ACK: request, CKPT_ID: ckpt_id, CKPT_LOCATION: location, CKPT_ERROR: None}
+        if via != "annotation":
+            return
+
+        def ack(p: Obj) -> None:
+            mine = p["metadata"].setdefault("annotations", {})
+            for k, v in notes.items():
+                if v is None:
+                    mine.pop(k, None)
+                else:
+                    mine[k] = v
+
+        try:
+            self._store.mutate("pods", pkey[0], pkey[1], ack)
+        except NotFound:
+            return
+
+    def save_now(self, job: JobKey, requested: bool) -> tuple[str, str]:
+        """Record a checkpoint of ``job`` at its current step; returns its id and location."""
+        prog = self.progress[job]
+        prog.checkpointed_step = prog.step
+        prog.checkpoints += 1
+        if requested:
+            prog.requested_step = prog.step
+        prog.last_checkpoint_id = f"{job[1]}-step-{prog.step}"
+        return prog.last_checkpoint_id, f"sim://{job[0]}/{job[1]}/step-{prog.step}"
+
+    def job_of(self, uid: str) -> JobKey | None:
+        """The training Job of a pod (by uid), if it is a training pod."""
+        work = self._work.get(uid)
+        return work.job if work is not None and work.job in self.progress else None
+
+    async def http_checkpoint(self, pkey: PodKey, port: int, path: str, body: Any) -> HttpAnswer:
+        """The training script's checkpoint endpoint, reached through the pod proxy."""
+        return await workload_http.http_checkpoint(self, pkey, port, path, body)
+
+    # -- progress ----------------------------------------------------------------------
+    def _ensure_ticking(self) -> None:
+        if not self._ticking:
+            self._ticking = True
+            self._timers.call_later(self._t.workload_step_s, self._tick)
+
+    def _tick(self) -> None:
+        self._timers.call_later(self._t.workload_step_s, self._tick)
+        now = self._timers.now()
+        saving_jobs = {w.job for w in self._work.values() if w.saving}
+        every = self._config.checkpoint_every_steps
+        for key, prog in self.progress.items():
+            pods = [self._kubelet.pods.get(p) for p in self._jobs.job_pods.get(key, ())]
+            ready = sum(1 for rt in pods if rt is not None and rt.ready())
+            if ready and ready >= prog.parallelism and key not in saving_jobs and not prog.stalled:
+                prog.step += 1
+                if every and prog.step % every == 0:
+                    prog.checkpointed_step = prog.step
+                    prog.checkpoints += 1
+                    prog.last_checkpoint_id = f"{key[1]}-step-{prog.step}"
+            values = (prog.step, prog.checkpointed_step, prog.lost_steps)
+            if values != prog.written and now - prog.last_write >= self._t.progress_write_s:
+                self._write_progress(key, prog, values, now)
+
+    def _write_progress(
+        self, key: JobKey, prog: Progress, values: tuple[int, int, int], now: float
+    ) -> None:
+        def annotate(job: Obj) -> None:
+            job["metadata"].setdefault("annotations", {}).update(
+                {
+                    STEP: str(values[0]),
+                    CHECKPOINTED_STEP: str(values[1]),
+                    LOST_STEPS: str(values[2]),
+                }
+            )
+
+        try:
+            self._store.mutate("jobs", key[0], key[1], annotate)
+        except NotFound:
+            return
+        prog.written, prog.last_write = values, now
+        self._report_on_pods(key, values[0])
+
+    def _report_on_pods(self, key: JobKey, step: int) -> None:
+        """Each running pod of the Job shows the step it reached (``podmedic.io/progress``),
+        as a training loop or its sidecar would; podmedic verifies "progressing" on it."""
+        for pkey in self._jobs.job_pods.get(key, ()):
+            rt = self._kubelet.pods.get(pkey)
+            if rt is None or not rt.ready():
+                continue
+
+            def annotate(pod: Obj) -> None:
+                pod["metadata"].setdefault("annotations", {})[PROGRESS] = str(step)
+
+            try:
+                self._store.mutate("pods", pkey[0], pkey[1], annotate)
+            except NotFound:
+                continue
