@@ -28,9 +28,11 @@ test: install
 fuzz: install
 	$(BIN)/pytest -q -m slow
 
+# ruff, mypy --strict, and the import contracts of pyproject.toml ([tool.importlinter]).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(PACKAGES)
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state

@@ -53,8 +53,8 @@ def regenerate(quick: bool = False, only_docs: bool = False) -> Path:
     started = time.monotonic()
     if not only_docs:
         for i, (name, argv) in enumerate(runs.items(), 1):
-            print(f"== [{i}/{len(runs)}] python -m benchmarks {' '.join(argv)}  ({time.monotonic() - started:.0f} s so far)",
-                  flush=True)
+            elapsed = time.monotonic() - started
+            print(f"== [{i}/{len(runs)}] python -m benchmarks {' '.join(argv)}  ({elapsed:.0f} s so far)", flush=True)
             main([*argv, "--json", str(results_dir / f"{name}.json")])
         from benchmarks.results import write
         from benchmarks.stats import machine

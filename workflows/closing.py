@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
@@ -15,13 +14,12 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import Health, Outcome
     from podmedic.domain.steps import DeviceInput, UntaintInput
     from workflows import ticketing
+    from workflows.context import IncidentContext
     from workflows.options import activity_options
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 
-def dry_run_close(wf: DeviceIncidentWorkflow, permanent: bool) -> IncidentOutcome:
+def dry_run_close(wf: IncidentContext, permanent: bool) -> IncidentOutcome:
     """End a dry-run incident: what closing would have done, recorded; nothing waited for or filed."""
     ticket = wf.policy.ticket
     wants = ticket.file_when_permanent if permanent else ticket.file_when_unhealed
@@ -39,7 +37,7 @@ def dry_run_close(wf: DeviceIncidentWorkflow, permanent: bool) -> IncidentOutcom
 class Closer:
     """The last stages of one incident; split out of the workflow class to keep each small."""
 
-    def __init__(self, wf: DeviceIncidentWorkflow) -> None:
+    def __init__(self, wf: IncidentContext) -> None:
         self.wf = wf
         self.policy = wf.policy
         self.verified_healthy = False
@@ -87,7 +85,7 @@ class Closer:
             f"{workload}; DeviceTaintRule {self.wf.state.taint_rule} kept",
         )
 
-    async def _read_health(self) -> Health:
+    async def read_health(self) -> Health:
         reading = await workflow.execute_activity_method(
             DiscoverActivities.read_device_health,
             DeviceInput(device=self.wf.inp.device),
@@ -106,14 +104,14 @@ class Closer:
         self.wf.note("close", f"waiting up to {close.heal_wait_s:g}s for the device to report Healthy")
         deadline = workflow.now() + timedelta(seconds=close.heal_wait_s)
         while True:
-            if self._healthy_event_seen() or await self._read_health() is Health.HEALTHY:
+            if self._healthy_event_seen() or await self.read_health() is Health.HEALTHY:
                 self.wf.note("close", "device reports Healthy")
                 return True
             remaining = (deadline - workflow.now()).total_seconds()
             if remaining <= 0:
                 self.wf.note("close", f"device did not report Healthy within {close.heal_wait_s:g}s")
                 return False
-            await self._sleep(min(close.poll_s, remaining), "poll device health")
+            await self.sleep(min(close.poll_s, remaining), "poll device health")
             self.wf.check_abort()
 
     async def _stays_healthy(self) -> bool:
@@ -126,11 +124,11 @@ class Closer:
         healthy_since = max(
             (e.observed_at for e in self.wf.events if e.health is Health.HEALTHY), default=workflow.now()
         )
-        await self._sleep(delay, f"anti-flap delay {delay:g}s")
+        await self.sleep(delay, f"anti-flap delay {delay:g}s")
         flapped = any(
             e.health is Health.UNHEALTHY and e.observed_at > healthy_since for e in self.wf.events[seen:]
         )
-        if flapped or await self._read_health() is Health.UNHEALTHY:
+        if flapped or await self.read_health() is Health.UNHEALTHY:
             self.wf.note("close", f"device unhealthy again within the {delay:g}s anti-flap delay")
             return False
         self.verified_healthy = True
@@ -148,7 +146,7 @@ class Closer:
         self.unverified = True
         return False
 
-    async def _sleep(self, seconds: float, summary: str) -> None:
+    async def sleep(self, seconds: float, summary: str) -> None:
         """Sleep, waking early for a resolution or an abort."""
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(

@@ -9,7 +9,6 @@ who made it; a step approved once is not asked again in the same incident.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
@@ -18,13 +17,12 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Decision, IncidentStopped, PendingApproval, Phase
     from podmedic.domain.models import Outcome
     from podmedic.domain.policy import Gate
+    from workflows.context import IncidentContext
     from workflows.notices import tell_pods
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 
-def gate_of(wf: DeviceIncidentWorkflow, step: str, *, no_execute: bool = False) -> Gate | None:
+def gate_of(wf: IncidentContext, step: str, *, no_execute: bool = False) -> Gate | None:
     """The policy gate holding ``step`` (``taint_no_execute`` holds NoExecute taints only)."""
     approvals = wf.policy.approvals
     gate = approvals.gate_for(step)
@@ -33,7 +31,7 @@ def gate_of(wf: DeviceIncidentWorkflow, step: str, *, no_execute: bool = False) 
     return gate
 
 
-async def clear_to(wf: DeviceIncidentWorkflow, step: str, action: str, *, no_execute: bool = False) -> bool:
+async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: bool = False) -> bool:
     """Whether to take ``step`` now: False when an operator skipped it; waits at a gate.
 
     Raises ``IncidentStopped`` when the gate times out and the policy says abort, or when

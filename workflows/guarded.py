@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -23,22 +22,21 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
     from podmedic.domain.guard import PermitAnswer, PermitRelease, PermitRequest
     from podmedic.domain.incident import PendingApproval, Phase
+    from workflows.context import IncidentContext
     from workflows.options import URGENT
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 PATCH = "fleet-guard"
 GATE = "fleet_guard"
 
 
-def guarded(wf: DeviceIncidentWorkflow) -> bool:
+def guarded(wf: IncidentContext) -> bool:
     """Whether this incident asks the guard (policy section on, and code new enough)."""
     guard = wf.policy.guard
     return guard is not None and guard.enabled and wf.patches.patched(PATCH)
 
 
-async def _ask(wf: DeviceIncidentWorkflow, step: str, *, probe: bool = False,
+async def _ask(wf: IncidentContext, step: str, *, probe: bool = False,
                override_by: str | None = None) -> PermitAnswer:
     assert wf.policy.guard is not None
     request = PermitRequest(incident_id=wf.state.incident_id, device=wf.inp.device, node=wf.state.node, step=step,
@@ -53,7 +51,7 @@ async def _ask(wf: DeviceIncidentWorkflow, step: str, *, probe: bool = False,
     )
 
 
-async def permit(wf: DeviceIncidentWorkflow, step: str, action: str, *, wait: bool = True) -> bool | None:
+async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = True) -> bool | None:
     """Whether ``step`` may be taken now: waits while the guard holds it; False when an operator
     skipped it meanwhile; ``None`` when the guard holds it and ``wait`` is off. In dry run the
     guard is only asked what it would do."""
@@ -110,13 +108,13 @@ async def permit(wf: DeviceIncidentWorkflow, step: str, action: str, *, wait: bo
             override = wf.state.decisions[-1].by if wf.state.decisions else "operator"
 
 
-def _wakes(wf: DeviceIncidentWorkflow, step: str, *, gated: bool) -> Callable[[], bool]:
+def _wakes(wf: IncidentContext, step: str, *, gated: bool) -> Callable[[], bool]:
     """What ends a wait: the guard's wake-up, an abort, a skip, an approval (when gated)."""
     return lambda: (wf.woken or wf.abort_request is not None or step in wf.state.skip
                     or (gated and wf.state.pending_approval is None))
 
 
-def _ask_operator(wf: DeviceIncidentWorkflow, step: str, action: str, answer: PermitAnswer) -> None:
+def _ask_operator(wf: IncidentContext, step: str, action: str, answer: PermitAnswer) -> None:
     """Put the step at the ``fleet_guard`` gate (once); ``approve`` takes it past the limit."""
     if wf.state.pending_approval is not None:
         return
@@ -129,7 +127,7 @@ def _ask_operator(wf: DeviceIncidentWorkflow, step: str, action: str, answer: Pe
                                             f"{step} (or for the guard to have room)")
 
 
-def _settle(wf: DeviceIncidentWorkflow) -> None:
+def _settle(wf: IncidentContext) -> None:
     """Drop a fleet-guard gate that is no longer needed (the guard made room)."""
     pending = wf.state.pending_approval
     if pending is not None and pending.gate == GATE:
@@ -137,7 +135,7 @@ def _settle(wf: DeviceIncidentWorkflow) -> None:
     wf.upsert(search.AWAITING_APPROVAL, None)
 
 
-async def release(wf: DeviceIncidentWorkflow) -> None:
+async def release(wf: IncidentContext) -> None:
     """Give back what the incident held (it closed); losing this only delays others by ``retry_s``."""
     if not wf.guard_asked:
         return

@@ -22,19 +22,19 @@ with workflow.unsafe.imports_passed_through():
 
 if TYPE_CHECKING:
     from podmedic.domain.models import PodRef
-    from workflows.incident import DeviceIncidentWorkflow
+    from workflows.context import IncidentContext
 
 SAME_NODE_RUNGS = ("same_node",)
 
 
-def covered(wf: DeviceIncidentWorkflow) -> str | None:
+def covered(wf: IncidentContext) -> str | None:
     """The node incident that quarantines this device's node, if any (and the policy quarantines)."""
     if wf.state.node_incident and wf.policy.node_quarantine.enabled:
         return wf.state.node_incident
     return None
 
 
-def skip_taint(wf: DeviceIncidentWorkflow) -> bool:
+def skip_taint(wf: IncidentContext) -> bool:
     """True (and recorded) when the node incident covers the device instead of a rule of its own."""
     node_incident = covered(wf)
     if node_incident is None:
@@ -44,7 +44,7 @@ def skip_taint(wf: DeviceIncidentWorkflow) -> bool:
     return True
 
 
-def skip_rung(wf: DeviceIncidentWorkflow, rung: LadderRung) -> bool:
+def skip_rung(wf: IncidentContext, rung: LadderRung) -> bool:
     """True (and recorded) for a same-node rung while the node is quarantined."""
     node_incident = covered(wf)
     if node_incident is None or rung.action not in SAME_NODE_RUNGS:
@@ -53,7 +53,7 @@ def skip_rung(wf: DeviceIncidentWorkflow, rung: LadderRung) -> bool:
     return True
 
 
-async def quarantine_rung(wf: DeviceIncidentWorkflow, pod: PodRef, rung: LadderRung) -> RecoveryResult:
+async def quarantine_rung(wf: IncidentContext, pod: PodRef, rung: LadderRung) -> RecoveryResult:
     """Ask the node's watch to quarantine the node (signal-with-start); it gates and acts."""
     node = pod.node or wf.state.node or wf.inp.device.pool
     if "node_quarantine" in wf.state.skip:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -21,13 +20,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.guard import GuardActivities
     from podmedic.domain.guard import PermitRelease, PermitRequest
     from podmedic.domain.models import DeviceRef
+    from workflows.context import NodeContext
     from workflows.guarded import PATCH
 
-if TYPE_CHECKING:
-    from workflows.node_incident import NodeIncidentWorkflow
 
 
-async def permit(wf: NodeIncidentWorkflow) -> bool:
+async def permit(wf: NodeContext) -> bool:
     """True once the guard lets the quarantine go; False when the node was resolved while held."""
     guard = wf.inp.guard
     if guard is None or not guard.enabled or not workflow.patched(PATCH):
@@ -63,7 +61,7 @@ async def permit(wf: NodeIncidentWorkflow) -> bool:
             return False
 
 
-async def release(wf: NodeIncidentWorkflow) -> None:
+async def release(wf: NodeContext) -> None:
     """Give back the node's permit when the node incident closes."""
     if not wf.guard_asked:
         return

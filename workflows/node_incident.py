@@ -125,7 +125,7 @@ class NodeIncidentWorkflow:
         self._who(request.by)
         if request.step != "node_quarantine":
             raise ValueError(f"a node incident can only skip 'node_quarantine', not {request.step!r}")
-        if self.state.quarantined or self._skipped():
+        if self.state.quarantined or self.skipped():
             raise ValueError("node_quarantine already ran or was skipped")
 
     @workflow.update(name="resolve")
@@ -199,7 +199,8 @@ class NodeIncidentWorkflow:
                 self._note(f"{incident_id} already closed; not told")
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _skipped(self) -> bool:
+    def skipped(self) -> bool:
+        """Whether an operator skipped the node's quarantine."""
         return any(d.step == "node_quarantine" and d.decision == "skipped" for d in self.state.decisions)
 
     def _decide(self, step: str, decision: str, by: str, note: str) -> None:

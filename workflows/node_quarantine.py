@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -30,27 +29,26 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy import Effect
     from podmedic.domain.steps import TaintInput
     from workflows import node_guard
+    from workflows.context import NodeContext
     from workflows.options import URGENT
 
-if TYPE_CHECKING:
-    from workflows.node_incident import NodeIncidentWorkflow
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
                      non_retryable_error_types=["InvalidObject", "Forbidden"])
 _TIMEOUT = timedelta(seconds=60)
 
 
-def _devices(wf: NodeIncidentWorkflow) -> list[DeviceRef]:
+def _devices(wf: NodeContext) -> list[DeviceRef]:
     return [DeviceRef.parse(rid) for rid in wf.state.devices]
 
 
-def _request(wf: NodeIncidentWorkflow, reason: str) -> QuarantineInput:
+def _request(wf: NodeContext, reason: str) -> QuarantineInput:
     q = wf.inp.quarantine
     return QuarantineInput(node=wf.inp.node, incident_id=workflow.info().workflow_id, cordon=q.cordon,
                            taint_key=q.taint_key, effect=q.effect, reason=reason)
 
 
-async def run(wf: NodeIncidentWorkflow) -> str:
+async def run(wf: NodeContext) -> str:
     """Quarantine the node (or decline to), wait for the devices, lift or keep; the explanation."""
     q = wf.inp.quarantine
     devices = ", ".join(wf.state.devices)
@@ -81,7 +79,7 @@ async def run(wf: NodeIncidentWorkflow) -> str:
     return await _hold(wf)
 
 
-async def _approved(wf: NodeIncidentWorkflow) -> bool:
+async def _approved(wf: NodeContext) -> bool:
     approvals = wf.inp.approvals
     gate = approvals.gate_for("node_quarantine")
     no_execute = wf.inp.quarantine.effect == Effect.NO_EXECUTE.value
@@ -112,10 +110,10 @@ async def _approved(wf: NodeIncidentWorkflow) -> bool:
         return on_timeout == "proceed"
     wf.state.phase = "NodeIncident"
     wf.upsert("NodeIncident")
-    return not wf._skipped()
+    return not wf.skipped()
 
 
-async def _decline(wf: NodeIncidentWorkflow, why: str) -> str:
+async def _decline(wf: NodeContext, why: str) -> str:
     """No node quarantine: the covered devices get their own DeviceTaintRules, held by this incident."""
     if not await node_guard.permit(wf):
         by = wf.resolution.by if wf.resolution else "an operator"
@@ -131,7 +129,7 @@ async def _decline(wf: NodeIncidentWorkflow, why: str) -> str:
     return await _hold(wf, quarantined=False)
 
 
-async def _hold(wf: NodeIncidentWorkflow, *, quarantined: bool = True) -> str:
+async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
     """Wait for every device incident to close healthy, an operator's resolve, or the hold time."""
     q = wf.inp.quarantine
     what = f"node {wf.inp.node} quarantine" if quarantined else "devices' taints"
@@ -161,12 +159,12 @@ async def _hold(wf: NodeIncidentWorkflow, *, quarantined: bool = True) -> str:
                                           timeout_summary="poll the device incidents")
 
 
-def _changed(wf: NodeIncidentWorkflow, known: int) -> Callable[[], bool]:
+def _changed(wf: NodeContext, known: int) -> Callable[[], bool]:
     """Wake the hold early for an operator's resolve or a newly covered device."""
     return lambda: wf.resolution is not None or len(wf.state.incidents) > known
 
 
-async def _lift(wf: NodeIncidentWorkflow, why: str, quarantined: bool) -> str:
+async def _lift(wf: NodeContext, why: str, quarantined: bool) -> str:
     if quarantined:
         result = await workflow.execute_activity_method(QuarantineActivities.lift_quarantine, _request(wf, why),
                                                         summary=f"uncordon and untaint node {wf.inp.node}",
@@ -183,7 +181,7 @@ async def _lift(wf: NodeIncidentWorkflow, why: str, quarantined: bool) -> str:
     return f"node incident over ({why}): {'quarantine lifted' if quarantined else 'device taints released'}"
 
 
-def _keep(wf: NodeIncidentWorkflow, why: str, what: str) -> str:
+def _keep(wf: NodeContext, why: str, what: str) -> str:
     wf.note(f"{what} kept: {why}", "quarantine")
     rules = f"; DeviceTaintRules still held: {', '.join(wf.state.held_rules)}" if wf.state.held_rules else ""
     how = (f"; lift it with `kubectl uncordon {wf.inp.node}` and remove the {wf.inp.quarantine.taint_key} taint"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -24,10 +23,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
     from podmedic.domain.incident import StepNotice
     from podmedic.domain.models import PodKey
+    from workflows.context import IncidentContext
     from workflows.options import BACKGROUND
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 REASONS = {
     "opened": "PodmedicIncidentOpened",
@@ -44,7 +42,7 @@ REASONS = {
 PATCH = "background-notices"
 
 
-def affected_pods(wf: DeviceIncidentWorkflow) -> list[PodKey]:
+def affected_pods(wf: IncidentContext) -> list[PodKey]:
     """The pods the incident is about as they are now: a rescheduled pod's replacement
     stands in for it (recovery results are in the order of the pods found)."""
     now = [r.pod if i < len(wf.state.recovery) and (r := wf.state.recovery[i]).pod is not None else p
@@ -53,7 +51,7 @@ def affected_pods(wf: DeviceIncidentWorkflow) -> list[PodKey]:
     return list(keys.values())
 
 
-async def tell_pods(wf: DeviceIncidentWorkflow, step: str, message: str, *, pods: list[PodKey] | None = None,
+async def tell_pods(wf: IncidentContext, step: str, message: str, *, pods: list[PodKey] | None = None,
                     warning: bool = False) -> None:
     """Record ``step`` as an Event on each affected pod (``pods`` overrides which)."""
     targets = affected_pods(wf) if pods is None else pods
@@ -67,19 +65,19 @@ async def tell_pods(wf: DeviceIncidentWorkflow, step: str, message: str, *, pods
     await _record(wf, notice)
 
 
-async def drain(wf: DeviceIncidentWorkflow) -> None:
+async def drain(wf: IncidentContext) -> None:
     """Wait until every notice told so far is written (or given up on)."""
     if wf.notices is not None:
         await wf.notices
 
 
-async def _after(previous: asyncio.Task[None] | None, wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
+async def _after(previous: asyncio.Task[None] | None, wf: IncidentContext, notice: StepNotice) -> None:
     if previous is not None:
         await previous
     await _record(wf, notice)
 
 
-async def _record(wf: DeviceIncidentWorkflow, notice: StepNotice) -> None:
+async def _record(wf: IncidentContext, notice: StepNotice) -> None:
     # Known when the notice is written, not when it was told: the one before it may have annotated the pods.
     notice = notice.model_copy(update={"annotated": [p for p in notice.pods if p in wf.annotated]})
     try:

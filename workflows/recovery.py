@@ -6,8 +6,6 @@ operator; each attempt is told to the pods it concerns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -17,12 +15,11 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy import LadderRung
     from podmedic.domain.steps import RecoverInput, RecoveryResult
     from workflows import guarded, node_cover
+    from workflows.context import IncidentContext
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 _ACTIONS = {
     "in_place_restart": RecoverActivities.restart_in_place,
@@ -36,7 +33,7 @@ _WHAT = {
 }
 
 
-async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[LadderRung]) -> RecoveryResult:
+async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung]) -> RecoveryResult:
     """Climb the ladder for one pod until a rung verifies; returns the last result."""
     result = RecoveryResult(verified=False, action="none", pod=pod, detail="no rung in the policy")
     current = pod
@@ -89,7 +86,7 @@ async def run_ladder(wf: DeviceIncidentWorkflow, pod: PodRef, rungs: list[Ladder
     return result
 
 
-def _limit_s(wf: DeviceIncidentWorkflow, rung: LadderRung) -> float:
+def _limit_s(wf: IncidentContext, rung: LadderRung) -> float:
     """One attempt's limit: the rung's verification, a blocked eviction's wait (reschedules:
     waiting for the old pod to go and for the replacement), and a margin."""
     if rung.action == "in_place_restart":
@@ -97,7 +94,7 @@ def _limit_s(wf: DeviceIncidentWorkflow, rung: LadderRung) -> float:
     return 2 * rung.timeout_s + wf.policy.recovery.eviction.max_wait_s + 30
 
 
-async def _tell(wf: DeviceIncidentWorkflow, before: PodRef, result: RecoveryResult, message: str) -> None:
+async def _tell(wf: IncidentContext, before: PodRef, result: RecoveryResult, message: str) -> None:
     """The pod before the attempt and the one after (a replacement, when rescheduled) get the Event."""
     step = "restarted" if result.action == "in_place_restart" else "rescheduled"
     pods = [before] + ([result.pod] if result.pod is not None and result.pod.uid != before.uid else [])

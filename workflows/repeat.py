@@ -9,7 +9,6 @@ ticket), and the timeline and details say which incidents made it so.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -19,13 +18,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.history import HistoryActivities, PreviousIncidentsInput
     from podmedic.domain.models import Permanence
     from podmedic.domain.policy import LadderRung
+    from workflows.context import IncidentContext
     from workflows.options import URGENT
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 
-async def check(wf: DeviceIncidentWorkflow) -> None:
+async def check(wf: IncidentContext) -> None:
     """Mark the incident a repeat offender (permanent) when the device's history says so."""
     rule = wf.policy.repeat_offenders
     if rule.incidents == 0:
@@ -60,7 +58,7 @@ async def check(wf: DeviceIncidentWorkflow) -> None:
     wf.refresh_details()
 
 
-def ladder(wf: DeviceIncidentWorkflow, rungs: list[LadderRung]) -> list[LadderRung]:
+def ladder(wf: IncidentContext, rungs: list[LadderRung]) -> list[LadderRung]:
     """The rungs to climb: a repeat offender gets no in-place restart (its device is a lemon)."""
     if not wf.state.repeat_offender:
         return rungs

@@ -15,8 +15,6 @@ person.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
@@ -37,12 +35,11 @@ with workflow.unsafe.imports_passed_through():
         TaintResult,
     )
     from workflows import guarded, node_cover, telemetry
+    from workflows.context import IncidentContext
     from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods
     from workflows.options import URGENT, activity_options, local_activity_options
 
-if TYPE_CHECKING:
-    from workflows.incident import DeviceIncidentWorkflow
 
 TAINT_FIRST = "taint-first"
 """Patch: a NoSchedule fence is the incident's first action (the taint came after the checkpoint)."""
@@ -54,7 +51,7 @@ LIVE_CHECKPOINT = "checkpoint-live-pods"
 (before it, a permanent failure skipped the checkpoint for every pod)."""
 
 
-async def fence(wf: DeviceIncidentWorkflow) -> bool:
+async def fence(wf: IncidentContext) -> bool:
     """Fence the device with a ``NoSchedule`` rule now, before discovery and the checkpoint.
 
     False (nothing done) for incidents recorded before the patch, in dry run, when the taint
@@ -69,12 +66,12 @@ async def fence(wf: DeviceIncidentWorkflow) -> bool:
                        local=wf.patches.patched(FENCE_LOCAL))
 
 
-def policy_effect(wf: DeviceIncidentWorkflow, permanent: bool) -> Effect:
+def policy_effect(wf: IncidentContext, permanent: bool) -> Effect:
     """The DeviceTaintRule effect the driver's policy gives this permanence."""
     return wf.policy.taint.permanent if permanent else wf.policy.taint.transient
 
 
-async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool,
+async def checkpoint_and_taint(wf: IncidentContext, discovery: Discovery, permanent: bool,
                                fenced: bool) -> None:
     """Checkpoint the workload, then taint the device with the policy's effect (after a fence:
     raise the fence to it when it evicts, which is what had to wait for the checkpoint)."""
@@ -87,7 +84,7 @@ async def checkpoint_and_taint(wf: DeviceIncidentWorkflow, discovery: Discovery,
         await taint(wf, effect)
 
 
-def _reachable(wf: DeviceIncidentWorkflow, pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
+def _reachable(wf: IncidentContext, pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
     """The device's pods a checkpoint request can reach, and those it cannot.
 
     A transient fault leaves every pod worth asking. A device that failed for good cannot run a
@@ -102,7 +99,7 @@ def _reachable(wf: DeviceIncidentWorkflow, pods: list[PodRef], permanent: bool) 
     return [p for p in pods if p.running], [p for p in pods if not p.running]
 
 
-def _skip_reason(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool,
+def _skip_reason(wf: IncidentContext, discovery: Discovery, permanent: bool,
                  reachable: list[PodRef]) -> str | None:
     """Why no checkpoint is asked for, as far as the policy and the pods tell (operators aside)."""
     policy = wf.policy.checkpoint
@@ -118,7 +115,7 @@ def _skip_reason(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bo
     return None
 
 
-async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent: bool) -> CheckpointReport:
+async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool) -> CheckpointReport:
     """Ask every pod on the device, and the other pods of their Jobs, to save their state together,
     unless there is no point or no consent; the report says complete, partial or none."""
     wf.enter(Phase.CHECKPOINTING, "checkpoint", "asking the workload to save its state before anything disruptive")
@@ -170,7 +167,7 @@ async def checkpoint(wf: DeviceIncidentWorkflow, discovery: Discovery, permanent
     return report
 
 
-async def _local_taint(wf: DeviceIncidentWorkflow, request: TaintInput, summary: str) -> TaintResult:
+async def _local_taint(wf: IncidentContext, request: TaintInput, summary: str) -> TaintResult:
     """The taint as a local activity. Its failure surfaces as the activity's own error, not as
     an ``ActivityError`` wrapping it: wrapped here, so a fence that gives up ends the incident
     as any other step that gives up does."""
@@ -194,7 +191,7 @@ def _unsaved(pods: list[PodRef], status: CheckpointStatus, reason: str, request_
     ])
 
 
-async def taint(wf: DeviceIncidentWorkflow, effect: Effect, *, final: bool = True, wait_for_guard: bool = True,
+async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait_for_guard: bool = True,
                 local: bool = False) -> bool:
     """Create the incident's DeviceTaintRule with ``effect``, or raise its effect to it.
 

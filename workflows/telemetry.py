@@ -16,31 +16,31 @@ from temporalio import workflow
 
 if TYPE_CHECKING:
     from podmedic.domain.steps import RecoveryResult
-    from workflows.incident import DeviceIncidentWorkflow
+    from workflows.context import IncidentContext
 
 
-def _driver(wf: DeviceIncidentWorkflow) -> str:
+def _driver(wf: IncidentContext) -> str:
     return wf.inp.device.driver
 
 
-def _failed_at(wf: DeviceIncidentWorkflow) -> datetime | None:
+def _failed_at(wf: IncidentContext) -> datetime | None:
     """When the device was first seen failing (the first event that was not Healthy)."""
     return next((e.observed_at for e in wf.events if e.health.value != "Healthy"), None)
 
 
-def _since_failure(wf: DeviceIncidentWorkflow) -> float | None:
+def _since_failure(wf: IncidentContext) -> float | None:
     failed = _failed_at(wf)
     return None if failed is None else max(0.0, (workflow.now() - failed).total_seconds())
 
 
-def phase_entered(wf: DeviceIncidentWorkflow, phase: str) -> None:
+def phase_entered(wf: IncidentContext, phase: str) -> None:
     """Count an incident entering ``phase``."""
     workflow.metric_meter().create_counter(
         "podmedic_incident_phase_entries", "Device incidents entering each phase.").add(
         1, {"driver": _driver(wf), "phase": phase})
 
 
-def quarantined(wf: DeviceIncidentWorkflow, effect: str) -> None:
+def quarantined(wf: IncidentContext, effect: str) -> None:
     """Record the time from the device's failure to its DeviceTaintRule."""
     seconds = _since_failure(wf)
     if seconds is not None:
@@ -49,7 +49,7 @@ def quarantined(wf: DeviceIncidentWorkflow, effect: str) -> None:
             seconds, {"driver": _driver(wf), "effect": effect})
 
 
-def recovered(wf: DeviceIncidentWorkflow, result: RecoveryResult) -> None:
+def recovered(wf: IncidentContext, result: RecoveryResult) -> None:
     """Record the time from the device's failure to a verified recovery of one pod."""
     seconds = _since_failure(wf)
     if result.verified and seconds is not None:
@@ -59,7 +59,7 @@ def recovered(wf: DeviceIncidentWorkflow, result: RecoveryResult) -> None:
             seconds, {"driver": _driver(wf), "action": result.action})
 
 
-def closed(wf: DeviceIncidentWorkflow, outcome: str) -> None:
+def closed(wf: IncidentContext, outcome: str) -> None:
     """Count a closed incident by outcome."""
     workflow.metric_meter().create_counter(
         "podmedic_incidents_closed", "Device incidents closed, by outcome.").add(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio import workflow
 
@@ -19,13 +19,11 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import Health
     from podmedic.domain.steps import TicketInput, TicketStatusInput
+    from workflows.context import ClosingContext, IncidentContext
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
 
-if TYPE_CHECKING:
-    from workflows.closing import Closer
-    from workflows.incident import DeviceIncidentWorkflow
 
 MAX_EVENTS = 50
 MAX_ACTIONS = 100
@@ -37,7 +35,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
 
 
-def evidence(wf: DeviceIncidentWorkflow) -> dict[str, Any]:
+def evidence(wf: IncidentContext) -> dict[str, Any]:
     """What the workflow knows for the bundle: health timeline, pods, actions, checkpoints (capped)."""
     state = wf.state
     events = [{"at": e.observed_at.isoformat(), "health": e.health.value, "code": e.code, "reason": e.reason,
@@ -69,7 +67,7 @@ def evidence(wf: DeviceIncidentWorkflow) -> dict[str, Any]:
     }
 
 
-async def file_ticket(wf: DeviceIncidentWorkflow) -> bool:
+async def file_ticket(wf: IncidentContext) -> bool:
     """File (or, for Jira, comment on the device's open) ticket; ``True`` when one is on record."""
     wf.enter(Phase.TICKETING, "ticket", f"filing a vendor ticket for {wf.inp.device.resource_id}")
     if not await clear_to(wf, "ticket", f"file a vendor ticket for {wf.inp.device.resource_id} "
@@ -101,7 +99,7 @@ async def file_ticket(wf: DeviceIncidentWorkflow) -> bool:
 PATCH = "ticket-verify-after-resolution"
 
 
-async def wait_vendor(closer: Closer) -> bool:
+async def wait_vendor(closer: ClosingContext) -> bool:
     """Wait for a resolve callback, a Healthy event, or the backend saying resolved."""
     wf, ticket = closer.wf, closer.policy.ticket
     current = wf.patches.patched(PATCH)
@@ -121,12 +119,12 @@ async def wait_vendor(closer: Closer) -> bool:
         if status == "resolved":
             wf.note("ticket", f"backend reports ticket {wf.state.ticket_id} resolved")
             return True
-        await closer._sleep(min(ticket.poll_s, remaining), "wait for the vendor")
+        await closer.sleep(min(ticket.poll_s, remaining), "wait for the vendor")
         wf.check_abort()
     return wf.resolution is not None
 
 
-async def verify_fixed(closer: Closer) -> bool:
+async def verify_fixed(closer: ClosingContext) -> bool:
     """After the vendor's word: the device must read Healthy (or at least not Unhealthy, when no
     pod uses it and the driver reports no taint) within ``ticket.verify_s``."""
     wf, ticket = closer.wf, closer.policy.ticket
@@ -134,7 +132,7 @@ async def verify_fixed(closer: Closer) -> bool:
                                            f"{wf.inp.device.resource_id} is healthy")
     deadline = workflow.now() + timedelta(seconds=ticket.verify_s)
     while True:
-        health = await closer._read_health()
+        health = await closer.read_health()
         if health is not Health.UNHEALTHY:
             how = "reads Healthy" if health is Health.HEALTHY else "no longer reported Unhealthy (no pod uses it)"
             wf.note("close", f"device verified after the ticket's resolution: {how}")

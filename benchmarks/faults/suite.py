@@ -79,7 +79,8 @@ def run(opts: SuiteOptions) -> Report:
                                    devices_per_node=opts.devices_per_node, vendor_resolve_s=opts.vendor_resolve_s,
                                    task_queue="podmedic-faults", supervise=False))
         with stack:
-            print(f"python -m benchmarks faults: stack up under {workdir} in {time.monotonic() - started:.1f}s", flush=True)
+            print(f"python -m benchmarks faults: stack up under {workdir} in {time.monotonic() - started:.1f}s",
+                  flush=True)
             results = asyncio.run(_scenarios(stack, opts))
         return Report(results=results, quick=opts.quick, seconds=round(time.monotonic() - started, 1))
 

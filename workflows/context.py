@@ -1,0 +1,108 @@
+"""What the incident workflows' helper modules may see of a running incident.
+
+The stage, gate, notice, recovery and closing helpers receive one of these protocols, not the
+workflow class: they read and write the incident's record through a narrow surface, and no
+helper module imports the workflow module that imports it (no cycle, no ``TYPE_CHECKING``
+trick). ``DeviceIncidentWorkflow`` and ``NodeIncidentWorkflow`` satisfy them structurally;
+mypy checks that wherever a workflow passes ``self``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+with workflow.unsafe.imports_passed_through():
+    from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase, Resolution
+    from podmedic.domain.models import DeviceHealthEvent, Health, IncidentInput, Outcome, PodKey
+    from podmedic.domain.node import NodeIncidentState, NodeWatchInput
+    from podmedic.domain.policy import DriverPolicy
+    from workflows.patches import Patches
+
+
+class IncidentContext(Protocol):
+    """One device incident as its helpers see it: its input, record, operator requests and steps."""
+
+    inp: IncidentInput
+    policy: DriverPolicy
+    state: IncidentState
+    events: list[DeviceHealthEvent]
+    patches: Patches
+    resolution: Resolution | None
+    abort_request: AbortRequest | None
+    approved: set[str]
+    running: str | None
+    done: set[str]
+    woken: bool
+    guard_asked: bool
+    notices: asyncio.Task[None] | None
+    annotated: set[PodKey]
+
+    @property
+    def permanent(self) -> bool:
+        """Whether the failure is one a restart will not clear (as known now)."""
+
+    def request_id(self, purpose: str, attempt: int = 0) -> str:
+        """A request id that is the same on every retry and replay of this run's step."""
+
+    def check_abort(self) -> None:
+        """End the incident if an operator asked to."""
+
+    def enter(self, phase: Phase, step: str | None, doing: str | None = None) -> None:
+        """Move to ``phase`` doing ``doing``."""
+
+    def finished(self, step: str) -> None:
+        """An operator-visible step ran to its end."""
+
+    def refresh_details(self) -> None:
+        """Rewrite the incident's current details in the Temporal UI."""
+
+    def note(self, step: str, message: str) -> None:
+        """Add a line to the timeline."""
+
+    def upsert(self, key: SearchAttributeKey[Any], value: object | None) -> None:
+        """Set (``None``: unset) a search attribute."""
+
+    def finish(self, outcome: Outcome, explanation: str) -> IncidentOutcome:
+        """Close the record with an outcome."""
+
+
+class ClosingContext(Protocol):
+    """The closing stage as the ticket helpers see it: the incident, its policy, waits and reads."""
+
+    wf: IncidentContext
+    policy: DriverPolicy
+
+    async def sleep(self, seconds: float, summary: str) -> None:
+        """A durable timer an operator's abort cuts short."""
+
+    async def read_health(self) -> Health:
+        """The device's health as the cluster reports it now."""
+
+
+class NodeContext(Protocol):
+    """One node incident as its guard and quarantine helpers see it."""
+
+    inp: NodeWatchInput
+    state: NodeIncidentState
+    resolution: Resolution | None
+    woken: bool
+    guard_asked: bool
+
+    def skipped(self) -> bool:
+        """Whether an operator skipped the node's quarantine."""
+
+    def details(self, text: str) -> None:
+        """The node incident's current details in the Temporal UI."""
+
+    def upsert(self, phase: str, awaiting: str | None = None) -> None:
+        """Mirror the phase (and a pending approval) into the search attributes."""
+
+    def note(self, message: str, step: str = "node") -> None:
+        """Add a line to the node incident's timeline."""
+
+    async def tell_devices(self) -> None:
+        """Tell every device incident not yet told that its node is the incident."""
