@@ -18,9 +18,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
-Obj = dict[str, Any]
+from podmedic.domain.base import Obj
 
 MAX_CLAIMS = 20_000
 """Claims kept (least recently used dropped first): about 1 KiB each, so at most ~20 MiB."""

@@ -6,12 +6,11 @@ from temporalio import activity
 
 from activities.base import KubeActivities
 from activities.claim_cache import ReservedClaims
+from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodKey
 from podmedic.domain.steps import DeviceHealthReading, DeviceInput, DiscoverInput, Discovery
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
-
-Obj = podview.Obj
 
 
 class DiscoverActivities(KubeActivities):

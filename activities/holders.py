@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-Obj = dict[str, Any]
+from podmedic.domain.base import Obj
 
 INCIDENT = "podmedic.io/incident"
 OWNER_RUN = "podmedic.io/incident-run"

@@ -17,10 +17,11 @@ import urllib.parse
 from temporalio import activity
 
 from activities.base import KubeActivities
+from podmedic.domain.base import Obj
 from podmedic.domain.incident import StepNotice, StepNoticeResult
 from podmedic.domain.steps import PodNoticeInput, PodNoticeResult
 from podmedic.kube import podview
-from podmedic.kube.gateway import Conflict, NotFound, Obj
+from podmedic.kube.gateway import Conflict, NotFound
 
 COMPONENT = "podmedic"
 UI_URL_ENV = "PODMEDIC_UI_URL"

@@ -16,8 +16,9 @@ from temporalio import activity
 
 from activities.base import KubeActivities
 from activities.holders import holder_id
+from podmedic.domain.base import Obj
 from podmedic.domain.node import QuarantineInput, QuarantineResult
-from podmedic.kube.gateway import Conflict, Obj
+from podmedic.kube.gateway import Conflict
 
 QUARANTINED_BY = "podmedic.io/quarantined-by"
 WAS_CORDONED = "podmedic.io/was-cordoned"

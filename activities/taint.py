@@ -16,11 +16,12 @@ from temporalio import activity
 
 from activities import holders
 from activities.base import KubeActivities
+from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.node import HoldTaintsInput
 from podmedic.domain.policy import Effect
 from podmedic.domain.steps import TaintInput, TaintResult, UntaintInput, UntaintResult
-from podmedic.kube.gateway import Conflict, Obj
+from podmedic.kube.gateway import Conflict
 
 TAINT_KEY = "podmedic.io/unhealthy"
 _TRIES = 5  # optimistic-concurrency retries against other writers of the same rule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podmedic_sim.store import Obj
+from podmedic.domain.base import Obj
 from podmedic_sim.taints import blocks_scheduling, find_toleration
 
 

@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.devices import DevKey
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent
+from podmedic_sim.store import NotFound, Store, WatchEvent
 
 PodKey = tuple[str, str]
 ClaimKey = tuple[str, str]

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from podmedic_sim.store import Obj, Store, WatchEvent, json_copy
+from podmedic.domain.base import Obj
+from podmedic_sim.store import Store, WatchEvent, json_copy
 from podmedic_sim.taints import Taint, format_time, parse_time
 
 DevKey = tuple[str, str, str]  # (driver, pool, device)

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, Fault
@@ -22,7 +23,7 @@ from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.proxy import Proxy
 from podmedic_sim.recorder import Recorder
 from podmedic_sim.scheduler import Scheduler
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
+from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
 from podmedic_sim.timers import Timers
 from podmedic_sim.topology import bootstrap
 from podmedic_sim.training import create_training_job

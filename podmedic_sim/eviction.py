@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.claims import ClaimBook, ClaimKey, PodKey, claim_requests
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, DevKey
 from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
+from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
 from podmedic_sim.taints import Taint, find_toleration
 from podmedic_sim.timers import Coalescer, Timers
 

@@ -8,9 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.store import StoreError
-
-Obj = dict[str, Any]
 
 REASON_BY_CODE = {
     400: "BadRequest",

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from podmedic.domain.base import Obj
 from podmedic_sim.resources import ResourceType
-
-Obj = dict[str, Any]
 
 
 def _container_defaults(ctr: Obj) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, json_response
 from podmedic_sim.resources import RESOURCES, group_versions
 
-Obj = dict[str, Any]
 VERSION = {
     "major": "1",
     "minor": "37",

@@ -7,14 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, Cause, json_response
 from podmedic_sim.handlers_read import get_object
 from podmedic_sim.handlers_request import Target, context, dry_run, read_object
 from podmedic_sim.handlers_write import delete_object
 from podmedic_sim.selectors import label_selector_object
 from podmedic_sim.store import Store
-
-Obj = dict[str, Any]
 
 
 def is_ready(pod: Obj) -> bool:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator
-from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, json_response
 from podmedic_sim.handlers_request import Target, context, query_int
 from podmedic_sim.selectors import Predicate, parse_field_selector, parse_label_selector
 from podmedic_sim.store import NotFound, Store
-
-Obj = dict[str, Any]
 
 
 def get_object(store: Store, target: Target) -> Obj:

@@ -10,11 +10,10 @@ from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError
 from podmedic_sim.resources import ResourceType, lookup
 from podmedic_sim.store import Store
-
-Obj = dict[str, Any]
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, json_response, success_status
 from podmedic_sim.handlers_defaults import apply_create_defaults
 from podmedic_sim.handlers_read import get_object, matching, selectors
@@ -19,7 +20,6 @@ from podmedic_sim.patching import apply_patch
 from podmedic_sim.store import NotFound, Store, StoreError, now_rfc3339
 from podmedic_sim.validation import validate_object
 
-Obj = dict[str, Any]
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
 
 

@@ -11,10 +11,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.claims import PodKey, random_suffix
 from podmedic_sim.config import SimConfig
 from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent, json_copy, now_rfc3339
+from podmedic_sim.store import NotFound, Store, WatchEvent, json_copy, now_rfc3339
 from podmedic_sim.timers import Coalescer, Timers
 
 JobKey = tuple[str, str]

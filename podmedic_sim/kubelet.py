@@ -11,12 +11,13 @@ import contextlib
 from collections.abc import Callable
 from typing import Protocol
 
+from podmedic.domain.base import Obj
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, DevKey, Fault
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt, render_status
 from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
+from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
 from podmedic_sim.timers import Coalescer, Timers
 
 CRASH_EXIT_CODE = 134  # SIGABRT: what a CUDA program dies with when its GPU faults

@@ -6,8 +6,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.devices import DeviceRegistry, DevKey
-from podmedic_sim.store import Obj, now_rfc3339
+from podmedic_sim.store import now_rfc3339
 
 PodKey = tuple[str, str]
 OWN_CONDITIONS = (

@@ -9,7 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from podmedic_sim.store import Obj, Store, now_rfc3339
+from podmedic.domain.base import Obj
+from podmedic_sim.store import Store, now_rfc3339
 
 # Aggregation memory is bounded so that a long demo cannot grow it without limit.
 _MAX_REMEMBERED = 50_000

@@ -11,12 +11,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from podmedic.domain.base import Obj
 from podmedic_sim.affinity import matches_node, node_ready, pinned_nodes, preferred_score, untolerated_node_taint
 from podmedic_sim.claims import ClaimBook, claim_requests
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, DevKey
 from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent, now_rfc3339
+from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
 from podmedic_sim.taints import blocks_scheduling, find_toleration
 from podmedic_sim.timers import Coalescer, Timers
 

@@ -6,9 +6,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError
 
-Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
 
 _SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")

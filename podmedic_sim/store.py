@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-Obj = dict[str, Any]
+from podmedic.domain.base import Obj
+
 Key = tuple[str, str, str]  # (resource plural, namespace or "", name)
 
 # Watch history kept per store; a watch asking for an older resourceVersion gets 410 Gone.

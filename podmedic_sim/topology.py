@@ -10,8 +10,9 @@ import random
 import uuid
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.config import SimConfig
-from podmedic_sim.store import Obj, Store
+from podmedic_sim.store import Store
 
 POOL_LABEL = "sim.podmedic.io/pool"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

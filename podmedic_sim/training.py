@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from podmedic_sim.store import Obj, Store
+from podmedic.domain.base import Obj
+from podmedic_sim.store import Store
 from podmedic_sim.workload import CKPT_METHOD, REPORTS_PROGRESS, RESTART_EXIT_CODE, TRAINING
 from podmedic_sim.workload_http import CKPT_ANSWER
 

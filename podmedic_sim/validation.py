@@ -17,10 +17,10 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, Cause
 from podmedic_sim.validation_rules import name_causes, semantic_causes
 
-Obj = dict[str, Any]
 K8S_VERSION = "1.37.0"
 _SCHEMA_DIR = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
 MAX_CAUSES = 20

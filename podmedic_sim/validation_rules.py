@@ -10,9 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import Cause
-
-Obj = dict[str, Any]
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -15,12 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
+from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, dumps
 from podmedic_sim.handlers_read import matching, selectors
 from podmedic_sim.handlers_request import Target, context, query_bool, query_int
 from podmedic_sim.store import Gone, WatchEvent
 
-Obj = dict[str, Any]
 MAX_TIMEOUT_S = 1800
 
 

@@ -12,12 +12,13 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim import workload_http
 from podmedic_sim.config import SimConfig
 from podmedic_sim.jobs import JobController, JobKey, owning_job
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
-from podmedic_sim.store import NotFound, Obj, Store, WatchEvent
+from podmedic_sim.store import NotFound, Store, WatchEvent
 from podmedic_sim.timers import Timers
 from podmedic_sim.workload_http import CKPT_ANSWER, HttpAnswer
 

@@ -16,6 +16,7 @@ import urllib.parse
 from activities.base import blocking
 from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
+from podmedic.domain.base import Obj
 from podmedic.domain.models import PodRef
 from podmedic.domain.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus, PodCheckpoint
 from podmedic.kube import podview
@@ -65,7 +66,7 @@ class MethodRunner:
         self.poll_s = poll_s
         self.device_dead = device_dead
 
-    def stopped(self, pod: PodRef, current: podview.Obj) -> PodCheckpoint | None:
+    def stopped(self, pod: PodRef, current: Obj) -> PodCheckpoint | None:
         """On a device that failed for good, a pod whose containers stopped will not answer:
         say so now rather than at the deadline (on a transient fault it may restart and answer)."""
         if self.device_dead and not podview.containers_running(current):

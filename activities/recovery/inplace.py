@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 
 from activities.recovery.placement import CHANGED_BY, REASON
+from podmedic.domain.base import Obj
 from podmedic.domain.policy import InPlace
 from podmedic.kube import podview
 
-Obj = podview.Obj
 BASELINE = "podmedic.io/restart-baseline"
 EXEC_DONE = "podmedic.io/restart-exec"
 EXIT_CODE = "podmedic.io/restart-exit-code"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import copy
 import hashlib
 
+from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef
 from podmedic.kube import podview
 
-Obj = podview.Obj
 PREFER_PREFIX = "prefer.podmedic.io/"
 GATE = "podmedic.io/await-eviction"
 REPLACES = "podmedic.io/replaces"

@@ -14,10 +14,10 @@ from activities.base import KubeActivities
 from activities.recovery import inplace
 from activities.recovery.reschedule import Rescheduler
 from activities.recovery.verify import Verification, poll
+from podmedic.domain.base import Obj
 from podmedic.domain.steps import RecoverInput, RecoveryResult
 from podmedic.kube import podview
 
-Obj = podview.Obj
 RESTART_BASELINE = inplace.BASELINE
 
 

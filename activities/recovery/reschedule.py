@@ -30,12 +30,12 @@ from temporalio import activity
 from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.verify import Verification, poll
+from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
 from podmedic.domain.steps import PodNoticeInput, RecoverInput, RecoveryResult
 from podmedic.kube import podview
 from podmedic.kube.gateway import Conflict, KubeError, KubeGateway
 
-Obj = podview.Obj
 Run = Callable[..., Awaitable[Any]]
 
 

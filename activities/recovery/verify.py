@@ -20,10 +20,10 @@ from typing import Any
 from temporalio import activity
 
 from activities.heartbeat import Heartbeat
+from podmedic.domain.base import Obj
 from podmedic.kube import podview
 from podmedic.kube.gateway import ServerError, Throttled
 
-Obj = podview.Obj
 PROGRESS = "podmedic.io/progress"
 REPORTS_PROGRESS = "podmedic.io/reports-progress"
 

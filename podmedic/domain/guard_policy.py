@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from podmedic.domain.base import ConfigModel
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class StormPolicy(_Model):
+class StormPolicy(ConfigModel):
     """A jump in unhealthy devices that points at something other than the devices.
 
     A detector bug, a power event or a driver crash makes many devices look failed at once;
@@ -32,7 +30,7 @@ class StormPolicy(_Model):
                                                     "this long; an operator can resume sooner.")
 
 
-class GuardPolicy(_Model):
+class GuardPolicy(ConfigModel):
     """Blast-radius limits, checked before every disruptive step of every incident.
 
     ``on_limit``: ``wait`` (the incident waits in phase ``Throttled`` until the guard has room)

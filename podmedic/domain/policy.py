@@ -11,17 +11,14 @@ import re
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from podmedic.domain.base import ConfigModel
 from podmedic.domain.guard_policy import GuardPolicy
 from podmedic.domain.ticket_policy import Ticket
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RetryPolicy(_Model):
+class RetryPolicy(ConfigModel):
     """Temporal retry policy for one step's activity."""
 
     initial_interval_s: float = Field(1.0, gt=0, description="First retry delay.")
@@ -40,7 +37,7 @@ class RetryPolicy(_Model):
         return self
 
 
-class StepPolicy(_Model):
+class StepPolicy(ConfigModel):
     """Timeouts and retries of one pipeline step, turned into Temporal activity options."""
 
     start_to_close_s: float = Field(30.0, gt=0, description="Limit of one attempt.")
@@ -48,7 +45,7 @@ class StepPolicy(_Model):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
 
-class StepPolicies(_Model):
+class StepPolicies(ConfigModel):
     """One ``StepPolicy`` per activity of the pipeline."""
 
     discover: StepPolicy = Field(default_factory=StepPolicy)
@@ -67,7 +64,7 @@ class Effect(StrEnum):
     NO_EXECUTE = "NoExecute"
 
 
-class Flapping(_Model):
+class Flapping(ConfigModel):
     """A device that keeps changing its mind is one incident, marked flapping."""
 
     transitions: int = Field(4, ge=2, description="Health changes within the window that make a device flap.")
@@ -75,14 +72,14 @@ class Flapping(_Model):
     permanent: bool = Field(True, description="Treat a flapping device as permanently failed (taint hard, ticket).")
 
 
-class NodeCorrelation(_Model):
+class NodeCorrelation(ConfigModel):
     """Several devices of one node failing together point at the node, not the devices."""
 
     devices: int = Field(3, ge=2, description="Distinct failed devices on one node that make a node incident.")
     window_s: float = Field(120.0, gt=0, description="The window the failures are counted in.")
 
 
-class PrepareFailures(_Model):
+class PrepareFailures(ConfigModel):
     """Driver prepare failures (``FailedPrepareDynamicResources`` events), by message pattern.
 
     A message matching ``device_failed`` is a device fault; one matching ``bad_config``, or
@@ -114,7 +111,7 @@ class PrepareFailures(_Model):
 SliceTaintMeaning = Literal["by_code", "transient", "permanent", "ignore"]
 
 
-class Detection(_Model):
+class Detection(ConfigModel):
     """When a signal becomes an incident, and how signals are grouped."""
 
     unknown_grace_s: float = Field(60.0, ge=0, description="How long Unknown health may last.")
@@ -147,7 +144,7 @@ class Detection(_Model):
         return PrepareFailures._compiles(patterns)
 
 
-class XidTable(_Model):
+class XidTable(ConfigModel):
     """Classification of NVIDIA XID (or any numeric driver) codes."""
 
     permanent: list[int] = Field(default_factory=list, description="Device failed for good.")
@@ -155,14 +152,14 @@ class XidTable(_Model):
     ignore: list[int] = Field(default_factory=list, description="Noise: never an incident.")
 
 
-class Classification(_Model):
+class Classification(ConfigModel):
     """How events of this driver are classified."""
 
     codes: XidTable = Field(default_factory=XidTable)
     unknown_code_permanence: Literal["transient", "permanent"] = "transient"
 
 
-class Checkpoint(_Model):
+class Checkpoint(ConfigModel):
     """Asking workloads to save state before anything disruptive."""
 
     enabled: bool = True
@@ -171,7 +168,7 @@ class Checkpoint(_Model):
     whole_job: bool = Field(True, description="Also checkpoint the other pods of the affected pods' Jobs, together.")
 
 
-class Taint(_Model):
+class Taint(ConfigModel):
     """DeviceTaintRule effect by permanence."""
 
     transient: Effect = Effect.NO_SCHEDULE
@@ -186,7 +183,7 @@ Rung = Literal[
 ]
 
 
-class LadderRung(_Model):
+class LadderRung(ConfigModel):
     """One rung of the recovery ladder."""
 
     action: Rung
@@ -198,7 +195,7 @@ InPlaceMechanism = Literal["exit_code", "exec_signal", "restart_all_containers"]
 _SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "USR2": 12, "TERM": 15}
 
 
-class InPlace(_Model):
+class InPlace(ConfigModel):
     """How a container is restarted in place (pod UID and device allocation kept).
 
     ``exit_code``: podmedic annotates ``podmedic.io/restart-request``; the workload exits with
@@ -231,14 +228,14 @@ class InPlace(_Model):
         return 128 + _SIGNALS[self.signal]
 
 
-class Eviction(_Model):
+class Eviction(ConfigModel):
     """Evictions a PodDisruptionBudget blocks (429) are retried this way, then the rung fails."""
 
     retry_s: float = Field(5.0, gt=0, description="Wait between eviction attempts.")
     max_wait_s: float = Field(120.0, ge=0, description="Give up (the rung fails) after this long blocked.")
 
 
-class Recovery(_Model):
+class Recovery(ConfigModel):
     """Escalation ladders by permanence, tried in order until one verifies."""
 
     transient: list[LadderRung] = Field(
@@ -263,7 +260,7 @@ class Recovery(_Model):
     )
 
 
-class Close(_Model):
+class Close(ConfigModel):
     """When the taint comes off."""
 
     heal_wait_s: float = Field(600.0, ge=0, description="Wait for the device to heal by itself.")
@@ -276,7 +273,7 @@ GateAction = Literal["checkpoint", "taint", "taint_no_execute", "in_place_restar
 OnTimeout = Literal["proceed", "abort"]
 
 
-class Gate(_Model):
+class Gate(ConfigModel):
     """One action that waits for an operator's approval before podmedic takes it.
 
     ``taint_no_execute`` gates only NoExecute taints (they evict running pods); ``taint``
@@ -288,7 +285,7 @@ class Gate(_Model):
     on_timeout: OnTimeout | None = Field(None, description="proceed or abort; default: approvals.on_timeout.")
 
 
-class Approvals(_Model):
+class Approvals(ConfigModel):
     """Approval gates: actions an operator must approve (``podmedic incidents approve``)."""
 
     gates: list[Gate] = Field(default_factory=list, description="Gated actions; empty: nothing waits.")
@@ -309,7 +306,7 @@ class Approvals(_Model):
         return next((g for g in self.gates if g.action == action), None)
 
 
-class NodeQuarantine(_Model):
+class NodeQuarantine(ConfigModel):
     """What a node incident does to its node: cordon it and taint it, until its devices heal.
 
     A ``NoExecute`` taint evicts every pod on the node without a toleration, so it always
@@ -327,7 +324,7 @@ class NodeQuarantine(_Model):
     poll_s: float = Field(30.0, gt=0, description="How often the device incidents are looked at.")
 
 
-class RepeatOffenders(_Model):
+class RepeatOffenders(ConfigModel):
     """A device with this many incidents (the new one included) within the window is a lemon:
     treated as permanently failed (NoExecute taint, no in-place restart) and ticketed."""
 
@@ -342,7 +339,7 @@ class RepeatOffenders(_Model):
         return incidents
 
 
-class DriverPolicy(_Model):
+class DriverPolicy(ConfigModel):
     """Everything podmedic does for one DRA driver's devices."""
 
     driver: str = Field("default", description="Driver this policy was resolved for.")

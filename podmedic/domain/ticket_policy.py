@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+from podmedic.domain.base import ConfigModel
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -28,7 +25,7 @@ def _env_field(what: str, default: str) -> str | None:
     return Field(default, pattern=_ENV_NAME, description=f"Environment variable holding the {what}.")
 
 
-class JiraTicket(_Model):
+class JiraTicket(ConfigModel):
     """Jira REST (v2 or v3 shape): one issue per incident, a comment when the device fails again."""
 
     url: str = Field(..., min_length=1, description="Base URL, e.g. https://acme.atlassian.net; ${VAR} expanded.")
@@ -50,7 +47,7 @@ class JiraTicket(_Model):
         return self
 
 
-class ServiceNowTicket(_Model):
+class ServiceNowTicket(ConfigModel):
     """ServiceNow Table API: one record per incident, found again by ``correlation_id``."""
 
     url: str = Field(..., min_length=1, description="Instance URL, e.g. https://acme.service-now.com; ${VAR} expanded.")
@@ -64,7 +61,7 @@ class ServiceNowTicket(_Model):
                                        description="state values meaning resolved (6 Resolved, 7 Closed).")
 
 
-class Ticket(_Model):
+class Ticket(ConfigModel):
     """Vendor tickets: when to file and where.
 
     ``backend`` picks the system: ``webhook`` (generic JSON, signed), ``jira`` (needs ``jira:``),

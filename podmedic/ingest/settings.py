@@ -22,8 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from podmedic.domain.base import ConfigModel
 from podmedic.domain.config_file import ConfigFileError, parse_yaml, read_text
 from podmedic.ingest.errors import path_of
 from podmedic.ingest.http.alertmanager import AlertmanagerMapping
@@ -31,11 +32,9 @@ from podmedic.ingest.http.alertmanager import AlertmanagerMapping
 DEFAULT_TOKEN_ENV = "PODMEDIC_INGEST_TOKEN"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class HttpSettings(_Model):
+class HttpSettings(ConfigModel):
     """The HTTP front: where it listens, who may post, how much."""
 
     host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 for every interface.")
@@ -58,14 +57,14 @@ class HttpSettings(_Model):
         return self
 
 
-class DedupSettings(_Model):
+class DedupSettings(ConfigModel):
     """Dedup in front of Temporal: repeats of a device's last delivered state cost no round trip."""
 
     ttl_s: float = Field(300.0, ge=0, description="How long a delivered state is remembered.")
     max_entries: int = Field(200_000, ge=1, description="Most devices remembered; the oldest are forgotten first.")
 
 
-class IngestSettings(_Model):
+class IngestSettings(ConfigModel):
     """Everything the ingest service reads from its settings file."""
 
     http: HttpSettings = Field(default_factory=HttpSettings)

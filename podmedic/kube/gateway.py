@@ -20,6 +20,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from podmedic import __version__
+from podmedic.domain.base import Obj
 from podmedic.kube.errors import (
     Conflict,
     Forbidden,
@@ -32,7 +33,6 @@ from podmedic.kube.errors import (
     from_answer,
 )
 
-Obj = dict[str, Any]
 FIELD_MANAGER = "podmedic"
 # Every request carries ``podmedic-<component>/<version>`` (``podmedic/<version>`` when no component is set),
 # so API server audit logs and the simulator's recorder (podmedic_sim/audit.py) can tell who called.

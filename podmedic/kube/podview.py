@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodRef
-
-Obj = dict[str, Any]
 
 CHECKPOINT_METHOD = "podmedic.io/checkpoint-method"
 CHECKPOINT_REQUEST = "podmedic.io/checkpoint-request"

@@ -4,7 +4,6 @@ Kubernetes 1.37 strict schemas, and keep the properties the docs promise."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -12,12 +11,12 @@ import yaml
 
 from podmedic.cli.main import build_parser
 from podmedic.domain import search
+from podmedic.domain.base import Obj
 from podmedic.domain.policy_file import load_policy, parse_policy
 from tests.deploy.conftest import ROOT, kustomize
 
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
 TARGETS = ["base", "overlays/production", "overlays/kind"]
-Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module", params=TARGETS)

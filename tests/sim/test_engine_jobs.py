@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.engine import SimEngine
-from podmedic_sim.store import Obj
 from tests.simkit import gpu_pod, gpu_template, running_engine, wait_until
 
 

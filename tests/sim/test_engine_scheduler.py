@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.engine import SimEngine
-from podmedic_sim.store import Obj
 from tests.simkit import fast_config, gpu_pod, gpu_template, running_engine, wait_until
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from podmedic.domain.base import Obj
 from podmedic_sim.engine import SimEngine
-from podmedic_sim.store import Obj
 from tests.simkit import fast_config, running_engine, wait_until
 
 

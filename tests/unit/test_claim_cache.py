@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from activities.claim_cache import ReservedClaims
-
-Obj = dict[str, Any]
+from podmedic.domain.base import Obj
 
 
 def pod(uid: str, phase: str = "Running", ns: str = "ml") -> Obj:

@@ -13,9 +13,10 @@ import datetime as dt
 import logging
 import re
 
+from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.ingest.sources.cursor import Memory
-from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Obj, Observation
+from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
 from podmedic.kube import podview
 
 log = logging.getLogger("podmedic.ingest.pod_status")

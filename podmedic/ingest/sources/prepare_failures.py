@@ -21,12 +21,13 @@ import re
 from collections import OrderedDict
 from pathlib import Path
 
+from podmedic.domain.base import Obj
 from podmedic.domain.classify import PREPARE_FAILURE, prepare_failure_is_device
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.sources.cursor import Memory
 from podmedic.ingest.sources.pod_status import code_from
-from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Obj, Observation
+from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
 
 log = logging.getLogger("podmedic.ingest.prepare")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.ingest.sources.cursor import Memory
-from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Obj, Observation
+from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
 
 OWN_PREFIX = "podmedic.io/"
 _NUMBER = re.compile(r"^[+-]?\d+$")

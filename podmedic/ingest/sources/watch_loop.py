@@ -19,15 +19,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from podmedic.domain.base import Obj
 from podmedic.ingest.sources.cursor import Cursor, Memory
 from podmedic.ingest.types import Emit, Observation, Stopping
 from podmedic.kube.gateway import KubeError, KubeGateway
 
 log = logging.getLogger("podmedic.ingest.watch")
 
-Obj = dict[str, Any]
 __all__ = ["Change", "ClusterSource", "Emit", "Obj", "Observation", "WatchLoop", "WatchStats"]
 
 
