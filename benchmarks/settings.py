@@ -86,7 +86,7 @@ def unguarded_default_policy() -> PolicySet:
 def _unguarded_default() -> dict[str, Any]:
     raw: dict[str, Any] = yaml.safe_load(resources.files("podmedic.domain").joinpath("default_policy.yaml").read_text())
     # The guard would hold a storm by design (that is its job); the benchmarks measure the pipeline
-    # itself. The guard's own answer rate: `python -m benchmarks.guard`.
+    # itself. The guard's own answer rate: `python -m benchmarks.fleet_guard`.
     raw["guard"] = {"enabled": False}
     return raw
 

@@ -16,7 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.checkpoints.checkpoint import CheckpointActivities
 from activities.discover import DiscoverActivities
-from activities.guard import GuardActivities
+from activities.fleet_guard import GuardActivities
 from activities.history import HistoryActivities
 from activities.node import NodeActivities
 from activities.notice import NoticeActivities
@@ -28,8 +28,8 @@ from podmedic.kube.gateway import KubeGateway
 from workers.health import serving_health
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
+from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
-from workflows.guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 

@@ -12,7 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
-    from podmedic.domain.guard import StormRecord
+    from podmedic.domain.fleet_guard.messages import StormRecord
 
 
 class FleetIncidentInput(BaseModel):

@@ -40,7 +40,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
     from podmedic.domain.steps import DiscoverInput, Discovery
-    from workflows import describe, guarded, repeat, stages, telemetry
+    from workflows import describe, repeat, stages, telemetry
+    from workflows import permits as guarded
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
     from workflows.closing import Closer, dry_run_close

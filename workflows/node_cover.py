@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
     from podmedic.domain.policy import LadderRung
     from podmedic.domain.steps import RecoveryResult
-    from workflows import guarded
+    from workflows import permits as guarded
 
 if TYPE_CHECKING:
     from podmedic.domain.models import PodRef

@@ -30,7 +30,8 @@ with workflow.unsafe.imports_passed_through():
         NodeWatchInput,
         correlated,
     )
-    from workflows import node_guard, node_quarantine
+    from workflows import node_permits as node_guard
+    from workflows import node_quarantine
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 

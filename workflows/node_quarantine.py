@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
     from podmedic.domain.policy import Effect
     from podmedic.domain.steps import TaintInput
-    from workflows import node_guard
+    from workflows import node_permits as node_guard
     from workflows.context import NodeContext
     from workflows.options import URGENT
 

@@ -14,7 +14,8 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import PodKey, PodRef
     from podmedic.domain.policy import LadderRung
     from podmedic.domain.steps import RecoverInput, RecoveryResult
-    from workflows import guarded, node_cover
+    from workflows import node_cover
+    from workflows import permits as guarded
     from workflows.context import IncidentContext
     from workflows.gates import clear_to
     from workflows.notices import tell_pods

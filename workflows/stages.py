@@ -34,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
         TaintInput,
         TaintResult,
     )
-    from workflows import guarded, node_cover, telemetry
+    from workflows import node_cover, telemetry
+    from workflows import permits as guarded
     from workflows.context import IncidentContext
     from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods

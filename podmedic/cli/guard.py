@@ -13,7 +13,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.cli import connection
-from podmedic.domain.guard import GUARD_WORKFLOW_ID, GuardStatus, ResumeRequest
+from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus, ResumeRequest
 from podmedic.incidents.query import OperatorError
 
 GUARD_HELP = """\

@@ -6,7 +6,7 @@ import datetime as dt
 
 from pydantic import BaseModel, Field
 
-from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.incident import Decision, PendingApproval
 from podmedic.domain.models import DeviceRef, FailureMode, TimelineEntry
 from podmedic.domain.policy import Approvals, NodeCorrelation, NodeQuarantine

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from podmedic.domain.base import ConfigModel
-from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.ticket_policy import Ticket
 
 

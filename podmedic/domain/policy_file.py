@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from podmedic.domain.config_file import ConfigFileError, parse_yaml, read_text
-from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.policy import DriverPolicy
 
 DEFAULT_KEY = "default"

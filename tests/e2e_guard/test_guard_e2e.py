@@ -12,7 +12,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.cli.guard import fetch_status, render, resume
-from podmedic.domain.guard import GuardStatus, ResumeRequest
+from podmedic.domain.fleet_guard.messages import GuardStatus, ResumeRequest
 from podmedic.domain.incident import Phase
 from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster

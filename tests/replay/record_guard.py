@@ -16,14 +16,14 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from podmedic.domain.guard import ResumeRequest
+from podmedic.domain.fleet_guard.messages import ResumeRequest
 from podmedic.domain.incident import AbortRequest, Phase
 from podmedic.domain.models import Health
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
 from tests.workflow.test_guard import STORM, _storm, device, fleet, policy
-from workflows.guard import FleetGuardWorkflow
+from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 
 OUT = Path(__file__).with_name("histories")

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from podmedic.domain import guard_limits as limits
-from podmedic.domain.guard import FleetSize, Ledger, PermitAnswer, PermitRequest, StormRecord
-from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.fleet_guard import limits as limits
+from podmedic.domain.fleet_guard.messages import FleetSize, Ledger, PermitAnswer, PermitRequest, StormRecord
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import PolicyError, load_policy, parse_policy
 

@@ -10,14 +10,21 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.guard import GuardActivities
+from activities.fleet_guard import GuardActivities
 from activities.node import NodeActivities
-from podmedic.domain.guard import GUARD_WORKFLOW_ID, FleetSize, FleetSizeInput, GuardStatus, PermitAnswer, PermitRequest
+from podmedic.domain.fleet_guard.messages import (
+    GUARD_WORKFLOW_ID,
+    FleetSize,
+    FleetSizeInput,
+    GuardStatus,
+    PermitAnswer,
+    PermitRequest,
+)
 from podmedic.kube.gateway import KubeGateway
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
+from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
-from workflows.guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 

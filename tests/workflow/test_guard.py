@@ -11,7 +11,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.domain.guard import FleetSize, ResumeRequest
+from podmedic.domain.fleet_guard.messages import FleetSize, ResumeRequest
 from podmedic.domain.incident import AbortRequest, ApprovalRequest, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.node import NodeIncidentState, node_workflow_id
@@ -20,8 +20,8 @@ from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
+from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
-from workflows.guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 

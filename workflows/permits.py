@@ -18,9 +18,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.guard import GuardActivities
+    from activities.fleet_guard import GuardActivities
     from podmedic.domain import search
-    from podmedic.domain.guard import PermitAnswer, PermitRelease, PermitRequest
+    from podmedic.domain.fleet_guard.messages import PermitAnswer, PermitRelease, PermitRequest
     from podmedic.domain.incident import PendingApproval, Phase
     from workflows.context import IncidentContext
     from workflows.options import URGENT

@@ -2,7 +2,7 @@
 
 Incidents ask with the ``ask`` update (through the ``ask_guard`` activity, which starts the
 guard if it is not running) and give back what they held with the ``release`` signal when
-they close. The guard counts permits against the policy's limits (``podmedic/domain/guard_limits.py``),
+they close. The guard counts permits against the policy's limits (``podmedic/domain/fleet_guard/limits.py``),
 trips on storms, opens a fleet incident that explains what it saw, and resumes on an operator's
 ``resume`` update or after the storm has been calm for ``storm.clear_s``. Refused incidents are
 woken (signal ``guard_wake``) when room frees; they also ask again every ``retry_s``.
@@ -19,10 +19,10 @@ from temporalio.exceptions import ActivityError, FailureError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.guard import GuardActivities
-    from podmedic.domain import guard_limits as limits
+    from activities.fleet_guard import GuardActivities
     from podmedic.domain import search
-    from podmedic.domain.guard import (
+    from podmedic.domain.fleet_guard import limits as limits
+    from podmedic.domain.fleet_guard.messages import (
         FleetSize,
         FleetSizeInput,
         GuardInput,

@@ -6,7 +6,7 @@ benchmark stack (Temporal dev server, simulator, worker: ``benchmarks/stack.py``
 ASKS asks from distinct incidents (a) one at a time and (b) all at once, with limits high
 enough that every ask is granted, and prints and writes the figures:
 
-    .venv/bin/python -m benchmarks.guard --asks 200 --out bench/results/guard.json
+    .venv/bin/python -m benchmarks.fleet_guard --asks 200 --out bench/results/guard.json
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import statistics
 import time
 from pathlib import Path
 
-from activities.guard import ask
+from activities.fleet_guard import ask
 from benchmarks.stack import StackConfig, running_stack
-from podmedic.domain.guard import GUARD_WORKFLOW_ID, GuardStatus, PermitRelease, PermitRequest
-from podmedic.domain.guard_policy import GuardPolicy, StormPolicy
+from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus, PermitRelease, PermitRequest
+from podmedic.domain.fleet_guard.policy import GuardPolicy, StormPolicy
 from podmedic.domain.models import DeviceRef
 
 DRIVER = "gpu.nvidia.com"
@@ -73,8 +73,8 @@ async def run(asks: int, nodes: int, devices_per_node: int) -> dict[str, object]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.guard``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.guard", description=__doc__,
+    """``python -m benchmarks.fleet_guard``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fleet_guard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--asks", type=int, default=200, help="asks per round (default %(default)s)")
     parser.add_argument("--nodes", type=int, default=125, help="simulated nodes (default %(default)s)")

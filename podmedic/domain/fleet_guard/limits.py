@@ -9,8 +9,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from podmedic.domain.guard import FleetSize, Ledger, Observation, Permit, PermitAnswer, PermitRequest, StormRecord
-from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.fleet_guard.messages import (
+    FleetSize,
+    Ledger,
+    Observation,
+    Permit,
+    PermitAnswer,
+    PermitRequest,
+    StormRecord,
+)
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 
 
 def nodes_disrupted(ledger: Ledger) -> set[str]:

@@ -1,6 +1,6 @@
 """The fleet guard's policy: the ``guard:`` section beside ``drivers:`` in the policy file.
 
-Kept apart from the guard's messages (``podmedic/domain/guard.py``) because every driver's policy
+Kept apart from the guard's messages (``podmedic/domain/fleet_guard/messages.py``) because every driver's policy
 carries it: the loader copies the section into each resolved ``DriverPolicy``.
 """
 

@@ -18,7 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import blocking
-from podmedic.domain.guard import (
+from podmedic.domain.fleet_guard.messages import (
     GUARD_WORKFLOW_ID,
     FleetSize,
     FleetSizeInput,
@@ -43,7 +43,7 @@ async def ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnsw
 
     At most ``ASKS_IN_FLIGHT`` asks of this process are in flight at once: Temporal admits only
     10 updates in flight per workflow by default, and a burst far past that made the dev server
-    stall (200 concurrent asks never finished in ``benchmarks/guard.py``).
+    stall (200 concurrent asks never finished in ``benchmarks/fleet_guard.py``).
     """
     global _slots
     if _slots is None:

@@ -1,6 +1,6 @@
 """The node incident's side of the fleet guard: ask before cordoning and tainting the node.
 
-Like a device incident's (``workflows/guarded.py``) but without the ``ask_operator`` gate: the
+Like a device incident's (``workflows/permits.py``) but without the ``ask_operator`` gate: the
 node quarantine has its own approval gate already, so a held quarantine waits (phase
 ``Throttled``) for room or for a storm to end; a resolution meanwhile drops it. Inert when the
 watch's input carries no enabled guard (watches opened before the guard), patched as
@@ -17,11 +17,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.guard import GuardActivities
-    from podmedic.domain.guard import PermitRelease, PermitRequest
+    from activities.fleet_guard import GuardActivities
+    from podmedic.domain.fleet_guard.messages import PermitRelease, PermitRequest
     from podmedic.domain.models import DeviceRef
     from workflows.context import NodeContext
-    from workflows.guarded import PATCH
+    from workflows.permits import PATCH
 
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from podmedic.domain.guard_policy import GuardPolicy
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.models import DeviceRef
 
 GUARD_WORKFLOW_ID = "fleet/guard"
