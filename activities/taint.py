@@ -19,7 +19,7 @@ from activities.base import KubeActivities
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.node import HoldTaintsInput
-from podmedic.domain.policy import Effect
+from podmedic.domain.policy_recovery import Effect
 from podmedic.domain.steps import TaintInput, TaintResult, UntaintInput, UntaintResult
 from podmedic.kube.gateway import Conflict
 

@@ -13,7 +13,8 @@ import datetime as dt
 from podmedic.domain.classify import classify
 from podmedic.domain.incident import IncidentState, Phase
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent
-from podmedic.domain.policy import DriverPolicy, LadderRung
+from podmedic.domain.policy import DriverPolicy
+from podmedic.domain.policy_recovery import LadderRung
 
 CLI = "podmedic incidents"
 

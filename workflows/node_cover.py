@@ -16,7 +16,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
-    from podmedic.domain.policy import LadderRung
+    from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import RecoveryResult
     from workflows import permits as guarded
 

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Decision, PendingApproval
     from podmedic.domain.models import DeviceRef
     from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
-    from podmedic.domain.policy import Effect
+    from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.steps import TaintInput
     from workflows import node_permits as node_guard
     from workflows.context import NodeContext

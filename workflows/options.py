@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.domain.policy import StepPolicy
+    from podmedic.domain.policy_steps import StepPolicy
 
 
 URGENT = Priority(priority_key=1)

@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.recovery.recover import RecoverActivities
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import PodKey, PodRef
-    from podmedic.domain.policy import LadderRung
+    from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import RecoverInput, RecoveryResult
     from workflows import node_cover
     from workflows import permits as guarded

@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.history import HistoryActivities, PreviousIncidentsInput
     from podmedic.domain.models import Permanence
-    from podmedic.domain.policy import LadderRung
+    from podmedic.domain.policy_recovery import LadderRung
     from workflows.context import IncidentContext
     from workflows.options import URGENT
 

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.taint import TaintActivities
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import PodRef
-    from podmedic.domain.policy import Effect
+    from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.steps import (
         STOPPED_ON_DEAD_DEVICE,
         CheckpointInput,

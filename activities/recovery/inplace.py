@@ -21,7 +21,7 @@ import json
 
 from activities.recovery.placement import CHANGED_BY, REASON
 from podmedic.domain.base import Obj
-from podmedic.domain.policy import InPlace
+from podmedic.domain.policy_recovery import InPlace
 from podmedic.kube import podview
 
 BASELINE = "podmedic.io/restart-baseline"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podmedic.agent.readings import DeviceInfo, Reading, XidEvent
-from podmedic.domain.policy import Detection
+from podmedic.domain.policy_detection import Detection
 
 EVENT_TYPE = "io.podmedic.device.health.v1"
 _TEMPLATE_FIELDS = frozenset({"index", "uuid", "node"})

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.incident import Decision, PendingApproval
 from podmedic.domain.models import DeviceRef, FailureMode, TimelineEntry
-from podmedic.domain.policy import Approvals, NodeCorrelation, NodeQuarantine
+from podmedic.domain.policy import Approvals, NodeQuarantine
+from podmedic.domain.policy_detection import NodeCorrelation
 
 
 def node_workflow_id(node: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from podmedic.domain.models import DeviceRef, Health, PodKey, PodRef
-from podmedic.domain.policy import Effect, Eviction, InPlace
+from podmedic.domain.policy_recovery import Effect, Eviction, InPlace
 from podmedic.domain.ticket_policy import Ticket
 
 

@@ -10,7 +10,7 @@ from podmedic.domain.classify import PREPARE_FAILURE, classify
 from podmedic.domain.flapping import transitions_within
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, FailureMode, Health, Permanence
 from podmedic.domain.node import NodeDeviceReport, correlated
-from podmedic.domain.policy import NodeCorrelation
+from podmedic.domain.policy_detection import NodeCorrelation
 from podmedic.domain.policy_file import PolicyError, load_policy, parse_policy
 
 NVIDIA = load_policy(None).for_driver("gpu.nvidia.com")

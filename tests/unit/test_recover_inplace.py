@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from activities.recovery.inplace import exit_action, plan, restarted
 from activities.recovery.verify import Verification
-from podmedic.domain.policy import InPlace
+from podmedic.domain.policy_recovery import InPlace
 from podmedic_sim.exec_ws import parse_kill
 
 

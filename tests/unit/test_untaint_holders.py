@@ -17,7 +17,7 @@ from activities.quarantine import QuarantineActivities
 from activities.taint import TaintActivities
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.node import HoldTaintsInput, QuarantineInput
-from podmedic.domain.policy import Effect
+from podmedic.domain.policy_recovery import Effect
 from podmedic.domain.steps import TaintInput
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig

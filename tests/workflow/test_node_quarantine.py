@@ -20,8 +20,8 @@ from activities.node import NodeActivities
 from podmedic.domain.incident import ApprovalRequest, IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome, Permanence
 from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
-from podmedic.domain.policy import Effect
 from podmedic.domain.policy_file import parse_policy
+from podmedic.domain.policy_recovery import Effect
 from podmedic.ingest.delivery import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event

@@ -1,0 +1,105 @@
+"""How a driver's device failures are detected and classified (``detection:``, ``classification:``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from podmedic.domain.base import ConfigModel
+
+
+class Flapping(ConfigModel):
+    """A device that keeps changing its mind is one incident, marked flapping."""
+
+    transitions: int = Field(4, ge=2, description="Health changes within the window that make a device flap.")
+    window_s: float = Field(600.0, gt=0, description="The window the transitions are counted in.")
+    permanent: bool = Field(True, description="Treat a flapping device as permanently failed (taint hard, ticket).")
+
+
+class NodeCorrelation(ConfigModel):
+    """Several devices of one node failing together point at the node, not the devices."""
+
+    devices: int = Field(3, ge=2, description="Distinct failed devices on one node that make a node incident.")
+    window_s: float = Field(120.0, gt=0, description="The window the failures are counted in.")
+
+
+class PrepareFailures(ConfigModel):
+    """Driver prepare failures (``FailedPrepareDynamicResources`` events), by message pattern.
+
+    A message matching ``device_failed`` is a device fault; one matching ``bad_config``, or
+    neither, is the pod's own configuration: reported on the pod, never tainted or retried.
+    """
+
+    device_failed: list[str] = Field(
+        default_factory=lambda: [r"(?i)unhealthy", r"(?i)\bxid\b", r"(?i)fallen off the bus",
+                                 r"(?i)device (is )?(lost|not found|unavailable)", r"(?i)ecc"],
+        description="Regular expressions (Python syntax) on the event message.",
+    )
+    bad_config: list[str] = Field(
+        default_factory=lambda: [r"(?i)invalid", r"(?i)unknown (config|parameter|field)",
+                                 r"(?i)not supported", r"(?i)cannot (parse|decode)", r"(?i)opaque"],
+        description="Regular expressions (Python syntax) on the event message.",
+    )
+
+    @field_validator("device_failed", "bad_config")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+        return patterns
+
+
+SliceTaintMeaning = Literal["by_code", "transient", "permanent", "ignore"]
+
+
+class Detection(ConfigModel):
+    """When a signal becomes an incident, and how signals are grouped."""
+
+    unknown_grace_s: float = Field(60.0, ge=0, description="How long Unknown health may last.")
+    flapping: Flapping = Field(default_factory=Flapping)
+    node_correlation: NodeCorrelation = Field(default_factory=NodeCorrelation)
+    degradation: dict[str, float] = Field(
+        default_factory=lambda: {
+            "ecc_correctable_per_hour": 100.0,
+            "retired_pages": 48.0,
+            "throttle_s": 300.0,
+            "temperature_c": 90.0,
+            "nvlink_errors_per_hour": 50.0,
+        },
+        description="Metric thresholds: a reading above any of them makes the device degraded.",
+    )
+    slice_taints: dict[str, SliceTaintMeaning] = Field(
+        default_factory=dict,
+        description="ResourceSlice device taint keys written by the driver and what they mean; "
+        "by_code reads the XID (or other) code from the taint value. Keys not listed are transient.",
+    )
+    infrastructure: list[str] = Field(
+        default_factory=lambda: [r"(?i)nvswitch", r"(?i)fabric manager", r"(?i)\bpower\b", r"(?i)node not ?ready"],
+        description="Patterns on reason or message naming a fault outside the device (transient, node-scoped).",
+    )
+    prepare_failures: PrepareFailures = Field(default_factory=PrepareFailures)
+
+    @field_validator("infrastructure")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        return PrepareFailures._compiles(patterns)
+
+
+class XidTable(ConfigModel):
+    """Classification of NVIDIA XID (or any numeric driver) codes."""
+
+    permanent: list[int] = Field(default_factory=list, description="Device failed for good.")
+    container_code: list[int] = Field(default_factory=list, description="The workload's own fault.")
+    ignore: list[int] = Field(default_factory=list, description="Noise: never an incident.")
+
+
+class Classification(ConfigModel):
+    """How events of this driver are classified."""
+
+    codes: XidTable = Field(default_factory=XidTable)
+    unknown_code_permanence: Literal["transient", "permanent"] = "transient"

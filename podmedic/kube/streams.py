@@ -1,0 +1,152 @@
+"""The gateway's calls that are not one JSON request and answer: watches, proxy POSTs, exec.
+
+Lists page through ``continue`` tokens; watches decode lines as plain JSON; proxy POSTs return
+whatever the workload or kubelet answered; exec speaks the WebSocket channel protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from podmedic.domain.base import Obj
+from podmedic.kube.core import GatewayCore, translate
+from podmedic.kube.errors import KubeError, ProxyTimeout, ServerError
+
+
+class StreamCalls(GatewayCore):
+    """List/watch for the ingest's cluster sources, proxy POSTs for checkpoints, exec for restarts."""
+
+    # -- generic list/watch for the ingest's cluster sources ---------------------------------
+    def _lister(self, kind: str) -> Callable[..., Any]:
+        listers: dict[str, Callable[..., Any]] = {
+            "pods": self.core.list_pod_for_all_namespaces,
+            "resourceslices": self.resource.list_resource_slice,
+            "events": self.core.list_event_for_all_namespaces,
+        }
+        if kind not in listers:
+            raise ValueError(f"kind {kind!r} cannot be watched; one of {', '.join(sorted(listers))}")
+        return listers[kind]
+
+    def list_objects(self, kind: str, *, field_selector: str | None = None,
+                     page_size: int = 500) -> tuple[list[Obj], str]:
+        """Every object of ``kind`` (``pods``, ``resourceslices`` or ``events``) across all
+        namespaces, page by page, as plain dicts, with the resourceVersion to watch from.
+
+        The first page's resourceVersion is returned: a watch from it replays anything that
+        changed while later pages were read, so nothing falls between the list and the watch.
+        """
+        lister = self._lister(kind)
+        selector = {"field_selector": field_selector} if field_selector else {}
+        items: list[Obj] = []
+        token: str | None = None
+        version = ""
+        while True:
+            paging: dict[str, Any] = {"limit": page_size, **({"_continue": token} if token else {})}
+            data = self._read(f"list {kind}", lister, **selector, **paging)
+            items.extend(data.get("items") or [])
+            meta = data.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def watch_objects(self, kind: str, resource_version: str | None, *, timeout_s: int = 30,
+                      field_selector: str | None = None) -> Iterator[tuple[str, Obj]]:
+        """Changes of ``kind`` across all namespaces as ``(type, object dict)``, bookmarks
+        included, until the server ends the watch after ``timeout_s``.
+
+        Lines are decoded as plain JSON (no client models: ten times cheaper on busy
+        clusters). Raises ``KubeError`` with status 410 when ``resource_version`` is too old
+        (the caller relists) and ``ServerError`` when the stream breaks.
+        """
+        lister = self._lister(kind)
+        selector = {"field_selector": field_selector} if field_selector else {}
+        try:
+            resp = lister(watch=True, resource_version=resource_version or None, timeout_seconds=timeout_s,
+                          allow_watch_bookmarks=True, _preload_content=False,
+                          _request_timeout=(self.timeout_s, timeout_s + self.timeout_s), **selector)
+        except ApiException as exc:
+            raise translate(exc, f"watch {kind}") from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ServerError(f"watch {kind}: {exc}") from exc
+        try:
+            for line in watch.watch.iter_resp_lines(resp):
+                event = json.loads(line)
+                obj: Obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise KubeError(f"watch {kind}: {obj.get('message')}", int(obj.get("code") or 0))
+                yield str(event.get("type")), obj
+        except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+            raise ServerError(f"watch {kind}: stream broke: {exc}") from exc
+        finally:
+            resp.close()
+            resp.release_conn()
+
+    def proxy_post(self, path: str, body: Obj | None, *, headers: dict[str, str] | None = None,
+                   query: list[tuple[str, str]] | None = None, timeout_s: float) -> tuple[int, str]:
+        """POST through an API server proxy subresource (``/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/...``
+        or ``/api/v1/nodes/{node}/proxy/...``) and return ``(status, body text)`` whatever the status.
+
+        Non-2xx answers are returned, not raised: what the workload or kubelet said is the result.
+        Raises ``ProxyTimeout`` when nothing answers within ``timeout_s`` and ``ServerError`` when
+        the connection fails. Needs RBAC ``create`` on ``pods/proxy`` or ``nodes/proxy``.
+        """
+        header_params = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
+        method, url, header_params, body_out, _ = self._api.param_serialize(
+            "POST", path, query_params=query or [], header_params=header_params, body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            resp = self._api.call_api(method, url, header_params=header_params, body=body_out,
+                                      _request_timeout=(min(self.timeout_s, timeout_s), timeout_s))
+            resp.read()
+        except urllib3.exceptions.TimeoutError as exc:
+            raise ProxyTimeout(f"POST {path}: no answer within {timeout_s:g}s") from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ServerError(f"POST {path}: {exc}") from exc
+        except ApiException as exc:
+            return int(exc.status or 0), str(exc.body or exc.reason or "")
+        data = resp.data or b""
+        return int(resp.status), data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+
+
+    # -- recovery: in-place restart and reschedule (activities/recovery/) -------------------
+    def exec_in_container(self, namespace: str, name: str, container: str | None, command: list[str],
+                          timeout_s: float = 10.0) -> tuple[int, str]:
+        """Run ``command`` in the container through pods/exec (WebSocket channel protocol);
+        returns ``(exit code, stdout + stderr)``. A container that does not run raises ``KubeError``."""
+        from kubernetes.stream import stream  # imported here: it patches the ApiClient it is given
+
+        # A private ApiClient: stream() swaps the client's request function while it runs,
+        # which would send other threads' calls over the WebSocket.
+        api = client.ApiClient(self._api.configuration)
+        api.user_agent = self._api.user_agent
+        try:
+            kwargs: dict[str, Any] = {"command": command, "stderr": True, "stdout": True, "stdin": False,
+                                      "tty": False, "_preload_content": False}
+            if container:
+                kwargs["container"] = container
+            try:
+                resp = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, name, namespace, **kwargs)
+            except ApiException as exc:
+                raise KubeError(f"exec in {namespace}/{name}: {exc.reason}", int(exc.status or 0)) from exc
+            try:
+                resp.run_forever(timeout=timeout_s)
+                if resp.is_open():
+                    raise ServerError(f"exec in {namespace}/{name}: no answer within {timeout_s:g}s")
+                output = (resp.read_stdout() or "") + (resp.read_stderr() or "")
+                return int(resp.returncode), output.strip()
+            finally:
+                resp.close()
+                # close() skips the socket when the server closed first: release it here.
+                sock = getattr(resp, "sock", None)
+                if sock is not None:
+                    sock.shutdown()
+        finally:
+            api.close()
