@@ -7,17 +7,14 @@ signals (signal-with-start), so duplicates and several ingest replicas join one 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
-    from activities.node import NodeActivities
     from podmedic.domain import search
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
@@ -31,25 +28,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.models import (
         DeviceHealthEvent,
-        Health,
         IncidentInput,
         Outcome,
         Permanence,
         PodKey,
         TimelineEntry,
     )
-    from podmedic.domain.node import NodeDeviceReport, NodeIncidentNotice, NodeReportInput, NodeWatchInput
+    from podmedic.domain.node import NodeIncidentNotice
     from podmedic.domain.steps import DiscoverInput, Discovery
     from workflows import describe, repeat, stages, telemetry
     from workflows import permits as guarded
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
     from workflows.closing import Closer, dry_run_close
+    from workflows.correlate import report_to_node
     from workflows.notices import drain, tell_pods
     from workflows.operators import OperatorHandlers
     from workflows.options import URGENT, activity_options
     from workflows.patches import Patches
     from workflows.recovery import run_ladder
+    from workflows.settle import settle
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
@@ -129,7 +127,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
 
     async def _pipeline(self) -> IncidentOutcome:
         await workflow.wait_condition(lambda: bool(self.events))
-        event = await self._settle()
+        event = await settle(self)
         verdict = classify(event, self.policy)
         self.state.failure_mode, self.state.permanence = verdict.failure_mode, verdict.permanence
         self.state.why = verdict.why
@@ -146,9 +144,9 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         fenced = await stages.fence(self)
         if self.patches.patched(CONCURRENT_OPEN):
             # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
-            *_, discovery = await asyncio.gather(self._report_to_node(event), repeat.check(self), self._discover())
+            *_, discovery = await asyncio.gather(report_to_node(self, event), repeat.check(self), self._discover())
         else:
-            await self._report_to_node(event)
+            await report_to_node(self, event)
             await repeat.check(self)
             discovery = await self._discover()
         permanent = self.permanent
@@ -169,52 +167,6 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             return dry_run_close(self, self.permanent)
         return await Closer(self).close(self.permanent)
 
-    async def _settle(self) -> DeviceHealthEvent:
-        """The event that opens the incident for real.
-
-        Unknown health becomes an incident only after the driver's grace period. A device
-        that returns to Healthy is watched for the flapping window before the incident
-        closes, so a device that keeps failing and recovering stays one incident.
-        """
-        index = 0
-        while True:
-            event = self.events[index]
-            if event.health is Health.UNKNOWN:
-                grace = self.policy.detection.unknown_grace_s
-                self.enter(Phase.WAITING_GRACE, None, f"health Unknown: waiting {grace:g}s for a clearer signal")
-                self.note("detect", f"health Unknown: waiting {grace:g}s grace for a clearer signal")
-                found = await self._next_event(index, lambda e: e.health is not Health.UNKNOWN, grace,
-                                               "Unknown-health grace period")
-                if found is None:
-                    self.note("detect", f"still Unknown after {grace:g}s: opening the incident")
-                    return event
-                index = found
-                event = self.events[index]
-            if event.health is not Health.HEALTHY:
-                return event
-            window = self.policy.detection.flapping.window_s
-            self.enter(Phase.WATCHING, None, f"device back to Healthy; watching {window:g}s for it to fail again")
-            self.note("detect", f"device back to Healthy; watching {window:g}s for it to fail again")
-            found = await self._next_event(index, lambda e: e.health is not Health.HEALTHY, window,
-                                           "watch for flapping")
-            if found is None:
-                raise IncidentStopped(Outcome.CLEARED, "device returned to Healthy and stayed healthy "
-                                      f"for the {window:g}s flapping window")
-            index = found
-
-    async def _next_event(self, after: int, wanted: Callable[[DeviceHealthEvent], bool], timeout_s: float,
-                          summary: str) -> int | None:
-        """Index of the first event after ``after`` that is ``wanted``, waiting up to ``timeout_s``."""
-        def position() -> int | None:
-            return next((i for i in range(after + 1, len(self.events)) if wanted(self.events[i])), None)
-        try:
-            await workflow.wait_condition(lambda: position() is not None or self.abort_request is not None,
-                                          timeout=timedelta(seconds=timeout_s), timeout_summary=summary)
-        except TimeoutError:
-            return None
-        self.check_abort()
-        return position()
-
     def _check_flapping(self) -> None:
         rule = self.policy.detection.flapping
         if self.state.flapping:
@@ -230,37 +182,6 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         """Whether the incident is about a failure a restart will not clear (now, as known)."""
         flapping = self.state.flapping and self.policy.detection.flapping.permanent
         return self.state.permanence is Permanence.PERMANENT or flapping
-
-    async def _report_to_node(self, event: DeviceHealthEvent) -> None:
-        """Tell the node's watch; losing this only loses correlation, never the incident."""
-        node = event.node or self.inp.device.pool
-        if not node or self.state.failure_mode is None:
-            return
-        if self.policy.dry_run:  # the node's watch would cordon and taint the node on correlation
-            self.note("correlate", f"dry-run: not reported to node {node}'s watch (it would quarantine the node "
-                                   f"when {self.policy.detection.node_correlation.devices} devices fail together)")
-            return
-        report = NodeDeviceReport(incident_id=self.state.incident_id, device=self.inp.device,
-                                  failure_mode=self.state.failure_mode, observed_at=event.observed_at,
-                                  why=self.state.why)
-        watch = NodeWatchInput(node=node, driver=self.inp.device.driver,
-                               correlation=self.policy.detection.node_correlation,
-                               quarantine=self.policy.node_quarantine, approvals=self.policy.approvals,
-                               search_attributes=self.inp.search_attributes, guard=self.policy.guard)
-        try:
-            answer = await workflow.execute_activity_method(
-                NodeActivities.report_to_node, NodeReportInput(watch=watch, report=report),
-                start_to_close_timeout=timedelta(seconds=10),
-                retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=5)),
-                summary=f"report to node {node}'s watch",
-                priority=URGENT,
-            )
-        except ActivityError as err:
-            self.note("correlate", f"node {node} not told (correlation skipped): {err.cause or err}")
-            return
-        if answer.node_incident and self.state.node_incident is None:
-            self.state.node_incident = answer.node_incident
-            self.note("correlate", f"part of node incident {answer.node_incident}")
 
     async def _discover(self) -> Discovery:
         self.enter(Phase.DISCOVERING, "detect", f"finding the pods on {self.inp.device.resource_id}")

@@ -1,0 +1,65 @@
+"""The event that opens an incident for real: grace for Unknown health, a watch for flapping.
+
+Unknown health becomes an incident only after the driver's grace period. A device that returns
+to Healthy is watched for the flapping window before the incident closes, so a device that
+keeps failing and recovering stays one incident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from podmedic.domain.incident import IncidentStopped, Phase
+    from podmedic.domain.models import DeviceHealthEvent, Health, Outcome
+    from workflows.context import IncidentContext
+
+
+async def settle(wf: IncidentContext) -> DeviceHealthEvent:
+    """The event that opens the incident for real.
+
+    Unknown health becomes an incident only after the driver's grace period. A device
+    that returns to Healthy is watched for the flapping window before the incident
+    closes, so a device that keeps failing and recovering stays one incident.
+    """
+    index = 0
+    while True:
+        event = wf.events[index]
+        if event.health is Health.UNKNOWN:
+            grace = wf.policy.detection.unknown_grace_s
+            wf.enter(Phase.WAITING_GRACE, None, f"health Unknown: waiting {grace:g}s for a clearer signal")
+            wf.note("detect", f"health Unknown: waiting {grace:g}s grace for a clearer signal")
+            found = await _next_event(wf, index, lambda e: e.health is not Health.UNKNOWN, grace,
+                                           "Unknown-health grace period")
+            if found is None:
+                wf.note("detect", f"still Unknown after {grace:g}s: opening the incident")
+                return event
+            index = found
+            event = wf.events[index]
+        if event.health is not Health.HEALTHY:
+            return event
+        window = wf.policy.detection.flapping.window_s
+        wf.enter(Phase.WATCHING, None, f"device back to Healthy; watching {window:g}s for it to fail again")
+        wf.note("detect", f"device back to Healthy; watching {window:g}s for it to fail again")
+        found = await _next_event(wf, index, lambda e: e.health is not Health.HEALTHY, window,
+                                       "watch for flapping")
+        if found is None:
+            raise IncidentStopped(Outcome.CLEARED, "device returned to Healthy and stayed healthy "
+                                  f"for the {window:g}s flapping window")
+        index = found
+
+async def _next_event(wf: IncidentContext, after: int, wanted: Callable[[DeviceHealthEvent], bool], timeout_s: float,
+                      summary: str) -> int | None:
+    """Index of the first event after ``after`` that is ``wanted``, waiting up to ``timeout_s``."""
+    def position() -> int | None:
+        return next((i for i in range(after + 1, len(wf.events)) if wanted(wf.events[i])), None)
+    try:
+        await workflow.wait_condition(lambda: position() is not None or wf.abort_request is not None,
+                                      timeout=timedelta(seconds=timeout_s), timeout_summary=summary)
+    except TimeoutError:
+        return None
+    wf.check_abort()
+    return position()
