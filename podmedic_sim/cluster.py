@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
@@ -27,6 +27,20 @@ from podmedic_sim.server import build_app
 from podmedic_sim.store import DEFAULT_HISTORY, Store
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _on_loop(action: Callable[Concatenate[SimEngine, P], T]) -> Callable[Concatenate[SimCluster, P], T]:
+    """``SimCluster.<name>(...)``: the engine's action of that name, called on the loop."""
+
+    def call(cluster: SimCluster, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        method = getattr(cluster.engine, action.__name__)
+        result: T = cluster.call(lambda: method(*args, **kwargs))
+        return result
+
+    call.__name__ = action.__name__
+    call.__doc__ = action.__doc__
+    return call
 
 
 class ApiOnlyEngine:
@@ -87,16 +101,10 @@ class SimCluster:
     ) -> None:
         self.config = config or SimConfig()
         self.store = Store(history_size=history_size)
-        self.engine: Any = (
-            ApiOnlyEngine(self.store, self.config)
-            if api_only
-            else SimEngine(self.store, self.config)
-        )
+        self.engine: Any = ApiOnlyEngine(self.store, self.config) if api_only else SimEngine(self.store, self.config)
         self.faults = ApiFaults()
         self.ledger = RequestLedger()
-        self.context = ApiContext(
-            self.store, getattr(self.engine, "evict", None), bookmark_interval_s
-        )
+        self.context = ApiContext(self.store, getattr(self.engine, "evict", None), bookmark_interval_s)
         kubelet = getattr(self.engine, "kubelet", None)
         self.context.exec_signal = kubelet.exec_signal if kubelet is not None else None
         self.url = ""
@@ -108,9 +116,7 @@ class SimCluster:
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(
-        self, host: str = "127.0.0.1", port: int = 0, kubeconfig_path: Path | None = None
-    ) -> SimCluster:
+    def start(self, host: str = "127.0.0.1", port: int = 0, kubeconfig_path: Path | None = None) -> SimCluster:
         """Bootstrap, serve on ``host:port`` (0: any free port) and write the kubeconfig."""
         if self._loop is not None:
             raise RuntimeError("the simulator is already started")
@@ -197,56 +203,10 @@ class SimCluster:
 
         return asyncio.run_coroutine_threadsafe(run(), loop).result()
 
-    def set_device_health(
-        self,
-        driver: str,
-        pool: str,
-        device: str,
-        health: str,
-        reason: str = "",
-        code: int | None = None,
-        message: str = "",
-        crash: bool = False,
-        clears_on_restart: bool = False,
-    ) -> None:
-        """Change a device's health (see ``SimEngine.set_device_health``)."""
-        self.call(
-            lambda: self.engine.set_device_health(
-                driver,
-                pool,
-                device,
-                health,
-                reason=reason,
-                code=code,
-                message=message,
-                crash=crash,
-                clears_on_restart=clears_on_restart,
-            )
-        )
-
-    def set_slice_taint(
-        self,
-        driver: str,
-        pool: str,
-        device: str,
-        key: str,
-        value: str = "",
-        effect: str = "NoExecute",
-        remove: bool = False,
-    ) -> dict[str, Any]:
-        """Add/replace or remove a driver taint in the device's ResourceSlice (see
-        ``SimEngine.set_slice_taint``); returns the slice."""
-        result: dict[str, Any] = self.call(
-            lambda: self.engine.set_slice_taint(driver, pool, device, key, value, effect, remove)
-        )
-        return result
-
-    def set_prepare_failure(
-        self, driver: str, pool: str, device: str, message: str = "", clear: bool = False
-    ) -> None:
-        """Make the driver fail to prepare the device for pods (see
-        ``SimEngine.set_prepare_failure``)."""
-        self.call(lambda: self.engine.set_prepare_failure(driver, pool, device, message, clear))
+    # The engine's actions, run on the simulator's loop with the engine's own signatures.
+    set_device_health = _on_loop(SimEngine.set_device_health)
+    set_slice_taint = _on_loop(SimEngine.set_slice_taint)
+    set_prepare_failure = _on_loop(SimEngine.set_prepare_failure)
 
     def state(self) -> dict[str, Any]:
         """The same JSON as ``GET /sim/v1/state``."""

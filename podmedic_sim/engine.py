@@ -9,29 +9,44 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
 from podmedic.domain.base import Obj
+from podmedic_sim import training
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.eviction import EvictionController
 from podmedic_sim.jobs import JobController
 from podmedic_sim.kubelet import Kubelet
+from podmedic_sim.parts import SimParts, set_pod_condition
 from podmedic_sim.proxy import Proxy
 from podmedic_sim.recorder import Recorder
 from podmedic_sim.scheduler import Scheduler
 from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
 from podmedic_sim.timers import Timers
 from podmedic_sim.topology import bootstrap
-from podmedic_sim.training import create_training_job
 from podmedic_sim.workload import Workloads
 
-_WATCHED = frozenset(
-    {"nodes", "pods", "resourceslices", "resourceclaims", "devicetaintrules", "jobs"}
-)
+_WATCHED = frozenset({"nodes", "pods", "resourceslices", "resourceclaims", "devicetaintrules", "jobs"})
+
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _on_store(build: Callable[Concatenate[Store, P], T]) -> Callable[Concatenate[SimEngine, P], T]:
+    """``SimEngine.<name>(...)``: ``build(engine.store, ...)``, with ``build``'s signature."""
+
+    def call(engine: SimEngine, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return build(engine.store, *args, **kwargs)
+
+    call.__name__ = build.__name__
+    call.__doc__ = build.__doc__
+    return call
 
 
 class SimEngine:
@@ -45,15 +60,12 @@ class SimEngine:
         self.recorder = Recorder(store)
         self.devices = DeviceRegistry(store)
         self.claims = ClaimBook(store, self.rng)
-        self.scheduler = Scheduler(
-            store, config, self.timers, self.devices, self.claims, self.recorder
-        )
-        self.kubelet = Kubelet(store, config, self.timers, self.devices, self.claims, self.recorder)
+        parts = SimParts(store, config, self.timers, self.devices, self.claims, self.recorder)
+        self.scheduler = Scheduler(parts)
+        self.kubelet = Kubelet(parts)
         self.kubelet.node_has_image = self.scheduler.node_has_image
         self.jobs = JobController(store, config, self.timers, self.recorder, self.rng, self._delete)
-        self.eviction = EvictionController(
-            store, config, self.timers, self.devices, self.claims, self.recorder, self._delete
-        )
+        self.eviction = EvictionController(parts, self._delete)
         self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
         self.proxy = Proxy(self)
         self._handlers = (
@@ -116,9 +128,7 @@ class SimEngine:
     ) -> None:
         """Inject (or clear, with ``Healthy``) a device fault; ``KeyError`` for unknown devices,
         ``ValueError`` for a bad health value."""
-        self.devices.set_health(
-            (driver, pool, device), Fault(health, reason, code, message, crash, clears_on_restart)
-        )
+        self.devices.set_health((driver, pool, device), Fault(health, reason, code, message, crash, clears_on_restart))
 
     def set_slice_taint(
         self,
@@ -131,13 +141,9 @@ class SimEngine:
         remove: bool = False,
     ) -> Obj:
         """Add/replace or remove a driver taint on a device in its ResourceSlice."""
-        return self.devices.set_slice_taint(
-            (driver, pool, device), key, value, effect, remove=remove
-        )
+        return self.devices.set_slice_taint((driver, pool, device), key, value, effect, remove=remove)
 
-    def set_prepare_failure(
-        self, driver: str, pool: str, device: str, message: str = "", clear: bool = False
-    ) -> None:
+    def set_prepare_failure(self, driver: str, pool: str, device: str, message: str = "", clear: bool = False) -> None:
         """Make the driver fail to prepare the device for pods starting on it (``clear``:
         stop); pods waiting on it start at their next retry. ``KeyError`` for unknown devices,
         ``ValueError`` for an empty message."""
@@ -155,9 +161,7 @@ class SimEngine:
         def mark(p: Obj) -> None:
             p["metadata"]["deletionTimestamp"] = now_rfc3339()
             spec_grace = p.get("spec", {}).get("terminationGracePeriodSeconds", 30)
-            p["metadata"]["deletionGracePeriodSeconds"] = (
-                spec_grace if grace_seconds is None else grace_seconds
-            )
+            p["metadata"]["deletionGracePeriodSeconds"] = spec_grace if grace_seconds is None else grace_seconds
 
         return self.store.mutate("pods", namespace, name, mark)
 
@@ -165,22 +169,15 @@ class SimEngine:
         """The eviction subresource after PDB checks: mark the disruption, delete the pod."""
 
         def mark(p: Obj) -> None:
-            conds = [
-                c
-                for c in p.setdefault("status", {}).get("conditions") or []
-                if c.get("type") != "DisruptionTarget"
-            ]
-            conds.append(
+            set_pod_condition(
+                p,
                 {
                     "type": "DisruptionTarget",
                     "status": "True",
                     "reason": "EvictionByEvictionAPI",
                     "message": "Eviction API: evicting",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": now_rfc3339(),
-                }
+                },
             )
-            p["status"]["conditions"] = conds
 
         self.store.mutate("pods", namespace, name, mark)
         self.delete_pod(namespace, name)
@@ -190,38 +187,8 @@ class SimEngine:
         with contextlib.suppress(NotFound):
             self.delete_pod(meta.get("namespace", "default"), meta["name"])
 
-    def create_training_job(
-        self,
-        name: str,
-        namespace: str = "default",
-        parallelism: int = 1,
-        devices_per_pod: int = 1,
-        driver: str = "gpu.nvidia.com",
-        image: str = "registry.local/trainer:1",
-        checkpoint_method: str | None = "annotation",
-        restart_exit_code: int = 85,
-        node_name: str | None = None,
-        backoff_limit: int = 100,
-        checkpoint_answer: str | None = None,
-        **options: Any,
-    ) -> dict[str, Any]:
-        """Create a training Job and its ResourceClaimTemplate (see the workload protocol);
-        ``options`` are the keyword-only ones of ``training.create_training_job``."""
-        return create_training_job(
-            self.store,
-            name,
-            namespace,
-            parallelism,
-            devices_per_pod,
-            driver,
-            image,
-            checkpoint_method,
-            restart_exit_code,
-            node_name,
-            backoff_limit,
-            checkpoint_answer,
-            **options,
-        )
+    # Create a training Job and its ResourceClaimTemplate (see the workload protocol).
+    create_training_job = _on_store(training.create_training_job)
 
     # -- state ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:

@@ -13,13 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from podmedic.domain.base import Obj
-from podmedic_sim.claims import ClaimBook, ClaimKey, PodKey, claim_requests
-from podmedic_sim.config import SimConfig
-from podmedic_sim.devices import DeviceRegistry, DevKey
-from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
+from podmedic_sim.claims import ClaimKey, PodKey, claim_requests
+from podmedic_sim.devices import DevKey
+from podmedic_sim.parts import SimParts, set_pod_condition
+from podmedic_sim.store import NotFound, WatchEvent, now_rfc3339
 from podmedic_sim.taints import Taint, find_toleration
-from podmedic_sim.timers import Coalescer, Timers
+from podmedic_sim.timers import Coalescer
 
 CONDITION = "EvictionInProgress"
 
@@ -27,23 +26,14 @@ CONDITION = "EvictionInProgress"
 class EvictionController:
     """Deletes pods on NoExecute-tainted devices and reports progress on the rules."""
 
-    def __init__(
-        self,
-        store: Store,
-        config: SimConfig,
-        timers: Timers,
-        devices: DeviceRegistry,
-        claims: ClaimBook,
-        recorder: Recorder,
-        delete_pod: Callable[[Obj, str], None],
-    ) -> None:
-        self._store = store
-        self._timers = timers
-        self._devices = devices
-        self._claims = claims
-        self._recorder = recorder
+    def __init__(self, parts: SimParts, delete_pod: Callable[[Obj, str], None]) -> None:
+        self._store = parts.store
+        self._timers = parts.timers
+        self._devices = parts.devices
+        self._claims = parts.claims
+        self._recorder = parts.recorder
         self._delete_pod = delete_pod
-        self._pass = Coalescer(timers, config.timings.eviction_interval_s, self.reconcile)
+        self._pass = Coalescer(parts.timers, parts.config.timings.eviction_interval_s, self.reconcile)
         self._evicted: dict[str, int] = {}  # rule name -> pods evicted because of it
         self._wake_at: float | None = None
 
@@ -142,22 +132,15 @@ class EvictionController:
         meta = pod["metadata"]
 
         def mark(p: Obj) -> None:
-            conds = [
-                c
-                for c in p.setdefault("status", {}).get("conditions") or []
-                if c.get("type") != "DisruptionTarget"
-            ]
-            conds.append(
+            set_pod_condition(
+                p,
                 {
                     "type": "DisruptionTarget",
                     "status": "True",
                     "reason": "DeletionByDeviceTaintManager",
                     "message": f"Device Taint manager: deleting due to NoExecute taint {taint.key}",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": now_rfc3339(),
-                }
+                },
             )
-            p["status"]["conditions"] = conds
 
         try:
             pod = self._store.mutate("pods", meta.get("namespace"), meta["name"], mark)

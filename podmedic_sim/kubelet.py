@@ -1,34 +1,23 @@
-"""The simulated kubelets of all nodes: image pulls, container lifecycle, restarts, health.
+"""The simulated kubelets of all nodes: image pulls, container starts, crashes and restarts.
 
-Transitions (started, crashed, restarted, deleted) write pod status right away; device
-health changes are batched into the next periodic report (``timings.kubelet_report_s``),
-as the real kubelet's status manager does.
+Restart decisions follow the kubelet: a container's ``restartPolicyRules`` (KEP-5307) first,
+then its restart policy, with the exponential crash back-off; ``RestartAllContainers``
+(KEP-5532) restarts the whole pod in place.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Protocol
 
 from podmedic.domain.base import Obj
-from podmedic_sim.claims import ClaimBook
-from podmedic_sim.config import SimConfig
-from podmedic_sim.devices import DeviceRegistry, DevKey, Fault
-from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt, render_status
-from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
-from podmedic_sim.timers import Coalescer, Timers
+from podmedic_sim.kubelet_pods import KubeletHooks, KubeletPods
+from podmedic_sim.kubelet_status import ContainerRt, PodRt
+from podmedic_sim.store import NotFound, now_rfc3339
 
 CRASH_EXIT_CODE = 134  # SIGABRT: what a CUDA program dies with when its GPU faults
-KILL_EXIT_CODE = 143  # SIGTERM on graceful deletion
 
-
-class KubeletHooks(Protocol):
-    """What the workloads want to hear from the kubelet."""
-
-    def on_container_started(self, rt: PodRt, c: ContainerRt) -> None: ...
-    def on_container_stopped(self, rt: PodRt, c: ContainerRt) -> None: ...
+__all__ = ["CRASH_EXIT_CODE", "Kubelet", "KubeletHooks", "rule_action"]
 
 
 def rule_action(c: ContainerRt, code: int) -> str | None:
@@ -42,86 +31,8 @@ def rule_action(c: ContainerRt, code: int) -> str | None:
     return None
 
 
-class Kubelet:
+class Kubelet(KubeletPods):
     """Runs bound pods on their nodes."""
-
-    def __init__(
-        self,
-        store: Store,
-        config: SimConfig,
-        timers: Timers,
-        devices: DeviceRegistry,
-        claims: ClaimBook,
-        recorder: Recorder,
-    ) -> None:
-        self._store = store
-        self._t = config.timings
-        self._config = config
-        self._timers = timers
-        self._devices = devices
-        self._claims = claims
-        self._recorder = recorder
-        self.pods: dict[PodKey, PodRt] = {}
-        self.hooks: list[KubeletHooks] = []
-        self.node_has_image: Callable[[str, str], bool] = lambda node, image: False
-        self._pulls: dict[tuple[str, str], list[tuple[PodRt, ContainerRt]]] = {}
-        self._dirty: set[PodKey] = set()
-        self._report = Coalescer(timers, self._t.kubelet_report_s, self._flush_reports)
-        self._ip_seq = 0
-        devices.health_listeners.append(self.on_health)
-
-    # -- store events ------------------------------------------------------------------
-    def on_event(self, ev: WatchEvent) -> None:
-        """Store listener: start pods bound to a node, stop deleted ones."""
-        if ev.resource != "pods":
-            return
-        pod = ev.obj
-        meta = pod["metadata"]
-        key = (meta.get("namespace", "default"), meta["name"])
-        rt = self.pods.get(key)
-        if rt is not None and rt.uid != meta.get("uid"):
-            self._forget(rt)
-            rt = None
-        if ev.type == "DELETED":
-            if rt is not None:
-                self._forget(rt)
-            self._claims.release_pod(pod, delete_generated=True)
-            return
-        node = pod.get("spec", {}).get("nodeName")
-        if rt is None and node and pod.get("status", {}).get("phase", "Pending") == "Pending":
-            rt = self._admit(pod, node)
-        if rt is not None and "deletionTimestamp" in meta and not rt.deleting:
-            self._timers.call_later(0, lambda: self._begin_delete(rt))
-        elif rt is None and "deletionTimestamp" in meta:
-            self._timers.call_later(0, lambda: self._remove(key, meta.get("uid", "")))
-
-    def _admit(self, pod: Obj, node: str) -> PodRt:
-        spec = pod["spec"]
-        containers = [
-            ContainerRt(
-                name=c["name"],
-                image=c.get("image", ""),
-                claim_refs=list((c.get("resources") or {}).get("claims") or []),
-                restart_policy=c.get("restartPolicy") or spec.get("restartPolicy") or "Always",
-                rules=list(c.get("restartPolicyRules") or []),
-            )
-            for c in spec.get("containers") or []
-        ]
-        self._ip_seq += 1
-        rt = PodRt(
-            (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"]),
-            pod["metadata"]["uid"],
-            node,
-            spec.get("restartPolicy") or "Always",
-            containers,
-            pod_ip=f"10.244.{self._ip_seq // 250 % 250}.{self._ip_seq % 250 + 2}",
-        )
-        node_obj = self._store.find("nodes", None, node) or {}
-        addrs = node_obj.get("status", {}).get("addresses") or []
-        rt.host_ip = next((a["address"] for a in addrs if a.get("type") == "InternalIP"), "")
-        self.pods[rt.key] = rt
-        self._timers.call_later(0, lambda: self._start_pod(rt))
-        return rt
 
     # -- lifecycle ---------------------------------------------------------------------
     def _start_pod(self, rt: PodRt) -> None:
@@ -139,9 +50,7 @@ class Kubelet:
     def _prepare_failed(self, rt: PodRt) -> bool:
         """The DRA driver refusing to prepare a device: a Warning Event, containers stay
         ``ContainerCreating``, and another try after a back-off (as the real kubelet does)."""
-        failing = sorted(
-            (dev, msg) for _, _, dev in rt.devices if (msg := self._devices.prepare_faults.get(dev))
-        )
+        failing = sorted((dev, msg) for _, _, dev in rt.devices if (msg := self._devices.prepare_faults.get(dev)))
         if not failing:
             rt.prepare_failures = 0
             return False
@@ -187,9 +96,7 @@ class Kubelet:
         for rt, c in self._pulls.pop((node, image), []):
             if rt.gone:
                 continue
-            self._event(
-                rt, "Pulled", f'Successfully pulled image "{image}" in {self._t.image_pull_s:.3g}s'
-            )
+            self._event(rt, "Pulled", f'Successfully pulled image "{image}" in {self._t.image_pull_s:.3g}s')
             self._timers.call_later(self._t.container_start_s, self._runner(rt, c, c.gen))
 
     def _run(self, rt: PodRt, c: ContainerRt, gen: int) -> None:
@@ -240,11 +147,7 @@ class Kubelet:
         action = rule_action(c, code)
         if action is None:
             policy = c.restart_policy
-            action = (
-                "Restart"
-                if policy == "Always" or (policy == "OnFailure" and code != 0)
-                else "DoNotRestart"
-            )
+            action = "Restart" if policy == "Always" or (policy == "OnFailure" and code != 0) else "DoNotRestart"
         if action == "Restart":
             self._back_off(rt, c)
         elif action == "RestartAllContainers":
@@ -280,8 +183,11 @@ class Kubelet:
     def _restart_all(self, rt: PodRt, trigger: ContainerRt) -> None:
         """KEP-5532: the trigger's exit restarts every container of the pod in place (same
         pod UID, IP and claims); the others are stopped first, then all start afresh."""
-        self._event(rt, "RestartAllContainers",
-                    f"Container {trigger.name} exited with {trigger.exit_code}: restarting all containers in place")
+        self._event(
+            rt,
+            "RestartAllContainers",
+            f"Container {trigger.name} exited with {trigger.exit_code}: restarting all containers in place",
+        )
         for c in rt.containers:
             if c is not trigger and c.state == "running":
                 self._event(rt, "Killing", f"Stopping container {c.name}")
@@ -320,97 +226,9 @@ class Kubelet:
         if pod is not None:
             self._claims.release_pod(pod, delete_generated=False)
 
-    # -- deletion ----------------------------------------------------------------------
-    def _begin_delete(self, rt: PodRt) -> None:
-        if rt.gone or rt.deleting:
-            return
-        rt.deleting = True
-        for c in rt.containers:
-            if c.state == "running":
-                self._event(rt, "Killing", f"Stopping container {c.name}")
-                self.exit_container(rt, c, KILL_EXIT_CODE, "Error")
-            else:
-                c.bump()
-        self._write(rt)
-        pod = self._store.find("pods", *rt.key)
-        grace = (pod or {}).get("metadata", {}).get("deletionGracePeriodSeconds")
-        delay = (
-            self._t.termination_grace_s
-            if grace is None
-            else min(float(grace), self._t.termination_grace_s)
-        )
-        self._timers.call_later(delay, lambda: self._remove(rt.key, rt.uid))
-
-    def _remove(self, key: PodKey, uid: str) -> None:
-        pod = self._store.find("pods", *key)
-        if pod is not None and pod["metadata"].get("uid") == uid:
-            self._store.delete("pods", *key)
-
-    def _forget(self, rt: PodRt) -> None:
-        if rt.gone:
-            return
-        rt.gone = True
-        self.pods.pop(rt.key, None)
-        self._dirty.discard(rt.key)
-        for c in rt.containers:
-            c.bump()
-            if c.state == "running":
-                c.state = "terminated"
-                for hook in self.hooks:
-                    hook.on_container_stopped(rt, c)
-        self._reset_transient(rt, rt.devices)
-
-    # -- health ------------------------------------------------------------------------
-    def on_health(self, dev: DevKey, fault: Fault) -> None:
-        """Device health changed: report it, and kill containers on a crashing fault."""
-        for key in self._claims.pods_using(dev):
-            rt = self.pods.get(key)
-            if rt is None:
-                continue
-            self._dirty.add(key)
-            if fault.health == "Unhealthy" and fault.crash:
-                for c in rt.containers:
-                    if c.state == "running" and any(
-                        d == dev for _, _, d in rt.container_devices(c)
-                    ):
-                        self._timers.call_later(self._t.crash_after_s, self._crasher(rt, c, c.gen))
-        if self._dirty:
-            self._report.kick()
-
-    def _reset_transient(self, rt: PodRt, devs: list[tuple[str, str, DevKey]]) -> None:
-        """A restart resets the GPU: faults marked ``clears_on_restart`` heal."""
-        for _, _, dev in devs:
-            fault = self._devices.fault(dev)
-            if fault.clears_on_restart and fault.health != "Healthy" and self._devices.exists(dev):
-                self._devices.set_health(dev, Fault())
-
-    def _flush_reports(self) -> None:
-        dirty, self._dirty = self._dirty, set()
-        for key in dirty:
-            rt = self.pods.get(key)
-            if rt is not None:
-                self._write(rt)
-
     # -- helpers -----------------------------------------------------------------------
     def _runner(self, rt: PodRt, c: ContainerRt, gen: int) -> Callable[[], None]:
         return lambda: self._run(rt, c, gen)
 
     def _crasher(self, rt: PodRt, c: ContainerRt, gen: int) -> Callable[[], None]:
         return lambda: self._crash(rt, c, gen)
-
-    def _write(self, rt: PodRt) -> None:
-        if rt.gone:
-            return
-        try:
-            self._store.mutate(
-                "pods", rt.key[0], rt.key[1], lambda p: render_status(p, rt, self._devices)
-            )
-        except NotFound:
-            self._forget(rt)
-
-    def _event(self, rt: PodRt, reason: str, message: str, *, warning: bool = False) -> None:
-        pod = self._store.find("pods", *rt.key)
-        if pod is not None:
-            self._recorder.event(
-                pod, reason, message, type_="Warning" if warning else "Normal", host=rt.node
-            )

@@ -13,13 +13,11 @@ from dataclasses import dataclass
 
 from podmedic.domain.base import Obj
 from podmedic_sim.affinity import matches_node, node_ready, pinned_nodes, preferred_score, untolerated_node_taint
-from podmedic_sim.claims import ClaimBook, claim_requests
-from podmedic_sim.config import SimConfig
-from podmedic_sim.devices import DeviceRegistry, DevKey
-from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
-from podmedic_sim.taints import blocks_scheduling, find_toleration
-from podmedic_sim.timers import Coalescer, Timers
+from podmedic_sim.allocator import DeviceAllocator, claim_node
+from podmedic_sim.devices import DevKey
+from podmedic_sim.parts import SimParts, set_pod_condition
+from podmedic_sim.store import NotFound, WatchEvent
+from podmedic_sim.timers import Coalescer
 
 PodKey = tuple[str, str]
 _BATCH = 500  # pods per pass, so HTTP handlers get the loop between passes
@@ -49,19 +47,11 @@ def pod_images(pod: Obj) -> list[str]:
 class Scheduler:
     """Schedules pods that have no ``spec.nodeName``."""
 
-    def __init__(
-        self,
-        store: Store,
-        config: SimConfig,
-        timers: Timers,
-        devices: DeviceRegistry,
-        claims: ClaimBook,
-        recorder: Recorder,
-    ) -> None:
-        self._store = store
-        self._devices = devices
-        self._claims = claims
-        self._recorder = recorder
+    def __init__(self, parts: SimParts) -> None:
+        self._store = parts.store
+        self._devices = parts.devices
+        self._claims = parts.claims
+        self._recorder = parts.recorder
         self.pending: dict[PodKey, None] = {}
         self.unschedulable: set[PodKey] = set()
         self.nodes: dict[str, Obj] = {}
@@ -71,8 +61,9 @@ class Scheduler:
         self._image_nodes: dict[str, set[str]] = {}
         self._node_images: dict[str, set[str]] = {}
         self._next_start = 0
-        self._pass = Coalescer(timers, config.timings.scheduler_interval_s, self.schedule_pending)
-        self._retry = Coalescer(timers, config.timings.scheduler_interval_s, self._requeue)
+        self._allocator = DeviceAllocator(parts.devices, parts.claims)
+        self._pass = Coalescer(parts.timers, parts.config.timings.scheduler_interval_s, self.schedule_pending)
+        self._retry = Coalescer(parts.timers, parts.config.timings.scheduler_interval_s, self._requeue)
 
     # -- queueing ----------------------------------------------------------------------
     def on_event(self, ev: WatchEvent) -> None:
@@ -172,7 +163,7 @@ class Scheduler:
         if isinstance(ensured, str):
             return self._fail(pod, key, f"0/{len(self.nodes)} nodes are available: {ensured}.")
         pod, claims = ensured
-        fixed = {n for n in (self._claim_node(c) for c in claims) if n}
+        fixed = {n for n in (claim_node(c) for c in claims) if n}
         pinned = pinned_nodes(pod)
         if fixed:
             candidates: Iterable[str] = [n for n in fixed if pinned is None or n in pinned]
@@ -221,14 +212,6 @@ class Scheduler:
             if name not in first:
                 yield name
 
-    def _claim_node(self, claim: Obj) -> str | None:
-        alloc = (claim.get("status") or {}).get("allocation") or {}
-        for term in (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
-            for f in term.get("matchFields") or []:
-                if f.get("key") == "metadata.name" and f.get("values"):
-                    return str(f["values"][0])
-        return None
-
     def _fit(self, pod: Obj, claims: list[Obj], name: str) -> _Fit | str:
         node = self.nodes.get(name)
         if node is None:
@@ -247,7 +230,7 @@ class Scheduler:
         for claim in claims:
             if (claim.get("status") or {}).get("allocation"):
                 continue
-            results = self._allocate_claim(claim, name, taken)
+            results = self._allocator.allocate(claim, name, taken)
             if results is None:
                 return _CLAIMS_MSG
             allocations.append((claim, results))
@@ -257,48 +240,6 @@ class Scheduler:
             preferred_score(pod, node), 100
         )
         return _Fit(name, score, self._pos.get(name, 0), allocations)
-
-    def _allocate_claim(
-        self, claim: Obj, node: str, taken: set[DevKey]
-    ) -> list[dict[str, str]] | None:
-        results: list[dict[str, str]] = []
-        for req in claim_requests(claim):
-            driver = self._claims.driver_of_class(req.device_class)
-            slices = [s for s in self._devices.by_node.get(node, []) if s.driver == driver]
-            free_total = sum(
-                len(s.devices) - self._claims.pool_used.get((driver, s.pool), 0) for s in slices
-            )
-            if not req.all_devices and free_total < req.count:
-                return None
-            picked: list[DevKey] = []
-            for s in slices:
-                for dev in s.devices:
-                    dk = (driver, s.pool, dev)
-                    if (
-                        dk in taken
-                        or dk in self._claims.owner
-                        or not self._tolerated(dk, req.tolerations)
-                    ):
-                        continue
-                    picked.append(dk)
-                    if not req.all_devices and len(picked) == req.count:
-                        break
-            if not picked or (not req.all_devices and len(picked) < req.count):
-                return None
-            taken.update(picked)
-            results.extend(
-                {"request": req.name, "driver": d, "pool": p, "device": dev} for d, p, dev in picked
-            )
-        return results
-
-    def _tolerated(self, dk: DevKey, tolerations: list[dict[str, object]]) -> bool:
-        for t in self._devices.taints(dk):
-            if (
-                blocks_scheduling(t.effect)
-                and find_toleration(tolerations, t.key, t.value, t.effect) is None
-            ):
-                return False
-        return True
 
     def _bind(self, pod: Obj, fit: _Fit) -> None:
         meta = pod["metadata"]
@@ -351,9 +292,7 @@ class Scheduler:
         return False
 
 
+
 def _set_condition(pod: Obj, cond: dict[str, str]) -> None:
-    status = pod.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    conds = [c for c in status.get("conditions") or [] if c.get("type") != cond["type"]]
-    conds.append({**cond, "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
-    status["conditions"] = conds
+    pod.setdefault("status", {}).setdefault("phase", "Pending")
+    set_pod_condition(pod, cond)

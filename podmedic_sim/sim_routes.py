@@ -6,11 +6,13 @@ Bad input gets 400 with the offending field and reason; an unknown device gets 4
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from podmedic_sim.state import device_json
 from podmedic_sim.store import StoreError
 
 if TYPE_CHECKING:
@@ -111,72 +113,58 @@ async def _body(request: web.Request, model: type[_Strict]) -> _Strict | web.Res
         return _error(400, problems)
 
 
-def _device_json(engine: SimEngine, driver: str, pool: str, device: str) -> dict[str, Any]:
-    key = (driver, pool, device)
-    fault = engine.devices.fault(key)
-    return {
-        "driver": driver,
-        "pool": pool,
-        "node": engine.devices.node_of(key),
-        "device": device,
-        "health": fault.health,
-        "reason": fault.reason,
-        "code": fault.code,
-        "message": fault.message,
-        "crash": fault.crash,
-        "clears_on_restart": fault.clears_on_restart,
-        "taints": [t.to_json() for t in engine.devices.taints(key)],
-        "prepare_failure": engine.devices.prepare_faults.get(key),
-    }
+DeviceBody = TypeVar("DeviceBody", DeviceFault, SliceTaint, PrepareFault)
+
+
+def _device_route(
+    engine: SimEngine, model: type[DeviceBody], apply: Callable[[DeviceBody], object]
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A fault route on one device: validate the body, apply it, answer the device's state."""
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await _body(request, model)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, model)
+        try:
+            apply(body)
+        except KeyError as err:
+            return _error(404, str(err.args[0]))
+        return web.json_response(device_json(engine, (body.driver, body.pool, body.device)))
+
+    return handler
 
 
 def make_routes(engine: SimEngine) -> list[web.RouteDef]:
     """Route table bound to ``engine``."""
 
-    async def device_fault(request: web.Request) -> web.Response:
-        body = await _body(request, DeviceFault)
-        if isinstance(body, web.Response):
-            return body
-        assert isinstance(body, DeviceFault)
-        try:
-            engine.set_device_health(
-                body.driver,
-                body.pool,
-                body.device,
-                body.health,
-                body.reason,
-                body.code,
-                body.message,
-                body.crash,
-                body.clears_on_restart,
-            )
-        except KeyError as err:
-            return _error(404, str(err.args[0]))
-        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
-
-    async def slice_taint(request: web.Request) -> web.Response:
-        body = await _body(request, SliceTaint)
-        if isinstance(body, web.Response):
-            return body
-        assert isinstance(body, SliceTaint)
-        try:
-            engine.set_slice_taint(
-                body.driver, body.pool, body.device, body.key, body.value, body.effect, body.remove
-            )
-        except KeyError as err:
-            return _error(404, str(err.args[0]))
-        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
-
-    async def prepare_fault(request: web.Request) -> web.Response:
-        body = await _body(request, PrepareFault)
-        if isinstance(body, web.Response):
-            return body
-        assert isinstance(body, PrepareFault)
-        try:
-            engine.set_prepare_failure(body.driver, body.pool, body.device, body.message, body.clear)
-        except KeyError as err:
-            return _error(404, str(err.args[0]))
-        return web.json_response(_device_json(engine, body.driver, body.pool, body.device))
+    device_fault = _device_route(
+        engine,
+        DeviceFault,
+        lambda b: engine.set_device_health(
+            b.driver,
+            b.pool,
+            b.device,
+            b.health,
+            b.reason,
+            b.code,
+            b.message,
+            b.crash,
+            b.clears_on_restart,
+        ),
+    )
+    slice_taint = _device_route(
+        engine,
+        SliceTaint,
+        lambda b: engine.set_slice_taint(
+            b.driver, b.pool, b.device, b.key, b.value, b.effect, b.remove
+        ),
+    )
+    prepare_fault = _device_route(
+        engine,
+        PrepareFault,
+        lambda b: engine.set_prepare_failure(b.driver, b.pool, b.device, b.message, b.clear),
+    )
 
     async def training(request: web.Request) -> web.Response:
         body = await _body(request, TrainingJob)

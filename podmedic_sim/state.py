@@ -4,10 +4,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from podmedic_sim.devices import DevKey
 from podmedic_sim.jobs import JOB_NAME_LABEL
 
 if TYPE_CHECKING:
     from podmedic_sim.engine import SimEngine
+
+
+def device_json(engine: SimEngine, key: DevKey) -> dict[str, Any]:
+    """One device as the state report and the fault routes show it."""
+    fault = engine.devices.fault(key)
+    return {
+        "driver": key[0],
+        "pool": key[1],
+        "node": engine.devices.node_of(key),
+        "device": key[2],
+        "health": fault.health,
+        "reason": fault.reason,
+        "code": fault.code,
+        "message": fault.message,
+        "crash": fault.crash,
+        "clears_on_restart": fault.clears_on_restart,
+        "taints": [t.to_json() for t in engine.devices.taints(key)],
+        "prepare_failure": engine.devices.prepare_faults.get(key),
+    }
 
 
 def build_state(engine: SimEngine) -> dict[str, Any]:
@@ -16,25 +36,9 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
     for info in engine.devices.slices.values():
         for dev in info.devices:
             key = (info.driver, info.pool, dev)
-            fault = engine.devices.fault(key)
+            owner = engine.claims.owner.get(key)
             devices.append(
-                {
-                    "driver": info.driver,
-                    "pool": info.pool,
-                    "node": info.node,
-                    "device": dev,
-                    "health": fault.health,
-                    "reason": fault.reason,
-                    "code": fault.code,
-                    "message": fault.message,
-                    "crash": fault.crash,
-                    "clears_on_restart": fault.clears_on_restart,
-                    "taints": [t.to_json() for t in engine.devices.taints(key)],
-                    "prepare_failure": engine.devices.prepare_faults.get(key),
-                    "allocated_to": "/".join(engine.claims.owner[key])
-                    if key in engine.claims.owner
-                    else None,
-                }
+                {**device_json(engine, key), "allocated_to": "/".join(owner) if owner else None}
             )
     pods = []
     for pod in engine.store.iter("pods"):
