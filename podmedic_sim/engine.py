@@ -64,7 +64,7 @@ class SimEngine:
         self.scheduler = Scheduler(parts)
         self.kubelet = Kubelet(parts)
         self.kubelet.node_has_image = self.scheduler.node_has_image
-        self.jobs = JobController(store, config, self.timers, self.recorder, self.rng, self._delete)
+        self.jobs = JobController(parts, self.rng, self._delete)
         self.eviction = EvictionController(parts, self._delete)
         self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
         self.proxy = Proxy(self)

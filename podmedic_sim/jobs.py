@@ -13,10 +13,9 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.claims import PodKey, random_suffix
-from podmedic_sim.config import SimConfig
-from podmedic_sim.recorder import Recorder
-from podmedic_sim.store import NotFound, Store, WatchEvent, json_copy, now_rfc3339
-from podmedic_sim.timers import Coalescer, Timers
+from podmedic_sim.parts import SimParts
+from podmedic_sim.store import NotFound, WatchEvent, json_copy, now_rfc3339
+from podmedic_sim.timers import Coalescer
 
 JobKey = tuple[str, str]
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -35,23 +34,17 @@ class JobController:
     """Reconciles Jobs in coalesced passes."""
 
     def __init__(
-        self,
-        store: Store,
-        config: SimConfig,
-        timers: Timers,
-        recorder: Recorder,
-        rng: random.Random,
-        delete_pod: Callable[[Obj, str], None],
+        self, parts: SimParts, rng: random.Random, delete_pod: Callable[[Obj, str], None]
     ) -> None:
-        self._store = store
-        self._recorder = recorder
+        self._store = parts.store
+        self._recorder = parts.recorder
         self._rng = rng
         self._delete_pod = delete_pod
         self._dirty: set[JobKey] = set()
-        self._timers = timers
-        self._t = config.timings
+        self._timers = parts.timers
+        self._t = parts.config.timings
         self._failed_at: dict[JobKey, float] = {}
-        self._pass = Coalescer(timers, config.timings.job_requeue_s, self._reconcile_dirty)
+        self._pass = Coalescer(parts.timers, self._t.job_requeue_s, self._reconcile_dirty)
         self.job_pods: dict[JobKey, set[PodKey]] = {}
         self._last_phase: dict[PodKey, tuple[str, str, bool]] = {}  # pod -> (uid, phase, deleting)
         self._lost: dict[JobKey, set[str]] = {}  # uids of pods deleted before finishing

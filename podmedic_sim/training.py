@@ -6,8 +6,7 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.store import Store
-from podmedic_sim.workload import CKPT_METHOD, REPORTS_PROGRESS, RESTART_EXIT_CODE, TRAINING
-from podmedic_sim.workload_http import CKPT_ANSWER
+from podmedic_sim.workload_protocol import CKPT_ANSWER, CKPT_METHOD, REPORTS_PROGRESS, RESTART_EXIT_CODE, TRAINING
 
 PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
 
@@ -101,9 +100,7 @@ def create_training_job(
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 100,
-                        "preference": {
-                            "matchExpressions": [{"key": PREFER_LABEL_PREFIX + name, "operator": "Exists"}]
-                        },
+                        "preference": {"matchExpressions": [{"key": PREFER_LABEL_PREFIX + name, "operator": "Exists"}]},
                     }
                 ]
             }

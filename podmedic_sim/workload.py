@@ -20,61 +20,25 @@ from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
 from podmedic_sim.store import NotFound, Store, WatchEvent
 from podmedic_sim.timers import Timers
-from podmedic_sim.workload_http import CKPT_ANSWER, HttpAnswer
-
-TRAINING = "sim.podmedic.io/training"
-CKPT_METHOD = "podmedic.io/checkpoint-method"
-CKPT_REQUEST = "podmedic.io/checkpoint-request"
-CKPT_ACK = "podmedic.io/checkpoint-ack"
-CKPT_ID = "podmedic.io/checkpoint-id"
-CKPT_LOCATION = "podmedic.io/checkpoint-location"
-RESTART_REQUEST = "podmedic.io/restart-request"
-RESTART_EXIT_CODE = "podmedic.io/restart-exit-code"
-STEP = "sim.podmedic.io/step"
-CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
-LOST_STEPS = "sim.podmedic.io/lost-steps"
-PROGRESS = "podmedic.io/progress"  # the step, on each running pod: what "progressing" is verified on
-REPORTS_PROGRESS = "podmedic.io/reports-progress"
-DEFAULT_RESTART_EXIT_CODE = 85
-CKPT_ERROR = "podmedic.io/checkpoint-error"
-
-
-@dataclass
-class Progress:
-    """A training Job's progress, as ``GET /sim/v1/state`` reports it."""
-
-    namespace: str
-    name: str
-    parallelism: int = 1
-    step: int = 0
-    checkpointed_step: int = 0
-    lost_steps: int = 0
-    pods_created: int = 0
-    checkpoints: int = 0
-    restarts: int = 0  # container stops of any kind (crash, restart request, eviction)
-    last_checkpoint_id: str = ""
-    requested_step: int = -1  # step of the last checkpoint saved on request (podmedic), -1: none
-    interruptions: list[dict[str, int]] = field(default_factory=list)
-    stalled: bool = False  # a hung workload: Ready, but no step advances
-    written: tuple[int, int, int] = (-1, -1, -1)
-    last_write: float = float("-inf")
-
-    def to_json(self) -> dict[str, Any]:
-        """Fields of the state JSON."""
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "step": self.step,
-            "checkpointed_step": self.checkpointed_step,
-            "lost_steps": self.lost_steps,
-            "pods_created": self.pods_created,
-            "checkpoints": self.checkpoints,
-            "restarts": self.restarts,
-            "last_checkpoint_id": self.last_checkpoint_id,
-            "requested_step": self.requested_step,
-            "interruptions": list(self.interruptions),
-            "stalled": self.stalled,
-        }
+from podmedic_sim.workload_http import HttpAnswer
+from podmedic_sim.workload_protocol import (
+    CHECKPOINTED_STEP,
+    CKPT_ACK,
+    CKPT_ANSWER,
+    CKPT_ERROR,
+    CKPT_ID,
+    CKPT_LOCATION,
+    CKPT_METHOD,
+    CKPT_REQUEST,
+    DEFAULT_RESTART_EXIT_CODE,
+    LOST_STEPS,
+    PROGRESS,
+    RESTART_EXIT_CODE,
+    RESTART_REQUEST,
+    STEP,
+    TRAINING,
+    Progress,
+)
 
 
 @dataclass

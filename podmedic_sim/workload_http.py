@@ -14,18 +14,19 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from podmedic_sim.kubelet_status import PodKey
+from podmedic_sim.workload_protocol import (
+    CKPT_ANSWER,
+    CKPT_METHOD,
+    CKPT_PATH,
+    CKPT_PORT,
+    DEFAULT_CKPT_PATH,
+    DEFAULT_CKPT_PORT,
+)
 
 if TYPE_CHECKING:
     from podmedic_sim.workload import Workloads
 
-CKPT_METHOD = "podmedic.io/checkpoint-method"
-CKPT_ANSWER = "sim.podmedic.io/checkpoint-answer"  # ok (default) | never | fail | slow:<seconds>
 HttpAnswer = tuple[int, dict[str, Any]]
-
-CKPT_PORT = "podmedic.io/checkpoint-port"
-CKPT_PATH = "podmedic.io/checkpoint-path"
-DEFAULT_CKPT_PORT = 8471
-DEFAULT_CKPT_PATH = "/podmedic/checkpoint"
 
 
 def answer_mode(annotations: dict[str, str], save_s: float) -> tuple[str, float]:

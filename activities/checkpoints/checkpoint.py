@@ -23,6 +23,7 @@ from activities.heartbeat import Heartbeat
 from podmedic.domain.models import PodRef
 from podmedic.domain.steps import CheckpointInput, CheckpointReport, CheckpointStatus, PodCheckpoint
 from podmedic.kube import podview
+from podmedic.workload import protocol
 
 SUPPORTED_METHODS = declared.METHODS
 INCIDENT = "podmedic.io/checkpoint-incident"
@@ -43,17 +44,17 @@ class CheckpointActivities(KubeActivities):
         try:
             spec = declared.parse(notes, containers)
         except declared.BadDeclaration as err:
-            return result(pod, notes.get(declared.METHOD), CheckpointStatus.SKIPPED, str(err))
+            return result(pod, notes.get(protocol.METHOD), CheckpointStatus.SKIPPED, str(err))
         if spec is None:
-            return result(pod, None, CheckpointStatus.SKIPPED, f"pod declares no {declared.METHOD}")
+            return result(pod, None, CheckpointStatus.SKIPPED, f"pod declares no {protocol.METHOD}")
         if spec.method == "none":
-            return result(pod, "none", CheckpointStatus.SKIPPED, f"pod declares {declared.METHOD}: none")
+            return result(pod, "none", CheckpointStatus.SKIPPED, f"pod declares {protocol.METHOD}: none")
         done = recorded(pod, notes, runner.request_id, spec.method)
         if done is not None:
             return done
-        if notes.get(podview.CHECKPOINT_REQUEST) != runner.request_id:
+        if notes.get(protocol.REQUEST) != runner.request_id:
             await self.run(self.kube.patch_pod_annotations, pod.namespace, pod.name, {
-                podview.CHECKPOINT_REQUEST: runner.request_id, INCIDENT: runner.incident_id,
+                protocol.REQUEST: runner.request_id, INCIDENT: runner.incident_id,
                 CHANGED_BY: f"podmedic worker (checkpoint stage, {spec.method} request) for {runner.incident_id}",
             })
         if spec.method == "annotation":

@@ -21,9 +21,10 @@ from podmedic.domain.models import PodRef
 from podmedic.domain.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus, PodCheckpoint
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
+from podmedic.workload import protocol
+from podmedic.workload.protocol import ERROR
 
 CHANGED_BY = "podmedic.io/checkpoint-changed-by"
-ERROR = "podmedic.io/checkpoint-error"
 # The API server answers these when it cannot reach the pod (yet): worth asking again before the deadline.
 _UNREACHABLE = (502, 503)
 
@@ -43,14 +44,14 @@ def result(pod: PodRef, method: str | None, status: CheckpointStatus, reason: st
 def recorded(pod: PodRef, notes: dict[str, str], request_id: str, method: str) -> PodCheckpoint | None:
     """The answer already on the pod for ``request_id`` (a retry, or the workload was quick);
     an acknowledgement with ``podmedic.io/checkpoint-error`` is the workload saying it failed."""
-    if notes.get(podview.CHECKPOINT_ACK) != request_id:
+    if notes.get(protocol.ACK) != request_id:
         return None
     if notes.get(ERROR):
         return result(pod, method, CheckpointStatus.FAILED, f"workload answered: {notes[ERROR][:300]}")
-    if not notes.get(podview.CHECKPOINT_ID):
+    if not notes.get(protocol.CHECKPOINT_ID):
         return None
-    where = notes.get(podview.CHECKPOINT_LOCATION) or ""
-    answer = answers.Answer("saved", notes[podview.CHECKPOINT_ID], [w for w in where.split(",") if w])
+    where = notes.get(protocol.LOCATION) or ""
+    answer = answers.Answer("saved", notes[protocol.CHECKPOINT_ID], [w for w in where.split(",") if w])
     return result(pod, method, CheckpointStatus.SAVED, answer=answer)
 
 
@@ -88,8 +89,8 @@ class MethodRunner:
         return result(pod, method, CheckpointStatus.TIMED_OUT, why)
 
     async def _record(self, pod: PodRef, method: str, answer: answers.Answer) -> PodCheckpoint:
-        notes = {podview.CHECKPOINT_ACK: self.request_id, podview.CHECKPOINT_ID: answer.checkpoint_id or "",
-                 podview.CHECKPOINT_LOCATION: ",".join(answer.locations),
+        notes = {protocol.ACK: self.request_id, protocol.CHECKPOINT_ID: answer.checkpoint_id or "",
+                 protocol.LOCATION: ",".join(answer.locations),
                  CHANGED_BY: f"podmedic worker (checkpoint stage, {method} answer) for {self.incident_id}"}
         with contextlib.suppress(NotFound):  # the pod went away after saving: the answer still counts
             await blocking(self.kube.patch_pod_annotations, pod.namespace, pod.name, dict(notes))

@@ -13,13 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-METHOD = "podmedic.io/checkpoint-method"
-PORT = "podmedic.io/checkpoint-port"
-PATH = "podmedic.io/checkpoint-path"
+from podmedic.workload.protocol import DEFAULT_PATH, DEFAULT_PORT, METHOD, PATH, PORT
+
 CONTAINERS = "podmedic.io/checkpoint-containers"
 METHODS = ("annotation", "http", "kubelet", "none")
-DEFAULT_PORT = 8471
-DEFAULT_PATH = "/podmedic/checkpoint"
 
 _PATH_OK = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
 _NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -23,6 +23,7 @@ from activities.recovery.placement import CHANGED_BY, REASON
 from podmedic.domain.base import Obj
 from podmedic.domain.policy_recovery import InPlace
 from podmedic.kube import podview
+from podmedic.workload import protocol
 
 BASELINE = "podmedic.io/restart-baseline"
 EXEC_DONE = "podmedic.io/restart-exec"
@@ -89,14 +90,14 @@ def request_annotations(pod: Obj, request_id: str, in_place: InPlace, incident_i
     if in_place.mechanism == "exec_signal":
         notes[EXEC_DONE] = request_id
     else:
-        notes[podview.RESTART_REQUEST] = request_id
+        notes[protocol.RESTART_REQUEST] = request_id
     return notes
 
 
 def already_requested(pod: Obj, request_id: str, in_place: InPlace) -> dict[str, int] | None:
     """The baseline recorded by an earlier try of this request, if any (a retry)."""
     notes = podview.annotations_of(pod)
-    key = EXEC_DONE if in_place.mechanism == "exec_signal" else podview.RESTART_REQUEST
+    key = EXEC_DONE if in_place.mechanism == "exec_signal" else protocol.RESTART_REQUEST
     if notes.get(key) != request_id or BASELINE not in notes:
         return None
     try:

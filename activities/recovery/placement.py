@@ -11,6 +11,7 @@ import hashlib
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef
 from podmedic.kube import podview
+from podmedic.workload import protocol
 
 PREFER_PREFIX = "prefer.podmedic.io/"
 GATE = "podmedic.io/await-eviction"
@@ -19,7 +20,7 @@ CHANGED_BY = "podmedic.io/changed-by"
 REASON = "podmedic.io/reason"
 # Request/answer annotations of one pod's life: a replacement starts without them.
 _PER_POD = (
-    podview.CHECKPOINT_REQUEST, podview.CHECKPOINT_ACK, podview.RESTART_REQUEST,
+    protocol.REQUEST, protocol.ACK, protocol.RESTART_REQUEST,
     "podmedic.io/restart-baseline", "podmedic.io/restart-exec", "podmedic.io/progress",
     "kubectl.kubernetes.io/last-applied-configuration",
 )

@@ -23,9 +23,7 @@ from activities.heartbeat import Heartbeat
 from podmedic.domain.base import Obj
 from podmedic.kube import podview
 from podmedic.kube.gateway import ServerError, Throttled
-
-PROGRESS = "podmedic.io/progress"
-REPORTS_PROGRESS = "podmedic.io/reports-progress"
+from podmedic.workload.protocol import PROGRESS, REPORTS_PROGRESS
 
 
 def reports_progress(pod: Obj) -> bool:

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodRef
+from podmedic.workload.protocol import CHECKPOINT_ID
+from podmedic.workload.protocol import METHOD as CHECKPOINT_METHOD
 
-CHECKPOINT_METHOD = "podmedic.io/checkpoint-method"
-CHECKPOINT_REQUEST = "podmedic.io/checkpoint-request"
-CHECKPOINT_ACK = "podmedic.io/checkpoint-ack"
-CHECKPOINT_ID = "podmedic.io/checkpoint-id"
-CHECKPOINT_LOCATION = "podmedic.io/checkpoint-location"
-RESTART_REQUEST = "podmedic.io/restart-request"
 INCIDENT = "podmedic.io/incident"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 

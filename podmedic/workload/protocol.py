@@ -1,4 +1,8 @@
-"""Names of the protocol and the downward-API annotations file (stdlib only)."""
+"""Names of the protocol and the downward-API annotations file (stdlib only).
+
+These annotation names are the protocol's one definition: podmedic's checkpoint and
+restart activities and the simulated trainer read them from here.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,12 @@ LOCATION = "podmedic.io/checkpoint-location"
 ERROR = "podmedic.io/checkpoint-error"
 RESTART_REQUEST = "podmedic.io/restart-request"
 RESTART_EXIT_CODE = "podmedic.io/restart-exit-code"
+PORT = "podmedic.io/checkpoint-port"  # method http: where the trainer listens
+PATH = "podmedic.io/checkpoint-path"
 DEFAULT_PORT = 8471
 DEFAULT_PATH = "/podmedic/checkpoint"
+PROGRESS = "podmedic.io/progress"  # the step each running pod reached: what "progressing" is verified on
+REPORTS_PROGRESS = "podmedic.io/reports-progress"  # "true": the workload writes PROGRESS
 
 Save = Callable[[str], tuple[str, str]]
 """The workload's own save: ``save(request_id) -> (checkpoint_id, location)``; raise to report a failure."""
