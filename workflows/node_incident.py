@@ -20,7 +20,7 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
-    from podmedic.domain.incident import ApprovalRequest, Decision, OperatorAnswer, Phase, Resolution, SkipRequest
+    from podmedic.domain.incident import ApprovalRequest, OperatorAnswer, Phase, Resolution, SkipRequest
     from podmedic.domain.models import FailureMode, TimelineEntry
     from podmedic.domain.node import (
         NodeDeviceReport,
@@ -31,7 +31,8 @@ with workflow.unsafe.imports_passed_through():
         correlated,
     )
     from workflows import node_permits as node_guard
-    from workflows import node_quarantine
+    from workflows import node_quarantine, operator_checks
+    from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
@@ -101,18 +102,13 @@ class NodeIncidentWorkflow:
     @workflow.update
     def approve(self, request: ApprovalRequest) -> OperatorAnswer:
         """Approve the quarantine the node incident waits on."""
-        self._decide(request.step, "approved", request.by, request.note)
-        self.state.pending_approval = None
-        return self._answer(f"{request.step} approved by {request.by}")
+        return self._answer(operator_checks.approve(self.state, request))
 
     @approve.validator
     def _validate_approve(self, request: ApprovalRequest) -> None:
-        self._who(request.by)
-        pending = self.state.pending_approval
-        if pending is None:
-            raise ValueError(f"nothing waits for approval (phase {self.state.phase})")
-        if request.step != pending.step:
-            raise ValueError(f"the node incident waits for approval of {pending.step!r}, not {request.step!r}")
+        require_actor(request.by)
+        require_pending(self.state.pending_approval, request.step, phase=self.state.phase,
+                        subject="the node incident")
 
     @workflow.update
     def skip(self, request: SkipRequest) -> OperatorAnswer:
@@ -123,7 +119,7 @@ class NodeIncidentWorkflow:
 
     @skip.validator
     def _validate_skip(self, request: SkipRequest) -> None:
-        self._who(request.by)
+        require_actor(request.by)
         if request.step != "node_quarantine":
             raise ValueError(f"a node incident can only skip 'node_quarantine', not {request.step!r}")
         if self.state.quarantined or self.skipped():
@@ -134,15 +130,14 @@ class NodeIncidentWorkflow:
         """The node was repaired: lift the quarantine now."""
         self.resolution = resolution
         self._decide("resolve", "resolved", resolution.by, resolution.note)
-        return self._answer(f"resolved by {resolution.by}" + (f": {resolution.note}" if resolution.note else ""))
+        return self._answer(with_note(f"resolved by {resolution.by}", resolution.note))
 
     @resolve_update.validator
     def _validate_resolve(self, resolution: Resolution) -> None:
-        self._who(resolution.by)
+        require_actor(resolution.by)
         if self.state.phase == "Closed":
             raise ValueError(f"node incident {self.inp.node} is closed")
-        if self.resolution is not None:
-            raise ValueError(f"already resolved by {self.resolution.by}")
+        require_unresolved(self.resolution)
 
     @workflow.query
     def get_state(self) -> NodeIncidentState:
@@ -204,18 +199,13 @@ class NodeIncidentWorkflow:
         """Whether an operator skipped the node's quarantine."""
         return any(d.step == "node_quarantine" and d.decision == "skipped" for d in self.state.decisions)
 
-    def _decide(self, step: str, decision: str, by: str, note: str) -> None:
-        self.state.decisions.append(Decision(step=step, decision=decision, by=by, at=workflow.now(), note=note))
+    def _decide(self, step: str, what: str, by: str, note: str) -> None:
+        self.state.decisions.append(decision(step, what, by, note))
 
     def _answer(self, accepted: str) -> OperatorAnswer:
         self._note(accepted)
         phase = _PHASES.get(self.state.phase, Phase.RECOVERING)
         return OperatorAnswer(incident_id=workflow.info().workflow_id, accepted=accepted, phase=phase)
-
-    @staticmethod
-    def _who(by: str) -> None:
-        if not by.strip():
-            raise ValueError("'by' must name who is acting")
 
     def details(self, text: str) -> None:
         """The node incident's current details in the Temporal UI."""

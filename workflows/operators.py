@@ -15,7 +15,6 @@ with workflow.unsafe.imports_passed_through():
         STEPS,
         AbortRequest,
         ApprovalRequest,
-        Decision,
         IncidentState,
         OperatorAnswer,
         Phase,
@@ -23,6 +22,8 @@ with workflow.unsafe.imports_passed_through():
         SkipRequest,
     )
     from podmedic.domain.policy import DriverPolicy
+    from workflows import operator_checks
+    from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
 
 
 class OperatorHandlers:
@@ -49,35 +50,25 @@ class OperatorHandlers:
         self.refresh_details()
         return OperatorAnswer(incident_id=self.state.incident_id, accepted=accepted, phase=self.state.phase)
 
-    def _decide(self, step: str, decision: str, by: str, note: str) -> None:
-        self.state.decisions.append(Decision(step=step, decision=decision, by=by, at=workflow.now(), note=note))
+    def _decide(self, step: str, what: str, by: str, note: str) -> None:
+        self.state.decisions.append(decision(step, what, by, note))
 
     def _open(self) -> None:
         if self.state.phase is Phase.CLOSED:
             raise ValueError(f"incident {self.state.incident_id} is closed")
 
-    @staticmethod
-    def _who(by: str) -> None:
-        if not by.strip():
-            raise ValueError("'by' must name who is acting")
-
     # -- approve -------------------------------------------------------------------------
     @workflow.update
     def approve(self, request: ApprovalRequest) -> OperatorAnswer:
         """Approve the step the incident waits on."""
-        self._decide(request.step, "approved", request.by, request.note)
-        self.state.pending_approval = None
-        return self._answer(f"{request.step} approved by {request.by}" + (f": {request.note}" if request.note else ""))
+        return self._answer(operator_checks.approve(self.state, request))
 
     @approve.validator
     def _validate_approve(self, request: ApprovalRequest) -> None:
         self._open()
-        self._who(request.by)
-        pending = self.state.pending_approval
-        if pending is None:
-            raise ValueError(f"nothing waits for approval (phase {self.state.phase.value})")
-        if request.step != pending.step:
-            raise ValueError(f"the incident waits for approval of {pending.step!r}, not {request.step!r}")
+        require_actor(request.by)
+        require_pending(self.state.pending_approval, request.step, phase=self.state.phase.value,
+                        subject="the incident")
 
     # -- skip ----------------------------------------------------------------------------
     @workflow.update
@@ -93,7 +84,7 @@ class OperatorHandlers:
     @skip.validator
     def _validate_skip(self, request: SkipRequest) -> None:
         self._open()
-        self._who(request.by)
+        require_actor(request.by)
         if request.step not in STEPS:
             raise ValueError(f"unknown step {request.step!r}; steps: {', '.join(STEPS)}")
         if request.step in self.state.skip:
@@ -116,7 +107,7 @@ class OperatorHandlers:
         if self.abort_request is not None:
             raise ValueError(f"already aborted by {self.abort_request.by}: {self.abort_request.reason}")
         self._open()
-        self._who(request.by)
+        require_actor(request.by)
         if not request.reason.strip():
             raise ValueError("a reason is required to abort")
 
@@ -137,14 +128,13 @@ class OperatorHandlers:
     def resolve_update(self, resolution: Resolution) -> OperatorAnswer:
         """The device was repaired or replaced: the incident untaints and closes when it gets there."""
         self._resolved(resolution)
-        return self._answer(f"resolved by {resolution.by}" + (f": {resolution.note}" if resolution.note else ""))
+        return self._answer(with_note(f"resolved by {resolution.by}", resolution.note))
 
     @resolve_update.validator
     def _validate_resolve(self, resolution: Resolution) -> None:
         self._open()
-        self._who(resolution.by)
-        if self.resolution is not None:
-            raise ValueError(f"already resolved by {self.resolution.by}")
+        require_actor(resolution.by)
+        require_unresolved(self.resolution)
 
     def _resolved(self, resolution: Resolution) -> None:
         self.resolution = resolution

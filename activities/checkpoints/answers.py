@@ -36,6 +36,14 @@ def _message(text: str) -> str:
     return _short(text)
 
 
+def _json_of_200(text: str, who: str) -> object:
+    """The JSON of a 200 answer, or the failed ``Answer`` saying it was not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return Answer("failed", reason=f"{who} answered 200 but not JSON: {_short(text)!r}")
+
+
 def http_answer(status: int, text: str, request_id: str) -> Answer:
     """Judge a pod endpoint's answer to ``POST {"request_id": ...}``.
 
@@ -46,10 +54,9 @@ def http_answer(status: int, text: str, request_id: str) -> Answer:
         return Answer("pending", reason="workload is saving")
     if status != 200:
         return Answer("failed", reason=f"endpoint answered {status}: {_message(text)}")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return Answer("failed", reason=f"endpoint answered 200 but not JSON: {_short(text)!r}")
+    data = _json_of_200(text, "endpoint")
+    if isinstance(data, Answer):
+        return data
     if not isinstance(data, dict):
         return Answer("failed", reason="endpoint answered 200 but the body is not a JSON object")
     echoed = data.get("request_id")
@@ -67,10 +74,9 @@ def kubelet_answer(status: int, text: str, container: str) -> Answer:
     """Judge the kubelet checkpoint API's answer ``{"items": ["/var/lib/kubelet/checkpoints/....tar"]}``."""
     if status != 200:
         return Answer("failed", reason=f"kubelet answered {status} for container {container}: {_message(text)}")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return Answer("failed", reason=f"kubelet answered 200 but not JSON: {_short(text)!r}")
+    data = _json_of_200(text, "kubelet")
+    if isinstance(data, Answer):
+        return data
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list) or not items or not all(isinstance(i, str) and i for i in items):
         return Answer("failed", reason="items: the kubelet's answer lists no checkpoint archive")

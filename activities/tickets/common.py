@@ -35,6 +35,18 @@ def expand(template: str) -> str:
         return ""
 
 
+def base_url(field: str, template: str) -> str:
+    """``template`` with ``${VAR}`` expanded, as an http(s) URL without a trailing slash.
+
+    Raises:
+        TicketConfigError: the result is not an http(s) URL, naming ``field``.
+    """
+    base = expand(template).rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise TicketConfigError(f"{field}: {base!r} is not an http(s) URL (after ${{VAR}} expansion)")
+    return base
+
+
 def read_secret(field: str, file: str | None, env: str | None, *, required: bool) -> str | None:
     """The secret from ``file`` (wins) or the environment variable ``env``.
 

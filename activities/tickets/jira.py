@@ -17,7 +17,7 @@ import aiohttp
 from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
-from activities.tickets.common import TicketConfigError, call, expand, read_secret, short_key
+from activities.tickets.common import TicketConfigError, base_url, call, expand, read_secret, short_key
 from podmedic.domain.steps import TicketResult
 from podmedic.domain.ticket_policy import JiraTicket
 
@@ -33,9 +33,7 @@ class JiraClient:
     def __init__(self, session: aiohttp.ClientSession, settings: JiraTicket) -> None:
         self.session = session
         self.settings = settings
-        base = expand(settings.url).rstrip("/")
-        if not base.startswith(("http://", "https://")):
-            raise TicketConfigError(f"ticket.jira.url: {base!r} is not an http(s) URL (after ${{VAR}} expansion)")
+        base = base_url("ticket.jira.url", settings.url)
         self.api = f"{base}/rest/api/{settings.api_version}"
         token = read_secret("ticket.jira.token", settings.token_file, settings.token_env, required=True)
         if settings.auth == "bearer":

@@ -16,7 +16,7 @@ import aiohttp
 from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
-from activities.tickets.common import TicketConfigError, call, expand, read_secret, short_key
+from activities.tickets.common import TicketConfigError, base_url, call, expand, read_secret, short_key
 from podmedic.domain.steps import TicketResult
 from podmedic.domain.ticket_policy import ServiceNowTicket
 
@@ -32,10 +32,7 @@ class ServiceNowClient:
     def __init__(self, session: aiohttp.ClientSession, settings: ServiceNowTicket) -> None:
         self.session = session
         self.settings = settings
-        base = expand(settings.url).rstrip("/")
-        if not base.startswith(("http://", "https://")):
-            raise TicketConfigError(f"ticket.servicenow.url: {base!r} is not an http(s) URL "
-                                    "(after ${VAR} expansion)")
+        base = base_url("ticket.servicenow.url", settings.url)
         self.table = f"{base}/api/now/table/{settings.table}"
         user = expand(settings.user)
         if not user:

@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from benchmarks.faults.effects import ScenarioResult, conclude
-from benchmarks.faults.harness import POLICY, Harness
+from benchmarks.faults.harness import Harness
+from benchmarks.faults.policy import POLICY
 from podmedic.domain.policy_file import parse_policy
 
 CALLS = ["get", "list", "create", "update", "patch", "delete"]

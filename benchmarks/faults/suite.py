@@ -18,7 +18,8 @@ from pathlib import Path
 
 from benchmarks.faults import api_faults, fail_fast, ingest_kill, server_restart, worker_kill
 from benchmarks.faults.effects import ScenarioResult
-from benchmarks.faults.harness import POLICY, Harness
+from benchmarks.faults.harness import Harness
+from benchmarks.faults.policy import POLICY
 from benchmarks.faults.report import Report
 from podmedic.stack.up import Stack, StackOptions
 

@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError, model_validator
 from podmedic.domain.base import ConfigModel
 from podmedic.domain.config_file import ConfigFileError, parse_yaml, read_text
 from podmedic.ingest.errors import path_of
-from podmedic.ingest.http.alertmanager import AlertmanagerMapping
+from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping
 
 DEFAULT_TOKEN_ENV = "PODMEDIC_INGEST_TOKEN"
 
