@@ -2,7 +2,7 @@
 
 Every discover and every health read looks at each claim of each pod on the device's node: 8
 GETs per read on an 8-GPU node, 16,000 in a 1,000-device storm. In the orchestration
-benchmark those GETs were 11 % of the worker's CPU (py-spy, session 18), and as much again in
+benchmark those GETs were 11 % of the worker's CPU (py-spy), and as much again in
 the simulator that served them.
 
 A claim's allocation cannot change while the claim is reserved for a pod: the scheduler

@@ -19,7 +19,7 @@ from podmedic_sim.config import SimTimings
 SERVERS: dict[str, dict[str, tuple[str, ...]]] = {
     # The dev server as `temporal server start-dev` starts it: SQLite, default pragmas, default config.
     "default": {"pragmas": (), "dynamic": ()},
-    # DESIGN.md's tuned setting: the transfer queue polled without a rate cap, SQLite in WAL without fsync;
+    # The tuned setting: the transfer queue polled without a rate cap, SQLite in WAL without fsync;
     # and the search-attribute cache kept as a production server keeps it. The dev server forces a
     # reload of it from SQLite on every read, so that an attribute created a moment ago is usable at
     # once: 63 cluster-metadata and 24 namespace reads per incident (server metrics, 100 incidents).

@@ -1,13 +1,15 @@
 """Record real incident histories for the replay test (tests/replay/test_replay.py).
 
 Runs ``podmedic demo --keep`` (dev server, simulator, worker, ingest, injected faults), then saves
-one history of each kind the demo produces into tests/replay/histories/<kind>.json:
-a transient fault restarted in place, a permanent fault with a vendor ticket, a node incident.
-Re-record after an intended, versioned workflow change:
+one history of each kind the demo produces into tests/replay/histories/: a transient fault
+restarted in place, a permanent fault with a vendor ticket, a node incident. Record after an
+intended, versioned workflow change:
 
     .venv/bin/python -m tests.replay.record
 
-and commit the new files together with the change (docs/deploy.md, "Replay test").
+and commit the new files together with the change (docs/deploy.md, "Replay test"). Recorded
+histories are only ever added: a kind already on file gets a new, dated file beside the old
+one, which stays and keeps proving that the current code replays what older code recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ from podmedic.temporal.connect import connect
 
 OUT = Path(__file__).with_name("histories")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def new_history_path(kind: str) -> Path:
+    """Where a new history of ``kind`` goes: ``<kind>.json``, or a dated name beside the ones on file."""
+    path = OUT / f"{kind}.json"
+    stamp = time.strftime("%Y%m%d")
+    number = 1
+    while path.exists():
+        path = OUT / f"{kind}_{stamp}{f'_{number}' if number > 1 else ''}.json"
+        number += 1
+    return path
 
 
 def _pick(kind: str, workflow_type: str, query: str) -> tuple[str, str, str]:
@@ -51,7 +64,7 @@ async def save(client: Client) -> list[Path]:
             if wf.status == WorkflowExecutionStatus.RUNNING and wf_type != "NodeIncident":
                 continue
             history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-            path = OUT / f"{kind}.json"
+            path = new_history_path(kind)
             path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
             written.append(path)
             break

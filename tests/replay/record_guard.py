@@ -2,8 +2,8 @@
 
 The demo runs without a guard, so ``record.py`` cannot find these: this runs the scenarios of
 tests/workflow/test_guard.py on a time-skipping server and saves a throttled device incident,
-the guard through a storm and its resume, and the fleet incident. Re-record after an intended,
-versioned change of the guard's workflows:
+the guard through a storm and its resume, and the fleet incident, beside the histories on file
+(never over them). Record after an intended, versioned change of the guard's workflows:
 
     .venv/bin/python -m tests.replay.record_guard
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 from temporalio.client import Client
 
 from podmedic.domain.fleet_guard.messages import ResumeRequest
 from podmedic.domain.incident import AbortRequest, Phase
 from podmedic.domain.models import Health
+from tests.replay.record import new_history_path
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
@@ -26,13 +26,11 @@ from tests.workflow.test_guard import STORM, _storm, device, fleet, policy
 from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 
-OUT = Path(__file__).with_name("histories")
-
 
 async def save(client: Client, workflow_id: str, name: str) -> None:
-    """Write the latest run's history of ``workflow_id`` as ``<name>.json``."""
+    """Write the latest run's history of ``workflow_id`` as a new file for ``name``."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    (OUT / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    new_history_path(name).write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
 
 
 async def main() -> None:
