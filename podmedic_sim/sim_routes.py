@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from podmedic.domain.base import ConfigModel
 from podmedic_sim.state import device_json
 from podmedic_sim.store import StoreError
 
@@ -19,8 +20,10 @@ if TYPE_CHECKING:
     from podmedic_sim.engine import SimEngine
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+class _Strict(ConfigModel):
+    """A request body: unknown fields refused (``ConfigModel``), and no type coercion either."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class DeviceFault(_Strict):
