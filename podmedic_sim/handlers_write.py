@@ -16,9 +16,10 @@ from podmedic_sim.handlers_common import ApiError, json_response, success_status
 from podmedic_sim.handlers_defaults import apply_create_defaults
 from podmedic_sim.handlers_read import get_object, matching, selectors
 from podmedic_sim.handlers_request import Target, context, dry_run, read_json, read_object
+from podmedic_sim.patch_schema import object_schema
 from podmedic_sim.patching import apply_patch
 from podmedic_sim.store import NotFound, Store, StoreError, now_rfc3339
-from podmedic_sim.validation import validate_object
+from podmedic_sim.validation import schema_file, validate_object
 
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
 
@@ -130,7 +131,7 @@ def _merge_for_update(target: Target, old: Obj, new: Obj) -> Obj:
 def _write(request: web.Request, target: Target, old: Obj, new: Obj) -> Obj:
     store = context(request).store
     new = _merge_for_update(target, old, new)
-    validate_object(new, target.rt.kind, target.rt.plural, target.rt.group)
+    validate_object(new, target.rt.kind, target.rt.plural, target.rt.group, old=old)
     if dry_run(request):
         return new
     stored = _store_call(target, store.replace, target.rt.plural, new)
@@ -154,7 +155,8 @@ async def handle_patch(request: web.Request, target: Target) -> web.Response:
     # Read the object only after the body: a write landing while the body was awaited would
     # otherwise make a patch without a resourceVersion fail as a conflict, which it never does.
     old = get_object(context(request).store, target)
-    new = apply_patch(content_type, old, patch)
+    schema = object_schema(schema_file(target.rt.api_version, target.rt.kind))
+    new = apply_patch(content_type, old, patch, schema)
     if not isinstance(new, dict):
         raise ApiError(422, "the patch must leave an object")
     new = _check_identity(target, new)

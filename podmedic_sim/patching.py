@@ -1,15 +1,19 @@
 """The three patch formats the client sends: JSON merge, strategic merge and JSON patch.
 
-Strategic merge covers what Kubernetes objects need in practice: maps merge recursively,
-``null`` deletes a key, lists of named things (containers, conditions, env, ...) merge by
-their merge key, ``$patch: delete``/``replace`` directives work, other lists are replaced.
+A strategic merge follows each field's patch strategy and merge key as the upstream OpenAPI
+declares them (``podmedic_sim.patch_schema``): maps merge recursively, ``null`` deletes a key,
+lists with strategy ``merge`` merge by their merge key (or as a set for scalars), every other
+list is replaced whole; the directives ``$patch: delete|replace``,
+``$deleteFromPrimitiveList/<field>``, ``$setElementOrder/<field>`` and ``$retainKeys`` work.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from podmedic_sim.handlers_common import ApiError
+from podmedic_sim.patch_schema import FieldPatch, SchemaNode
 from podmedic_sim.store import json_copy
 
 JSON_PATCH = "application/json-patch+json"
@@ -17,35 +21,10 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH)
 
-# Field name -> merge key of its list items (patchMergeKey in the Kubernetes API types).
-MERGE_KEYS: dict[str, str] = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "containerStatuses": "name",
-    "initContainerStatuses": "name",
-    "ephemeralContainerStatuses": "name",
-    "conditions": "type",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "volumeDevices": "devicePath",
-    "ports": "containerPort",
-    "imagePullSecrets": "name",
-    "ownerReferences": "uid",
-    "resourceClaims": "name",
-    "resourceClaimStatuses": "name",
-    "allocatedResourcesStatus": "name",
-    "hostAliases": "ip",
-    "addresses": "type",
-    "reservedFor": "uid",
-}
-# Lists of scalars that merge as sets (patchStrategy: merge).
-MERGED_SCALAR_LISTS = {"finalizers"}
 
-
-def apply_patch(content_type: str, target: Any, patch: Any) -> Any:
-    """Apply ``patch`` of ``content_type`` to a copy of ``target`` and return the result."""
+def apply_patch(content_type: str, target: Any, patch: Any, schema: SchemaNode | None = None) -> Any:
+    """Apply ``patch`` of ``content_type`` to a copy of ``target`` and return the result;
+    ``schema`` is the object's type, which a strategic merge patch follows."""
     ctype = content_type.split(";")[0].strip().lower()
     if ctype == JSON_PATCH:
         return json_patch(target, patch)
@@ -56,11 +35,10 @@ def apply_patch(content_type: str, target: Any, patch: Any) -> Any:
     if ctype == STRATEGIC_PATCH:
         if not isinstance(patch, dict):
             raise ApiError(400, "a strategic merge patch must be a JSON object")
-        return strategic_merge(target, patch)
+        return strategic_merge(target, patch, schema)
     raise ApiError(
         415,
-        f"the body of the request was in an unknown format - accepted media types include: "
-        f"{', '.join(PATCH_TYPES)}",
+        f"the body of the request was in an unknown format - accepted media types include: {', '.join(PATCH_TYPES)}",
     )
 
 
@@ -77,13 +55,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-def strategic_merge(target: Any, patch: dict[str, Any]) -> Any:
-    """Kubernetes strategic merge patch of a map."""
+def strategic_merge(target: Any, patch: dict[str, Any], schema: SchemaNode | None) -> Any:
+    """Kubernetes strategic merge patch of a map whose type is ``schema``.
+
+    Each field merges by its patch strategy in the upstream OpenAPI (``patch_schema``); a
+    field the schema does not describe merges like a JSON merge patch (maps recurse, lists
+    are replaced), which is what the API server does for it.
+    """
     if patch.get("$patch") == "replace":
         return {k: json_copy(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return {}
     out = dict(target) if isinstance(target, dict) else {}
+    retain = patch.get("$retainKeys")
     for key, value in patch.items():
         if key.startswith("$setElementOrder/") or key in ("$retainKeys", "$patch"):
             continue
@@ -92,45 +76,66 @@ def strategic_merge(target: Any, patch: dict[str, Any]) -> Any:
             drop = value if isinstance(value, list) else []
             out[field] = [v for v in out.get(field) or [] if v not in drop]
             continue
+        how = schema.field(key) if schema is not None else FieldPatch()
         if value is None:
             out.pop(key, None)
         elif isinstance(value, dict):
-            out[key] = strategic_merge(out.get(key), value)
+            out[key] = strategic_merge(out.get(key), value, how.schema)
         elif isinstance(value, list):
-            out[key] = _merge_list(key, out.get(key), value)
+            out[key] = _merge_list(how, out.get(key), value)
         else:
             out[key] = value
+    for key, order in patch.items():
+        if key.startswith("$setElementOrder/") and isinstance(order, list):
+            field = key.split("/", 1)[1]
+            how = schema.field(field) if schema is not None else FieldPatch()
+            if isinstance(out.get(field), list):
+                out[field] = _ordered(out[field], order, how.merge_key)
+    if isinstance(retain, list):
+        out = {k: v for k, v in out.items() if k in retain}
     return out
 
 
-def _merge_list(field: str, existing: Any, patch: list[Any]) -> list[Any]:
+def _without_directives(items: list[Any]) -> list[Any]:
+    return [p for p in json_copy(items) if not (isinstance(p, dict) and "$patch" in p)]
+
+
+def _merge_list(how: FieldPatch, existing: Any, patch: list[Any]) -> list[Any]:
     current: list[Any] = existing if isinstance(existing, list) else []
-    if field in MERGED_SCALAR_LISTS:
+    if not how.merge:
+        return _without_directives(patch)
+    if how.merge_key is None:  # a list of scalars merged as a set (e.g. finalizers)
         return current + [v for v in patch if v not in current]
-    merge_key = MERGE_KEYS.get(field)
-    if merge_key is None or not all(isinstance(p, dict) for p in patch):
-        return [p for p in json_copy(patch) if not (isinstance(p, dict) and "$patch" in p)]
+    key = how.merge_key
+    if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
+        return _without_directives(patch)
     out = list(current)
     for item in patch:
-        if item.get("$patch") == "replace":
-            return [{k: v for k, v in p.items() if k != "$patch"} for p in json_copy(patch)]
-        key_value = item.get(merge_key)
+        if not isinstance(item, dict):
+            raise ApiError(422, f"a list merged by {key!r} takes objects, not {item!r}")
         index = next(
-            (
-                i
-                for i, cur in enumerate(out)
-                if isinstance(cur, dict) and cur.get(merge_key) == key_value
-            ),
+            (i for i, cur in enumerate(out) if isinstance(cur, dict) and cur.get(key) == item.get(key)),
             None,
         )
         if item.get("$patch") == "delete":
             if index is not None:
                 out.pop(index)
         elif index is None:
-            out.append(strategic_merge({}, item))
+            out.append(strategic_merge({}, item, how.schema))
         else:
-            out[index] = strategic_merge(out[index], item)
+            out[index] = strategic_merge(out[index], item, how.schema)
     return out
+
+
+def _ordered(items: list[Any], order: list[Any], key: str | None) -> list[Any]:
+    """``$setElementOrder``: the listed elements first, in the given order, then the rest."""
+
+    def ident(item: Any) -> Any:
+        return item.get(key) if key is not None and isinstance(item, dict) else item
+
+    wanted = [ident(o) for o in order]
+    rank = {json.dumps(w, sort_keys=True): n for n, w in enumerate(wanted)}
+    return sorted(items, key=lambda it: rank.get(json.dumps(ident(it), sort_keys=True), len(rank)))
 
 
 def _pointer(path: Any) -> list[str]:

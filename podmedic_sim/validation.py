@@ -20,29 +20,37 @@ from referencing import Registry, Resource
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, Cause
 from podmedic_sim.validation_rules import name_causes, semantic_causes
+from podmedic_sim.validation_update import update_causes
 
 K8S_VERSION = "1.37.0"
 _SCHEMA_DIR = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
 MAX_CAUSES = 20
 
 
-def _load(name: str) -> Any:
+@functools.cache
+def load_schema(name: str) -> Any:
+    """A schema file of the strict set, parsed once (callers must not change it)."""
     ref = importlib_resources.files("kubernetes_validate").joinpath(f"{_SCHEMA_DIR}/{name}")
     return json.loads(ref.read_text())
 
 
+def schema_file(api_version: str, kind: str) -> str:
+    """The schema file of a kind: ``pod-v1.json``, ``devicetaintrule-resource-v1.json``."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    return f"{kind.lower()}-{group_version}.json"
+
+
 @functools.cache
 def _registry() -> Registry[Any]:
-    defs: Registry[Any] = Resource.from_contents(_load("_definitions.json")) @ Registry()
+    defs: Registry[Any] = Resource.from_contents(load_schema("_definitions.json")) @ Registry()
     return defs
 
 
 @functools.cache
 def validator_for(api_version: str, kind: str) -> jsonschema.protocols.Validator:
     """The compiled strict validator of ``kind`` (cached); 422 when no schema exists."""
-    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
-        schema = _load(f"{kind.lower()}-{group_version}.json")
+        schema = load_schema(schema_file(api_version, kind))
     except (FileNotFoundError, OSError) as exc:
         raise ApiError(422, f"no schema for {kind} {api_version}") from exc
     registry = Resource.from_contents(schema) @ _registry()
@@ -86,12 +94,15 @@ def schema_causes(obj: Obj) -> list[Cause]:
     return causes
 
 
-def validate_object(obj: Obj, kind: str, plural: str, group: str = "") -> None:
-    """Raise 422 Invalid with all causes when ``obj`` fails schema or semantic checks."""
+def validate_object(obj: Obj, kind: str, plural: str, group: str = "", old: Obj | None = None) -> None:
+    """Raise 422 Invalid with all causes when ``obj`` fails schema or semantic checks, or, as an
+    update of ``old``, an update rule."""
     causes = schema_causes(obj)
     causes += name_causes(obj, kind)
     if not causes:
         causes += semantic_causes(obj, kind)
+    if not causes and old is not None:
+        causes += update_causes(old, obj, kind)
     if causes:
         name = (obj.get("metadata") or {}).get("name") or ""
         detail = ", ".join(f"{c.field}: {c.message}" if c.field else c.message for c in causes)

@@ -229,11 +229,7 @@ class Rescheduler:
         return old is None or old["metadata"].get("uid") != self.inp.pod.uid
 
     def _ungate(self, name: str) -> None:
-        pod = self.kube.get_pod(self.inp.pod.namespace, name)
-        present = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
-        gates = [g for g in present if g.get("name") != placement.GATE]
-        if pod is not None and len(gates) != len(present):
-            self.kube.patch_pod(self.inp.pod.namespace, name, {"spec": {"schedulingGates": gates or None}})
+        remove_own_gate(self.kube, self.inp.pod.namespace, name)
 
     def _ready(self, name: str, uid: str) -> Obj | None:
         pod = self.kube.get_pod(self.inp.pod.namespace, name)
@@ -241,3 +237,17 @@ class Rescheduler:
             return None
         return pod if podview.is_ready(pod) and podview.devices_healthy(pod) else None
 
+
+def remove_own_gate(kube: KubeGateway, namespace: str, name: str) -> None:
+    """Remove podmedic's scheduling gate from the pod, and no other controller's.
+
+    ``schedulingGates`` merge by name (``patchStrategy:"merge" patchMergeKey:"name"`` on
+    ``PodSpec.SchedulingGates`` in k8s.io/api core/v1/types.go): a patch listing the remaining
+    gates would leave podmedic's in place whenever another gate is there too. The delete
+    directive removes exactly podmedic's gate; a pod without it is left alone.
+    """
+    pod = kube.get_pod(namespace, name)
+    present = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+    if pod is not None and any(g.get("name") == placement.GATE for g in present):
+        gate = {"name": placement.GATE, "$patch": "delete"}
+        kube.patch_pod(namespace, name, {"spec": {"schedulingGates": [gate]}})
