@@ -54,9 +54,16 @@ class JiraClient:
                 "content": [{"type": "codeBlock", "content": [{"type": "text", "text": text}]}]}
 
     async def find(self, label: str) -> str | None:
-        """The key of the issue carrying ``label``, if one exists."""
+        """The key of the issue carrying ``label``, if one exists.
+
+        Jira Cloud searches through ``GET /rest/api/{2|3}/search/jql`` (the "enhanced search" of
+        Atlassian's changelog CHANGE-2046; the old ``/search`` answers 410 Gone since 2025); Jira
+        Data Center keeps ``GET /rest/api/2/search``. One page of one issue is enough: the oldest
+        issue with the label is this run's.
+        """
         jql = quote(f'labels = "{label}" ORDER BY created ASC')
-        data = await call(self.session, "GET", f"{self.api}/search?jql={jql}&fields=status&maxResults=1",
+        path = "search/jql" if self.settings.deployment == "cloud" else "search"
+        data = await call(self.session, "GET", f"{self.api}/{path}?jql={jql}&fields=status&maxResults=1",
                           headers=self.headers)
         issues = data.get("issues") or [] if isinstance(data, dict) else []
         return str(issues[0]["key"]) if issues else None

@@ -32,6 +32,9 @@ class JiraTicket(ConfigModel):
     project: str = Field(..., min_length=1, description="Project key the issues go to.")
     issue_type: str = Field("Bug", min_length=1, description="Issue type name.")
     api_version: Literal["2", "3"] = Field("2", description="REST API version: 3 sends Atlassian Document Format.")
+    deployment: Literal["cloud", "datacenter"] = Field(
+        "cloud", description="cloud: Jira Cloud (search through /search/jql; the old /search answers 410 Gone "
+                             "there); datacenter: Jira Data Center or Server (/search, REST API 2 only).")
     auth: Literal["basic", "bearer"] = Field("basic", description="basic: email + API token; bearer: a PAT.")
     email: str | None = Field(None, description="Account email for basic auth (may be ${VAR}).")
     token_file: str | None = _file_field("API token (basic) or personal access token (bearer)")
@@ -44,6 +47,8 @@ class JiraTicket(ConfigModel):
     def _basic_needs_email(self) -> JiraTicket:
         if self.auth == "basic" and not self.email:
             raise ValueError("email is required when auth is basic (or set auth: bearer for a PAT)")
+        if self.deployment == "datacenter" and self.api_version == "3":
+            raise ValueError('api_version "3" is Jira Cloud only: Jira Data Center serves REST API 2')
         return self
 
 

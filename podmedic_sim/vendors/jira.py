@@ -1,9 +1,15 @@
 """A fake Jira speaking the REST v2/v3 shapes podmedic uses, strict about auth and fields.
 
-Routes (``{v}`` is 2 or 3): ``POST /rest/api/{v}/issue``, ``GET /rest/api/{v}/search?jql=``
-(only ``labels = "<label>"`` is understood), ``GET /rest/api/{v}/issue/{key}``,
-``GET|POST /rest/api/{v}/issue/{key}/comment``. Issues start in status "To Do" (category
-``new``); resolving moves them to "Done" (category ``done``).
+Routes (``{v}`` is 2 or 3): ``POST /rest/api/{v}/issue``, the search (only ``labels = "<label>"``
+is understood), ``GET /rest/api/{v}/issue/{key}``, ``GET|POST /rest/api/{v}/issue/{key}/comment``.
+Issues start in status "To Do" (category ``new``); resolving moves them to "Done" (category
+``done``).
+
+The search is the deployment's: Jira Cloud (the default) serves ``GET /rest/api/{v}/search/jql``
+(``nextPageToken`` paging, ``isLast``, only the ``fields`` asked for) and answers the old
+``/rest/api/{v}/search`` with 410 Gone and Atlassian's message (changelog CHANGE-2046, removed in
+2025); Jira Data Center serves ``GET /rest/api/2/search`` (``startAt``, ``total``) and no
+``/search/jql``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from aiohttp import web
 from podmedic_sim.vendors.base import FakeDesk, basic, device_in
 
 LABEL_JQL = re.compile(r'labels\s*=\s*"([^"]+)"')
+# Jira Cloud's answer to the removed search endpoints (410 Gone), as Atlassian's API returns it.
+SEARCH_REMOVED = ("The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. A full "
+                  "migration guideline is available at https://developer.atlassian.com/changelog/#CHANGE-2046")
 TODO = {"name": "To Do", "statusCategory": {"key": "new", "name": "To Do"}}
 DONE = {"name": "Done", "statusCategory": {"key": "done", "name": "Done"}}
 
@@ -34,9 +43,10 @@ class FakeJira(FakeDesk):
     """Issues of one project; accepts basic (email + token) or bearer (PAT) auth."""
 
     def __init__(self, *, project: str = "OPS", email: str = "bot@example.com", token: str = "jira-token",
-                 bearer: bool = False, **kwargs: Any) -> None:
+                 bearer: bool = False, cloud: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.project = project
+        self.cloud = cloud
         self.auth = f"Bearer {token}" if bearer else basic(email, token)
         self.comments: dict[str, list[dict[str, Any]]] = {}
 
@@ -77,16 +87,64 @@ class FakeJira(FakeDesk):
         return web.json_response({"id": self.tickets[key]["id"], "key": key, "self": f"/rest/api/2/issue/{key}"},
                                  status=201)
 
-    async def search(self, request: web.Request) -> web.Response:
-        """``GET /rest/api/{v}/search?jql=labels = "..."``."""
+    def _labelled(self, request: web.Request) -> list[dict[str, Any]] | web.Response:
         if not self._authorized(request):
             return self.refuse(401, "search: bad or missing Authorization")
-        m = LABEL_JQL.search(request.query.get("jql", ""))
+        jql = request.query.get("jql", "")
+        if not jql.strip():  # Cloud refuses an unbounded query; Data Center would list everything
+            return self.refuse(400, "search: unbounded JQL", {"errorMessages": ["Unbounded JQL queries are not "
+                                                                                "allowed here."], "errors": {}})
+        m = LABEL_JQL.search(jql)
         if not m:
             return self.refuse(400, "search: only labels = \"...\" is understood", {"errorMessages": ["bad JQL"]})
-        found = [{"key": t["key"], "fields": {"status": t["fields"]["status"]}} for t in self.tickets.values()
-                 if m.group(1) in t["fields"].get("labels", [])]
-        return web.json_response({"startAt": 0, "total": len(found), "issues": found[:1]})
+        ordered = sorted(self.tickets.values(), key=lambda t: t["created"])
+        return [t for t in ordered if m.group(1) in t["fields"].get("labels", [])]
+
+    def _page_size(self, request: web.Request) -> int:
+        try:
+            return max(1, min(int(request.query.get("maxResults", "50")), 5000))
+        except ValueError:
+            return 50
+
+    @staticmethod
+    def _issue_json(ticket: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": ticket["id"], "key": ticket["key"], "self": f"/rest/api/2/issue/{ticket['id']}"}
+        if fields:
+            out["fields"] = {f: ticket["fields"][f] for f in fields if f in ticket["fields"]}
+        return out
+
+    async def search(self, request: web.Request) -> web.Response:
+        """``GET /rest/api/{v}/search``: Data Center's search; removed (410) on Jira Cloud."""
+        if self.cloud:
+            return self.refuse(410, "search: /search was removed from Jira Cloud",
+                               {"errorMessages": [SEARCH_REMOVED], "errors": {}})
+        found = self._labelled(request)
+        if isinstance(found, web.Response):
+            return found
+        fields = [f for f in request.query.get("fields", "*navigable").split(",") if f and not f.startswith("*")]
+        size = self._page_size(request)
+        return web.json_response({"startAt": 0, "maxResults": size, "total": len(found),
+                                  "issues": [self._issue_json(t, fields or ["status"]) for t in found[:size]]})
+
+    async def search_jql(self, request: web.Request) -> web.Response:
+        """``GET /rest/api/{v}/search/jql``: Jira Cloud's enhanced search (token paging, no total)."""
+        if not self.cloud:
+            return web.json_response({"errorMessages": ["null for uri: /search/jql"]}, status=404)
+        found = self._labelled(request)
+        if isinstance(found, web.Response):
+            return found
+        fields = [f for f in request.query.get("fields", "").split(",") if f]
+        size = self._page_size(request)
+        try:
+            start = int(request.query.get("nextPageToken") or 0)
+        except ValueError:
+            return self.refuse(400, "search: bad nextPageToken", {"errorMessages": ["Invalid nextPageToken"]})
+        page = found[start:start + size]
+        body: dict[str, Any] = {"issues": [self._issue_json(t, fields) for t in page],
+                                "isLast": start + size >= len(found)}
+        if not body["isLast"]:
+            body["nextPageToken"] = str(start + size)
+        return web.json_response(body)
 
     async def issue(self, request: web.Request) -> web.Response:
         """``GET /rest/api/{v}/issue/{key}``."""
@@ -125,6 +183,7 @@ class FakeJira(FakeDesk):
         """Jira's routes, for v2 and v3."""
         base = "/rest/api/{v:[23]}"
         return [web.post(f"{base}/issue", self.create), web.get(f"{base}/search", self.search),
+                web.get(f"{base}/search/jql", self.search_jql),
                 web.get(f"{base}/issue/{{key}}", self.issue),
                 web.get(f"{base}/issue/{{key}}/comment", self.comments_of),
                 web.post(f"{base}/issue/{{key}}/comment", self.comments_of)]
