@@ -6,6 +6,8 @@ environment variable named by the policy; the workflow only ever carries those n
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import hashlib
 import hmac
 import os
@@ -18,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 TIMEOUT = aiohttp.ClientTimeout(total=15)
 SIGNATURE_HEADER = "X-Podmedic-Signature"
+MAX_RETRY_AFTER_S = 3600.0  # ServiceNow's limits are per hour: its longest honest wait
 
 
 class TicketConfigError(ApplicationError):
@@ -86,10 +89,39 @@ def short_key(idempotency_key: str, length: int = 24) -> str:
     return hashlib.sha256(idempotency_key.encode()).hexdigest()[:length]
 
 
+def retry_after(resp: aiohttp.ClientResponse) -> float | None:
+    """Seconds the backend asks to wait (``Retry-After``: delta-seconds or an HTTP date), if it says.
+
+    Jira Cloud and ServiceNow both send it with a 429 (and Jira with some 503s); asking again
+    before it has passed only earns another 429.
+    """
+    raw = resp.headers.get("Retry-After", "").strip()
+    if not raw:
+        return None
+    if raw.isdigit():
+        return float(raw)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
 async def answer(resp: aiohttp.ClientResponse, what: str) -> Any:
-    """The JSON answer, or a retryable (5xx, 408, 429) or non-retryable (other 4xx) error."""
+    """The JSON answer, or a retryable (5xx, 408, 429) or non-retryable (other 4xx) error.
+
+    A retryable answer with ``Retry-After`` sets the next attempt's delay to it (at most
+    ``MAX_RETRY_AFTER_S``) instead of the step's own backoff.
+    """
     if resp.status in (408, 429) or resp.status >= 500:
-        raise ApplicationError(f"{what}: HTTP {resp.status}, will retry", type="TicketBackendUnavailable")
+        wait = retry_after(resp)
+        if wait is None:
+            raise ApplicationError(f"{what}: HTTP {resp.status}, will retry", type="TicketBackendUnavailable")
+        wait = min(wait, MAX_RETRY_AFTER_S)
+        raise ApplicationError(f"{what}: HTTP {resp.status}, will retry after {wait:g}s (Retry-After)",
+                               type="TicketBackendUnavailable", next_retry_delay=dt.timedelta(seconds=wait))
     if resp.status >= 400:
         text = (await resp.text())[:300]
         raise ApplicationError(f"{what}: HTTP {resp.status} {text}", type="TicketRejected", non_retryable=True)

@@ -38,6 +38,26 @@ class FakeDesk:
         self.hold_creates = False
         self.release = asyncio.Event()
         self.rejected: list[str] = []
+        self.throttled = 0  # how many of the next requests get the system's rate-limit answer
+        self.retry_after_s = 1
+
+    def throttle(self, requests: int, retry_after_s: int = 1) -> None:
+        """Answer the next ``requests`` requests as the system does when its rate limit is hit."""
+        self.throttled, self.retry_after_s = requests, retry_after_s
+
+    def rate_limited(self) -> web.Response:
+        """The system's 429 (subclasses give its headers and body)."""
+        return web.json_response({"error": "rate limited"}, status=429,
+                                 headers={"Retry-After": str(self.retry_after_s)})
+
+    @web.middleware
+    async def _throttle(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.throttled > 0 and not request.path.startswith(("/fake/", "/healthz")):
+            self.throttled -= 1
+            self.rejected.append(f"rate limited: {request.method} {request.path}")
+            return self.rate_limited()
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def held(self) -> None:
         """Wait here (the ticket already exists) while a test holds create answers."""
@@ -87,7 +107,7 @@ class FakeDesk:
 
     def app(self) -> web.Application:
         """The HTTP application, with the auto-resolver running in the background."""
-        app = web.Application()
+        app = web.Application(middlewares=[self._throttle])
         app.add_routes([*self.routes(), web.get("/healthz", self._healthz),
                         web.post("/fake/resolve/{id}", self._resolve_route)])
 

@@ -175,6 +175,15 @@ class FakeJira(FakeDesk):
         """Move the issue to Done."""
         self.tickets[ticket_id]["fields"]["status"] = DONE
 
+    def rate_limited(self) -> web.Response:
+        """Jira Cloud's 429 (developer.atlassian.com/cloud/jira/platform/rate-limiting): ``Retry-After``
+        in seconds, ``X-RateLimit-Reset`` as ``yyyy-MM-ddTHH:mmZ`` (request time plus that wait) and
+        ``RateLimit-Reason``; Atlassian documents no body, so none is sent."""
+        reset = time.gmtime(time.time() + self.retry_after_s)
+        return web.Response(status=429, headers={
+            "Retry-After": str(self.retry_after_s), "X-RateLimit-Reset": time.strftime("%Y-%m-%dT%H:%MZ", reset),
+            "RateLimit-Reason": "jira-quota-based"})
+
     def open_ids(self) -> list[str]:
         """Issues not in the done category."""
         return [k for k, t in self.tickets.items() if t["fields"]["status"] is not DONE]

@@ -69,6 +69,17 @@ class FakeServiceNow(FakeDesk):
         """Set state 6 (Resolved)."""
         self.tickets[ticket_id]["state"] = RESOLVED
 
+    def rate_limited(self) -> web.Response:
+        """ServiceNow's 429 ("Inbound REST API rate limiting" in its API reference): the rule's
+        ``X-RateLimit-Limit`` (per hour), ``X-RateLimit-Reset`` (UNIX time), ``X-RateLimit-Rule``,
+        ``Retry-After`` in seconds, and an error in the Table API's error envelope."""
+        return web.json_response(
+            {"error": {"message": "Rate limit exceeded", "detail": "Too many requests for this rule; retry later"},
+             "status": "failure"},
+            status=429,
+            headers={"X-RateLimit-Limit": "100", "X-RateLimit-Reset": str(int(time.time()) + self.retry_after_s),
+                     "X-RateLimit-Rule": "0f4d8d8a1b2c3d4e5f60718293a4b5c6", "Retry-After": str(self.retry_after_s)})
+
     def open_ids(self) -> list[str]:
         """Records not resolved or closed."""
         return [n for n, t in self.tickets.items() if t["state"] not in ("6", "7")]
