@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from podmedic.domain.base import Obj
+from podmedic.kube.resource_ids import PodDeviceHealth, pod_device_health
 
 MAX_CLAIMS = 20_000
 """Claims kept (least recently used dropped first): about 1 KiB each, so at most ~20 MiB."""
@@ -75,6 +76,11 @@ class ReservedClaims:
             else:
                 self._claims.pop(key, None)
         return claim
+
+    def device_health(self, pod: Obj) -> PodDeviceHealth:
+        """The pod's reported device health resolved to DRA devices through its claims (the kubelet
+        names a device by the driver's CDI ID when it has one: ``podmedic.kube.resource_ids``)."""
+        return pod_device_health(pod, lambda name: self.claim_of(pod, name))
 
     def __len__(self) -> int:
         with self._lock:

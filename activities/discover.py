@@ -85,7 +85,7 @@ class DiscoverActivities(KubeActivities):
 
     def _reading(self, device: DeviceRef, pods: list[Obj]) -> DeviceHealthReading:
         for pod in pods:
-            status = podview.device_statuses(pod).get(device.resource_id)
+            status = self.claims.device_health(pod).devices.get(device)
             if status is not None:
                 health, message = status
                 return DeviceHealthReading(

@@ -6,6 +6,8 @@ second while the demo looks like a real fleet (image pulls, kubelet reports, bac
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -40,6 +42,36 @@ class SimTimings(BaseModel):
     )
 
 
+class DriverPlugin(BaseModel):
+    """How one simulated DRA driver's kubelet plugin names its devices and what health it reports.
+
+    The kubelet writes a device's ``resourceID`` in pod status as the first CDI device ID the
+    driver returned from NodePrepareResources, and ``<driver>/<pool>/<device>`` only when it
+    returned none (kubernetes/kubernetes pkg/kubelet/cm/dra/manager.go). Real drivers return CDI
+    IDs: per device (dra-example-driver: ``k8s.<driver>/<class>=<claimUID>-<device>``) or one for
+    all of a claim's devices (``nvidia.com/gpu=all``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cdi_ids: Literal["none", "per-device", "shared"] = Field(
+        "none",
+        description="none: <driver>/<pool>/<device>; per-device: <kind>=<claimUID>-<device>; "
+        "shared: <kind>=all for every device of the claim.",
+    )
+    cdi_kind: str = Field("", description="The CDI kind (vendor/class); empty: k8s.<driver>/device.")
+    health_messages: bool = Field(
+        True,
+        description="Fill ResourceHealth.message (the kubelet does only with the ResourceHealthStatusMessage "
+        "gate on and a driver that sends one).",
+    )
+
+
+def _default_plugins() -> dict[str, DriverPlugin]:
+    # NVIDIA's DRA driver returns CDI device IDs, so the kubelet reports those.
+    return {"gpu.nvidia.com": DriverPlugin(cdi_ids="per-device")}
+
+
 class SimConfig(BaseModel):
     """Shape of the simulated cluster."""
 
@@ -53,17 +85,16 @@ class SimConfig(BaseModel):
         description="DRA drivers; every node gets one ResourceSlice per driver.",
     )
     device_model: str = Field("H100-SXM5-80GB", description="Value of the `model` device attribute.")
-    node_pool_size: int = Field(
-        16, ge=1, description="Nodes per value of the `sim.podmedic.io/pool` node label."
-    )
-    preloaded_images: list[str] = Field(
-        default_factory=list, description="Images every node has before any pull."
-    )
-    image_size_bytes: int = Field(
-        8_000_000_000, ge=0, description="Size reported for pulled images in node status."
-    )
+    node_pool_size: int = Field(16, ge=1, description="Nodes per value of the `sim.podmedic.io/pool` node label.")
+    preloaded_images: list[str] = Field(default_factory=list, description="Images every node has before any pull.")
+    image_size_bytes: int = Field(8_000_000_000, ge=0, description="Size reported for pulled images in node status.")
     checkpoint_every_steps: int = Field(
         0, ge=0, description="Training workloads checkpoint on their own every N steps (0: never)."
     )
     timings: SimTimings = Field(default_factory=SimTimings)
+    plugins: dict[str, DriverPlugin] = Field(
+        default_factory=_default_plugins,
+        description="Per driver: how its kubelet plugin names devices in pod "
+        "status (drivers not listed: <driver>/<pool>/<device>).",
+    )
     seed: int = Field(0, description="Seed for anything random (pod name suffixes, UUIDs of devices).")

@@ -182,7 +182,9 @@ class KubeletPods(ABC):
         if rt.gone:
             return
         try:
-            self._store.mutate("pods", rt.key[0], rt.key[1], lambda p: render_status(p, rt, self._devices))
+            self._store.mutate(
+                "pods", rt.key[0], rt.key[1], lambda p: render_status(p, rt, self._devices, self._config.plugins)
+            )
         except NotFound:
             self._forget(rt)
 

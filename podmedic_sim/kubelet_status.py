@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podmedic.domain.base import Obj
+from podmedic_sim.config import DriverPlugin
 from podmedic_sim.devices import DeviceRegistry, DevKey
 from podmedic_sim.store import now_rfc3339
 
@@ -72,10 +73,9 @@ class PodRt:
     node: str
     restart_policy: str
     containers: list[ContainerRt]
-    devices: list[tuple[str, str, DevKey]] = field(
-        default_factory=list
-    )  # (claim obj, request, dev)
+    devices: list[tuple[str, str, DevKey]] = field(default_factory=list)  # (claim obj, request, dev)
     pod_claims: dict[str, str] = field(default_factory=dict)  # claim object name -> name in pod
+    claim_uids: dict[str, str] = field(default_factory=dict)  # claim object name -> its uid
     phase: str = "Pending"
     start_time: str = field(default_factory=now_rfc3339)
     host_ip: str = ""
@@ -90,11 +90,7 @@ class PodRt:
 
     def ready(self) -> bool:
         """Running with every container running."""
-        return (
-            self.phase == "Running"
-            and not self.deleting
-            and all(c.state == "running" for c in self.containers)
-        )
+        return self.phase == "Running" and not self.deleting and all(c.state == "running" for c in self.containers)
 
     def container_devices(self, c: ContainerRt) -> list[tuple[str, str, DevKey]]:
         """Devices of the claims (and requests) the container references."""
@@ -102,9 +98,7 @@ class PodRt:
         for claim, request, dev in self.devices:
             pod_name = self.pod_claims.get(claim, claim)
             for ref in c.claim_refs:
-                if ref.get("name") == pod_name and (
-                    not ref.get("request") or ref["request"] == request
-                ):
+                if ref.get("name") == pod_name and (not ref.get("request") or ref["request"] == request):
                     out.append((pod_name, request, dev))
                     break
         return out
@@ -121,14 +115,52 @@ def _state_json(c: ContainerRt) -> dict[str, Any]:
     return {"waiting": waiting}
 
 
-def container_status(rt: PodRt, c: ContainerRt, devices: DeviceRegistry) -> dict[str, Any]:
+def resource_id(dev: DevKey, claim_uid: str, plugin: DriverPlugin | None) -> str:
+    """The ``resourceID`` the kubelet writes for a device: the driver's first CDI device ID, or
+    ``<driver>/<pool>/<device>`` when the driver returned none."""
+    if plugin is None or plugin.cdi_ids == "none":
+        return "/".join(dev)
+    kind = plugin.cdi_kind or f"k8s.{dev[0]}/device"
+    return f"{kind}=all" if plugin.cdi_ids == "shared" else f"{kind}={claim_uid}-{dev[2]}"
+
+
+def allocated_resources_status(
+    rt: PodRt, c: ContainerRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin]
+) -> list[dict[str, Any]]:
+    """KEP-4680 ``allocatedResourcesStatus`` as the kubelet writes it (pkg/kubelet/cm/dra/manager.go,
+    ``UpdateAllocatedResourcesStatus``): per claim the container references, an entry named
+    ``claim:<name>``, or ``claim:<name>/<request>`` when the reference names a request, listing every
+    device of that claim, one element per device as the kubelet appends them: devices sharing one
+    CDI ID appear under that ID once each (the API declares the list a map keyed by resourceID;
+    the kubelet does not merge them)."""
+    out: list[dict[str, Any]] = []
+    for ref in c.claim_refs:
+        pod_claim, request = ref.get("name", ""), ref.get("request") or ""
+        entries: list[dict[str, str]] = []
+        for claim, _, dev in rt.devices:
+            if rt.pod_claims.get(claim, claim) != pod_claim:
+                continue
+            plugin = plugins.get(dev[0])
+            fault = devices.fault(dev)
+            rid = resource_id(dev, rt.claim_uids.get(claim, ""), plugin)
+            entry = {"resourceID": rid, "health": fault.health}
+            if (plugin is None or plugin.health_messages) and (fault.message or fault.reason):
+                entry["message"] = fault.message or fault.reason
+            entries.append(entry)
+        if entries:
+            name = f"claim:{pod_claim}/{request}" if request else f"claim:{pod_claim}"
+            out.append({"name": name, "resources": entries})
+    return out
+
+
+def container_status(
+    rt: PodRt, c: ContainerRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin]
+) -> dict[str, Any]:
     """One ``containerStatuses`` entry, with KEP-4680 ``allocatedResourcesStatus``."""
     status: dict[str, Any] = {
         "name": c.name,
         "image": c.image,
-        "imageID": f"{c.image}@sha256:{uuid.uuid5(uuid.NAMESPACE_URL, c.image).hex}"
-        if c.container_id
-        else "",
+        "imageID": f"{c.image}@sha256:{uuid.uuid5(uuid.NAMESPACE_URL, c.image).hex}" if c.container_id else "",
         "ready": c.state == "running" and not rt.deleting,
         "started": c.state == "running",
         "restartCount": c.restart_count,
@@ -137,21 +169,13 @@ def container_status(rt: PodRt, c: ContainerRt, devices: DeviceRegistry) -> dict
     }
     if c.container_id:
         status["containerID"] = c.container_id
-    groups: dict[str, list[dict[str, str]]] = {}
-    for pod_claim, request, dev in rt.container_devices(c):
-        fault = devices.fault(dev)
-        entry = {"resourceID": "/".join(dev), "health": fault.health}
-        if fault.message or fault.reason:
-            entry["message"] = fault.message or fault.reason
-        groups.setdefault(f"claim:{pod_claim}/{request}", []).append(entry)
-    if groups:
-        status["allocatedResourcesStatus"] = [
-            {"name": n, "resources": r} for n, r in groups.items()
-        ]
+    resources = allocated_resources_status(rt, c, devices, plugins)
+    if resources:
+        status["allocatedResourcesStatus"] = resources
     return status
 
 
-def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry) -> None:
+def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin]) -> None:
     """Write the kubelet-owned parts of ``pod.status`` in place; other fields are kept."""
     status = pod.setdefault("status", {})
     now = now_rfc3339()
@@ -173,15 +197,11 @@ def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry) -> None:
             "type": ctype,
             "status": value,
             "lastProbeTime": None,
-            "lastTransitionTime": prev.get("lastTransitionTime")
-            if prev and prev.get("status") == value
-            else now,
+            "lastTransitionTime": prev.get("lastTransitionTime") if prev and prev.get("status") == value else now,
         }
         if not ok and ctype in ("Ready", "ContainersReady"):
             waiting = [c.name for c in rt.containers if c.state != "running"]
-            cond["reason"] = (
-                "PodCompleted" if rt.phase in ("Succeeded", "Failed") else "ContainersNotReady"
-            )
+            cond["reason"] = "PodCompleted" if rt.phase in ("Succeeded", "Failed") else "ContainersNotReady"
             cond["message"] = f"containers with unready status: [{' '.join(waiting)}]"
         conds.append(cond)
     status.update(
@@ -192,7 +212,7 @@ def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry) -> None:
             "hostIPs": [{"ip": rt.host_ip}],
             "startTime": rt.start_time,
             "qosClass": "BestEffort",
-            "containerStatuses": [container_status(rt, c, devices) for c in rt.containers],
+            "containerStatuses": [container_status(rt, c, devices, plugins) for c in rt.containers],
         }
     )
     if rt.pod_ip:

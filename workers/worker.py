@@ -32,11 +32,12 @@ from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
+from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
 WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
-             FleetIncidentWorkflow]
+             FleetIncidentWorkflow, UnresolvedDeviceWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:

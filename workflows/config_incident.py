@@ -9,19 +9,14 @@ per pod instance and opened with REJECT_DUPLICATE, so the kubelet's retries cann
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.notice import NoticeActivities
-    from podmedic.domain import search
     from podmedic.domain.models import ConfigProblem, FailureMode, Outcome
-    from podmedic.domain.steps import PodNoticeInput
+    from workflows.pod_report import PROBLEM_ANNOTATION, report_on_pod
 
-PROBLEM_ANNOTATION = "podmedic.io/problem"
+__all__ = ["PROBLEM_ANNOTATION", "ConfigIncidentOutcome", "ConfigIncidentWorkflow"]
 
 
 class ConfigIncidentOutcome(BaseModel):
@@ -46,22 +41,8 @@ class ConfigIncidentWorkflow:
                        f"the pod's configuration ({problem.message}). Not a device fault: podmedic will not "
                        f"taint a device or restart the pod; fix the claim or its parameters.")
         workflow.set_current_details(f"**Reporting** bad configuration on {pod}: {problem.message}")
-        notice = await workflow.execute_activity_method(
-            NoticeActivities.notify_pod,
-            PodNoticeInput(
-                incident_id=workflow.info().workflow_id, pod=problem.pod, reason="PodmedicBadConfig",
-                message=explanation, annotations={PROBLEM_ANNOTATION: f"bad_config: {problem.message}"[:500]},
-            ),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=10, non_retryable_error_types=["InvalidObject", "Forbidden"]),
-            summary=f"explain bad configuration on {pod}",
-        )
-        if not notice.pod_found:
-            explanation += " The pod was already gone; the record stays here."
-        if workflow.info().typed_search_attributes.get(search.DRIVER) is not None:
-            workflow.upsert_search_attributes([search.PHASE.value_set("Closed"),
-                                               search.OUTCOME.value_set(Outcome.REPORTED.value)])
-        workflow.set_current_details(f"**Closed** — reported: {explanation}")
+        explanation, told = await report_on_pod(problem.pod, "PodmedicBadConfig", explanation,
+                                                f"bad_config: {problem.message}", f"explain bad configuration on {pod}")
         return ConfigIncidentOutcome(incident_id=workflow.info().workflow_id, outcome=Outcome.REPORTED,
                                      failure_mode=FailureMode.BAD_CONFIG, explanation=explanation,
-                                     reported_on_pod=notice.pod_found)
+                                     reported_on_pod=told)

@@ -12,7 +12,7 @@ import datetime as dt
 
 from podmedic.domain.classify import classify
 from podmedic.domain.incident import IncidentState, Phase
-from podmedic.domain.models import ConfigProblem, DeviceHealthEvent
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, UnresolvedDevice
 from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_recovery import LadderRung
 
@@ -94,6 +94,24 @@ def config_details(problem: ConfigProblem) -> str:
         "Classified `bad_config`: the pod's own claim or its parameters are wrong, not the device. podmedic reports "
         "it on the pod (Event `PodmedicBadConfig` and annotation `podmedic.io/problem`) and never taints a device "
         "or restarts the pod for it. Fix the claim, then recreate the pod.",
+    ])
+
+
+def unresolved_details(report: UnresolvedDevice) -> str:
+    """Markdown set once at start of an unresolved-device report: the pod, the entry, why."""
+    pod = report.pod
+    return "\n".join([
+        f"### A device of pod `{pod.namespace}/{pod.name}` that podmedic cannot identify",
+        f"- **Pod**: `{pod.namespace}/{pod.name}` (uid `{pod.uid or '?'}`) on node `{report.node or '?'}`",
+        f"- **Reported**: `{report.entry}` resourceID `{report.resource_id}` is {report.health.value}"
+        + (f": {report.message}" if report.message else ""),
+        f"- **Why no device**: {report.why}",
+        f"- **Seen**: {report.observed_at.isoformat(timespec='seconds')} by `{report.source}`",
+        "",
+        "The kubelet names a device by its driver's CDI ID; this one does not lead to a single device of the "
+        "pod's claim. podmedic reports it on the pod (Event `PodmedicDeviceUnresolved`, annotation "
+        "`podmedic.io/problem`) and acts on no device. The node agent, the driver's ResourceSlice taints or "
+        "Alertmanager name the device directly and open its incident.",
     ])
 
 

@@ -11,18 +11,24 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.base import KubeActivities
+from activities.claim_cache import ReservedClaims
 from activities.recovery import inplace
 from activities.recovery.reschedule import Rescheduler
 from activities.recovery.verify import Verification, poll
 from podmedic.domain.base import Obj
 from podmedic.domain.steps import RecoverInput, RecoveryResult
 from podmedic.kube import podview
+from podmedic.kube.gateway import KubeGateway
 
 RESTART_BASELINE = inplace.BASELINE
 
 
 class RecoverActivities(KubeActivities):
     """In-place restart, same-node and any-node reschedule; idempotent by request id."""
+
+    def __init__(self, kube: KubeGateway) -> None:
+        super().__init__(kube)
+        self.claims = ReservedClaims(kube.get_claim)
 
     # -- in-place restart ----------------------------------------------------------------------
     def _request_restart(self, inp: RecoverInput) -> tuple[str, dict[str, int]] | str:
@@ -79,7 +85,7 @@ class RecoverActivities(KubeActivities):
         grown = ", ".join(f"{n} {baseline.get(n, 0)} -> {counts.get(n, 0)}" for n in sorted(counts))
         return RecoveryResult(
             verified=True, action="in_place_restart", pod=ref, same_node=True,
-            devices=sorted(podview.device_statuses(pod)),
+            devices=sorted(d.resource_id for d in self.claims.device_health(pod).devices),
             detail=f"{mechanism}: same UID, restartCount {grown}, devices Healthy; {check.progress_note(pod)}",
         )
 
@@ -88,9 +94,9 @@ class RecoverActivities(KubeActivities):
     async def reschedule_same_node(self, inp: RecoverInput) -> RecoveryResult:
         """Evict (PDBs respected) and verify a replacement that prefers the same node, when it
         has a free healthy device (Job pods: node label; bare pods: podmedic's replacement)."""
-        return await Rescheduler(self.kube, self.run, inp, "same_node").attempt()
+        return await Rescheduler(self.kube, self.run, inp, "same_node", self.claims).attempt()
 
     @activity.defn(name="reschedule_any_node")
     async def reschedule_any_node(self, inp: RecoverInput) -> RecoveryResult:
         """Evict (PDBs respected) and verify a replacement wherever a healthy device is free."""
-        return await Rescheduler(self.kube, self.run, inp, "any_node").attempt()
+        return await Rescheduler(self.kube, self.run, inp, "any_node", self.claims).attempt()

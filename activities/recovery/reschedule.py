@@ -27,6 +27,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.claim_cache import ReservedClaims
 from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.verify import Verification, poll
@@ -42,14 +43,16 @@ Run = Callable[..., Awaitable[Any]]
 class Rescheduler:
     """One reschedule attempt (``same_node`` or ``any_node``) of one pod."""
 
-    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, action: str) -> None:
+    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, action: str,
+                 claims: ReservedClaims | None = None) -> None:
         self.kube, self.run, self.inp, self.action = kube, run, inp, action
+        self.claims = claims or ReservedClaims(kube.get_claim)
         self.notes: list[str] = []
 
     def _result(self, verified: bool, detail: str, pod: Obj | None = None) -> RecoveryResult:
         ref = podview.pod_ref(pod) if pod is not None else self.inp.pod
         same = ref.node == self.inp.pod.node if pod is not None else None
-        devices = sorted(podview.device_statuses(pod)) if pod is not None else []
+        devices = sorted(d.resource_id for d in self.claims.device_health(pod).devices) if pod is not None else []
         return RecoveryResult(verified=verified, action=self.action, pod=ref, same_node=same, devices=devices,
                               detail=detail, notes=self.notes)
 
@@ -82,7 +85,7 @@ class Rescheduler:
             node, device.driver, self.kube.list_slices(f"spec.nodeName={node}"), self.kube.list_claims(),
             self.kube.list_taint_rules(), device,
         )
-        needed = max(1, len(podview.device_statuses(pod))) if pod is not None else 1
+        needed = max(1, len(self.claims.device_health(pod).devices)) if pod is not None else 1
         if len(free) < needed:
             return (f"node {node} has {len(free)} free healthy {device.driver} device(s), the replacement needs "
                     f"{needed}: not rescheduling to the same node")
@@ -175,7 +178,7 @@ class Rescheduler:
         for pod in self._job_pods():
             if pod["metadata"].get("uid") in known or not podview.is_ready(pod) or not podview.devices_healthy(pod):
                 continue
-            if self.inp.device.resource_id not in podview.device_statuses(pod):
+            if self.inp.device not in self.claims.device_health(pod).devices:
                 return pod
         return None
 

@@ -152,6 +152,32 @@ class ConfigProblem(BaseModel):
         return f"config/{self.pod.namespace}/{self.pod.name}/{self.pod.uid}"
 
 
+class UnresolvedDevice(BaseModel):
+    """A pod reports a device not Healthy under a resourceID podmedic cannot tie to one DRA device
+    (a CDI ID shared by several devices of the claim, a claim that is gone): reported on the pod,
+    so the report is never lost, and never a device incident (no device is known to taint)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pod: PodKey
+    node: str | None = None
+    entry: str = Field(description="The allocatedResourcesStatus entry: claim:<podClaimName>[/<request>].")
+    claim: str | None = Field(None, description="The pod's claim name, when the entry names one.")
+    resource_id: str
+    health: Health
+    message: str = ""
+    why: str = Field(description="Why no single device could be found.")
+    source: str = "pod-status"
+    observed_at: dt.datetime
+    event_id: str = Field(min_length=1)
+
+    @property
+    def workflow_id(self) -> str:
+        """One report per pod instance and resourceID."""
+        digest = hashlib.sha256(f"{self.entry}\n{self.resource_id}".encode()).hexdigest()[:10]
+        return f"pod-device/{self.pod.namespace}/{self.pod.name}/{self.pod.uid}/{digest}"
+
+
 class IncidentInput(BaseModel):
     """Start argument of an incident. The policy in force at opening travels with it,
     so editing the policy file never changes a running incident's replay."""

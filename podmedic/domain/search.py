@@ -16,7 +16,7 @@ from temporalio.common import (
     TypedSearchAttributes,
 )
 
-from podmedic.domain.models import ConfigProblem
+from podmedic.domain.models import ConfigProblem, UnresolvedDevice
 
 DRIVER = SearchAttributeKey.for_keyword("PodmedicDriver")
 NODE = SearchAttributeKey.for_keyword("PodmedicNode")
@@ -83,6 +83,18 @@ def for_config_problem(problem: ConfigProblem) -> TypedSearchAttributes:
     ]
     if problem.node:
         pairs.append(SearchAttributePair(NODE, problem.node))
+    return TypedSearchAttributes(pairs)
+
+
+def for_unresolved_device(report: UnresolvedDevice) -> TypedSearchAttributes:
+    """Attributes of a report of a device podmedic could not resolve (no driver is known for sure)."""
+    pairs = [
+        SearchAttributePair(NAMESPACE, report.pod.namespace),
+        SearchAttributePair(FAILURE_MODE, "unresolved_device"),
+        SearchAttributePair(PHASE, "Opened"),
+    ]
+    if report.node:
+        pairs.append(SearchAttributePair(NODE, report.node))
     return TypedSearchAttributes(pairs)
 
 

@@ -18,7 +18,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from podmedic.domain import search
 from podmedic.domain.incident import IncidentOutcome, IncidentState, OperatorAnswer
 
-KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident"}
+KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident",
+         "pod-device": "UnresolvedDeviceIncident"}
 _SAFE = re.compile(r"^[A-Za-z0-9._/:@+-]*$")
 
 

@@ -22,7 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
-from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput, UnresolvedDevice
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
@@ -30,6 +30,7 @@ from podmedic.ingest.types import Observation
 from workflows import describe
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.ingest.delivery")
 
@@ -85,6 +86,27 @@ async def deliver_event(
         static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy),
     )
     return handle.result_run_id
+
+
+async def deliver_unresolved_device(client: Client, report: UnresolvedDevice, *, task_queue: str,
+                                    search_attributes: bool = True) -> bool:
+    """Open the report of a device podmedic cannot resolve, once per pod and resourceID; True when opened now."""
+    try:
+        await client.start_workflow(
+            UnresolvedDeviceWorkflow.run,
+            report,
+            id=report.workflow_id,
+            task_queue=task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=search.for_unresolved_device(report) if search_attributes else None,
+            static_summary=f"{report.pod.namespace}/{report.pod.name}: {report.resource_id} {report.health.value}, "
+                           f"device unknown"[:200],
+            static_details=describe.unresolved_details(report),
+        )
+    except WorkflowAlreadyStartedError:
+        return False
+    return True
 
 
 async def deliver_config_problem(client: Client, problem: ConfigProblem, *, task_queue: str,
@@ -167,6 +189,11 @@ class Deliverer:
         return list(await asyncio.gather(*(self.deliver(item) for item in items)))
 
     async def _round_trip(self, item: Observation) -> Delivered:
+        if isinstance(item, UnresolvedDevice):
+            opened = await deliver_unresolved_device(self.client, item, task_queue=self.task_queue,
+                                                     search_attributes=self.search_attributes)
+            return Delivered(event_id=item.event_id, incident_id=item.workflow_id,
+                             note="reported" if opened else "already reported for this pod")
         if isinstance(item, ConfigProblem):
             opened = await deliver_config_problem(self.client, item, task_queue=self.task_queue,
                                                   search_attributes=self.search_attributes)
@@ -180,6 +207,8 @@ class Deliverer:
 
     @staticmethod
     def _key(item: Observation) -> tuple[str, Hashable]:
+        if isinstance(item, UnresolvedDevice):
+            return item.workflow_id, (item.health, item.message)
         if isinstance(item, ConfigProblem):
             return item.workflow_id, (item.reason, item.message)
         # The pod is part of the state: a device repaired while no pod used it (the ingest never

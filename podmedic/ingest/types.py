@@ -6,9 +6,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from podmedic.domain.models import ConfigProblem, DeviceHealthEvent
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, UnresolvedDevice
 
-Observation = DeviceHealthEvent | ConfigProblem
+Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice
 
 # Blocks until the observation is durably delivered; raises ``Stopping`` when the service stops first.
 Emit = Callable[[Observation], None]

@@ -27,6 +27,7 @@ class StreamCalls(GatewayCore):
         listers: dict[str, Callable[..., Any]] = {
             "pods": self.core.list_pod_for_all_namespaces,
             "resourceslices": self.resource.list_resource_slice,
+            "resourceclaims": self.resource.list_resource_claim_for_all_namespaces,
             "events": self.core.list_event_for_all_namespaces,
         }
         if kind not in listers:
@@ -35,7 +36,7 @@ class StreamCalls(GatewayCore):
 
     def list_objects(self, kind: str, *, field_selector: str | None = None,
                      page_size: int = 500) -> tuple[list[Obj], str]:
-        """Every object of ``kind`` (``pods``, ``resourceslices`` or ``events``) across all
+        """Every object of ``kind`` (``pods``, ``resourceslices``, ``resourceclaims`` or ``events``) across all
         namespaces, page by page, as plain dicts, with the resourceVersion to watch from.
 
         The first page's resourceVersion is returned: a watch from it replays anything that

@@ -22,6 +22,9 @@ class PodmedicMetrics:
         self.ingest_events = meter.create_counter(
             "podmedic_ingest_events", description="Observations handled by the ingest, by source and outcome "
                                                   "(accepted, deduplicated, failed).")
+        self.unresolved_devices = meter.create_counter(
+            "podmedic_unresolved_devices", description="Pod-status device reports podmedic could not tie to one "
+                                                       "DRA device (each is reported on its pod), by source.")
         self.ingest_rejected = meter.create_counter(
             "podmedic_ingest_rejected", description="HTTP requests the ingest refused, by route and status.")
         self.actions = meter.create_counter(

@@ -1,13 +1,23 @@
 """Simulated kubelet: readiness, device health in allocatedResourcesStatus, crash loops,
-restart policies, graceful deletion."""
+restart policies, graceful deletion.
+
+The allocatedResourcesStatus shape is the kubelet's (kubernetes/kubernetes
+pkg/kubelet/cm/dra/manager.go, ``UpdateAllocatedResourcesStatus``): one entry per claim the
+container references, ``claim:<name>`` or ``claim:<name>/<request>`` when the reference names a
+request, listing every device of the claim, each under the driver's first CDI device ID when it
+returned one (``<driver>/<pool>/<device>`` otherwise); ``message`` only when the driver sends one.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pytest
+
+from podmedic_sim.config import DriverPlugin
 from podmedic_sim.engine import SimEngine
-from tests.simkit import gpu_pod, gpu_template, running_engine, wait_until
+from tests.simkit import fast_config, gpu_pod, gpu_template, running_engine, wait_until
 
 
 def _status(engine: SimEngine, name: str) -> dict[str, Any]:
@@ -44,8 +54,43 @@ async def test_pod_becomes_ready_with_healthy_devices() -> None:
         assert status["phase"] == "Running" and status["podIP"] and status["hostIP"]
         c = _container(engine, "p")
         assert c["ready"] and c["restartCount"] == 0 and "running" in c["state"]
+        claim = engine.store.get("resourceclaims", "default", engine.claims.pod_devices(
+            engine.store.get("pods", "default", "p"))[0][0])
+        cdi = f"k8s.gpu.nvidia.com/device={claim['metadata']['uid']}-{dev[2]}"  # the default gpu.nvidia.com plugin
         assert c["allocatedResourcesStatus"] == [
-            {"name": "claim:gpu/gpu", "resources": [{"resourceID": "/".join(dev), "health": "Healthy"}]}]
+            {"name": "claim:gpu", "resources": [{"resourceID": cdi, "health": "Healthy"}]}]
+
+
+@pytest.mark.parametrize(("plugin", "expected"), [
+    (DriverPlugin(cdi_ids="none"), lambda dev, uid: ["/".join(dev)]),
+    (DriverPlugin(cdi_ids="per-device", cdi_kind="example.com/gpu"),
+     lambda dev, uid: [f"example.com/gpu={uid}-{dev[2]}"]),
+    (DriverPlugin(cdi_ids="shared", cdi_kind="nvidia.com/gpu"), lambda dev, uid: ["nvidia.com/gpu=all"]),
+], ids=["plain", "per-device", "shared"])
+async def test_each_plugin_mode_names_devices_as_its_driver_would(plugin: DriverPlugin, expected: Any) -> None:
+    config = fast_config(plugins={"gpu.nvidia.com": plugin})
+    async with running_engine(config) as engine:
+        engine.store.create("resourceclaimtemplates", gpu_template(count=2))
+        claims = {"claims": [{"name": "gpu", "request": "gpu"}]}
+        engine.store.create("pods", gpu_pod("p", containers=[
+            {"name": "main", "image": "registry.local/app:1", "resources": claims}]))
+        await wait_until(lambda: _ready(engine, "p"), what="p Ready")
+        devices = engine.claims.pod_devices(engine.store.get("pods", "default", "p"))
+        uid = engine.store.get("resourceclaims", "default", devices[0][0])["metadata"]["uid"]
+        entry = _container(engine, "p")["allocatedResourcesStatus"]
+        assert [e["name"] for e in entry] == ["claim:gpu/gpu"]  # the reference names the request
+        wanted = sorted(rid for _, _, dev in devices for rid in expected(dev, uid))
+        assert sorted(r["resourceID"] for r in entry[0]["resources"]) == wanted  # shared: once per device
+
+
+async def test_health_messages_only_when_the_driver_sends_them() -> None:
+    config = fast_config(plugins={"gpu.nvidia.com": DriverPlugin(health_messages=False)})
+    async with running_engine(config) as engine:
+        dev = await _started(engine, "p")
+        engine.set_device_health(*dev, health="Unhealthy", code=79, message="XID 79: fallen off the bus")
+        await wait_until(lambda: _container(engine, "p")["allocatedResourcesStatus"][0]["resources"][0]["health"]
+                         == "Unhealthy", what="Unhealthy reported")
+        assert "message" not in _container(engine, "p")["allocatedResourcesStatus"][0]["resources"][0]
 
 
 async def test_allocated_resources_status_follows_health_without_crash() -> None:

@@ -96,9 +96,14 @@ def test_training_route_and_client_view(cluster: SimCluster) -> None:
 
         pod = _wait(ready_pod)
         ars = pod.status.container_statuses[0].allocated_resources_status
-        assert ars[0].name == "claim:gpu/gpu" and ars[0].resources[0].health == "Healthy"
-        resource_id = ars[0].resources[0].resource_id
-        driver, pool, device = resource_id.split("/")
+        # The training pod's container references its claim without a request, and gpu.nvidia.com's
+        # plugin gives CDI IDs: the device is found through the claim (pkg/kubelet/cm/dra/manager.go).
+        assert ars[0].name == "claim:gpu" and ars[0].resources[0].health == "Healthy"
+        assert ars[0].resources[0].resource_id.startswith("k8s.gpu.nvidia.com/device=")
+        claim_name = pod.status.resource_claim_statuses[0].resource_claim_name
+        claim = client.ResourceV1Api(api).read_namespaced_resource_claim(claim_name, "default")
+        result = claim.status.allocation.devices.results[0]
+        driver, pool, device = result.driver, result.pool, result.device
         cluster.set_device_health(driver, pool, device, "Unhealthy", code=79, message="XID 79")
 
         def unhealthy() -> bool:

@@ -1,4 +1,5 @@
-"""The ingest's cluster sources: pod status, ResourceSlice device taints, prepare-failure Events.
+"""The ingest's cluster sources: pod status, ResourceSlice device taints, prepare-failure Events,
+and the ResourceClaim watch that pod status resolves devices through.
 
 Each is a ``ClusterSource`` with ``run(emit, stop)`` for a thread of its own, on one watch
 loop (``watch_loop``) that resumes from a cursor under the ingest's state directory.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.sources.claim_index import ClaimIndex, ClaimSource
 from podmedic.ingest.sources.pod_status import PodStatusSource
 from podmedic.ingest.sources.prepare_failures import PrepareFailureSource
 from podmedic.ingest.sources.slice_taints import SliceTaintSource
@@ -23,8 +25,10 @@ def cluster_sources(kube: KubeGateway, policies: PolicySet, state_dir: Path | No
                     watch_timeout_s: int = 30, cursor_interval_s: float = 1.0) -> list[ClusterSource]:
     """Every cluster source, sharing one gateway; cursors under ``state_dir`` (``None``: none)."""
     kube = kube.for_component("ingest")  # requests say who made them (RBAC proof: tests/deploy)
+    claims = ClaimIndex(kube.get_claim)
     return [
-        PodStatusSource(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
+        ClaimSource(kube, claims, watch_timeout_s=watch_timeout_s),
+        PodStatusSource(kube, claims=claims, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
                         cursor_interval_s=cursor_interval_s),
         SliceTaintSource(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
                          cursor_interval_s=cursor_interval_s),

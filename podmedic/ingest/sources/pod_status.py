@@ -5,6 +5,11 @@ becomes one ``DeviceHealthEvent`` (Unknown too: the incident applies the driver'
 period). A healthy device coming into view is not news. The source remembers only the
 devices last seen not Healthy, per pod; that memory travels with the cursor, so a device
 that healed while the ingest was down is still reported Healthy after the restart.
+
+The kubelet names a device by the driver's CDI ID when the driver gave one, so each entry is
+resolved to its DRA device through the pod's ResourceClaim (``podmedic.kube.resource_ids``,
+claims from a watch-fed ``ClaimIndex``). An entry that cannot be resolved is not dropped: it
+becomes an ``UnresolvedDevice`` observation, reported on the pod, counted and logged.
 """
 
 from __future__ import annotations
@@ -12,17 +17,21 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from pathlib import Path
 
 from podmedic.domain.base import Obj
-from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey, UnresolvedDevice
+from podmedic.ingest.sources.claim_index import ClaimIndex
 from podmedic.ingest.sources.cursor import Memory
 from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
-from podmedic.kube import podview
+from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.resource_ids import Unresolved, pod_device_health
+from podmedic.telemetry.metrics import metrics
 
 log = logging.getLogger("podmedic.ingest.pod_status")
 _CODE = re.compile(r"(?i)\bxid\s*[:=#]?\s*(\d+)")
 
-Reported = dict[str, tuple[str, str]]  # resourceID -> (health, message), devices not Healthy
+Reported = dict[str, tuple[str, str]]  # device resourceID (or unresolved key) -> (health, message), not Healthy
 
 
 def code_from(message: str) -> int | None:
@@ -39,6 +48,13 @@ class PodStatusSource(ClusterSource):
 
     _unhealthy: dict[str, Reported]  # pod UID -> its devices not Healthy
 
+    def __init__(self, kube: KubeGateway, *, claims: ClaimIndex | None = None, state_dir: Path | None = None,
+                 watch_timeout_s: int = 30, cursor_interval_s: float = 1.0) -> None:
+        self.claims = claims or ClaimIndex(kube.get_claim)
+        self.unresolved = 0  # entries no device could be found for (also the podmedic_unresolved_devices metric)
+        super().__init__(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
+                         cursor_interval_s=cursor_interval_s)
+
     def change(self, kind: str, obj: Obj) -> Change:
         """Events for every device whose reported health changed in this pod."""
         meta = obj.get("metadata") or {}
@@ -50,23 +66,42 @@ class PodStatusSource(ClusterSource):
         before = self._unhealthy.get(uid, {})
         after: Reported = {}
         events: list[Observation] = []
-        for rid, (health, message) in podview.device_statuses(obj).items():
+        namespace = str(meta.get("namespace") or "")
+        reported = pod_device_health(obj, lambda name: self.claims.get(namespace, name))
+        seen: list[tuple[str, Health, str, DeviceRef | Unresolved]] = [
+            (device.resource_id, health, message, device) for device, (health, message) in reported.devices.items()]
+        seen += [(f"unresolved:{u.entry}:{u.resource_id}", u.health, u.message, u) for u in reported.unresolved]
+        for key, health, message, what in seen:
             if health is not Health.HEALTHY:
-                after[rid] = (health.value, message)
-            if before.get(rid) == (health.value, message) or (health is Health.HEALTHY and rid not in before):
+                after[key] = (health.value, message)
+            if before.get(key) == (health.value, message) or (health is Health.HEALTHY and key not in before):
                 continue  # no change, or a healthy device coming into view
-            event = self._event(obj, rid, health, message)
-            if event is not None:
-                events.append(event)
+            if isinstance(what, DeviceRef):
+                events.append(self._event(obj, what, health, message))
+            elif health is not Health.HEALTHY:  # the record of an unresolved entry is opened, never closed
+                events.append(self._unresolved(obj, what))
         return Change(events, apply=lambda: self._remember(uid, after))
 
-    def _event(self, pod: Obj, rid: str, health: Health, message: str) -> DeviceHealthEvent | None:
+    def _unresolved(self, pod: Obj, what: Unresolved) -> UnresolvedDevice:
         meta = pod.get("metadata") or {}
-        try:
-            device = DeviceRef.parse(rid)
-        except ValueError as exc:
-            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
-            return None
+        self.unresolved += 1
+        metrics().unresolved_devices.add(1, {"source": self.name})
+        log.warning("pod %s/%s: claim %s resourceID %r (%s) is %s but names no device podmedic can find: %s",
+                    meta.get("namespace"), meta.get("name"), what.claim, what.resource_id, what.entry,
+                    what.health.value, what.why)
+        uid = str(meta.get("uid") or "")
+        return UnresolvedDevice(
+            pod=PodKey(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid),
+            node=(pod.get("spec") or {}).get("nodeName"), entry=what.entry, claim=what.claim,
+            resource_id=what.resource_id, health=what.health, message=what.message, why=what.why,
+            observed_at=dt.datetime.now(dt.UTC),
+            event_id=f"pod-status/{uid}/{what.entry}/{what.resource_id}/{what.health.value}@"
+                     f"{meta.get('resourceVersion') or ''}",
+        )
+
+    def _event(self, pod: Obj, device: DeviceRef, health: Health, message: str) -> DeviceHealthEvent:
+        meta = pod.get("metadata") or {}
+        rid = device.resource_id
         uid = str(meta.get("uid") or "")
         # The pod's resourceVersion makes a replay of the same change carry the same id, and a
         # later flap of the same health a new one (the incident drops repeated ids).
