@@ -209,9 +209,35 @@ def _claim_spec_causes(spec: Obj, field: str) -> list[Cause]:
     return causes
 
 
+LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+             "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                 "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+                 "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def device_selector_causes(selector: Obj, field: str) -> list[Cause]:
+    """``validateDeviceTaintSelector`` (kubernetes/kubernetes pkg/apis/resource/validation/validation.go):
+    the driver is a CSI driver name (a DNS subdomain of at most 63 characters), the pool one or
+    more DNS subdomains joined by ``/`` (at most 253), the device a DNS label."""
+    causes: list[Cause] = []
+    driver, pool, device = selector.get("driver"), selector.get("pool"), selector.get("device")
+    if driver is not None and (len(driver) > 63 or not DNS_SUBDOMAIN.match(str(driver).lower())):
+        causes.append(Cause("FieldValueInvalid", f'Invalid value: "{driver}": {SUBDOMAIN_MSG}', f"{field}.driver"))
+    if pool is not None and (not pool or len(pool) > 253 or not all(
+            DNS_SUBDOMAIN.match(part) and len(part) <= 253 for part in str(pool).split("/"))):
+        causes.append(Cause("FieldValueInvalid", f'Invalid value: "{pool}": {SUBDOMAIN_MSG}', f"{field}.pool"))
+    if device is not None and (len(device) > 63 or not DNS_LABEL.match(str(device))):
+        causes.append(Cause("FieldValueInvalid", f'Invalid value: "{device}": {LABEL_MSG}', f"{field}.device"))
+    return causes
+
+
 def _device_taint_rule(obj: Obj) -> list[Cause]:
-    taint = (obj.get("spec") or {}).get("taint") or {}
-    causes = _enum(taint.get("effect"), DEVICE_TAINT_EFFECTS, "spec.taint.effect", required=True)
+    spec = obj.get("spec") or {}
+    taint = spec.get("taint") or {}
+    causes = device_selector_causes(spec.get("deviceSelector") or {}, "spec.deviceSelector")
+    causes += _enum(taint.get("effect"), DEVICE_TAINT_EFFECTS, "spec.taint.effect", required=True)
     key = taint.get("key") or ""
     if not is_qualified_name(key):
         causes.append(

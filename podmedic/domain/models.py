@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import re
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +58,18 @@ class Outcome(StrEnum):
 
 
 _DNS_UNSAFE = re.compile(r"[^a-z0-9-]+")
+_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# The API server's rules for these names in a DeviceTaintRule's selector (kubernetes/kubernetes
+# pkg/apis/resource/validation/validation.go, validateDeviceTaintSelector): a name podmedic could
+# not put in a rule is refused where it enters (an event), not when the taint fails.
+DriverName = Annotated[str, Field(min_length=1, max_length=63, pattern=_SUBDOMAIN.replace("a-z", "A-Za-z"),
+                                  description="A DRA driver name: a CSI driver name (a DNS subdomain of at most "
+                                              "63 characters, upper case allowed), e.g. gpu.nvidia.com.")]
+PoolName = Annotated[str, Field(min_length=1, max_length=253, pattern=f"^{_SUBDOMAIN[1:-1]}(/{_SUBDOMAIN[1:-1]})*$",
+                                description="A DRA resource pool name: DNS subdomains joined by '/' (usually "
+                                            "the node).")]
+DeviceName = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                  description="A device name in its pool: a DNS label, e.g. gpu-3.")]
 
 
 class DeviceRef(BaseModel):
@@ -64,9 +77,9 @@ class DeviceRef(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    driver: str = Field(min_length=1, max_length=253)
-    pool: str = Field(min_length=1, max_length=253)
-    device: str = Field(min_length=1, max_length=128)
+    driver: DriverName
+    pool: PoolName
+    device: DeviceName
 
     @property
     def resource_id(self) -> str:
@@ -87,11 +100,13 @@ class DeviceRef(BaseModel):
 
     @classmethod
     def parse(cls, resource_id: str) -> DeviceRef:
-        """Parse ``<driver>/<pool>/<device>``; raises ``ValueError`` naming what is wrong."""
-        parts = resource_id.split("/")
-        if len(parts) != 3 or not all(parts):
+        """Parse ``<driver>/<pool>/<device>`` (a pool name may itself hold ``/``); raises ``ValueError``
+        naming what is wrong."""
+        driver, _, rest = resource_id.partition("/")
+        pool, _, device = rest.rpartition("/")
+        if not (driver and pool and device):
             raise ValueError(f"resourceID {resource_id!r} is not <driver>/<pool>/<device>")
-        return cls(driver=parts[0], pool=parts[1], device=parts[2])
+        return cls(driver=driver, pool=pool, device=device)
 
 
 class PodKey(BaseModel):

@@ -89,14 +89,23 @@ def test_a_group_keeps_mappable_alerts_and_reports_the_rest() -> None:
 
 
 @pytest.mark.parametrize(("instance", "node"), [
-    ("10.42.7.19:9400", "10.42.7.19"), ("gpu-node-1", "gpu-node-1"), ("[fd00::7]:9400", "fd00::7"),
-    ("fd00::7", "fd00::7"), ("gpu-node-1.example:9400", "gpu-node-1.example"),
+    ("10.42.7.19:9400", "10.42.7.19"), ("gpu-node-1", "gpu-node-1"), ("gpu-node-1.example:9400", "gpu-node-1.example"),
 ])
 def test_node_from_instance_strips_the_port(instance: str, node: str) -> None:
     body = payload(alert("GPUXidError", labels={"instance": instance}))
     body["alerts"][0]["labels"].pop("Hostname")
     [event] = alerts_to_observations(body, DEFAULT, NOW).events
     assert event.node == node and event.device.pool == node
+
+
+@pytest.mark.parametrize("instance", ["[fd00::7]:9400", "fd00::7"])
+def test_an_ipv6_instance_names_no_dra_pool_and_is_skipped_with_why(instance: str) -> None:
+    # A DRA pool name is DNS subdomains joined by '/' (pkg/apis/resource/validation/validation.go,
+    # validatePoolName): "fd00::7" cannot be one, so the default {node} pool template names no device.
+    body = payload(alert("GPUXidError", labels={"instance": instance}))
+    body["alerts"][0]["labels"].pop("Hostname")
+    result = alerts_to_observations(body, DEFAULT, NOW)
+    assert result.events == [] and "pool" in result.skipped[0][1]
 
 
 def test_node_label_order_prefers_hostname_then_kubernetes_node() -> None:
@@ -106,27 +115,30 @@ def test_node_label_order_prefers_hostname_then_kubernetes_node() -> None:
     assert alerts_to_observations(body, DEFAULT, NOW).events[0].node == "k8s-node"
 
 
+UUID = "gpu-5b0c1f7e-8d2a-4c55-9c1e-2f1a7b3c9d10"
+
+
 def test_mapping_overrides() -> None:
     mapping = AlertmanagerMapping.model_validate({
         "node_labels": ["kubernetes_node"],
         "driver": "gpu.example.com",
         "pool_template": "{node}-{job}",
-        "device_template": "{UUID}",
+        "device_template": "{uuid}",  # a DRA device name is a DNS label: dcgm's UUID label, lowercased upstream
         "rules": {"MyGpuBroken": {"health": "Unknown", "reason": "custom", "code_from": ["annotation:code"]},
                   "MyGpuSlow": {"metric": "throttle_s", "value_from": ["label:seconds"]}},
         "default_rule": None,
         "ignore": ["GPUXidError"],
     })
     body = payload(
-        alert("MyGpuBroken", labels={"kubernetes_node": "kn", "podmedic_driver": "gpu.other.io"},
+        alert("MyGpuBroken", labels={"kubernetes_node": "kn", "podmedic_driver": "gpu.other.io", "uuid": UUID},
               annotations={"code": "12"}),
-        alert("MyGpuSlow", labels={"kubernetes_node": "kn", "seconds": "400"}),
+        alert("MyGpuSlow", labels={"kubernetes_node": "kn", "seconds": "400", "uuid": UUID}),
         alert("GPUXidError", labels={"kubernetes_node": "kn"}),
         alert("GPUHighTemperature", labels={"kubernetes_node": "kn"}),
     )
     result = alerts_to_observations(body, mapping, NOW)
     broken, slow = result.events
-    assert broken.device.resource_id == f"gpu.other.io/kn-nvidia-dcgm-exporter/{alert('x')['labels']['UUID']}"
+    assert broken.device.resource_id == f"gpu.other.io/kn-nvidia-dcgm-exporter/{UUID}"
     assert (broken.health, broken.reason, broken.code) == (Health.UNKNOWN, "custom", 12)
     assert slow.device.driver == "gpu.example.com" and slow.metrics == {"throttle_s": 400.0}
     assert slow.reason == "MyGpuSlow"

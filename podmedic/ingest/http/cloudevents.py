@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
+from podmedic.domain.models import DeviceHealthEvent, DeviceName, DeviceRef, DriverName, Health, PodKey, PoolName
 from podmedic.ingest.errors import EventError, path_of
 
 EVENT_TYPE = "io.podmedic.device.health.v1"
@@ -49,9 +49,9 @@ class HealthData(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    driver: str = Field(min_length=1, max_length=253, description="DRA driver, e.g. gpu.nvidia.com.")
-    pool: str = Field(min_length=1, max_length=253, description="DRA pool (usually the node).")
-    device: str = Field(min_length=1, max_length=128, description="Device name in the pool, e.g. gpu-3.")
+    driver: DriverName
+    pool: PoolName
+    device: DeviceName
     node: str | None = Field(None, max_length=253)
     health: Health
     reason: str = Field("", max_length=256)

@@ -11,14 +11,15 @@ kubernetes/kubernetes pkg/apis/core/validation/validation.go.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from kubernetes import client
 
 from activities.recovery.placement import GATE
 from activities.recovery.reschedule import remove_own_gate
 from podmedic.kube.gateway import KubeGateway
-from podmedic_sim import SimCluster
-from tests.sim.conftest import kubeconfig_of, pod_manifest
+from tests.sim.conftest import pod_manifest
 
 OTHER_GATE = "kueue.x-k8s.io/admission"  # another controller's gate on the same pod
 
@@ -47,13 +48,13 @@ def test_the_delete_directive_removes_exactly_one_gate(api: client.ApiClient, ns
     assert _gates(v1, ns, "p") == [OTHER_GATE]
 
 
-def test_podmedic_removes_its_gate_and_leaves_another_controllers(sim: SimCluster, api: client.ApiClient,
+def test_podmedic_removes_its_gate_and_leaves_another_controllers(kubeconfig: Path, api: client.ApiClient,
                                                                   ns: str) -> None:
     v1 = client.CoreV1Api(api)
     _gated(v1, ns, "both", [OTHER_GATE, GATE])
     _gated(v1, ns, "mine", [GATE])
     _gated(v1, ns, "theirs", [OTHER_GATE])
-    kube = KubeGateway(kubeconfig_of(sim))  # no component: test set-up is not a podmedic process
+    kube = KubeGateway(kubeconfig)  # no component: test set-up is not a podmedic process
     for name in ("both", "mine", "theirs"):
         remove_own_gate(kube, ns, name)
     assert _gates(v1, ns, "both") == [OTHER_GATE]
