@@ -75,26 +75,23 @@ def initial(driver: str, device: str, node: str | None) -> TypedSearchAttributes
 
 def for_config_problem(problem: ConfigProblem) -> TypedSearchAttributes:
     """Attributes of a pod's configuration incident."""
-    pairs = [
-        SearchAttributePair(DRIVER, problem.driver),
-        SearchAttributePair(NAMESPACE, problem.pod.namespace),
-        SearchAttributePair(FAILURE_MODE, "bad_config"),
-        SearchAttributePair(PHASE, "Opened"),
-    ]
-    if problem.node:
-        pairs.append(SearchAttributePair(NODE, problem.node))
-    return TypedSearchAttributes(pairs)
+    return _pod_report(problem.pod.namespace, "bad_config", problem.node, problem.driver)
 
 
 def for_unresolved_device(report: UnresolvedDevice) -> TypedSearchAttributes:
     """Attributes of a report of a device podmedic could not resolve (no driver is known for sure)."""
-    pairs = [
-        SearchAttributePair(NAMESPACE, report.pod.namespace),
-        SearchAttributePair(FAILURE_MODE, "unresolved_device"),
+    return _pod_report(report.pod.namespace, "unresolved_device", report.node, None)
+
+
+def _pod_report(namespace: str, failure_mode: str, node: str | None, driver: str | None) -> TypedSearchAttributes:
+    pairs = [SearchAttributePair(DRIVER, driver)] if driver else []
+    pairs += [
+        SearchAttributePair(NAMESPACE, namespace),
+        SearchAttributePair(FAILURE_MODE, failure_mode),
         SearchAttributePair(PHASE, "Opened"),
     ]
-    if report.node:
-        pairs.append(SearchAttributePair(NODE, report.node))
+    if node:
+        pairs.append(SearchAttributePair(NODE, node))
     return TypedSearchAttributes(pairs)
 
 

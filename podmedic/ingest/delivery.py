@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
@@ -88,42 +89,31 @@ async def deliver_event(
     return handle.result_run_id
 
 
-async def deliver_unresolved_device(client: Client, report: UnresolvedDevice, *, task_queue: str,
-                                    search_attributes: bool = True) -> bool:
-    """Open the report of a device podmedic cannot resolve, once per pod and resourceID; True when opened now."""
+async def deliver_pod_report(client: Client, item: ConfigProblem | UnresolvedDevice, *, task_queue: str,
+                             search_attributes: bool = True) -> bool:
+    """Open a report on a pod (a configuration problem, or a device podmedic cannot resolve) unless
+    one ever existed for it; True when opened now.
+
+    A pod instance gets one report per problem, ever (REJECT_DUPLICATE): the kubelet retrying
+    prepare, or reporting the same health again, cannot loop.
+    """
+    pod = f"{item.pod.namespace}/{item.pod.name}"
+    if isinstance(item, UnresolvedDevice):
+        run: Any = UnresolvedDeviceWorkflow.run
+        attributes = search.for_unresolved_device(item)
+        summary, details = (f"{pod}: {item.resource_id} {item.health.value}, device unknown",
+                            describe.unresolved_details(item))
+    else:
+        run = ConfigIncidentWorkflow.run
+        attributes = search.for_config_problem(item)
+        summary, details = f"{pod}: bad configuration, {item.message}", describe.config_details(item)
     try:
         await client.start_workflow(
-            UnresolvedDeviceWorkflow.run,
-            report,
-            id=report.workflow_id,
-            task_queue=task_queue,
+            run, item, id=item.workflow_id, task_queue=task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=search.for_unresolved_device(report) if search_attributes else None,
-            static_summary=f"{report.pod.namespace}/{report.pod.name}: {report.resource_id} {report.health.value}, "
-                           f"device unknown"[:200],
-            static_details=describe.unresolved_details(report),
-        )
-    except WorkflowAlreadyStartedError:
-        return False
-    return True
-
-
-async def deliver_config_problem(client: Client, problem: ConfigProblem, *, task_queue: str,
-                                 search_attributes: bool = True) -> bool:
-    """Open the pod's configuration incident unless one ever existed; True when opened now."""
-    try:
-        await client.start_workflow(
-            ConfigIncidentWorkflow.run,
-            problem,
-            id=problem.workflow_id,
-            task_queue=task_queue,
-            # A pod instance gets one report, ever: the kubelet retrying prepare cannot loop.
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=search.for_config_problem(problem) if search_attributes else None,
-            static_summary=f"{problem.pod.namespace}/{problem.pod.name}: bad configuration, "
-                           f"{problem.message}"[:200], static_details=describe.config_details(problem),
+            search_attributes=attributes if search_attributes else None,
+            static_summary=summary[:200], static_details=details,
         )
     except WorkflowAlreadyStartedError:
         return False
@@ -189,14 +179,9 @@ class Deliverer:
         return list(await asyncio.gather(*(self.deliver(item) for item in items)))
 
     async def _round_trip(self, item: Observation) -> Delivered:
-        if isinstance(item, UnresolvedDevice):
-            opened = await deliver_unresolved_device(self.client, item, task_queue=self.task_queue,
-                                                     search_attributes=self.search_attributes)
-            return Delivered(event_id=item.event_id, incident_id=item.workflow_id,
-                             note="reported" if opened else "already reported for this pod")
-        if isinstance(item, ConfigProblem):
-            opened = await deliver_config_problem(self.client, item, task_queue=self.task_queue,
-                                                  search_attributes=self.search_attributes)
+        if isinstance(item, (ConfigProblem, UnresolvedDevice)):
+            opened = await deliver_pod_report(self.client, item, task_queue=self.task_queue,
+                                              search_attributes=self.search_attributes)
             return Delivered(event_id=item.event_id, incident_id=item.workflow_id,
                              note="reported" if opened else "already reported for this pod")
         run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,

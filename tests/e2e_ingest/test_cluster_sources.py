@@ -23,9 +23,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from podmedic.domain.incident import IncidentState
-from podmedic.domain.models import FailureMode, Health, Outcome, Permanence
+from podmedic.domain.models import DeviceRef, FailureMode, Health, Outcome, Permanence
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.resource_ids import pod_device_health
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
 from tests.helpers import assert_eventually, served_sim, wait_until
@@ -247,9 +248,12 @@ async def test_an_ingest_restart_between_two_events_loses_neither(
     ingest_sim.set_device_health(*dev_b, "Unhealthy", reason="XidError", message="XID 48: double-bit ECC error")
     kube = KubeGateway(Path(str(ingest_sim.kubeconfig_path)))
     try:
-        await asyncio.to_thread(wait_until, lambda: podview.device_statuses(kube.get_pod("default", pod_b["name"])
-                                                                             or {})[pod_b["devices"][0]][0]
-                                is Health.UNHEALTHY, timeout=10, what="the kubelet reporting B")
+        def reported_b() -> bool:
+            pod = kube.get_pod("default", pod_b["name"]) or {}
+            health = pod_device_health(pod, lambda name: kube.get_claim("default", name)).devices
+            return health[DeviceRef.parse(pod_b["devices"][0])][0] is Health.UNHEALTHY
+
+        await asyncio.to_thread(wait_until, reported_b, timeout=10, what="the kubelet reporting B")
     finally:
         kube.close()
     await asyncio.sleep(0.3)
