@@ -85,7 +85,7 @@ class DiscoverActivities(KubeActivities):
 
     def _reading(self, device: DeviceRef, pods: list[Obj]) -> DeviceHealthReading:
         for pod in pods:
-            status = self.claims.device_health(pod).devices.get(device)
+            status = self.claims.device_health(pod).of(device)
             if status is not None:
                 health, message = status
                 return DeviceHealthReading(

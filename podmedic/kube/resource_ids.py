@@ -47,6 +47,16 @@ class PodDeviceHealth:
     devices: dict[DeviceRef, tuple[Health, str]] = field(default_factory=dict)
     unresolved: list[Unresolved] = field(default_factory=list)
 
+    def of(self, device: DeviceRef) -> tuple[Health, str] | None:
+        """What the pod reports for ``device``: resolved, or else an unresolved entry whose CDI name
+        names exactly this device (a pod that ended keeps reporting on claims the API has already
+        deallocated, as the kubelet applies health to its tombstoned claims)."""
+        found = self.devices.get(device)
+        if found is not None:
+            return found
+        named = [u for u in self.unresolved if _matching(u.resource_id, [device])]
+        return (named[0].health, named[0].message) if len(named) == 1 else None
+
 
 def _health(raw: object) -> Health:
     try:

@@ -89,3 +89,26 @@ def test_resolved_devices_keep_health_and_message() -> None:
     assert reported.devices == {DeviceRef(driver=TWO[0][0], pool=TWO[0][1], device=TWO[0][2]): (Health.HEALTHY, ""),
                                 DeviceRef(driver=TWO[1][0], pool=TWO[1][1], device=TWO[1][2]):
                                     (Health.UNKNOWN, "no report")}
+
+
+def test_a_pod_that_ended_still_reports_its_device_by_cdi_name() -> None:
+    # The API deallocates a claim once no running pod holds it, but the kubelet keeps applying
+    # health to the pod's tombstoned claim (manager.go: "Include both active and tombstoned claims").
+    deallocated = {"train-0-gpu-x7k2p": {"metadata": {"name": "train-0-gpu-x7k2p", "uid": UID}, "status": {}}}
+    rid = f"k8s.gpu.example.com/gpu={UID}-gpu-1"
+    reported = pod_device_health(_pod("claim:gpu", [{"resourceID": rid, "health": "Unhealthy"}]), deallocated.get)
+    assert reported.devices == {}
+    gpu1, gpu0 = (DeviceRef(driver=d[0], pool=d[1], device=d[2]) for d in (TWO[1], TWO[0]))
+    assert reported.of(gpu1) == (Health.UNHEALTHY, "") and reported.of(gpu0) is None
+
+
+def test_the_claim_index_keeps_the_allocation_a_deallocated_claim_had() -> None:
+    from podmedic.ingest.sources.claim_index import ClaimIndex
+
+    index = ClaimIndex()
+    index.put(_claim(*TWO))
+    index.put({"metadata": {"name": "train-0-gpu-x7k2p", "namespace": "default", "uid": UID}, "status": {}})
+    kept = index.get("default", "train-0-gpu-x7k2p")
+    assert kept is not None and len(kept["status"]["allocation"]["devices"]["results"]) == 2
+    index.put({"metadata": {"name": "train-0-gpu-x7k2p", "namespace": "default", "uid": "another"}, "status": {}})
+    assert index.get("default", "train-0-gpu-x7k2p")["status"]["allocation"]["devices"] == {}  # a new claim

@@ -38,10 +38,17 @@ class ClaimIndex:
         self.fetched = 0  # claims read with a GET because the watch had not delivered them
 
     def put(self, claim: Obj) -> None:
-        """Keep (or replace) a claim."""
+        """Keep (or replace) a claim. A claim deallocated after its pod ended keeps the allocation it
+        had: the kubelet goes on reporting that pod's devices (its tombstoned claims), by CDI ID."""
         meta = claim.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        kept = _kept(claim)
         with self._lock:
-            self._claims[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = _kept(claim)
+            before = self._claims.get(key)
+            if (before is not None and not kept["status"]["allocation"]["devices"]
+                    and before["metadata"].get("uid") == kept["metadata"].get("uid")):
+                kept["status"] = before["status"]
+            self._claims[key] = kept
 
     def drop(self, namespace: str, name: str) -> None:
         """Forget a deleted claim."""
