@@ -33,7 +33,7 @@ class OperatorError(Exception):
 
 def incident_id(text: str) -> str:
     """Accept a workflow id or a bare ``driver/pool/device`` resource id."""
-    if text.startswith(("device/", "config/", "node/")) or text.count("/") != 2:
+    if text.startswith(("device/", "config/", "node/", "pod-device/", "fleet/")) or text.count("/") != 2:
         return text
     return f"device/{text}"
 
