@@ -78,10 +78,16 @@ def claim_object_name(pod: Obj, pod_claim: str) -> str | None:
 
 
 def allocated_devices(claim: Obj) -> list[DeviceRef]:
-    """The devices of a claim's allocation (``status.allocation.devices.results``)."""
+    """The devices of a claim's allocation (``status.allocation.devices.results``); a result that
+    names no valid device is left out (one bad object must not stop the watch that reads it)."""
     results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-    return [DeviceRef(driver=r["driver"], pool=r["pool"], device=r["device"])
-            for r in results if r.get("driver") and r.get("pool") and r.get("device")]
+    found: list[DeviceRef] = []
+    for r in results:
+        try:
+            found.append(DeviceRef(driver=str(r.get("driver")), pool=str(r.get("pool")), device=str(r.get("device"))))
+        except ValueError:
+            continue
+    return found
 
 
 def _matching(resource_id: str, devices: list[DeviceRef]) -> list[DeviceRef]:

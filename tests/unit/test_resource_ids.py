@@ -112,3 +112,11 @@ def test_the_claim_index_keeps_the_allocation_a_deallocated_claim_had() -> None:
     assert kept is not None and len(kept["status"]["allocation"]["devices"]["results"]) == 2
     index.put({"metadata": {"name": "train-0-gpu-x7k2p", "namespace": "default", "uid": "another"}, "status": {}})
     assert index.get("default", "train-0-gpu-x7k2p")["status"]["allocation"]["devices"] == {}  # a new claim
+
+
+def test_a_claim_result_naming_no_valid_device_is_left_out_not_raised() -> None:
+    from podmedic.kube.resource_ids import allocated_devices
+
+    claim = _claim(TWO[0], ("gpu.example.com", "node-1", "GPU_9"))
+    claim["status"]["allocation"]["devices"]["results"].append({"request": "gpu"})
+    assert allocated_devices(claim) == [DeviceRef(driver=TWO[0][0], pool=TWO[0][1], device=TWO[0][2])]
