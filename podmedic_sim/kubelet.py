@@ -40,11 +40,12 @@ class Kubelet(KubeletPods):
         if pod is None or rt.gone:
             return
         rt.devices = self._claims.pod_devices(pod)
-        rt.pod_claims = {k[1]: name for name, k in self._claims.pod_claim_keys(pod) if k}
-        for _, key in self._claims.pod_claim_keys(pod):
+        for name, key in self._claims.pod_claim_keys(pod):
             claim = self._store.find("resourceclaims", *key) if key else None
-            if claim is not None and key is not None:
-                rt.claim_uids[key[1]] = str(claim["metadata"].get("uid", ""))
+            if key is not None:
+                rt.pod_claims[key[1]] = name
+            if claim is not None:
+                rt.claim_uids[claim["metadata"]["name"]] = str(claim["metadata"].get("uid", ""))
         self._write(rt)
         if self._prepare_failed(rt):
             return

@@ -43,10 +43,9 @@ Run = Callable[..., Awaitable[Any]]
 class Rescheduler:
     """One reschedule attempt (``same_node`` or ``any_node``) of one pod."""
 
-    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, action: str,
-                 claims: ReservedClaims | None = None) -> None:
+    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, action: str, claims: ReservedClaims) -> None:
         self.kube, self.run, self.inp, self.action = kube, run, inp, action
-        self.claims = claims or ReservedClaims(kube.get_claim)
+        self.claims = claims
         self.notes: list[str] = []
 
     def _result(self, verified: bool, detail: str, pod: Obj | None = None) -> RecoveryResult:
