@@ -61,9 +61,10 @@ class DriverPlugin(BaseModel):
     )
     cdi_kind: str = Field("", description="The CDI kind (vendor/class); empty: k8s.<driver>/device.")
     health_messages: bool = Field(
-        True,
-        description="Fill ResourceHealth.message (the kubelet does only with the ResourceHealthStatusMessage "
-        "gate on and a driver that sends one).",
+        False,
+        description="Fill ResourceHealth.message, as a driver that sends one does (the field exists from 1.36 "
+        "on; drivers leave it empty unless they choose to fill it). Off: pod status says Unhealthy and nothing "
+        "about what failed.",
     )
 
 

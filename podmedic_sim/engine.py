@@ -22,6 +22,7 @@ from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.eviction import EvictionController
 from podmedic_sim.jobs import JobController
 from podmedic_sim.kubelet import Kubelet
+from podmedic_sim.nvml_view import NvmlView
 from podmedic_sim.parts import SimParts, set_pod_condition
 from podmedic_sim.proxy import Proxy
 from podmedic_sim.recorder import Recorder
@@ -68,6 +69,7 @@ class SimEngine:
         self.eviction = EvictionController(parts, self._delete)
         self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
         self.proxy = Proxy(self)
+        self.nvml = NvmlView(store, self.devices)
         self._handlers = (
             self.devices.on_event,
             self.claims.on_event,
@@ -107,7 +109,7 @@ class SimEngine:
         """The ``/sim/v1/`` routes (fault injection, workloads, state)."""
         from podmedic_sim.sim_routes import make_routes
 
-        return make_routes(self) + self.proxy.sim_routes()
+        return make_routes(self) + self.proxy.sim_routes() + self.nvml.routes()
 
     def proxy_routes(self) -> list[web.RouteDef]:
         """Pod and node proxy subresources, matched before the generic Kubernetes routes."""

@@ -144,7 +144,7 @@ def allocated_resources_status(
             fault = devices.fault(dev)
             rid = resource_id(dev, rt.claim_uids.get(claim, ""), plugin)
             entry = {"resourceID": rid, "health": fault.health}
-            if (plugin is None or plugin.health_messages) and (fault.message or fault.reason):
+            if plugin is not None and plugin.health_messages and (fault.message or fault.reason):
                 entry["message"] = fault.message or fault.reason
             entries.append(entry)
         if entries:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from podmedic.domain.classify import classify
+from podmedic.domain.classify import classify, names_the_failure
 from podmedic.domain.incident import IncidentState, Phase
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, UnresolvedDevice
 from podmedic.domain.policy import DriverPolicy
@@ -68,9 +68,15 @@ def static_details(event: DeviceHealthEvent, policy: DriverPolicy) -> str:
     ]
     if metrics:
         lines.append(f"- **Readings**: {metrics}")
+    wait = policy.detection.corroborate_s
+    classification = (
+        f"from another source: this signal does not say what failed, so the incident waits up to {wait:g}s for "
+        f"one that does (otherwise `{verdict.failure_mode.value}`, {verdict.permanence.value} — {verdict.why})"
+        if wait > 0 and not names_the_failure(event, policy) else
+        f"`{verdict.failure_mode.value}`, {verdict.permanence.value}"
+        f"{'' if verdict.actionable else ', not acted on'} — {verdict.why}")
     lines += [
-        f"- **Classification**: `{verdict.failure_mode.value}`, {verdict.permanence.value}"
-        f"{'' if verdict.actionable else ', not acted on'} — {verdict.why}",
+        f"- **Classification**: {classification}",
         "",
         f"#### Policy in force ({policy.driver})",
         *policy_lines(policy),

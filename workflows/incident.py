@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.options import URGENT, activity_options
     from workflows.patches import Patches
     from workflows.recovery import run_ladder
-    from workflows.settle import settle
+    from workflows.settle import corroborate, settle
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
@@ -127,7 +127,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
 
     async def _pipeline(self) -> IncidentOutcome:
         await workflow.wait_condition(lambda: bool(self.events))
-        event = await settle(self)
+        event = await corroborate(self, await settle(self))
         verdict = classify(event, self.policy)
         self.state.failure_mode, self.state.permanence = verdict.failure_mode, verdict.permanence
         self.state.why = verdict.why

@@ -13,6 +13,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from podmedic.domain.classify import names_the_failure
     from podmedic.domain.incident import IncidentStopped, Phase
     from podmedic.domain.models import DeviceHealthEvent, Health, Outcome
     from workflows.context import IncidentContext
@@ -50,6 +51,44 @@ async def settle(wf: IncidentContext) -> DeviceHealthEvent:
             raise IncidentStopped(Outcome.CLEARED, "device returned to Healthy and stayed healthy "
                                   f"for the {window:g}s flapping window")
         index = found
+
+CORROBORATE = "corroborate-uncoded"
+"""Patch: a report that does not say what failed waits for a source that does."""
+
+
+async def corroborate(wf: IncidentContext, event: DeviceHealthEvent) -> DeviceHealthEvent:
+    """The event to classify: ``event``, or one from another source that says what failed.
+
+    Pod status names no XID unless the driver sends a message (a gate, off by default), while
+    the node agent, a DCGM alert or a slice taint on the same device do. A bare Unhealthy waits
+    up to the driver's ``detection.corroborate_s`` for such a report (already received ones
+    count too); without one it is classified as it is.
+    """
+    wait = wf.policy.detection.corroborate_s
+    if wait <= 0 or names_the_failure(event, wf.policy) or not wf.patches.patched(CORROBORATE):
+        return event
+
+    def telling() -> DeviceHealthEvent | None:
+        return next((e for e in wf.events if e.health is not Health.HEALTHY and names_the_failure(e, wf.policy)),
+                    None)
+
+    if (found := telling()) is None:
+        wf.enter(Phase.WAITING_GRACE, None, f"{event.source} reports {event.health.value} without saying what "
+                                            f"failed: waiting {wait:g}s for another source")
+        wf.note("detect", f"{event.source} does not say what failed: waiting up to {wait:g}s for the node agent, "
+                          "an alert or a slice taint")
+        try:
+            await workflow.wait_condition(lambda: telling() is not None or wf.abort_request is not None,
+                                          timeout=timedelta(seconds=wait), timeout_summary="corroboration")
+        except TimeoutError:
+            wf.note("detect", f"no other source named the failure within {wait:g}s: classifying the report as it is")
+            return event
+        wf.check_abort()
+        found = telling()
+        assert found is not None
+    wf.note("detect", f"classifying by {found.source}: {found.health.value} {found.reason} {found.message}".strip())
+    return found
+
 
 async def _next_event(wf: IncidentContext, after: int, wanted: Callable[[DeviceHealthEvent], bool], timeout_s: float,
                       summary: str) -> int | None:

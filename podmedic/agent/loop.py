@@ -6,7 +6,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from podmedic.agent.post import Poster
@@ -46,13 +46,22 @@ async def run_agent(reader: Reader, translator: Translator, poster: Poster, *, i
     NVML calls block, so they run in a worker thread; the XID wait bounds how long a stop
     request waits (``xid_wait_ms``).
     """
+    await run_agents([(reader, translator)], poster, interval_s=interval_s, stop=stop, xid_wait_ms=xid_wait_ms,
+                     clock=clock)
+
+
+async def run_agents(nodes: Sequence[tuple[Reader, Translator]], poster: Poster, *, interval_s: float,
+                     stop: asyncio.Event, xid_wait_ms: int = 1000,
+                     clock: Callable[[], float] = time.monotonic) -> None:
+    """``run_agent`` for several readers at once (one per simulated node), posting through one poster."""
     next_read = clock()
     while not stop.is_set():
-        events = translator.xids(await asyncio.to_thread(reader.wait_xids, xid_wait_ms))
+        waits = await asyncio.gather(*(asyncio.to_thread(r.wait_xids, xid_wait_ms) for r, _ in nodes))
+        events = [e for (_, t), xids in zip(nodes, waits, strict=True) for e in t.xids(xids)]
         if clock() >= next_read:
             next_read = clock() + interval_s
-            for reading in await asyncio.to_thread(reader.read_all, _now()):
-                events += translator.reading(reading)
+            readings = await asyncio.gather(*(asyncio.to_thread(r.read_all, _now()) for r, _ in nodes))
+            events += [e for (_, t), rs in zip(nodes, readings, strict=True) for r in rs for e in t.reading(r)]
         if events:
             log.info("reporting %d events: %s", len(events),
                      ", ".join(f"{e['data']['device']} {e['data']['health']} {e['data'].get('reason', '')}"

@@ -43,13 +43,21 @@ driver names devices):
   Healthy                      only when every problem it reported has gone away
 Events the ingest cannot take yet are spooled and retried with backoff (5xx, network).
 
+Simulator backend: with --sim-url the agent reads the GPUs of `podmedic sim` nodes
+(GET <sim>/sim/v1/nodes/<node>/nvml: their XID events and readings, as NVML would
+show them) instead of this machine's; --node all reads every simulated GPU node.
+`podmedic up` and `podmedic demo` run it this way, so a GPU that fails while no pod
+holds it is quarantined before the scheduler can hand it out.
+
 Examples:
   podmedic agent nvml --once                   # print what it sees now, post nothing
+  podmedic agent nvml --sim-url http://127.0.0.1:8001 --node all --once
   NODE_NAME=gpu-node-7 PODMEDIC_INGEST_TOKEN=... \\
   podmedic agent nvml --ingest-url http://podmedic-ingest:8080
 
 Exit status: 0 stopped by SIGINT/SIGTERM or --once done; 2 bad arguments or policy;
-3 NVML not usable here (no driver, no GPU, no permission) -- the message says which.
+3 NVML not usable here (no driver, no GPU, no permission) or, with --sim-url, the simulator
+  cannot be read -- the message says which.
 """
 
 
@@ -65,7 +73,10 @@ def build_agent_commands(parser: argparse.ArgumentParser) -> None:
                    help="file with the bearer token, re-read before each post (env PODMEDIC_INGEST_TOKEN_FILE); "
                         "default: the token in env PODMEDIC_INGEST_TOKEN")
     p.add_argument("--node", default=env("NODE_NAME"),
-                   help="this node's Kubernetes name, also the DRA pool (env NODE_NAME; default: the hostname)")
+                   help="this node's Kubernetes name, also the DRA pool (env NODE_NAME; default: the hostname); "
+                        "with --sim-url a comma-separated list, or `all`")
+    p.add_argument("--sim-url", default=env("PODMEDIC_SIM_URL"),
+                   help="read simulated GPUs from `podmedic sim` at this URL instead of NVML (env PODMEDIC_SIM_URL)")
     p.add_argument("--interval", type=float, default=10.0,
                    help="seconds between readings; XIDs are reported as they happen (default %(default)s)")
     p.add_argument("--report-interval", type=float, default=300.0,
@@ -107,7 +118,6 @@ def _config(args: argparse.Namespace, node: str) -> AgentConfig:
 def cmd_nvml(args: argparse.Namespace) -> int:
     """Run the NVML agent (or one reading with ``--once``)."""
     from podmedic.agent.loop import once
-    from podmedic.agent.nvml_reader import NvmlReader, NvmlUnavailable
     from podmedic.agent.translate import Translator
     from podmedic.domain.policy_file import PolicyError
 
@@ -119,27 +129,51 @@ def cmd_nvml(args: argparse.Namespace) -> int:
     if not args.node and not args.once:
         log.warning("NODE_NAME is not set: using the hostname %r as the node name; in Kubernetes set NODE_NAME "
                     "from spec.nodeName", node)
+    if node == "all" and not args.sim_url:
+        return _fail(EXIT_USAGE, "--node all needs --sim-url (one agent per real node)")
     try:
-        config = _config(args, node)
+        _config(args, node)  # a bad policy or device template is refused before any device is opened
     except (PolicyError, ValueError) as exc:
         return _fail(EXIT_USAGE, str(exc))
     try:
-        reader = NvmlReader()
-    except NvmlUnavailable as exc:
+        readers = _readers(args, node)
+    except RuntimeError as exc:
         return _fail(EXIT_NO_NVML, str(exc))
     try:
-        translator = Translator(config, reader.devices)
+        nodes = [(reader, Translator(_config(args, name), reader.devices)) for name, reader in readers]
         if args.once:
-            print(json.dumps(once(reader, translator), indent=2))
+            print(json.dumps([e for reader, t in nodes for e in once(reader, t)], indent=2))
             return 0
-        asyncio.run(_run(args, reader, translator))
+        asyncio.run(_run(args, nodes))
     finally:
-        reader.close()
+        _close(readers)
     return 0
 
 
-async def _run(args: argparse.Namespace, reader: Any, translator: Any) -> None:
-    from podmedic.agent.loop import run_agent
+def _readers(args: argparse.Namespace, node: str) -> list[tuple[str, Any]]:
+    """(node, reader) pairs: this machine's NVML, or the simulator's nodes; ``RuntimeError`` says why not."""
+    from podmedic.agent.nvml_reader import NvmlReader, NvmlUnavailable
+    from podmedic.agent.sim_reader import SimNvmlReader, SimUnavailable, sim_nodes
+
+    if not args.sim_url:
+        try:
+            return [(node, NvmlReader())]
+        except NvmlUnavailable as exc:
+            raise RuntimeError(str(exc)) from None
+    try:
+        names = sim_nodes(args.sim_url) if node == "all" else [n for n in node.split(",") if n]
+        return [(name, SimNvmlReader(args.sim_url, name)) for name in names]
+    except SimUnavailable as exc:
+        raise RuntimeError(str(exc)) from None
+
+
+def _close(readers: list[tuple[str, Any]]) -> None:
+    for _, reader in readers:
+        reader.close()
+
+
+async def _run(args: argparse.Namespace, nodes: list[tuple[Any, Any]]) -> None:
+    from podmedic.agent.loop import run_agents
     from podmedic.agent.post import Poster
 
     token = os.environ.get("PODMEDIC_INGEST_TOKEN")
@@ -150,10 +184,11 @@ async def _run(args: argparse.Namespace, reader: Any, translator: Any) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("NVML agent on %s: %d GPUs (%s), posting to %s every %.0f s", translator.config.node,
-             len(reader.devices), ", ".join(f"{d.index}:{d.name}" for d in reader.devices), poster.url,
-             args.interval)
-    await run_agent(reader, translator, poster, interval_s=args.interval, stop=stop)
+    for reader, translator in nodes:
+        log.info("NVML agent on %s%s: %d GPUs (%s), posting to %s every %.0f s", translator.config.node,
+                 f" (simulated, {args.sim_url})" if args.sim_url else "", len(reader.devices),
+                 ", ".join(f"{d.index}:{d.name}" for d in reader.devices), poster.url, args.interval)
+    await run_agents(nodes, poster, interval_s=args.interval, stop=stop)
 
 
 def main(argv: list[str] | None = None) -> int:

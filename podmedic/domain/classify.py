@@ -72,6 +72,18 @@ def _by_readings(event: DeviceHealthEvent, policy: DriverPolicy) -> Verdict:
                     f"readings within {policy.driver} thresholds ({readings})")
 
 
+def names_the_failure(event: DeviceHealthEvent, policy: DriverPolicy) -> bool:
+    """Whether ``event`` says what failed: a rule before the policy's default decides it.
+
+    A bare Unhealthy (pod status without the driver's message) does not; an XID from the node
+    agent, a slice taint's reason, a prepare failure or readings do.
+    """
+    detection = policy.detection
+    return (event.health is Health.HEALTHY or event.code is not None or bool(event.metrics)
+            or event.reason == PREPARE_FAILURE or event.reason in detection.slice_taints
+            or matches_any(detection.infrastructure, event.reason, event.message) is not None)
+
+
 def classify(event: DeviceHealthEvent, policy: DriverPolicy) -> Verdict:
     """Classify ``event`` by the driver's policy; what no rule covers uses the policy default."""
     if event.health is Health.HEALTHY:

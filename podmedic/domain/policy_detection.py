@@ -61,6 +61,11 @@ class Detection(ConfigModel):
     """When a signal becomes an incident, and how signals are grouped."""
 
     unknown_grace_s: float = Field(60.0, ge=0, description="How long Unknown health may last.")
+    corroborate_s: float = Field(
+        0.0, ge=0,
+        description="How long an Unhealthy report that does not say what failed (pod status without the "
+        "driver's message) waits for another source (node agent, DCGM alert, slice taint) that does, before "
+        "it is classified by the default rule; 0: classify at once.")
     flapping: Flapping = Field(default_factory=Flapping)
     node_correlation: NodeCorrelation = Field(default_factory=NodeCorrelation)
     degradation: dict[str, float] = Field(

@@ -30,7 +30,8 @@ class Report(BaseModel):
     summary: str
     device: dict[str, Any] | None = None
     policy_driver: str | None = None
-    failure: dict[str, Any] | None = Field(None, description="The first non-Healthy health event: health at failure.")
+    failure: dict[str, Any] | None = Field(
+        None, description="The first non-Healthy health event that names a code (else the first non-Healthy one).")
     cluster_reading: dict[str, Any] | None = Field(None, description="Device health the cluster showed at discovery.")
     health_events: list[dict[str, Any]] = Field(default_factory=list)
     pods: list[dict[str, Any]] = Field(default_factory=list)
@@ -47,7 +48,9 @@ def build(rec: Record, live: IncidentState | None = None, ui_url: str = "") -> R
     result = rec.result if isinstance(rec.result, dict) else None
     discovery = next((a.result for a in rec.actions if a.name == "discover_device" and isinstance(a.result, dict)),
                      None)
-    failure = next((e for e in rec.health_events if e.get("health") != "Healthy"), None)
+    bad = [e for e in rec.health_events if e.get("health") != "Healthy"]
+    # Pod status often says only Unhealthy; the XID then comes from another source (the node agent).
+    failure = next((e for e in bad if e.get("code") is not None), bad[0] if bad else None)
     decisions = (result or {}).get("decisions") or ([d.model_dump(mode="json") for d in live.decisions] if live else [])
     timeline = (result or {}).get("timeline") or ([t.model_dump(mode="json") for t in live.timeline] if live else [])
     end = rec.closed_at

@@ -1,14 +1,15 @@
 """``podmedic demo``: the stack, training jobs, a realistic mix of device faults, live progress.
 
 Faults are injected into the simulator only; everything after that is the real pipeline:
-the ingest sees the pods' allocatedResourcesStatus change, opens incidents, and the worker
-drives each one to a terminal, explained outcome.
+the ingest sees the pods' allocatedResourcesStatus change (Unhealthy, with no XID: the driver
+sends no message), the node agent reads the XID through the simulator's NVML view, and the
+worker drives each incident to a terminal, explained outcome. One fault hits a GPU that no pod
+holds: only the node agent sees it, and it is quarantined before a job can land on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import shutil
 import time
@@ -65,21 +66,20 @@ def _start_jobs(sim_url: str, count: int) -> list[dict[str, Any]]:
     raise RuntimeError("training jobs did not become Ready within 90s")
 
 
-def _agent_report(ep: dict[str, object], rid: str) -> None:
-    """What a node agent would post about the first faulty device: it joins the open incident."""
+def _idle_device(sim_url: str) -> str:
+    """A GPU no pod holds (pod status will never mention it)."""
+    idle = [d for d in _http(f"{sim_url}/sim/v1/state")["devices"]
+            if d["driver"] == "gpu.nvidia.com" and not d["allocated_to"] and d["health"] == "Healthy"]
+    if not idle:
+        raise RuntimeError("no idle GPU left in the demo cluster")
+    last = idle[-1]
+    return f"{last['driver']}/{last['pool']}/{last['device']}"
+
+
+def _inject(sim_url: str, rid: str, fault: dict[str, Any]) -> None:
     driver, pool, device = rid.split("/")
-    token = Path(str(ep["ingest_token_file"])).read_text().strip()
-    event = {"specversion": "1.0", "id": f"demo-{rid}", "source": f"podmedic-agent/{pool}",
-             "type": "io.podmedic.device.health.v1", "time": dt.datetime.now(dt.UTC).isoformat(),
-             "data": {"driver": driver, "pool": pool, "device": device, "node": pool, "health": "Unhealthy",
-                      "code": FAULTS[0][1]["code"], "message": FAULTS[0][1]["message"]}}
-    req = urllib.request.Request(f"{ep['ingest_url']}/v1/events", data=json.dumps(event).encode(), method="POST",
-                                 headers={"Content-Type": "application/cloudevents+json",
-                                          "Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        answer = json.loads(resp.read())
-    print(f"  node agent reports {rid} over HTTP: {resp.status}, incident {', '.join(answer['incidents'])} "
-          "(same incident: one per device)", flush=True)
+    _http(f"{sim_url}/sim/v1/faults/device", {"driver": driver, "pool": pool, "device": device,
+                                              "health": "Unhealthy", "reason": "XidError", **fault})
 
 
 async def _watch(client: Client, devices: list[str], timeout_s: float) -> dict[str, IncidentOutcome | None]:
@@ -136,15 +136,15 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
         for i, pod in enumerate(pods):
             label, fault = FAULTS[i % len(FAULTS)]
             rid = pod["devices"][0]
-            driver, pool, device = rid.split("/")
             print(f"  inject on {rid} ({pod['name']}): {label}", flush=True)
-            _http(f"{ep['sim_url']}/sim/v1/faults/device", {
-                "driver": driver, "pool": pool, "device": device, "health": "Unhealthy",
-                "reason": "XidError", **fault})
+            _inject(str(ep["sim_url"]), rid, fault)
             devices.append(rid)
-            if i == 0:
-                _agent_report(ep, rid)
             time.sleep(0.5)
+        idle = _idle_device(str(ep["sim_url"]))
+        print(f"  inject on {idle} (idle, no pod holds it): GPU fallen off the bus; only the node agent sees it",
+              flush=True)
+        _inject(str(ep["sim_url"]), idle, FAULTS[1][1])
+        devices.append(idle)
         client = asyncio.run(connect(str(ep["temporal_address"])))
         outcomes = asyncio.run(_watch(client, devices, timeout_s=300))
         rows = []

@@ -138,6 +138,12 @@ class Stack:
                                                              "PODMEDIC_UI_URL": f"http://127.0.0.1:{ui}"}),
             Child("ingest", [*py, "ingest", *conn, "--listen", f"127.0.0.1:{ingest}", "--token-file", str(token_file),
                              "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz"),
+            # The node agent as every GPU node runs it, reading the simulated GPUs (NVML's view of them):
+            # the only source that sees a GPU fail while no pod holds it.
+            Child("agent", [*py, "agent", "nvml", "--sim-url", f"http://127.0.0.1:{sim}", "--node", "all",
+                            "--ingest-url", f"http://127.0.0.1:{ingest}", "--token-file", str(token_file),
+                            "--interval", "2", *(["--policy", str(self.o.policy.resolve())] if self.o.policy else [])],
+                  ""),
         ]
 
     def _spawn(self, child: Child) -> None:

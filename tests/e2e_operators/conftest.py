@@ -32,6 +32,7 @@ drivers:
     ticket: {url: "${PODMEDIC_TICKET_URL}", poll_s: 1, wait_resolution_s: 600}
     approvals: {gates: [{action: taint_no_execute}], timeout_s: 900, on_timeout: abort}
   gpu.nvidia.com:
+    detection: {corroborate_s: 15}   # the XID comes from the node agent, not pod status
     classification:
       codes: {permanent: [79, 48], container_code: [13, 31, 43], ignore: [109]}
 """

@@ -113,7 +113,9 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     assert report.returncode == 0, report.stderr
     rep = json.loads(report.stdout)
     assert rep["failure"]["code"] == 79 and rep["failure"]["health"] == "Unhealthy"
-    assert rep["failure"]["source"] == "pod-status" and rep["cluster_reading"]["health"] == "Unhealthy"
+    # The XID came from the node agent through the ingest's HTTP front: pod status said only Unhealthy.
+    assert rep["failure"]["source"] == "http" and rep["cluster_reading"]["health"] == "Unhealthy"
+    assert any(e["source"] == "pod-status" and e.get("code") is None for e in rep["health_events"])
     assert [p["name"] for p in rep["pods"]] == [permanent_pod["name"]]
     activities = [a["name"] for a in rep["actions"] if a["kind"] == "activity"]
     for name in ("discover_device", "taint_device", "reschedule_same_node", "file_ticket", "remove_taint",

@@ -19,11 +19,10 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import Outcome
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk
+from tests.agentkit import run_ingest_and_agent
 from tests.helpers import served_sim, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
@@ -45,6 +44,7 @@ drivers:
     close: {heal_wait_s: 2, anti_flap_s: 1, poll_s: 0.5}
     ticket: {poll_s: 0.5, wait_resolution_s: 60}
   gpu.nvidia.com:
+    detection: {corroborate_s: 10}
     classification: {codes: {permanent: [79], container_code: [13, 31, 43]}}
 """)
 
@@ -73,12 +73,11 @@ async def desk(sim: SimCluster) -> AsyncIterator[VendorDesk]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, desk: VendorDesk,
                 task_queue: str) -> AsyncIterator[tuple[Client, str]]:
-    """The worker and the ingest service against the simulator, on a fresh task queue."""
+    """The worker, the ingest service and the node agent against the simulator, on a fresh task queue."""
     assert sim.kubeconfig_path is not None
     kube = KubeGateway(Path(sim.kubeconfig_path))
     stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, IngestSettings(), task_queue, stop,
-                                            http=False))
+    ingest = asyncio.create_task(run_ingest_and_agent(dev_env.client, kube, POLICY, task_queue, stop, sim.url))
     async with build_worker(dev_env.client, task_queue, kube):
         yield dev_env.client, task_queue
         stop.set()

@@ -1,5 +1,6 @@
-"""`podmedic up` as separate processes: the ingest's HTTP front, its token, and a SIGKILLed
-ingest restarted by the supervisor without losing what it had answered 202 for."""
+"""`podmedic up` as separate processes: the ingest's HTTP front, its token, a SIGKILLed ingest
+restarted by the supervisor without losing what it had answered 202 for, and the node agent that
+sees a GPU no pod holds."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.service import RPCError
 
 from podmedic.domain.incident import IncidentState
 from podmedic.domain.models import FailureMode
@@ -93,3 +95,33 @@ async def test_up_serves_ingest_with_a_token_and_survives_an_ingest_kill(stack: 
     status, body = await asyncio.to_thread(wait_until, answered, timeout=60, interval=0.5, what="ingest back")
     assert status == 202, body
     assert await _failure_mode(stack, "gpu-1") is FailureMode.CONTAINER_CODE
+
+
+async def test_up_runs_the_node_agent_so_an_idle_gpu_that_fails_is_quarantined(stack: Stack) -> None:
+    """No pod holds the GPU, so no pod status ever names it (KEP-4680 reports allocated devices only):
+    the node agent, reading the simulator's NVML view, is what sees its XID."""
+    ep = stack.endpoints
+    body = {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": "gpu-1", "health": "Unhealthy",
+            "reason": "XidError", "code": 79, "message": "XID 79: GPU has fallen off the bus"}
+    req = urllib.request.Request(f"{ep['sim_url']}/sim/v1/faults/device", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+    client = await connect(str(ep["temporal_address"]))
+    handle = client.get_workflow_handle("device/gpu.nvidia.com/node-0000/gpu-1")
+
+    async def tainted() -> IncidentState:
+        try:
+            state = await handle.query(DeviceIncidentWorkflow.get_state)
+        except RPCError as err:
+            raise AssertionError(f"no incident yet: {err}") from None
+        assert state.taint_rule is not None and state.failure_mode is FailureMode.DEVICE_FAILED
+        return state
+
+    state = await assert_eventually(tainted, timeout=60)
+    assert not state.pods
+    assert any(t.message.startswith("http: Unhealthy xid XID 79") for t in state.timeline), state.timeline
+    with urllib.request.urlopen(f"{ep['sim_url']}/sim/v1/state", timeout=10) as resp:
+        device = next(d for d in json.loads(resp.read())["devices"]
+                      if (d["pool"], d["device"]) == ("node-0000", "gpu-1"))
+    assert device["allocated_to"] is None and device["taints"], device

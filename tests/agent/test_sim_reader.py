@@ -1,0 +1,77 @@
+"""The node agent's simulator backend: NVML's view of simulated GPUs, over the simulator's HTTP.
+
+What NVML shows is the reference (NVML API reference: ``nvmlEventSetWait`` delivers XID critical
+errors that happen after registration; ``NVML_ERROR_GPU_IS_LOST`` once a GPU fell off the bus,
+XID 79; the volatile uncorrected ECC count rises with a double-bit error, XID 48).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from podmedic.agent.loop import once
+from podmedic.agent.sim_reader import SimNvmlReader, SimUnavailable, sim_nodes
+from podmedic.agent.translate import AgentConfig, Translator
+from podmedic_sim import SimCluster
+from tests.helpers import served_sim
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    with served_sim(Path(tmp_path_factory.mktemp("nvml")), nodes=2, devices_per_node=2) as cluster:
+        yield cluster
+
+
+def _fault(sim: SimCluster, node: str, device: str, code: int | None, health: str = "Unhealthy") -> None:
+    sim.call(lambda: sim.engine.set_device_health("gpu.nvidia.com", node, device, health, reason="XidError",
+                                                  code=code))
+
+
+def test_lists_the_gpu_nodes_and_their_gpus_as_the_slices_describe_them(sim: SimCluster) -> None:
+    assert sim_nodes(sim.url) == ["node-0000", "node-0001"]
+    reader = SimNvmlReader(sim.url, "node-0001")
+    assert [d.index for d in reader.devices] == [0, 1]
+    slice_uuids = {d["name"]: d["attributes"]["uuid"]["string"]
+                   for s in sim.call(lambda: sim.engine.store.list("resourceslices"))
+                   if s["spec"]["nodeName"] == "node-0001" for d in s["spec"]["devices"]}
+    assert [d.uuid for d in reader.devices] == [slice_uuids["gpu-0"], slice_uuids["gpu-1"]]
+
+
+def test_an_xid_on_an_idle_gpu_is_an_event_once_and_only_after_registration(sim: SimCluster) -> None:
+    _fault(sim, "node-0000", "gpu-0", 31)  # before the agent registers: NVML would not deliver it
+    _fault(sim, "node-0000", "gpu-0", None, health="Healthy")
+    reader = SimNvmlReader(sim.url, "node-0000")
+    assert reader.wait_xids(50) == []
+    _fault(sim, "node-0000", "gpu-1", 79)
+    events = reader.wait_xids(2000)
+    assert [(e.index, e.xid) for e in events] == [(1, 79)]
+    assert reader.wait_xids(50) == []  # delivered once
+    readings = {r.index: r for r in reader.read_all(dt.datetime.now(dt.UTC))}
+    assert readings[1].lost and not readings[0].lost
+    translator = Translator(AgentConfig(node="node-0000"), reader.devices)
+    posted = translator.xids(events)
+    assert posted[0]["data"]["code"] == 79
+    assert (posted[0]["data"]["pool"], posted[0]["data"]["device"]) == ("node-0000", "gpu-1")
+    _fault(sim, "node-0000", "gpu-1", None, health="Healthy")
+
+
+def test_a_double_bit_ecc_xid_raises_the_uncorrected_count(sim: SimCluster) -> None:
+    reader = SimNvmlReader(sim.url, "node-0001")
+    before = {r.index: r.ecc_uncorrected for r in reader.read_all(dt.datetime.now(dt.UTC))}
+    _fault(sim, "node-0001", "gpu-0", 48)
+    after = {r.index: r.ecc_uncorrected for r in reader.read_all(dt.datetime.now(dt.UTC))}
+    assert after[0] == (before[0] or 0) + 1 and after[1] == before[1]
+    events = once(reader, Translator(AgentConfig(node="node-0001"), reader.devices), xid_wait_ms=500)
+    assert any(e["data"].get("code") == 48 for e in events)
+    _fault(sim, "node-0001", "gpu-0", None, health="Healthy")
+
+
+def test_an_unknown_node_or_a_dead_simulator_is_a_clear_error(sim: SimCluster) -> None:
+    with pytest.raises(SimUnavailable, match=r"node-9999.*404"):
+        SimNvmlReader(sim.url, "node-9999")
+    with pytest.raises(SimUnavailable, match="cannot"):
+        sim_nodes("http://127.0.0.1:9")

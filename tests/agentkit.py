@@ -1,0 +1,46 @@
+"""The ingest with its HTTP front and the node agent reading the simulator's GPUs, as one test helper.
+
+On a real NVIDIA cluster pod status says a device is Unhealthy and nothing more (the driver
+sends no message); the XID comes from the node agent (NVML). Pipelines that must classify an
+XID therefore run the agent too, as ``podmedic up`` does: the agent's real translator and
+poster, reading ``GET /sim/v1/nodes/<node>/nvml`` and posting to the ingest over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import Client
+
+from podmedic.agent.loop import run_agents
+from podmedic.agent.post import Poster
+from podmedic.agent.sim_reader import SimNvmlReader, sim_nodes
+from podmedic.agent.translate import AgentConfig, Translator
+from podmedic.domain.policy_file import PolicySet
+from podmedic.ingest.service import run_ingest
+from podmedic.ingest.settings import HttpSettings, IngestSettings
+from podmedic.kube.gateway import KubeGateway
+
+
+def _open_readers(sim_url: str) -> list[SimNvmlReader]:
+    return [SimNvmlReader(sim_url, node) for node in sim_nodes(sim_url)]
+
+
+async def run_ingest_and_agent(client: Client, kube: KubeGateway, policies: PolicySet, task_queue: str,
+                               stop: asyncio.Event, sim_url: str, *, interval_s: float = 0.5) -> None:
+    """The ingest (cluster watches and an unauthenticated HTTP front on a free port) and the node
+    agent for every simulated GPU node posting to it, until ``stop``."""
+    ready: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    settings = IngestSettings(http=HttpSettings(port=0, allow_unauthenticated=True))
+    ingest = asyncio.create_task(run_ingest(client, kube, policies, settings, task_queue, stop,
+                                            on_ready=ready.set_result))
+    try:
+        url = await ready
+        assert url is not None
+        readers = await asyncio.to_thread(_open_readers, sim_url)
+        nodes = [(r, Translator(AgentConfig(node=r.node), r.devices)) for r in readers]
+        await run_agents(nodes, Poster(url, backoff_s=(0.2, 2.0)), interval_s=interval_s, stop=stop,
+                         xid_wait_ms=200)
+    finally:
+        stop.set()
+        await ingest
