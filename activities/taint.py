@@ -21,7 +21,7 @@ from podmedic.domain.models import DeviceRef
 from podmedic.domain.node import HoldTaintsInput
 from podmedic.domain.policy_recovery import Effect
 from podmedic.domain.steps import TaintInput, TaintResult, UntaintInput, UntaintResult
-from podmedic.kube.gateway import Conflict
+from podmedic.kube.gateway import Conflict, NotServed
 
 TAINT_KEY = "podmedic.io/unhealthy"
 _TRIES = 5  # optimistic-concurrency retries against other writers of the same rule
@@ -75,6 +75,8 @@ class TaintActivities(KubeActivities):
             try:
                 self.kube.create_taint_rule(body)
                 return TaintResult(rule_name=name, created=True, effect=inp.effect)
+            except NotServed as exc:  # a feature gate is off: no retry can create it, the workflow falls back
+                return TaintResult(rule_name="", created=False, effect=inp.effect, unavailable=str(exc))
             except Conflict:
                 existing = self.kube.get_taint_rule(name)
             if existing is None:

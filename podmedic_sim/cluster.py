@@ -23,6 +23,7 @@ from podmedic_sim.engine import SimEngine
 from podmedic_sim.handlers_request import ApiContext
 from podmedic_sim.kubeconfig import write_kubeconfig
 from podmedic_sim.ledger import RequestLedger
+from podmedic_sim.resources import ServedApi
 from podmedic_sim.server import build_app
 from podmedic_sim.store import DEFAULT_HISTORY, Store
 
@@ -104,7 +105,8 @@ class SimCluster:
         self.engine: Any = ApiOnlyEngine(self.store, self.config) if api_only else SimEngine(self.store, self.config)
         self.faults = ApiFaults()
         self.ledger = RequestLedger()
-        self.context = ApiContext(self.store, getattr(self.engine, "evict", None), bookmark_interval_s)
+        self.context = ApiContext(self.store, getattr(self.engine, "evict", None), bookmark_interval_s,
+                                  api=ServedApi(self.config.taint_rule_version))
         kubelet = getattr(self.engine, "kubelet", None)
         self.context.exec_signal = kubelet.exec_signal if kubelet is not None else None
         self.url = ""

@@ -16,7 +16,7 @@ def _serve(args: argparse.Namespace) -> int:
     drivers = args.driver or ["gpu.nvidia.com"]
     timings = SimTimings.model_validate_json(args.timings) if args.timings else SimTimings()
     config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers, timings=timings,
-                       checkpoint_every_steps=args.checkpoint_every_steps)
+                       checkpoint_every_steps=args.checkpoint_every_steps, taint_rule_version=args.taint_rule_version)
     sim = SimCluster(config, api_only=args.api_only)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
     sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig)
@@ -54,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--timings", help='SimTimings as JSON, e.g. \'{"workload_step_s": 0.05}\' (benchmarks)')
     serve.add_argument("--checkpoint-every-steps", type=int, default=0,
                        help="training workloads checkpoint on their own every N steps (0: never)")
+    serve.add_argument("--taint-rule-version", choices=["v1", "v1beta2", "v1alpha3", "none"], default="v1",
+                       help="where resource.k8s.io serves DeviceTaintRule: v1 (Kubernetes 1.37), v1beta2 (1.36), "
+                            "v1alpha3 (1.35), none (DRADeviceTaints gate off); default %(default)s")
     serve.set_defaults(func=_serve)
     bench = sub.add_parser("bench", help="measure the simulator's API server")
     from podmedic_sim.bench import add_arguments

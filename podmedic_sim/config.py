@@ -99,3 +99,8 @@ class SimConfig(BaseModel):
         "status (drivers not listed: <driver>/<pool>/<device>).",
     )
     seed: int = Field(0, description="Seed for anything random (pod name suffixes, UUIDs of devices).")
+    taint_rule_version: Literal["v1", "v1beta2", "v1alpha3", "none"] = Field(
+        "v1",
+        description="The resource.k8s.io version that serves DeviceTaintRule: v1 (Kubernetes 1.37), v1beta2 "
+        "(1.36), v1alpha3 (1.35), or none (the DRADeviceTaints feature gate off).",
+    )

@@ -6,7 +6,8 @@ from aiohttp import web
 
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, json_response
-from podmedic_sim.resources import RESOURCES, group_versions
+from podmedic_sim.handlers_request import context
+from podmedic_sim.resources import ServedApi
 
 VERSION = {
     "major": "1",
@@ -40,37 +41,38 @@ async def core_versions(request: web.Request) -> web.Response:
     )
 
 
-def _group(group: str) -> Obj:
+def _group(api: ServedApi, group: str) -> Obj:
     versions = [
-        {"groupVersion": f"{g}/{v}", "version": v} for g, v in group_versions() if g == group
+        {"groupVersion": f"{g}/{v}", "version": v} for g, v in api.group_versions() if g == group
     ]
     return {"name": group, "versions": versions, "preferredVersion": versions[0]}
 
 
 async def groups(request: web.Request) -> web.Response:
     """GET /apis."""
-    names = list(dict.fromkeys(g for g, _ in group_versions() if g))
+    api = context(request).api
+    names = list(dict.fromkeys(g for g, _ in api.group_versions() if g))
     return json_response(
         {
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": [_group(g) for g in names],
+            "groups": [_group(api, g) for g in names],
         }
     )
 
 
 async def group(request: web.Request) -> web.Response:
     """GET /apis/<group>."""
-    name = request.match_info["group"]
-    if not any(g == name for g, _ in group_versions()):
+    name, api = request.match_info["group"], context(request).api
+    if not any(g == name for g, _ in api.group_versions()):
         raise ApiError(404, "the server could not find the requested resource")
-    return json_response({"kind": "APIGroup", "apiVersion": "v1", **_group(name)})
+    return json_response({"kind": "APIGroup", "apiVersion": "v1", **_group(api, name)})
 
 
-def resource_list(group_name: str, version_name: str) -> Obj:
+def resource_list(api: ServedApi, group_name: str, version_name: str) -> Obj:
     """The APIResourceList of one group/version."""
     resources: list[Obj] = []
-    for rt in RESOURCES:
+    for rt in api.resources:
         if (rt.group, rt.version) != (group_name, version_name):
             continue
         resources.append(

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError
-from podmedic_sim.resources import ResourceType, lookup
+from podmedic_sim.resources import DEFAULT_API, ResourceType, ServedApi
 from podmedic_sim.store import Store
 
 
@@ -27,6 +27,8 @@ class ApiContext:
     watches: set[asyncio.Task[Any]] = field(default_factory=set)
     # pods/exec of ``kill``: (namespace, pod, container, signal number) -> why not, or None.
     exec_signal: Callable[[str, str, str | None, int], str | None] | None = None
+    # The resource types and versions served (DeviceTaintRule's version follows the cluster's).
+    api: ServedApi = DEFAULT_API
 
 
 CONTEXT_KEY = web.AppKey("podmedic_api_context", ApiContext)
@@ -52,7 +54,7 @@ def context(request: web.Request) -> ApiContext:
     return request.app[CONTEXT_KEY]
 
 
-def parse_target(group: str, version: str, rest: str) -> Target:
+def parse_target(api: ServedApi, group: str, version: str, rest: str) -> Target:
     """Resolve the path after ``/api/v1`` or ``/apis/<group>/<version>``; 404 when unknown."""
     parts = [p for p in rest.split("/") if p]
     namespace: str | None = None
@@ -60,7 +62,7 @@ def parse_target(group: str, version: str, rest: str) -> Target:
         namespace, parts = parts[1], parts[2:]
     if not parts or len(parts) > 3:
         raise ApiError(404, "the server could not find the requested resource")
-    rt = lookup(group, version, parts[0])
+    rt = api.lookup(group, version, parts[0])
     if rt is None or (namespace is not None and not rt.namespaced):
         raise ApiError(404, "the server could not find the requested resource")
     name = parts[1] if len(parts) > 1 else None

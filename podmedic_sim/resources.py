@@ -6,6 +6,7 @@ fields of responses need. The store keys objects by ``plural``, so plurals are u
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -69,22 +70,36 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "Job", "jobs", True, ("status",), True),
 )
 
-BY_PATH: dict[tuple[str, str, str], ResourceType] = {
-    (r.group, r.version, r.plural): r for r in RESOURCES
-}
-BY_PLURAL: dict[str, ResourceType] = {r.plural: r for r in RESOURCES}
-BY_KIND: dict[tuple[str, str], ResourceType] = {(r.api_version, r.kind): r for r in RESOURCES}
+TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+"""Where ``resource.k8s.io`` serves DeviceTaintRule (KEP-5055): v1 from Kubernetes 1.37, v1beta2
+in 1.36 and v1alpha3 in 1.35, each behind the ``DRADeviceTaints`` feature gate before v1."""
 
 
-def group_versions() -> list[tuple[str, str]]:
-    """The (group, version) pairs served, core first, each once, in registry order."""
-    seen: list[tuple[str, str]] = []
-    for r in RESOURCES:
-        if (r.group, r.version) not in seen:
-            seen.append((r.group, r.version))
-    return seen
+class ServedApi:
+    """The resource types one simulated API server serves: ``RESOURCES``, with DeviceTaintRule at
+    ``taint_rules`` (a version of ``TAINT_RULE_VERSIONS``) or not at all (``none``, gate off)."""
+
+    def __init__(self, taint_rules: str = "v1") -> None:
+        if taint_rules not in (*TAINT_RULE_VERSIONS, "none"):
+            raise ValueError(f"taint_rules: {taint_rules!r} is not one of {', '.join(TAINT_RULE_VERSIONS)}, none")
+        self.taint_rules = taint_rules
+        served: list[ResourceType] = []
+        for r in RESOURCES:
+            if r.kind == "DeviceTaintRule":
+                if taint_rules == "none":
+                    continue
+                r = dataclasses.replace(r, version=taint_rules)
+            served.append(r)
+        self.resources = tuple(served)
+        self._by_path = {(r.group, r.version, r.plural): r for r in self.resources}
+
+    def group_versions(self) -> list[tuple[str, str]]:
+        """The (group, version) pairs served, core first, each once, in registry order."""
+        return list(dict.fromkeys((r.group, r.version) for r in self.resources))
+
+    def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
+        """The resource served at ``group/version/plural``, or ``None``."""
+        return self._by_path.get((group, version, plural))
 
 
-def lookup(group: str, version: str, plural: str) -> ResourceType | None:
-    """The resource served at ``group/version/plural``, or ``None``."""
-    return BY_PATH.get((group, version, plural))
+DEFAULT_API = ServedApi()

@@ -14,7 +14,7 @@ from podmedic_sim.exec_ws import handle_exec
 from podmedic_sim.handlers_common import ApiError, error_response, json_response
 from podmedic_sim.handlers_pods import handle_eviction
 from podmedic_sim.handlers_read import handle_get, handle_list
-from podmedic_sim.handlers_request import CONTEXT_KEY, ApiContext, Target, parse_target
+from podmedic_sim.handlers_request import CONTEXT_KEY, ApiContext, Target, context, parse_target
 from podmedic_sim.handlers_write import (
     handle_create,
     handle_delete,
@@ -82,26 +82,28 @@ def _pick(request: web.Request, target: Target) -> TargetHandler:
 
 async def core_dispatch(request: web.Request) -> web.StreamResponse:
     """Every ``/api/v1/...`` request."""
-    target = parse_target("", "v1", request.match_info["rest"])
+    target = parse_target(context(request).api, "", "v1", request.match_info["rest"])
     return await _pick(request, target)(request, target)
 
 
 async def group_dispatch(request: web.Request) -> web.StreamResponse:
     """Every ``/apis/<group>/<version>/...`` request."""
     info = request.match_info
-    target = parse_target(info["group"], info["version"], info["rest"])
+    target = parse_target(context(request).api, info["group"], info["version"], info["rest"])
     return await _pick(request, target)(request, target)
 
 
 async def core_resources(request: web.Request) -> web.Response:
     """GET /api/v1."""
-    return json_response(discovery.resource_list("", "v1"))
+    return json_response(discovery.resource_list(context(request).api, "", "v1"))
 
 
 async def group_resources(request: web.Request) -> web.Response:
     """GET /apis/<group>/<version>."""
     return json_response(
-        discovery.resource_list(request.match_info["group"], request.match_info["version"])
+        discovery.resource_list(
+            context(request).api, request.match_info["group"], request.match_info["version"]
+        )
     )
 
 
@@ -135,8 +137,13 @@ def build_app(
             web.get("/api", discovery.core_versions),
             web.get("/api/v1", core_resources),
             web.get("/apis", discovery.groups),
+            # The real server answers discovery with or without the trailing slash; the generated
+            # Python client asks for ``/apis/<group>/`` and ``/apis/<group>/<version>/``.
             web.get("/apis/{group}", discovery.group),
+            web.get("/apis/{group}/", discovery.group),
             web.get("/apis/{group}/{version}", group_resources),
+            web.get("/apis/{group}/{version}/", group_resources),
+            web.get("/api/v1/", core_resources),
             web.route("*", "/api/v1/{rest:.+}", core_dispatch),
             web.route("*", "/apis/{group}/{version}/{rest:.+}", group_dispatch),
         ]

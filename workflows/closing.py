@@ -65,8 +65,9 @@ class Closer:
         if ticket.backend == "none" or not wants or not await self._file_ticket():
             return self.wf.finish(
                 Outcome.QUARANTINED,
-                f"device not healthy and no vendor ticket filed; {workload}; "
-                f"DeviceTaintRule {self.wf.state.taint_rule} kept for an operator",
+                f"device not healthy and no vendor ticket filed; {workload}; " + (
+                    f"DeviceTaintRule {self.wf.state.taint_rule} kept for an operator" if self.wf.state.taint_rule
+                    else "no DeviceTaintRule in force"),
             )
         if await self._wait_vendor():
             untainted = await self._untaint()

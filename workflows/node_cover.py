@@ -15,7 +15,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
-    from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
+    from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeReportResult, NodeWatchInput
     from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import RecoveryResult
     from workflows import permits as guarded
@@ -68,22 +68,44 @@ async def quarantine_rung(wf: IncidentContext, pod: PodRef, rung: LadderRung) ->
     if wf.policy.dry_run:
         wf.note("recover", f"dry-run: would {what}")
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="dry-run: not done")
+    answer = await _ask_watch(wf, node, f"{wf.state.why}; ladder exhausted", rung.timeout_s)
+    wf.done.add("node_quarantine")
+    detail = _record(wf, node, answer)
+    wf.note("recover", f"node_quarantine: {detail}")
+    return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail=detail)
+
+
+async def quarantine_instead(wf: IncidentContext, unavailable: str) -> None:
+    """The cluster serves no DeviceTaintRule: ask the node's watch to quarantine the whole node, the
+    one fence left (the node incident cordons and taints the node, gated as it always is)."""
+    node = wf.state.node or wf.inp.device.pool
+    wf.note("taint", f"no DeviceTaintRule: {unavailable}")
+    if wf.state.failure_mode is None or covered(wf):
+        return
+    answer = await _ask_watch(wf, node, f"{wf.state.why}; the cluster cannot taint one device", 30.0)
+    wf.note("taint", f"node quarantine instead of a device taint: {_record(wf, node, answer)}")
+
+
+async def _ask_watch(wf: IncidentContext, node: str, why: str, timeout_s: float) -> NodeReportResult:
+    """Signal-with-start the node's watch with a quarantine request for this device's incident."""
+    assert wf.state.failure_mode is not None
     report = NodeDeviceReport(incident_id=wf.state.incident_id, device=wf.inp.device,
-                              failure_mode=wf.state.failure_mode, observed_at=workflow.now(),
-                              why=f"{wf.state.why}; ladder exhausted")
+                              failure_mode=wf.state.failure_mode, observed_at=workflow.now(), why=why)
     watch = NodeWatchInput(node=node, driver=wf.inp.device.driver, correlation=wf.policy.detection.node_correlation,
                            quarantine=wf.policy.node_quarantine, approvals=wf.policy.approvals,
                            search_attributes=wf.inp.search_attributes, guard=wf.policy.guard)
-    answer = await workflow.execute_activity_method(
+    answer: NodeReportResult = await workflow.execute_activity_method(
         NodeActivities.request_node_quarantine, NodeReportInput(watch=watch, report=report),
-        start_to_close_timeout=timedelta(seconds=max(rung.timeout_s, 10)),
+        start_to_close_timeout=timedelta(seconds=max(timeout_s, 10)),
         retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
         summary=f"ask node {node}'s watch to quarantine the node",
     )
-    wf.done.add("node_quarantine")
+    return answer
+
+
+def _record(wf: IncidentContext, node: str, answer: NodeReportResult) -> str:
+    """Remember the node incident that now covers the device; what happened, in words."""
     if answer.node_incident and wf.state.node_incident is None:
         wf.state.node_incident = answer.node_incident
     state = "quarantined" if answer.quarantined else "quarantine requested (the node incident may wait for approval)"
-    detail = f"node {node} {state} by {answer.watch_id}"
-    wf.note("recover", f"node_quarantine: {detail}")
-    return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail=detail)
+    return f"node {node} {state} by {answer.watch_id}"

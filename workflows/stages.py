@@ -237,11 +237,14 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
     else:
         result = await workflow.execute_activity_method(
             TaintActivities.taint_device, request, **activity_options(wf.policy.steps.taint, summary, priority=URGENT))
-    if final:
+    if final or result.unavailable:
         wf.finished("taint")
     else:
         wf.running = None
     wf.state.taint_rule = result.rule_name
+    if result.unavailable:
+        await node_cover.quarantine_instead(wf, result.unavailable)
+        return True
     if fenced:
         left = "" if result.effect is effect else f" (left at {result.effect.value}: edited by an operator)"
         wf.note("taint", f"DeviceTaintRule {result.rule_name} raised to {effect.value} after the checkpoint{left}")

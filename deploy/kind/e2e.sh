@@ -15,7 +15,8 @@ cleanup() { [[ "${KEEP:-0}" == 1 ]] || kind delete cluster --name "$CLUSTER"; }
 trap cleanup EXIT
 
 echo "== kind cluster with DRA and device taints"
-kind create cluster --name "$CLUSTER" --config "$ROOT/deploy/kind/cluster.yaml" --kubeconfig "$KUBECONFIG_FILE"
+kind create cluster --name "$CLUSTER" --config "$ROOT/deploy/kind/cluster.yaml" --kubeconfig "$KUBECONFIG_FILE" \
+  ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 
 echo "== dra-example-driver (simulated GPUs gpu.example.com)"
 src=$(mktemp -d)

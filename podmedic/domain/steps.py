@@ -128,11 +128,12 @@ class TaintInput(BaseModel):
 
 
 class TaintResult(BaseModel):
-    """The rule in force."""
+    """The rule in force; ``unavailable`` says why there is none (the cluster serves no DeviceTaintRule)."""
 
     rule_name: str
     created: bool
     effect: Effect
+    unavailable: str = ""
 
 
 class RecoverInput(BaseModel):

@@ -15,8 +15,11 @@ from kubernetes.client.exceptions import ApiException
 
 from podmedic import __version__
 from podmedic.domain.base import Obj
+from podmedic.kube.api_versions import GROUP, TAINT_RULE_VERSIONS, TaintRuleApi, choose
 from podmedic.kube.errors import (
     KubeError,
+    NotFound,
+    NotServed,
     ServerError,
     Throttled,
     from_answer,
@@ -64,6 +67,7 @@ class GatewayCore:
         self.core = client.CoreV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
         self.timeout_s = timeout_s
+        self._taint_rules: TaintRuleApi | None = None
 
     def for_component(self, component: str) -> Self:
         """This gateway's connection, labelled as ``component`` (``worker``, ``ingest``) in the User-Agent.
@@ -78,6 +82,35 @@ class GatewayCore:
         clone._api, clone._owns_pool, clone.component = api, False, component
         clone.core, clone.resource = client.CoreV1Api(api), client.ResourceV1Api(api)
         return clone
+
+    def taint_rule_api(self) -> TaintRuleApi:
+        """Which version serves DeviceTaintRule (``api_versions.py``): discovered on first use, then kept."""
+        if self._taint_rules is None:
+            self._taint_rules = self._discover_taint_rules()
+        return self._taint_rules
+
+    def _discover_taint_rules(self) -> TaintRuleApi:
+        try:
+            group = self._read(f"discover {GROUP}", client.ResourceApi(self._api).get_api_group)
+        except NotFound:
+            return choose([], {})
+        versions = [str(v.get("version")) for v in group.get("versions") or []]
+        resources: dict[str, list[str]] = {}
+        for version in versions:
+            if version in TAINT_RULE_VERSIONS:
+                listing = self._read(f"discover {GROUP}/{version}", self._resource_api(version).get_api_resources)
+                resources[version] = [str(r.get("name")) for r in listing.get("resources") or []]
+        return choose(versions, resources)
+
+    def _resource_api(self, version: str) -> Any:
+        return getattr(client, f"Resource{version.capitalize()}Api")(self._api)
+
+    def taint_rule_calls(self) -> Any:
+        """The generated client of the served DeviceTaintRule version; ``NotServed`` when none is."""
+        found = self.taint_rule_api()
+        if found.version is None:
+            raise NotServed(found.describe(), 404)
+        return self._resource_api(found.version)
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -58,3 +58,7 @@ def from_answer(status: int, body: str | None, reason: str | None, what: str) ->
         404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden, 429: Throttled,
     }
     return kinds.get(status, ServerError)(text, status)
+
+
+class NotServed(KubeError):
+    """The cluster does not serve the API at all (a feature gate is off); no retry can help."""

@@ -24,6 +24,7 @@ from podmedic.kube.errors import (
     InvalidObject,
     KubeError,
     NotFound,
+    NotServed,
     ProxyTimeout,
     ServerError,
     Throttled,
@@ -31,7 +32,7 @@ from podmedic.kube.errors import (
 from podmedic.kube.streams import StreamCalls
 
 # The errors are defined in podmedic/kube/errors.py and imported from here by callers.
-__all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "Obj",
+__all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "NotServed", "Obj",
            "ProxyTimeout", "ServerError", "Throttled", "user_agent"]
 
 
@@ -76,10 +77,10 @@ class KubeGateway(StreamCalls):
         return items
 
     def get_taint_rule(self, name: str) -> Obj | None:
-        """A DeviceTaintRule, or ``None``."""
+        """A DeviceTaintRule, or ``None`` (also when the cluster serves none)."""
         try:
-            return self._read(f"get devicetaintrule {name}", self.resource.read_device_taint_rule, name)
-        except NotFound:
+            return self._read(f"get devicetaintrule {name}", self.taint_rule_calls().read_device_taint_rule, name)
+        except (NotFound, NotServed):
             return None
 
     # -- writes ------------------------------------------------------------------------------
@@ -92,30 +93,33 @@ class KubeGateway(StreamCalls):
         )
 
     def create_taint_rule(self, body: Obj) -> Obj:
-        """Create a DeviceTaintRule; raises ``Conflict`` if the name exists."""
+        """Create a DeviceTaintRule (in the version the cluster serves); raises ``Conflict`` if the name
+        exists, ``NotServed`` if the cluster serves no DeviceTaintRule."""
         name = body["metadata"]["name"]
+        calls = self.taint_rule_calls()
         return self._call(
-            f"create devicetaintrule {name}", self.resource.create_device_taint_rule, body,
-            field_manager=FIELD_MANAGER,
+            f"create devicetaintrule {name}", calls.create_device_taint_rule,
+            {**body, "apiVersion": self.taint_rule_api().api_version}, field_manager=FIELD_MANAGER,
         )
 
     def delete_taint_rule(self, name: str) -> None:
         """Delete a DeviceTaintRule; a missing one is fine."""
-        with contextlib.suppress(NotFound):
-            self._call(f"delete devicetaintrule {name}", self.resource.delete_device_taint_rule, name)
+        with contextlib.suppress(NotFound, NotServed):
+            self._call(f"delete devicetaintrule {name}", self.taint_rule_calls().delete_device_taint_rule, name)
 
     def patch_taint_rule(self, name: str, body: Obj) -> Obj:
         """Merge-patch a DeviceTaintRule; put ``metadata.resourceVersion`` in ``body`` to get
         ``Conflict`` when someone changed it since it was read."""
-        return self._call(f"patch devicetaintrule {name}", self.resource.patch_device_taint_rule, name, body,
-                          field_manager=FIELD_MANAGER)
+        return self._call(f"patch devicetaintrule {name}", self.taint_rule_calls().patch_device_taint_rule, name,
+                          body, field_manager=FIELD_MANAGER)
 
     def delete_taint_rule_if_unchanged(self, name: str, resource_version: str) -> None:
         """Delete a DeviceTaintRule only if it is still at ``resource_version`` (``Conflict``
         otherwise); a missing one is fine."""
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=resource_version))
-        with contextlib.suppress(NotFound):
-            self._call(f"delete devicetaintrule {name}", self.resource.delete_device_taint_rule, name, body=body)
+        with contextlib.suppress(NotFound, NotServed):
+            self._call(f"delete devicetaintrule {name}", self.taint_rule_calls().delete_device_taint_rule, name,
+                       body=body)
 
     def get_node(self, name: str) -> Obj | None:
         """A Node, or ``None``."""
@@ -212,6 +216,10 @@ class KubeGateway(StreamCalls):
         return self.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}})
 
     def list_taint_rules(self) -> list[Obj]:
-        """Every DeviceTaintRule."""
-        items: list[Obj] = self._read("list devicetaintrules", self.resource.list_device_taint_rule)["items"]
+        """Every DeviceTaintRule (none when the cluster serves none)."""
+        try:
+            calls = self.taint_rule_calls()
+        except NotServed:
+            return []
+        items: list[Obj] = self._read("list devicetaintrules", calls.list_device_taint_rule)["items"]
         return items
