@@ -32,6 +32,7 @@ drivers:
     close: {heal_wait_s: 2, anti_flap_s: 1, poll_s: 0.5}
     ticket: {url: "${PODMEDIC_TICKET_URL}", poll_s: 1, wait_resolution_s: 180, verify_s: 30}
   gpu.nvidia.com:
+    detection: {corroborate_s: 15}   # as shipped: pod status names no XID, the node agent does
     classification:
       codes:
         permanent: [46, 48, 54, 62, 63, 64, 74, 79, 95, 110, 119, 120, 136, 140, 142, 143, 151, 155, 156, 158]

@@ -10,7 +10,9 @@ old one: that is what must not be done twice.
 
 The fence is a local activity, run inside the incident's first workflow task, so its phase is
 never published: the taint stage waits for ``Opened`` (the phase the incident starts with,
-shown until that task completes) while the fence's create is held.
+shown until that task completes) or ``WaitingGrace`` (shown while a bare pod-status report waits
+for the node agent's XID, until the task that classifies and fences completes) while the
+fence's create is held.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def _slow(verb: str, resource: str, ms: float = 2500) -> dict[str, Any]:
 STAGES = (
     Stage("detect", frozenset({"Discovering"}), _slow("get", "resourceclaims")),  # discover reads the node's claims
     Stage("checkpoint", frozenset({"Checkpointing"}), job={"checkpoint_answer": "slow:4"}),
-    Stage("taint", frozenset({"Opened"}), _slow("create", "devicetaintrules")),
+    Stage("taint", frozenset({"Opened", "WaitingGrace"}), _slow("create", "devicetaintrules")),
     Stage("recover", frozenset({"Recovering"}), _slow("create", "pods/eviction")),
     Stage("ticket", frozenset({"Ticketing", "AwaitingVendor"})),
     Stage("close", frozenset({"Untainting"}), _slow("delete", "devicetaintrules")),

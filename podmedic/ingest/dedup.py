@@ -34,6 +34,14 @@ class RecentStates:
             return False
         return entry[0] == state
 
+    def last(self, key: str, within_s: float) -> Hashable | None:
+        """The state last delivered for ``key`` if that was less than ``within_s`` ago (and within
+        the TTL), or ``None``."""
+        entry = self._entries.get(key)
+        if entry is None or self._clock() - entry[1] > min(within_s, self.ttl_s):
+            return None
+        return entry[0]
+
     def remember(self, key: str, state: Hashable) -> None:
         """Record that ``state`` was delivered for ``key`` now."""
         self._entries[key] = (state, self._clock())

@@ -23,6 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
+from podmedic.domain.classify import names_the_failure
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput, UnresolvedDevice
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
@@ -149,7 +150,7 @@ class Deliverer:
 
     async def _deliver(self, item: Observation) -> Delivered:
         key, state = self._key(item)
-        if self.recent.seen(key, state):
+        if self.recent.seen(key, state) or self._adds_nothing(item, key):
             self.deduplicated += 1
             return Delivered(event_id=item.event_id, incident_id=key, deduplicated=True,
                              note="same state already delivered")
@@ -189,6 +190,21 @@ class Deliverer:
         if run_id is None:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
         return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)
+
+    def _adds_nothing(self, item: Observation, key: str) -> bool:
+        """A report that does not say what failed (pod status without the driver's message) within the
+        driver's ``corroborate_s`` of a report of the same health that did (the node agent's XID can
+        come first): it would only reopen an incident that already closed on the telling report."""
+        if not isinstance(item, DeviceHealthEvent) or item.health is Health.HEALTHY:
+            return False
+        policy = self.policies.for_driver(item.device.driver)
+        if names_the_failure(item, policy):
+            return False
+        last = self.recent.last(key, within_s=policy.detection.corroborate_s)
+        if not (isinstance(last, tuple) and isinstance(last[0], tuple)):
+            return False
+        health, _reason, code, metrics = last[0]
+        return bool(health == item.health.value and (code is not None or metrics))
 
     @staticmethod
     def _key(item: Observation) -> tuple[str, Hashable]:

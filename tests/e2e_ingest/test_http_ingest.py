@@ -172,3 +172,17 @@ async def test_alertmanager_alert_opens_the_device_incident(front: Front) -> Non
     assert status == 202 and body["incidents"] == [front.wid("gpu-7")], body
     state = await front.state("gpu-7")
     assert (state.failure_mode, state.permanence) == (FailureMode.DEVICE_FAILED, Permanence.PERMANENT), state.why
+
+
+async def test_a_bare_report_after_a_telling_one_adds_nothing(front: Front) -> None:
+    """The node agent's XID can come before the kubelet's status write, which names no XID when the
+    driver sends no message: that later bare report must not reopen an incident that already closed."""
+    status, body = await front.post(ce(front.pool, "gpu-5", "xid", code=79, message="XID 79"))
+    assert status == 202 and body["deduplicated"] == 0, body
+    status, body = await front.post(ce(front.pool, "gpu-5", "bare"))
+    assert status == 202 and body["deduplicated"] == 1, body
+    status, body = await front.post(ce(front.pool, "gpu-6", "bare"))  # bare first: news
+    assert status == 202 and body["deduplicated"] == 0, body
+    status, body = await front.post(ce(front.pool, "gpu-6", "xid", code=79))  # then the XID: news too
+    assert status == 202 and body["deduplicated"] == 0, body
+    assert await front.count("gpu-5") == 1

@@ -15,6 +15,7 @@ from kubernetes import client, config
 from podmedic.ingest.sources import ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from podmedic_sim.config import DriverPlugin
 from tests.helpers import wait_until
 from tests.simkit import fast_config, gpu_pod, gpu_template
 
@@ -77,8 +78,11 @@ class Running:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
-    """A behaving simulator with fast timings and frequent bookmarks."""
-    cluster = SimCluster(fast_config(nodes=2, devices_per_node=4), bookmark_interval_s=0.1)
+    """A behaving simulator with fast timings and frequent bookmarks, whose GPU driver sends health
+    messages (ResourceHealth.message, 1.36+): these tests read what the sources make of them. The
+    default driver sends none (tests/e2e_sim, tests/e2e_stack)."""
+    plugins = {"gpu.nvidia.com": DriverPlugin(cdi_ids="per-device", health_messages=True)}
+    cluster = SimCluster(fast_config(nodes=2, devices_per_node=4, plugins=plugins), bookmark_interval_s=0.1)
     cluster.start(kubeconfig_path=tmp_path_factory.mktemp("sources") / "kubeconfig")
     try:
         yield cluster
