@@ -62,9 +62,9 @@ class DriverPlugin(BaseModel):
     cdi_kind: str = Field("", description="The CDI kind (vendor/class); empty: k8s.<driver>/device.")
     health_messages: bool = Field(
         False,
-        description="Fill ResourceHealth.message, as a driver that sends one does (the field exists from 1.36 "
-        "on; drivers leave it empty unless they choose to fill it). Off: pod status says Unhealthy and nothing "
-        "about what failed.",
+        description="Fill ResourceHealth.message, as the kubelet does only with its ResourceHealthStatusMessage "
+        "gate on and a driver that returns a message (k8s.io/api core/v1 ResourceHealth). Off: pod status says "
+        "Unhealthy and nothing about what failed.",
     )
 
 

@@ -79,7 +79,8 @@ class Running:
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     """A behaving simulator with fast timings and frequent bookmarks, whose GPU driver sends health
-    messages (ResourceHealth.message, 1.36+): these tests read what the sources make of them. The
+    messages (ResourceHealth.message, with the kubelet's ResourceHealthStatusMessage gate on): these
+    tests read what the sources make of them. The
     default driver sends none (tests/e2e_sim, tests/e2e_stack)."""
     plugins = {"gpu.nvidia.com": DriverPlugin(cdi_ids="per-device", health_messages=True)}
     cluster = SimCluster(fast_config(nodes=2, devices_per_node=4, plugins=plugins), bookmark_interval_s=0.1)

@@ -85,8 +85,8 @@ async def test_each_plugin_mode_names_devices_as_its_driver_would(plugin: Driver
 
 @pytest.mark.parametrize("plugin", [None, DriverPlugin(cdi_ids="per-device", health_messages=True)])
 async def test_health_messages_only_when_the_driver_sends_them(plugin: DriverPlugin | None) -> None:
-    """ResourceHealth.message (k8s.io/api core/v1 types.go, 1.36+) is optional: the kubelet copies what
-    the driver's health stream sends, and drivers send none unless they choose to."""
+    """ResourceHealth.message (k8s.io/api core/v1 types.go) is filled by the kubelet only with the
+    ResourceHealthStatusMessage gate on and a DRA plugin that returns a message; null otherwise."""
     config = fast_config(**({"plugins": {"gpu.nvidia.com": plugin}} if plugin else {}))
     async with running_engine(config) as engine:
         dev = await _started(engine, "p")

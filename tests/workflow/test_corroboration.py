@@ -1,9 +1,9 @@
 """A report that does not say what failed waits for one that does (``detection.corroborate_s``).
 
 Why: the kubelet writes a device's health into pod status with ``message`` only when the driver
-sends one (ResourceHealth.message, k8s.io/api core/v1 types.go, 1.36+); NVIDIA's XID reaches
-podmedic through the node agent (NVML), a DCGM alert or a slice taint instead. Time-skipping
-server, fake cluster activities under the real names.
+sends one and the ResourceHealthStatusMessage gate is on (ResourceHealth.message, k8s.io/api
+core/v1 types.go); NVIDIA's XID reaches podmedic through the node agent (NVML), a DCGM alert or
+a slice taint instead. Time-skipping server, fake cluster activities under the real names.
 """
 
 from __future__ import annotations
