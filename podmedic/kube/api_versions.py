@@ -45,3 +45,21 @@ def choose(group_versions: list[str], resources_of: dict[str, list[str]]) -> Tai
         if version in group_versions and "devicetaintrules" in resources_of.get(version, []):
             return TaintRuleApi(version, tuple(group_versions))
     return TaintRuleApi(None, tuple(group_versions))
+
+
+HEALTH_GATE = "ResourceHealthStatus"
+
+
+def health_status_note(version: dict[str, object]) -> str | None:
+    """A start-up warning when the server's version serves pod-status device health only behind an
+    alpha gate (``ResourceHealthStatus``: alpha from 1.31, beta and on by default from 1.36), or
+    ``None``. The kubelets' gates cannot be discovered; their version is what matters too."""
+    try:
+        major, minor = int(str(version.get("major", "0"))), int(str(version.get("minor", "0")).rstrip("+"))
+    except ValueError:
+        return None
+    if (major, minor) >= (1, 36):
+        return None
+    return (f"Kubernetes {major}.{minor}: pods report device health (allocatedResourcesStatus) only with the "
+            f"{HEALTH_GATE} feature gate on the API server and the kubelets (alpha, off by default before 1.36); "
+            "without it pod-status detection sees nothing and only the node agent, alerts and slice taints do")

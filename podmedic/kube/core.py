@@ -83,6 +83,10 @@ class GatewayCore:
         clone.core, clone.resource = client.CoreV1Api(api), client.ResourceV1Api(api)
         return clone
 
+    def server_version(self) -> Obj:
+        """``GET /version`` (major, minor, gitVersion)."""
+        return self._read("get /version", client.VersionApi(self._api).get_code)
+
     def taint_rule_api(self) -> TaintRuleApi:
         """Which version serves DeviceTaintRule (``api_versions.py``): discovered on first use, then kept."""
         if self._taint_rules is None:

@@ -7,7 +7,7 @@ in v1alpha3 (1.35), v1beta2 (1.36) and v1 (1.37) (KEP-5055).
 
 from __future__ import annotations
 
-from podmedic.kube.api_versions import choose
+from podmedic.kube.api_versions import choose, health_status_note
 
 
 def test_the_newest_version_with_devicetaintrules_wins() -> None:
@@ -31,3 +31,13 @@ def test_none_served_names_the_gate_and_what_podmedic_does_instead() -> None:
 def test_a_cluster_without_the_resource_group() -> None:
     assert choose([], {}).describe().startswith("DeviceTaintRule is not served by this cluster (resource.k8s.io "
                                                "versions: none)")
+
+
+def test_pod_status_health_needs_a_gate_before_1_36() -> None:
+    """ResourceHealthStatus: alpha from 1.31, beta and on by default from 1.36 (feature-gates docs).
+    ``minor`` is a string, with a ``+`` on some distributions' builds (GET /version, version.Info)."""
+    assert health_status_note({"major": "1", "minor": "37"}) is None
+    assert health_status_note({"major": "1", "minor": "36+"}) is None
+    note = health_status_note({"major": "1", "minor": "35"})
+    assert note is not None and "ResourceHealthStatus" in note and "Kubernetes 1.35" in note
+    assert health_status_note({"major": "one", "minor": "x"}) is None  # unreadable: no claim made
