@@ -24,7 +24,8 @@ from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
-from podmedic.kube.gateway import KubeError, KubeGateway
+from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.startup import say_taint_rules
 from workers.health import serving_health
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
@@ -143,24 +144,11 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxe
     )
 
 
-async def announce_taint_rules(kube: KubeGateway) -> None:
-    """Say in one line at start which DeviceTaintRule version podmedic uses, or which gate to switch on."""
-    try:
-        found = await asyncio.to_thread(kube.taint_rule_api)
-    except KubeError as exc:
-        log.warning("DeviceTaintRule API not discovered yet (%s): looked up again at the first taint", exc)
-        return
-    if found.version is None:
-        log.warning("%s", found.describe())
-    else:
-        log.info("%s", found.describe())
-
-
 async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
                      health: tuple[str, int] | None = None, *, sandboxed: bool = False) -> None:
     """Run until SIGINT/SIGTERM, then drain and stop; probes on ``health`` (host, port) if given."""
     kube = KubeGateway(kubeconfig)
-    await announce_taint_rules(kube)
+    await say_taint_rules(kube)
     worker = build_worker(client, task_queue, kube, sandboxed=sandboxed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

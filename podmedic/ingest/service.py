@@ -24,8 +24,8 @@ from podmedic.ingest.http.app import build_app, start_site
 from podmedic.ingest.settings import IngestSettings
 from podmedic.ingest.sources import cluster_sources
 from podmedic.ingest.types import Observation, Source, Stopping
-from podmedic.kube.api_versions import health_status_note
-from podmedic.kube.gateway import KubeError, KubeGateway
+from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.startup import say_health_status
 
 log = logging.getLogger("podmedic.ingest")
 
@@ -106,18 +106,6 @@ def _run_source(source: Source, emit: BlockingEmitter, halt: threading.Event) ->
             delay = min(delay * 2, 30.0)
 
 
-async def _announce_health_status(kube: KubeGateway) -> None:
-    """One line at start when the cluster's version hides pod-status device health behind a gate."""
-    try:
-        version = await asyncio.to_thread(kube.server_version)
-    except KubeError as exc:
-        log.warning("could not read the API server's version (%s)", exc)
-        return
-    note = health_status_note(version)
-    if note is not None:
-        log.warning("%s", note)
-
-
 async def run_ingest(
     client: Client,
     kube: KubeGateway,
@@ -144,7 +132,7 @@ async def run_ingest(
     if on_ready is not None:
         on_ready(url)
     if watch:
-        await _announce_health_status(kube)
+        await say_health_status(kube)
     sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
     try:
         await run_sources(sources, deliverer, stop)

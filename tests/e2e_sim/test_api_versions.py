@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_file import parse_policy
 from podmedic.ingest.delivery import deliver_event
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.startup import say_taint_rules
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, sim_node, wait_until
 from workers.worker import build_worker
@@ -115,3 +117,19 @@ async def test_an_incident_taints_in_the_served_version_or_quarantines_the_node(
     else:
         assert isinstance(fence, list) and outcome.taint_rule in {r["metadata"]["name"] for r in fence}, text
         assert {r["apiVersion"] for r in fence} == {f"resource.k8s.io/{sim.config.taint_rule_version}"}
+
+
+async def test_the_worker_says_at_start_which_version_or_which_gate(
+    sim: SimCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
+    try:
+        with caplog.at_level(logging.INFO, logger="podmedic.kube"):
+            await say_taint_rules(kube)
+    finally:
+        kube.close()
+    [line] = [r for r in caplog.records if r.name == "podmedic.kube"]
+    if sim.config.taint_rule_version == "none":
+        assert line.levelno == logging.WARNING and "turn on the DRADeviceTaints feature gate" in line.getMessage()
+    else:
+        assert line.levelno == logging.INFO and line.getMessage().endswith(f"/{sim.config.taint_rule_version}")

@@ -87,17 +87,20 @@ async def test_a_bare_unhealthy_is_classified_by_the_agents_xid_that_follows(
     assert "NoExecute" in fake.taint_effects
 
 
+async def _bare_alone(env: WorkflowEnvironment, task_queue: str, device: DeviceRef) -> tuple[IncidentOutcome, str]:
+    """Only the bare report ever arrives: the outcome and its timeline as one text."""
+    await _send(env.client, task_queue, _bare(device))
+    async with _worker(env.client, task_queue, FakeCluster()):
+        await env.sleep(timedelta(seconds=700))
+        outcome = await _outcome(env.client, device)
+    return outcome, " ".join(t.message for t in outcome.timeline)
+
+
 async def test_without_a_second_source_the_bare_report_is_classified_as_it_is(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    client = time_skipping_env.client
     device = DeviceRef(driver="gpu.nvidia.com", pool="node-0301", device="gpu-0")
-    fake = FakeCluster()
-    await _send(client, task_queue, _bare(device))
-    async with _worker(client, task_queue, fake):
-        await time_skipping_env.sleep(timedelta(seconds=700))
-        outcome = await _outcome(client, device)
-    text = " ".join(t.message for t in outcome.timeline)
+    outcome, text = await _bare_alone(time_skipping_env, task_queue, device)
     assert "no other source named the failure within 30s" in text
     assert outcome.permanence is Permanence.TRANSIENT and "no code" in text
 
@@ -105,12 +108,6 @@ async def test_without_a_second_source_the_bare_report_is_classified_as_it_is(
 async def test_a_driver_without_corroboration_classifies_at_once(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    client = time_skipping_env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0302", device="gpu-0")
-    fake = FakeCluster()
-    await _send(client, task_queue, _bare(device))
-    async with _worker(client, task_queue, fake):
-        await time_skipping_env.sleep(timedelta(seconds=700))
-        outcome = await _outcome(client, device)
-    text = " ".join(t.message for t in outcome.timeline)
+    _, text = await _bare_alone(time_skipping_env, task_queue, device)
     assert "waiting up to" not in text and "no code" in text
