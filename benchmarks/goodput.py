@@ -38,9 +38,8 @@ from benchmarks.results import write
 from benchmarks.settings import BENCH_TIMINGS, bench_policy, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
+from podmedic.stack.ingest_agent import run_ingest_and_agent
 
 # How each kind shows in the simulator: XID, whether the process dies at once, whether a restart
 # cures it, and for faults that warn first, how long until the process dies anyway (``warn_s``):
@@ -163,8 +162,8 @@ async def _one_policy(policy: str, jobs: int, faults: list[tuple[float, str]], d
         stop, ingest, kube = asyncio.Event(), None, None
         if policy == "podmedic":
             kube = KubeGateway(stack.kubeconfig)
-            ingest = asyncio.create_task(run_ingest(stack.client, kube, bench_policy(), IngestSettings(),
-                                                    stack.task_queue, stop, http=False))
+            ingest = asyncio.create_task(run_ingest_and_agent(stack.client, kube, bench_policy(), stack.task_queue,
+                                                              stop, stack.sim_url))
         run = _Run(policy, sim, stack.sim_url, pods)
         before = {j["name"]: j for j in (await sim.state())["jobs"]}
         started = time.monotonic()

@@ -34,9 +34,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain import search
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
+from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic.temporal.converter import podmedic_data_converter
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
@@ -147,7 +146,7 @@ async def run(pull_s: float, train_s: float, periodic_every: int) -> dict[str, A
     kube = KubeGateway(Path(sim.kubeconfig_path))
     stop, queue = asyncio.Event(), f"bench-recovery-{uuid.uuid4().hex[:6]}"
     policies = parse_policy(POLICY)
-    ingest = asyncio.create_task(run_ingest(env.client, kube, policies, IngestSettings(), queue, stop, http=False))
+    ingest = asyncio.create_task(run_ingest_and_agent(env.client, kube, policies, queue, stop, sim.url))
     try:
         async with build_worker(env.client, queue, kube):
             # Same node: node-0000 keeps a free GPU. Other node: node-0000's last GPU fails too.

@@ -20,9 +20,9 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.kube.gateway import KubeGateway
+from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk
-from tests.agentkit import run_ingest_and_agent
 from tests.helpers import served_sim, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow

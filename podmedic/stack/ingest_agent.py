@@ -1,9 +1,10 @@
-"""The ingest with its HTTP front and the node agent reading the simulator's GPUs, as one test helper.
+"""The ingest with its HTTP front and the node agent reading the simulator's GPUs, in one process.
 
 On a real NVIDIA cluster pod status says a device is Unhealthy and nothing more (the driver
-sends no message); the XID comes from the node agent (NVML). Pipelines that must classify an
-XID therefore run the agent too, as ``podmedic up`` does: the agent's real translator and
-poster, reading ``GET /sim/v1/nodes/<node>/nvml`` and posting to the ingest over HTTP.
+sends no message); the XID comes from the node agent (NVML). A pipeline run in-process against
+the simulator (tests, benchmarks) therefore runs the agent too, as ``podmedic up`` runs it as a
+process: the agent's real translator and poster, reading ``GET /sim/v1/nodes/<node>/nvml`` and
+posting to the ingest over HTTP (unauthenticated, on a free loopback port).
 """
 
 from __future__ import annotations
