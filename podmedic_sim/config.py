@@ -60,6 +60,12 @@ class DriverPlugin(BaseModel):
         "shared: <kind>=all for every device of the claim.",
     )
     cdi_kind: str = Field("", description="The CDI kind (vendor/class); empty: k8s.<driver>/device.")
+    health_service: bool = Field(
+        True,
+        description="The driver serves the DRA health service (NodeWatchResources). Without it the kubelet "
+        "has no health for the driver's devices and reports every one Unknown (pkg/kubelet/cm/dra/healthinfo.go, "
+        "getHealthInfo), whatever befalls them.",
+    )
     health_messages: bool = Field(
         False,
         description="Fill ResourceHealth.message, as the kubelet does only with its ResourceHealthStatusMessage "

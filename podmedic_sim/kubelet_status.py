@@ -129,22 +129,27 @@ def allocated_resources_status(
 ) -> list[dict[str, Any]]:
     """KEP-4680 ``allocatedResourcesStatus`` as the kubelet writes it (pkg/kubelet/cm/dra/manager.go,
     ``UpdateAllocatedResourcesStatus``): per claim the container references, an entry named
-    ``claim:<name>``, or ``claim:<name>/<request>`` when the reference names a request, listing every
-    device of that claim, one element per device as the kubelet appends them: devices sharing one
-    CDI ID appear under that ID once each (the API declares the list a map keyed by resourceID;
-    the kubelet does not merge them)."""
+    ``claim:<name>``, or ``claim:<name>/<request>`` when the reference names a request, listing the
+    devices of that claim, one element per resourceID: of devices sharing one CDI ID only the first
+    is listed (the kubelet skips a resourceID it already added). A driver without the health service
+    has every device Unknown (``healthinfo.go``: a device never reported is Unknown)."""
     out: list[dict[str, Any]] = []
     for ref in c.claim_refs:
         pod_claim, request = ref.get("name", ""), ref.get("request") or ""
         entries: list[dict[str, str]] = []
+        listed: set[str] = set()
         for claim, _, dev in rt.devices:
             if rt.pod_claims.get(claim, claim) != pod_claim:
                 continue
             plugin = plugins.get(dev[0])
-            fault = devices.fault(dev)
             rid = resource_id(dev, rt.claim_uids.get(claim, ""), plugin)
-            entry = {"resourceID": rid, "health": fault.health}
-            if plugin is not None and plugin.health_messages and (fault.message or fault.reason):
+            if rid in listed:
+                continue
+            listed.add(rid)
+            fault = devices.fault(dev)
+            reporting = plugin is None or plugin.health_service
+            entry = {"resourceID": rid, "health": fault.health if reporting else "Unknown"}
+            if reporting and plugin is not None and plugin.health_messages and (fault.message or fault.reason):
                 entry["message"] = fault.message or fault.reason
             entries.append(entry)
         if entries:

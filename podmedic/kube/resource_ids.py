@@ -130,8 +130,9 @@ _WORST_FIRST = (Health.UNHEALTHY, Health.UNKNOWN, Health.HEALTHY)
 
 
 def _reports(pod: Obj) -> dict[tuple[str, str], tuple[Health, str]]:
-    """(entry, resourceID) -> its health: the worst when several devices share one resourceID (the
-    kubelet appends one element per device, so a shared CDI ID can repeat with different healths)."""
+    """(entry, resourceID) -> its health: the worst when a resourceID repeats (kubelets before the
+    resourceID de-duplication in pkg/kubelet/cm/dra/manager.go appended one element per device, so a
+    shared CDI ID could repeat with different healths; current ones list it once)."""
     found: dict[tuple[str, str], tuple[Health, str]] = {}
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         for entry in status.get("allocatedResourcesStatus") or []:

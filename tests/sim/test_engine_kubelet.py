@@ -79,8 +79,20 @@ async def test_each_plugin_mode_names_devices_as_its_driver_would(plugin: Driver
         uid = engine.store.get("resourceclaims", "default", devices[0][0])["metadata"]["uid"]
         entry = _container(engine, "p")["allocatedResourcesStatus"]
         assert [e["name"] for e in entry] == ["claim:gpu/gpu"]  # the reference names the request
-        wanted = sorted(rid for _, _, dev in devices for rid in expected(dev, uid))
-        assert sorted(r["resourceID"] for r in entry[0]["resources"]) == wanted  # shared: once per device
+        # One element per resourceID: a shared CDI ID once (manager.go skips a resourceID already added).
+        wanted = sorted({rid for _, _, dev in devices for rid in expected(dev, uid)})
+        assert sorted(r["resourceID"] for r in entry[0]["resources"]) == wanted
+
+
+async def test_a_driver_without_the_health_service_has_every_device_unknown() -> None:
+    """pkg/kubelet/cm/dra/healthinfo.go getHealthInfo: a device the driver never reported is Unknown."""
+    config = fast_config(plugins={"gpu.nvidia.com": DriverPlugin(cdi_ids="per-device", health_service=False)})
+    async with running_engine(config) as engine:
+        dev = await _started(engine, "p")
+        assert _container(engine, "p")["allocatedResourcesStatus"][0]["resources"][0]["health"] == "Unknown"
+        engine.set_device_health(*dev, health="Unhealthy", code=79)
+        await asyncio.sleep(0.3)  # several kubelet reports
+        assert _container(engine, "p")["allocatedResourcesStatus"][0]["resources"][0]["health"] == "Unknown"
 
 
 @pytest.mark.parametrize("plugin", [None, DriverPlugin(cdi_ids="per-device", health_messages=True)])

@@ -31,7 +31,7 @@ from podmedic.telemetry.metrics import metrics
 log = logging.getLogger("podmedic.ingest.pod_status")
 _CODE = re.compile(r"(?i)\bxid\s*[:=#]?\s*(\d+)")
 
-Reported = dict[str, tuple[str, str]]  # device resourceID (or unresolved key) -> (health, message), not Healthy
+Reported = dict[str, tuple[str, str]]  # device resourceID (or unresolved key) -> (health, message)
 
 
 def code_from(message: str) -> int | None:
@@ -46,7 +46,7 @@ class PodStatusSource(ClusterSource):
     name = "pod-status"
     kind = "pods"
 
-    _unhealthy: dict[str, Reported]  # pod UID -> its devices not Healthy
+    _unhealthy: dict[str, Reported]  # pod UID -> its devices' last reported health (Healthy ones too)
 
     def __init__(self, kube: KubeGateway, *, claims: ClaimIndex | None = None, state_dir: Path | None = None,
                  watch_timeout_s: int = 30, cursor_interval_s: float = 1.0) -> None:
@@ -72,10 +72,12 @@ class PodStatusSource(ClusterSource):
             (device.resource_id, health, message, device) for device, (health, message) in reported.devices.items()]
         seen += [(f"unresolved:{u.entry}:{u.resource_id}", u.health, u.message, u) for u in reported.unresolved]
         for key, health, message, what in seen:
-            if health is not Health.HEALTHY:
-                after[key] = (health.value, message)
-            if before.get(key) == (health.value, message) or (health is Health.HEALTHY and key not in before):
-                continue  # no change, or a healthy device coming into view
+            after[key] = (health.value, message)
+            if before.get(key) == (health.value, message) or (key not in before and health is not Health.UNHEALTHY):
+                # No change, or a device coming into view Healthy or Unknown: the kubelet reports Unknown
+                # for every device whose driver has not reported its health (pkg/kubelet/cm/dra/healthinfo.go,
+                # getHealthInfo), so Unknown is news only as a change from what the pod showed before.
+                continue
             if isinstance(what, DeviceRef):
                 events.append(self._event(obj, what, health, message))
             elif health is not Health.HEALTHY:  # the record of an unresolved entry is opened, never closed
@@ -135,7 +137,7 @@ class PodStatusSource(ClusterSource):
         return Change(apply=forget)
 
     def memory(self) -> Memory:
-        """``{"pods": {uid: {resourceID: [health, message]}}}``, devices not Healthy only."""
+        """``{"pods": {uid: {resourceID: [health, message]}}}``, every device reported."""
         return {"pods": {uid: {rid: list(v) for rid, v in devs.items()} for uid, devs in self._unhealthy.items()}}
 
     def restore(self, memory: Memory) -> None:
