@@ -66,6 +66,11 @@ class DriverPlugin(BaseModel):
         "has no health for the driver's devices and reports every one Unknown (pkg/kubelet/cm/dra/healthinfo.go, "
         "getHealthInfo), whatever befalls them.",
     )
+    health_timeout_s: float = Field(
+        30.0, gt=0,
+        description="The health check timeout the plugin gives its devices (health_check_timeout_seconds; the "
+        "kubelet's DefaultHealthTimeout is 30 s): a device not reported for longer is Unknown.",
+    )
     health_messages: bool = Field(
         False,
         description="Fill ResourceHealth.message, as the kubelet does only with its ResourceHealthStatusMessage "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from podmedic.domain.base import Obj
 from podmedic_sim.store import Store, WatchEvent, json_copy
@@ -33,6 +33,13 @@ class Fault:
     crash: bool = False
     clears_on_restart: bool = False
     since: float = field(default_factory=time.time)
+
+
+class Reported(Protocol):
+    """Whether the kubelet holds a fresh health report for a device (``health_stream.HealthStreams``)."""
+
+    def reported(self, dev: DevKey, timeout_s: float, now: float | None = None) -> bool:
+        """False once the driver's stream ended, or was silent longer than ``timeout_s``."""
 
 
 @dataclass
@@ -59,6 +66,7 @@ class DeviceRegistry:
         self.rules: dict[str, Obj] = {}
         self._rule_first_seen: dict[str, float] = {}
         self.health_listeners: list[Callable[[DevKey, Fault], None]] = []
+        self.streams: Reported | None = None  # the drivers' health streams (set by the engine)
 
     # -- indexing ------------------------------------------------------------------------
     def on_event(self, ev: WatchEvent) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from aiohttp import web
 
@@ -20,6 +20,7 @@ from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.eviction import EvictionController
+from podmedic_sim.health_stream import DEFAULT_HEALTH_TIMEOUT_S, HealthStreams, Mode
 from podmedic_sim.jobs import JobController
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.nvml_view import NvmlView
@@ -70,6 +71,9 @@ class SimEngine:
         self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
         self.proxy = Proxy(self)
         self.nvml = NvmlView(store, self.devices)
+        self.streams = HealthStreams(self.devices, self.timers)
+        self.streams.sync_device = self.kubelet.resync
+        self.devices.streams = self.streams
         self._handlers = (
             self.devices.on_event,
             self.claims.on_event,
@@ -144,6 +148,14 @@ class SimEngine:
     ) -> Obj:
         """Add/replace or remove a driver taint on a device in its ResourceSlice."""
         return self.devices.set_slice_taint((driver, pool, device), key, value, effect, remove=remove)
+
+    def set_health_stream(self, driver: str, node: str, mode: str) -> None:
+        """A driver's health stream on a node: ``streaming``, ``silent`` (its devices turn Unknown in
+        pod status after the plugin's health timeout) or ``ended`` (Unknown now); ``KeyError`` when the
+        node has none of the driver's devices."""
+        plugin = self.config.plugins.get(driver)
+        timeout = plugin.health_timeout_s if plugin is not None else DEFAULT_HEALTH_TIMEOUT_S
+        self.streams.set_mode(driver, node, cast("Mode", mode), timeout)
 
     def set_prepare_failure(self, driver: str, pool: str, device: str, message: str = "", clear: bool = False) -> None:
         """Make the driver fail to prepare the device for pods starting on it (``clear``:

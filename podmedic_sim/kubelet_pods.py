@@ -163,6 +163,12 @@ class KubeletPods(ABC):
         if self._dirty:
             self._report.kick()
 
+    def resync(self, dev: DevKey) -> None:
+        """Sync the pods using ``dev`` (their status is written again), as the kubelet's periodic sync does."""
+        self._dirty.update(k for k in self._claims.pods_using(dev) if k in self.pods)
+        if self._dirty:
+            self._report.kick()
+
     def _reset_transient(self, rt: PodRt, devs: list[tuple[str, str, DevKey]]) -> None:
         """A restart resets the GPU: faults marked ``clears_on_restart`` heal."""
         for _, _, dev in devs:

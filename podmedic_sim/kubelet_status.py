@@ -9,6 +9,7 @@ from typing import Any
 from podmedic.domain.base import Obj
 from podmedic_sim.config import DriverPlugin
 from podmedic_sim.devices import DeviceRegistry, DevKey
+from podmedic_sim.health_stream import DEFAULT_HEALTH_TIMEOUT_S
 from podmedic_sim.store import now_rfc3339
 
 PodKey = tuple[str, str]
@@ -147,7 +148,9 @@ def allocated_resources_status(
                 continue
             listed.add(rid)
             fault = devices.fault(dev)
-            reporting = plugin is None or plugin.health_service
+            timeout = plugin.health_timeout_s if plugin is not None else DEFAULT_HEALTH_TIMEOUT_S
+            reporting = (plugin is None or plugin.health_service) and (
+                devices.streams is None or devices.streams.reported(dev, timeout))
             entry = {"resourceID": rid, "health": fault.health if reporting else "Unknown"}
             if reporting and plugin is not None and plugin.health_messages and (fault.message or fault.reason):
                 entry["message"] = fault.message or fault.reason

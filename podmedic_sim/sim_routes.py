@@ -68,6 +68,14 @@ class PrepareFault(_Strict):
         return self
 
 
+class HealthStream(_Strict):
+    """Body of ``POST /sim/v1/faults/health-stream``: a driver's health stream to a node's kubelet."""
+
+    driver: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+    mode: Literal["streaming", "silent", "ended"]
+
+
 class TrainingJob(_Strict):
     """Body of ``POST /sim/v1/workloads/training``."""
 
@@ -169,6 +177,17 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         lambda b: engine.set_prepare_failure(b.driver, b.pool, b.device, b.message, b.clear),
     )
 
+    async def health_stream(request: web.Request) -> web.Response:
+        body = await _body(request, HealthStream)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, HealthStream)
+        try:
+            engine.set_health_stream(body.driver, body.node, body.mode)
+        except KeyError as err:
+            return _error(404, str(err.args[0]))
+        return web.json_response(body.model_dump())
+
     async def training(request: web.Request) -> web.Response:
         body = await _body(request, TrainingJob)
         if isinstance(body, web.Response):
@@ -198,6 +217,7 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         web.post("/sim/v1/faults/device", device_fault),
         web.post("/sim/v1/faults/slice-taint", slice_taint),
         web.post("/sim/v1/faults/prepare", prepare_fault),
+        web.post("/sim/v1/faults/health-stream", health_stream),
         web.post("/sim/v1/workloads/training", training),
         web.post("/sim/v1/workloads/training/stall", stall),
         web.get("/sim/v1/state", state),

@@ -63,10 +63,9 @@ def test_unknown_from_the_start_is_not_news_but_a_change_to_it_is(
 
         silent_sim.set_device_health(*rid.split("/"), "Healthy")
         running.wait_for(lambda o: isinstance(o, DeviceHealthEvent) and o.health is Health.HEALTHY)
-        _plugin(silent_sim, SILENT)  # the driver stops reporting: Healthy -> Unknown is news
-        # The kubelet rewrites a pod's status at its next sync; a health change is what makes the
-        # simulated kubelet sync now.
-        silent_sim.set_device_health(*rid.split("/"), "Healthy", reason="resync")
+        # The driver's plugin exits: the kubelet clears its cache and the device is Unknown. A change
+        # from Healthy, so it is news (an incident that waits the Unknown grace).
+        silent_sim.call(lambda: silent_sim.engine.set_health_stream("gpu.nvidia.com", pod["node"], "ended"))
         running.wait_for(lambda o: isinstance(o, DeviceHealthEvent) and o.health is Health.UNKNOWN,
                          what="Unknown, a change from Healthy")
     finally:
