@@ -52,6 +52,7 @@ async def settle(wf: IncidentContext) -> DeviceHealthEvent:
                                   f"for the {window:g}s flapping window")
         index = found
 
+
 CORROBORATE = "corroborate-uncoded"
 """Patch: a report that does not say what failed waits for a source that does."""
 
