@@ -139,6 +139,9 @@ class DeviceHealthEvent(BaseModel):
         description="Readings behind a degradation report (e.g. ecc_correctable_per_hour), "
         "compared with the driver's detection.degradation thresholds.",
     )
+    occurrence: str = Field(
+        "", description="For a report of something that happened (an XID, an alert firing), when it was "
+        "observed: the same state reported for a new occurrence is news. Empty for a state (pod status).")
 
     @property
     def state_key(self) -> tuple[str, str, int | None, str]:

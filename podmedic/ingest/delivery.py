@@ -213,5 +213,6 @@ class Deliverer:
         if isinstance(item, ConfigProblem):
             return item.workflow_id, (item.reason, item.message)
         # The pod is part of the state: a device repaired while no pod used it (the ingest never
-        # saw it Healthy) and failing again under a new pod is a new incident, not a repeat.
-        return item.device.workflow_id, (item.state_key, item.pod.uid if item.pod else "")
+        # saw it Healthy) and failing again under a new pod is a new incident, not a repeat. So is
+        # the occurrence: an XID that happens again is news, a retried post of the same one is not.
+        return item.device.workflow_id, (item.state_key, item.pod.uid if item.pod else "", item.occurrence)

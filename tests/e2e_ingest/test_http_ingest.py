@@ -186,3 +186,15 @@ async def test_a_bare_report_after_a_telling_one_adds_nothing(front: Front) -> N
     status, body = await front.post(ce(front.pool, "gpu-6", "xid", code=79))  # then the XID: news too
     assert status == 202 and body["deduplicated"] == 0, body
     assert await front.count("gpu-5") == 1
+
+
+async def test_an_xid_that_happens_again_is_news_and_a_repeated_post_of_one_is_not(front: Front) -> None:
+    """The node agent stamps each XID with when it happened (data.observed_at): a second XID of the same
+    kind is a new occurrence, while the same occurrence posted again (a retry, another id) is not."""
+    first = {"code": 48, "reason": "xid", "observed_at": "2026-11-25T01:00:00Z"}
+    status, body = await front.post(ce(front.pool, "gpu-7", "a", **first))
+    assert status == 202 and body["deduplicated"] == 0, body
+    status, body = await front.post(ce(front.pool, "gpu-7", "a-retry", **first))
+    assert status == 202 and body["deduplicated"] == 1, body
+    status, body = await front.post(ce(front.pool, "gpu-7", "b", **{**first, "observed_at": "2026-11-25T01:04:00Z"}))
+    assert status == 202 and body["deduplicated"] == 0, body

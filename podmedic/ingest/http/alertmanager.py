@@ -187,6 +187,7 @@ def _event(alert: _Alert, mapping: AlertmanagerMapping, received_at: dt.datetime
         observed_at=alert.observed_at(received_at),
         event_id=f"{SOURCE}/{alert.fingerprint}/{alert.status}/{alert.startsAt}",
         metrics=metrics,
+        occurrence="" if resolved else f"{alert.fingerprint}@{alert.startsAt}",  # one firing, however often re-sent
     )
 
 

@@ -118,6 +118,7 @@ def to_event(ce: Envelope, d: HealthData, arrived: dt.datetime) -> DeviceHealthE
         event_id=f"ce/{ce.source}/{ce.id}",
         pod=PodKey(namespace=d.pod.namespace, name=d.pod.name, uid=d.pod.uid) if d.pod else None,
         metrics=d.metrics,
+        occurrence=d.observed_at.isoformat() if d.observed_at else "",
     )
 
 
