@@ -124,13 +124,14 @@ async def _body(request: web.Request, model: type[_Strict]) -> _Strict | web.Res
         return _error(400, problems)
 
 
+Body = TypeVar("Body", bound=_Strict)
 DeviceBody = TypeVar("DeviceBody", DeviceFault, SliceTaint, PrepareFault)
 
 
-def _device_route(
-    engine: SimEngine, model: type[DeviceBody], apply: Callable[[DeviceBody], object]
+def _route(
+    model: type[Body], apply: Callable[[Body], object], answer: Callable[[Body], object]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """A fault route on one device: validate the body, apply it, answer the device's state."""
+    """A fault route: validate the body, apply it (404 for what does not exist), answer."""
 
     async def handler(request: web.Request) -> web.Response:
         body = await _body(request, model)
@@ -141,9 +142,16 @@ def _device_route(
             apply(body)
         except KeyError as err:
             return _error(404, str(err.args[0]))
-        return web.json_response(device_json(engine, (body.driver, body.pool, body.device)))
+        return web.json_response(answer(body))
 
     return handler
+
+
+def _device_route(
+    engine: SimEngine, model: type[DeviceBody], apply: Callable[[DeviceBody], object]
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A fault route on one device, answering the device's state."""
+    return _route(model, apply, lambda b: device_json(engine, (b.driver, b.pool, b.device)))
 
 
 def make_routes(engine: SimEngine) -> list[web.RouteDef]:
@@ -177,16 +185,11 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         lambda b: engine.set_prepare_failure(b.driver, b.pool, b.device, b.message, b.clear),
     )
 
-    async def health_stream(request: web.Request) -> web.Response:
-        body = await _body(request, HealthStream)
-        if isinstance(body, web.Response):
-            return body
-        assert isinstance(body, HealthStream)
-        try:
-            engine.set_health_stream(body.driver, body.node, body.mode)
-        except KeyError as err:
-            return _error(404, str(err.args[0]))
-        return web.json_response(body.model_dump())
+    health_stream = _route(
+        HealthStream,
+        lambda b: engine.set_health_stream(b.driver, b.node, b.mode),
+        lambda b: b.model_dump(),
+    )
 
     async def training(request: web.Request) -> web.Response:
         body = await _body(request, TrainingJob)
