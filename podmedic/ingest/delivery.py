@@ -171,6 +171,8 @@ class Deliverer:
         finally:
             del self._in_flight[flight]
         self.recent.remember(key, state)
+        if isinstance(item, DeviceHealthEvent) and self._tells(item):
+            self.recent.remember(f"{key}#told", item.health.value)
         self.delivered += 1
         future.set_result(result)
         return result
@@ -191,20 +193,20 @@ class Deliverer:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
         return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)
 
+    def _tells(self, item: Observation) -> bool:
+        """A non-Healthy device report that says what failed (an XID, readings, a slice taint's reason)."""
+        return (isinstance(item, DeviceHealthEvent) and item.health is not Health.HEALTHY
+                and names_the_failure(item, self.policies.for_driver(item.device.driver)))
+
     def _adds_nothing(self, item: Observation, key: str) -> bool:
-        """A report that does not say what failed (pod status without the driver's message) within the
-        driver's ``corroborate_s`` of a report of the same health that did (the node agent's XID can
-        come first): it would only reopen an incident that already closed on the telling report."""
-        if not isinstance(item, DeviceHealthEvent) or item.health is Health.HEALTHY:
+        """A report that does not say what failed (pod status without the driver's message, the agent's
+        later ECC reading) within the driver's ``corroborate_s`` of a delivered report of the same health
+        that did (the node agent's XID often comes first): it would only reopen an incident that already
+        closed on the telling report, or tell a running one nothing."""
+        if not isinstance(item, DeviceHealthEvent) or item.health is Health.HEALTHY or self._tells(item):
             return False
-        policy = self.policies.for_driver(item.device.driver)
-        if names_the_failure(item, policy):
-            return False
-        last = self.recent.last(key, within_s=policy.detection.corroborate_s)
-        if not (isinstance(last, tuple) and isinstance(last[0], tuple)):
-            return False
-        health, _reason, code, metrics = last[0]
-        return bool(health == item.health.value and (code is not None or metrics))
+        window = self.policies.for_driver(item.device.driver).detection.corroborate_s
+        return self.recent.last(f"{key}#told", within_s=window) == item.health.value
 
     @staticmethod
     def _key(item: Observation) -> tuple[str, Hashable]:

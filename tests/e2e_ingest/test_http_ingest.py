@@ -198,3 +198,16 @@ async def test_an_xid_that_happens_again_is_news_and_a_repeated_post_of_one_is_n
     assert status == 202 and body["deduplicated"] == 1, body
     status, body = await front.post(ce(front.pool, "gpu-7", "b", **{**first, "observed_at": "2026-11-25T01:04:00Z"}))
     assert status == 202 and body["deduplicated"] == 0, body
+
+
+async def test_the_agents_batch_then_the_kubelets_bare_report_open_one_incident(front: Front) -> None:
+    """The agent posts an XID and its ECC reading in one batch (delivered concurrently, so the bare
+    reading may be remembered after the XID); the kubelet's bare report seconds later still adds
+    nothing: what counts is that a telling report came within corroborate_s, not which came last."""
+    batch = [ce(front.pool, "gpu-9", "xid", code=94, reason="xid"),
+             ce(front.pool, "gpu-9", "ecc", reason="ecc-uncorrectable")]
+    status, body = await front.post(batch, BATCH)
+    assert status == 202, body
+    status, body = await front.post(ce(front.pool, "gpu-9", "kubelet", reason="allocatedResourcesStatus"))
+    assert status == 202 and body["deduplicated"] == 1, body
+    assert await front.count("gpu-9") == 1
