@@ -20,9 +20,10 @@ from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.eviction import EvictionController
-from podmedic_sim.health_stream import DEFAULT_HEALTH_TIMEOUT_S, HealthStreams, Mode
+from podmedic_sim.health_stream import HealthStreams, Mode
 from podmedic_sim.jobs import JobController
 from podmedic_sim.kubelet import Kubelet
+from podmedic_sim.kubelet_status import UNLISTED
 from podmedic_sim.nvml_view import NvmlView
 from podmedic_sim.parts import SimParts, set_pod_condition
 from podmedic_sim.proxy import Proxy
@@ -153,8 +154,7 @@ class SimEngine:
         """A driver's health stream on a node: ``streaming``, ``silent`` (its devices turn Unknown in
         pod status after the plugin's health timeout) or ``ended`` (Unknown now); ``KeyError`` when the
         node has none of the driver's devices."""
-        plugin = self.config.plugins.get(driver)
-        timeout = plugin.health_timeout_s if plugin is not None else DEFAULT_HEALTH_TIMEOUT_S
+        timeout = self.config.plugins.get(driver, UNLISTED).health_timeout_s
         self.streams.set_mode(driver, node, cast("Mode", mode), timeout)
 
     def set_prepare_failure(self, driver: str, pool: str, device: str, message: str = "", clear: bool = False) -> None:

@@ -21,7 +21,6 @@ from podmedic_sim.devices import DeviceRegistry, DevKey
 from podmedic_sim.timers import Timers
 
 Mode = Literal["streaming", "silent", "ended"]
-DEFAULT_HEALTH_TIMEOUT_S = 30.0
 
 
 class HealthStreams:

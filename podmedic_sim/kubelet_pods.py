@@ -151,17 +151,15 @@ class KubeletPods(ABC):
     # -- health ------------------------------------------------------------------------
     def on_health(self, dev: DevKey, fault: Fault) -> None:
         """Device health changed: report it, and kill containers on a crashing fault."""
+        self.resync(dev)
         for key in self._claims.pods_using(dev):
             rt = self.pods.get(key)
             if rt is None:
                 continue
-            self._dirty.add(key)
             if fault.health == "Unhealthy" and fault.crash:
                 for c in rt.containers:
                     if c.state == "running" and any(d == dev for _, _, d in rt.container_devices(c)):
                         self._timers.call_later(self._t.crash_after_s, self._crasher(rt, c, c.gen))
-        if self._dirty:
-            self._report.kick()
 
     def resync(self, dev: DevKey) -> None:
         """Sync the pods using ``dev`` (their status is written again), as the kubelet's periodic sync does."""

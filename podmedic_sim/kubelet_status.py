@@ -9,7 +9,6 @@ from typing import Any
 from podmedic.domain.base import Obj
 from podmedic_sim.config import DriverPlugin
 from podmedic_sim.devices import DeviceRegistry, DevKey
-from podmedic_sim.health_stream import DEFAULT_HEALTH_TIMEOUT_S
 from podmedic_sim.store import now_rfc3339
 
 PodKey = tuple[str, str]
@@ -116,6 +115,10 @@ def _state_json(c: ContainerRt) -> dict[str, Any]:
     return {"waiting": waiting}
 
 
+UNLISTED = DriverPlugin()
+"""The plugin of a driver ``SimConfig.plugins`` does not list."""
+
+
 def resource_id(dev: DevKey, claim_uid: str, plugin: DriverPlugin | None) -> str:
     """The ``resourceID`` the kubelet writes for a device: the driver's first CDI device ID, or
     ``<driver>/<pool>/<device>`` when the driver returned none."""
@@ -142,17 +145,16 @@ def allocated_resources_status(
         for claim, _, dev in rt.devices:
             if rt.pod_claims.get(claim, claim) != pod_claim:
                 continue
-            plugin = plugins.get(dev[0])
+            plugin = plugins.get(dev[0]) or UNLISTED  # a driver not configured behaves as the defaults say
             rid = resource_id(dev, rt.claim_uids.get(claim, ""), plugin)
             if rid in listed:
                 continue
             listed.add(rid)
             fault = devices.fault(dev)
-            timeout = plugin.health_timeout_s if plugin is not None else DEFAULT_HEALTH_TIMEOUT_S
-            reporting = (plugin is None or plugin.health_service) and (
-                devices.streams is None or devices.streams.reported(dev, timeout))
+            reporting = plugin.health_service and (
+                devices.streams is None or devices.streams.reported(dev, plugin.health_timeout_s))
             entry = {"resourceID": rid, "health": fault.health if reporting else "Unknown"}
-            if reporting and plugin is not None and plugin.health_messages and (fault.message or fault.reason):
+            if reporting and plugin.health_messages and (fault.message or fault.reason):
                 entry["message"] = fault.message or fault.reason
             entries.append(entry)
         if entries:

@@ -88,7 +88,7 @@ class NvmlView:
                 })
         return sorted(out, key=lambda g: int(g["index"]))
 
-    def reading(self, node: str, gpu: dict[str, Any]) -> dict[str, Any]:
+    def reading(self, gpu: dict[str, Any]) -> dict[str, Any]:
         """One GPU's readings now: what NVML would answer for it."""
         key = (NVML_DRIVER, str(gpu["pool"]), str(gpu["device"]))
         fault = self._devices.fault(key)
@@ -105,7 +105,7 @@ class NvmlView:
         xids = [{"seq": x.seq, "index": index_of[x.device], "xid": x.xid, "at": x.at}
                 for x in self._xids.get(node, ()) if x.seq > since and x.device in index_of]
         return {"node": node, "gpus": [{k: v for k, v in g.items() if k != "pool"} for g in gpus],
-                "readings": [self.reading(node, g) for g in gpus], "xids": xids, "next": self._seq}
+                "readings": [self.reading(g) for g in gpus], "xids": xids, "next": self._seq}
 
     async def handle(self, request: web.Request) -> web.Response:
         """``GET /sim/v1/nodes/{node}/nvml``: 404 for a node with no NVIDIA GPUs, 400 for a bad ``since``."""

@@ -150,7 +150,8 @@ class Deliverer:
 
     async def _deliver(self, item: Observation) -> Delivered:
         key, state = self._key(item)
-        if self.recent.seen(key, state) or self._adds_nothing(item, key):
+        told = self._told(item)
+        if self.recent.seen(key, state) or self._adds_nothing(item, key, told):
             self.deduplicated += 1
             return Delivered(event_id=item.event_id, incident_id=key, deduplicated=True,
                              note="same state already delivered")
@@ -171,8 +172,8 @@ class Deliverer:
         finally:
             del self._in_flight[flight]
         self.recent.remember(key, state)
-        if isinstance(item, DeviceHealthEvent) and self._tells(item):
-            self.recent.remember(f"{key}#told", item.health.value)
+        if told is not None:
+            self.recent.remember(f"{key}#told", told)
         self.delivered += 1
         future.set_result(result)
         return result
@@ -193,17 +194,19 @@ class Deliverer:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
         return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)
 
-    def _tells(self, item: Observation) -> bool:
-        """A non-Healthy device report that says what failed (an XID, readings, a slice taint's reason)."""
-        return (isinstance(item, DeviceHealthEvent) and item.health is not Health.HEALTHY
-                and names_the_failure(item, self.policies.for_driver(item.device.driver)))
+    def _told(self, item: Observation) -> str | None:
+        """The health a device report that says what failed gives (an XID, readings, a slice taint's
+        reason), else ``None``."""
+        if not isinstance(item, DeviceHealthEvent) or item.health is Health.HEALTHY:
+            return None
+        return item.health.value if names_the_failure(item, self.policies.for_driver(item.device.driver)) else None
 
-    def _adds_nothing(self, item: Observation, key: str) -> bool:
+    def _adds_nothing(self, item: Observation, key: str, told: str | None) -> bool:
         """A report that does not say what failed (pod status without the driver's message, the agent's
         later ECC reading) within the driver's ``corroborate_s`` of a delivered report of the same health
         that did (the node agent's XID often comes first): it would only reopen an incident that already
         closed on the telling report, or tell a running one nothing."""
-        if not isinstance(item, DeviceHealthEvent) or item.health is Health.HEALTHY or self._tells(item):
+        if told is not None or not isinstance(item, DeviceHealthEvent) or item.health is Health.HEALTHY:
             return False
         window = self.policies.for_driver(item.device.driver).detection.corroborate_s
         return self.recent.last(f"{key}#told", within_s=window) == item.health.value

@@ -46,7 +46,7 @@ class PodStatusSource(ClusterSource):
     name = "pod-status"
     kind = "pods"
 
-    _unhealthy: dict[str, Reported]  # pod UID -> its devices' last reported health (Healthy ones too)
+    _reported: dict[str, Reported]  # pod UID -> its devices' last reported health (Healthy ones too)
 
     def __init__(self, kube: KubeGateway, *, claims: ClaimIndex | None = None, state_dir: Path | None = None,
                  watch_timeout_s: int = 30, cursor_interval_s: float = 1.0) -> None:
@@ -63,7 +63,7 @@ class PodStatusSource(ClusterSource):
             return Change()
         if kind == "DELETED":
             return Change(apply=lambda: self._forget(uid))
-        before = self._unhealthy.get(uid, {})
+        before = self._reported.get(uid, {})
         after: Reported = {}
         events: list[Observation] = []
         namespace = str(meta.get("namespace") or "")
@@ -118,17 +118,17 @@ class PodStatusSource(ClusterSource):
 
     def _remember(self, uid: str, reported: Reported) -> None:
         if reported:
-            self._unhealthy[uid] = reported
+            self._reported[uid] = reported
         else:
-            self._unhealthy.pop(uid, None)
+            self._reported.pop(uid, None)
 
     def _forget(self, uid: str) -> None:
-        self._unhealthy.pop(uid, None)
+        self._reported.pop(uid, None)
 
     def missing(self, listed: list[Obj]) -> Change:
         """Pods gone while the watch was away: forget them (their devices' incidents go on)."""
         present = {(o.get("metadata") or {}).get("uid") for o in listed}
-        gone = [uid for uid in self._unhealthy if uid not in present]
+        gone = [uid for uid in self._reported if uid not in present]
 
         def forget() -> None:
             for uid in gone:
@@ -138,10 +138,10 @@ class PodStatusSource(ClusterSource):
 
     def memory(self) -> Memory:
         """``{"pods": {uid: {resourceID: [health, message]}}}``, every device reported."""
-        return {"pods": {uid: {rid: list(v) for rid, v in devs.items()} for uid, devs in self._unhealthy.items()}}
+        return {"pods": {uid: {rid: list(v) for rid, v in devs.items()} for uid, devs in self._reported.items()}}
 
     def restore(self, memory: Memory) -> None:
         """Take back ``memory()`` as saved with the cursor."""
         pods = memory.get("pods") or {}
-        self._unhealthy = {str(uid): {str(rid): (str(v[0]), str(v[1])) for rid, v in devs.items()}
+        self._reported = {str(uid): {str(rid): (str(v[0]), str(v[1])) for rid, v in devs.items()}
                            for uid, devs in pods.items() if isinstance(devs, dict)}
