@@ -12,6 +12,7 @@ which is what lets the HTTP front answer 202.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -137,6 +138,7 @@ class Deliverer:
         self.search_attributes = search_attributes
         self.recent = dedup if dedup is not None else RecentStates()
         self._in_flight: dict[tuple[str, Hashable], asyncio.Future[Delivered]] = {}
+        self._telling: dict[str, asyncio.Future[Delivered]] = {}  # device -> its telling report on the way
         self.delivered = 0
         self.deduplicated = 0
         self.openers = IncidentOpeners()
@@ -151,6 +153,11 @@ class Deliverer:
     async def _deliver(self, item: Observation) -> Delivered:
         key, state = self._key(item)
         told = self._told(item)
+        if told is None and (telling := self._telling.get(key)) is not None:
+            # A batch is delivered concurrently (the agent posts an XID with its ECC reading): judge a bare
+            # report once the telling one on its way has been remembered.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(telling)
         if self.recent.seen(key, state) or self._adds_nothing(item, key, told):
             self.deduplicated += 1
             return Delivered(event_id=item.event_id, incident_id=key, deduplicated=True,
@@ -163,6 +170,8 @@ class Deliverer:
             return done.model_copy(update={"event_id": item.event_id, "deduplicated": True})
         future: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
         self._in_flight[flight] = future
+        if told is not None:
+            self._telling[key] = future
         try:
             result = await self._round_trip(item)
         except BaseException as exc:
@@ -171,6 +180,8 @@ class Deliverer:
             raise
         finally:
             del self._in_flight[flight]
+            if self._telling.get(key) is future:
+                del self._telling[key]
         self.recent.remember(key, state)
         if told is not None:
             self.recent.remember(f"{key}#told", told)
