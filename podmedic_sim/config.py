@@ -109,6 +109,12 @@ class SimConfig(BaseModel):
         description="Per driver: how its kubelet plugin names devices in pod "
         "status (drivers not listed: <driver>/<pool>/<device>).",
     )
+    device_plugins: dict[str, int] = Field(
+        default_factory=dict,
+        description="Extended resources a device plugin serves on every node, resource name -> devices per node "
+        "(e.g. nvidia.com/gpu: 8): node capacity and allocatable, pods asking for them in their limits, and "
+        "their health in allocatedResourcesStatus entries named after the resource.",
+    )
     seed: int = Field(0, description="Seed for anything random (pod name suffixes, UUIDs of devices).")
     taint_rule_version: Literal["v1", "v1beta2", "v1alpha3", "none"] = Field(
         "v1",

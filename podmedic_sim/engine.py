@@ -18,6 +18,7 @@ from podmedic.domain.base import Obj
 from podmedic_sim import training
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
+from podmedic_sim.device_plugins import PluginDevices
 from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.eviction import EvictionController
 from podmedic_sim.health_stream import HealthStreams, Mode
@@ -63,7 +64,8 @@ class SimEngine:
         self.recorder = Recorder(store)
         self.devices = DeviceRegistry(store)
         self.claims = ClaimBook(store, self.rng)
-        parts = SimParts(store, config, self.timers, self.devices, self.claims, self.recorder)
+        self.plugin_devices = PluginDevices(store, config.device_plugins)
+        parts = SimParts(store, config, self.timers, self.devices, self.claims, self.recorder, self.plugin_devices)
         self.scheduler = Scheduler(parts)
         self.kubelet = Kubelet(parts)
         self.kubelet.node_has_image = self.scheduler.node_has_image
@@ -156,6 +158,11 @@ class SimEngine:
         node has none of the driver's devices."""
         timeout = self.config.plugins.get(driver, UNLISTED).health_timeout_s
         self.streams.set_mode(driver, node, cast("Mode", mode), timeout)
+
+    def set_plugin_device_health(self, node: str, resource: str, device: str, health: str) -> None:
+        """A device plugin reports one of its devices ``Healthy`` or ``Unhealthy`` (node allocatable and the
+        holders' pod status follow); ``KeyError`` when the node lists no such device."""
+        self.plugin_devices.set_health(node, resource, device, health)
 
     def set_prepare_failure(self, driver: str, pool: str, device: str, message: str = "", clear: bool = False) -> None:
         """Make the driver fail to prepare the device for pods starting on it (``clear``:

@@ -226,6 +226,8 @@ class Kubelet(KubeletPods):
             return
         rt.phase = "Succeeded" if all(c.exit_code == 0 for c in rt.containers) else "Failed"
         self._write(rt)
+        # A pod that ended is no longer active: the device manager frees its devices (UpdateAllocatedDevices).
+        self._plugin_devices.release(rt.uid)
         self._reset_transient(rt, rt.devices)
         pod = self._store.find("pods", *rt.key)
         if pod is not None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from podmedic.domain.base import Obj
+from podmedic_sim.device_plugins import PluginDevice
 from podmedic_sim.devices import DevKey, Fault
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt, render_status
 from podmedic_sim.parts import SimParts
@@ -40,6 +41,7 @@ class KubeletPods(ABC):
         self._devices = parts.devices
         self._claims = parts.claims
         self._recorder = parts.recorder
+        self._plugin_devices = parts.plugin_devices
         self.pods: dict[PodKey, PodRt] = {}
         self.hooks: list[KubeletHooks] = []
         self.node_has_image: Callable[[str, str], bool] = lambda node, image: False
@@ -48,6 +50,7 @@ class KubeletPods(ABC):
         self._report = Coalescer(parts.timers, self._t.kubelet_report_s, self._flush_reports)
         self._ip_seq = 0
         parts.devices.health_listeners.append(self.on_health)
+        parts.plugin_devices.listeners.append(self.on_plugin_health)
 
     # -- store events ------------------------------------------------------------------
     def on_event(self, ev: WatchEvent) -> None:
@@ -68,11 +71,31 @@ class KubeletPods(ABC):
             return
         node = pod.get("spec", {}).get("nodeName")
         if rt is None and node and pod.get("status", {}).get("phase", "Pending") == "Pending":
+            refused = self._plugin_devices.admit(pod, node)
+            if refused is not None:
+                self._timers.call_later(0, lambda: self._refuse(key, meta.get("uid", ""), refused))
+                return
             rt = self._admit(pod, node)
         if rt is not None and "deletionTimestamp" in meta and not rt.deleting:
             self._timers.call_later(0, lambda: self._begin_delete(rt))
         elif rt is None and "deletionTimestamp" in meta:
             self._timers.call_later(0, lambda: self._remove(key, meta.get("uid", "")))
+
+    def _refuse(self, key: PodKey, uid: str, message: str) -> None:
+        """Admission failed (too few device-plugin devices): the pod fails, as the kubelet's
+        admission handler fails it (pkg/kubelet/lifecycle: reason UnexpectedAdmissionError)."""
+
+        def fail(p: Obj) -> None:
+            if p["metadata"].get("uid") == uid:
+                p.setdefault("status", {}).update(
+                    {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": message})
+
+        try:
+            pod = self._store.mutate("pods", key[0], key[1], fail)
+        except NotFound:
+            return
+        self._recorder.event(pod, "UnexpectedAdmissionError", message, type_="Warning",
+                             host=pod.get("spec", {}).get("nodeName"))
 
     def _admit(self, pod: Obj, node: str) -> PodRt:
         spec = pod["spec"]
@@ -139,6 +162,7 @@ class KubeletPods(ABC):
             return
         rt.gone = True
         self.pods.pop(rt.key, None)
+        self._plugin_devices.release(rt.uid)
         self._dirty.discard(rt.key)
         for c in rt.containers:
             c.bump()
@@ -160,6 +184,13 @@ class KubeletPods(ABC):
                 for c in rt.containers:
                     if c.state == "running" and any(d == dev for _, _, d in rt.container_devices(c)):
                         self._timers.call_later(self._t.crash_after_s, self._crasher(rt, c, c.gen))
+
+    def on_plugin_health(self, dev: PluginDevice) -> None:
+        """A device plugin's device changed health: the pods holding it report it at the next sync."""
+        holders = set(self._plugin_devices.holders(dev))
+        self._dirty.update(k for k, rt in self.pods.items() if rt.uid in holders)
+        if self._dirty:
+            self._report.kick()
 
     def resync(self, dev: DevKey) -> None:
         """Sync the pods using ``dev`` (their status is written again), as the kubelet's periodic sync does."""
@@ -187,7 +218,8 @@ class KubeletPods(ABC):
             return
         try:
             self._store.mutate(
-                "pods", rt.key[0], rt.key[1], lambda p: render_status(p, rt, self._devices, self._config.plugins)
+                "pods", rt.key[0], rt.key[1], lambda p: render_status(p, rt, self._devices, self._config.plugins,
+                                                          self._plugin_devices.status)
             )
         except NotFound:
             self._forget(rt)

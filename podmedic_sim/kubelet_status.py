@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,9 @@ def _state_json(c: ContainerRt) -> dict[str, Any]:
     return {"waiting": waiting}
 
 
+ExtendedStatus = Callable[[str, str], list[dict[str, Any]]]
+"""(pod UID, container) -> its device-plugin ``allocatedResourcesStatus`` entries."""
+
 UNLISTED = DriverPlugin()
 """The plugin of a driver ``SimConfig.plugins`` does not list."""
 
@@ -164,9 +168,11 @@ def allocated_resources_status(
 
 
 def container_status(
-    rt: PodRt, c: ContainerRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin]
+    rt: PodRt, c: ContainerRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin],
+    extended: ExtendedStatus | None = None,
 ) -> dict[str, Any]:
-    """One ``containerStatuses`` entry, with KEP-4680 ``allocatedResourcesStatus``."""
+    """One ``containerStatuses`` entry, with KEP-4680 ``allocatedResourcesStatus``: the DRA claims'
+    entries, then the device plugins' (``extended``, from the device manager)."""
     status: dict[str, Any] = {
         "name": c.name,
         "image": c.image,
@@ -179,13 +185,14 @@ def container_status(
     }
     if c.container_id:
         status["containerID"] = c.container_id
-    resources = allocated_resources_status(rt, c, devices, plugins)
+    resources = allocated_resources_status(rt, c, devices, plugins) + (extended(rt.uid, c.name) if extended else [])
     if resources:
         status["allocatedResourcesStatus"] = resources
     return status
 
 
-def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin]) -> None:
+def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin],
+                  extended: ExtendedStatus | None = None) -> None:
     """Write the kubelet-owned parts of ``pod.status`` in place; other fields are kept."""
     status = pod.setdefault("status", {})
     now = now_rfc3339()
@@ -222,7 +229,7 @@ def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry, plugins: dict[st
             "hostIPs": [{"ip": rt.host_ip}],
             "startTime": rt.start_time,
             "qosClass": "BestEffort",
-            "containerStatuses": [container_status(rt, c, devices, plugins) for c in rt.containers],
+            "containerStatuses": [container_status(rt, c, devices, plugins, extended) for c in rt.containers],
         }
     )
     if rt.pod_ip:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from podmedic.domain.base import Obj
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
+from podmedic_sim.device_plugins import PluginDevices
 from podmedic_sim.devices import DeviceRegistry
 from podmedic_sim.recorder import Recorder
 from podmedic_sim.store import Store, now_rfc3339
@@ -28,6 +29,7 @@ class SimParts:
     devices: DeviceRegistry
     claims: ClaimBook
     recorder: Recorder
+    plugin_devices: PluginDevices
 
 
 def set_pod_condition(pod: Obj, cond: dict[str, str]) -> None:

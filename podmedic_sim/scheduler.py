@@ -52,6 +52,7 @@ class Scheduler:
         self._devices = parts.devices
         self._claims = parts.claims
         self._recorder = parts.recorder
+        self._plugin_devices = parts.plugin_devices
         self.pending: dict[PodKey, None] = {}
         self.unschedulable: set[PodKey] = set()
         self.nodes: dict[str, Obj] = {}
@@ -225,6 +226,9 @@ class Scheduler:
             if taint["key"] == "node.kubernetes.io/unschedulable":
                 return "were unschedulable"
             return f"had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"
+        short = self._plugin_devices.fits(pod, name)
+        if short is not None:
+            return short
         allocations: list[tuple[Obj, list[dict[str, str]]]] = []
         taken: set[DevKey] = set()
         for claim in claims:

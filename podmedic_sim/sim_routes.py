@@ -76,6 +76,15 @@ class HealthStream(_Strict):
     mode: Literal["streaming", "silent", "ended"]
 
 
+class PluginDeviceHealth(_Strict):
+    """Body of ``POST /sim/v1/faults/plugin-device``: what a device plugin's ListAndWatch says of one device."""
+
+    node: str = Field(min_length=1)
+    resource: str = Field(min_length=1, description="The extended resource, e.g. nvidia.com/gpu.")
+    device: str = Field(min_length=1, description="The plugin's device ID (a GPU UUID).")
+    health: Literal["Healthy", "Unhealthy"]
+
+
 class TrainingJob(_Strict):
     """Body of ``POST /sim/v1/workloads/training``."""
 
@@ -191,6 +200,12 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         lambda b: b.model_dump(),
     )
 
+    plugin_device = _route(
+        PluginDeviceHealth,
+        lambda b: engine.set_plugin_device_health(b.node, b.resource, b.device, b.health),
+        lambda b: b.model_dump(),
+    )
+
     async def training(request: web.Request) -> web.Response:
         body = await _body(request, TrainingJob)
         if isinstance(body, web.Response):
@@ -221,6 +236,7 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         web.post("/sim/v1/faults/slice-taint", slice_taint),
         web.post("/sim/v1/faults/prepare", prepare_fault),
         web.post("/sim/v1/faults/health-stream", health_stream),
+        web.post("/sim/v1/faults/plugin-device", plugin_device),
         web.post("/sim/v1/workloads/training", training),
         web.post("/sim/v1/workloads/training/stall", stall),
         web.get("/sim/v1/state", state),

@@ -68,7 +68,8 @@ def device_class(driver: str) -> Obj:
 def node(name: str, index: int, config: SimConfig) -> Obj:
     """A Ready GPU node with the usual labels, capacity and preloaded images."""
     gpus = str(config.devices_per_node)
-    resources = {"cpu": "192", "memory": "2113638120Ki", "pods": "110", "ephemeral-storage": "7Ti"}
+    resources = {"cpu": "192", "memory": "2113638120Ki", "pods": "110", "ephemeral-storage": "7Ti",
+                 **{r: str(n) for r, n in config.device_plugins.items()}}
     images: list[dict[str, Any]] = [
         {"names": [image], "sizeBytes": config.image_size_bytes}
         for image in config.preloaded_images
