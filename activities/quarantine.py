@@ -17,7 +17,7 @@ from temporalio import activity
 from activities.base import KubeActivities
 from activities.holders import holder_id
 from podmedic.domain.base import Obj
-from podmedic.domain.node import QuarantineInput, QuarantineResult
+from podmedic.domain.node import PluginCapacity, PluginCapacityInput, QuarantineInput, QuarantineResult
 from podmedic.kube.gateway import Conflict
 
 QUARANTINED_BY = "podmedic.io/quarantined-by"
@@ -121,6 +121,22 @@ class QuarantineActivities(KubeActivities):
         """Cordon and taint the node for the calling node incident."""
         info = activity.info()
         return await self.run(self.quarantine, inp, holder_id(info.workflow_id or "", info.workflow_run_id or ""))
+
+    def plugin_capacity(self, inp: PluginCapacityInput) -> PluginCapacity:
+        """The node's capacity and allocatable of ``inp.resources``."""
+        node = self.kube.get_node(inp.node)
+        if node is None:
+            return PluginCapacity(node_found=False)
+        status = node.get("status") or {}
+        capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+        return PluginCapacity(node_found=True,
+                              capacity={r: str(capacity[r]) for r in inp.resources if r in capacity},
+                              allocatable={r: str(allocatable[r]) for r in inp.resources if r in allocatable})
+
+    @activity.defn(name="node_plugin_capacity")
+    async def node_plugin_capacity(self, inp: PluginCapacityInput) -> PluginCapacity:
+        """Are the node's device-plugin devices healthy again (allocatable equal to capacity)?"""
+        return await self.run(self.plugin_capacity, inp)
 
     @activity.defn(name="lift_quarantine")
     async def lift_quarantine(self, inp: QuarantineInput) -> QuarantineResult:

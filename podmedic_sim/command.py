@@ -16,7 +16,8 @@ def _serve(args: argparse.Namespace) -> int:
     drivers = args.driver or ["gpu.nvidia.com"]
     timings = SimTimings.model_validate_json(args.timings) if args.timings else SimTimings()
     config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers, timings=timings,
-                       checkpoint_every_steps=args.checkpoint_every_steps, taint_rule_version=args.taint_rule_version)
+                       checkpoint_every_steps=args.checkpoint_every_steps, taint_rule_version=args.taint_rule_version,
+                       device_plugins=dict(args.device_plugin or []))
     sim = SimCluster(config, api_only=args.api_only)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
     sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig)
@@ -39,6 +40,15 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _device_plugin(text: str) -> tuple[str, int]:
+    """``RESOURCE=COUNT`` (``nvidia.com/gpu=8``) of ``--device-plugin``."""
+    resource, sep, count = text.partition("=")
+    if not sep or "/" not in resource or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected RESOURCE=COUNT with an extended resource name, "
+                                         "e.g. nvidia.com/gpu=8")
+    return resource, int(count)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``sim serve`` and ``sim bench`` to a parent parser's subcommands."""
     sim = subparsers.add_parser("sim", help="the Kubernetes cluster simulator")
@@ -57,6 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--taint-rule-version", choices=["v1", "v1beta2", "v1alpha3", "none"], default="v1",
                        help="where resource.k8s.io serves DeviceTaintRule: v1 (Kubernetes 1.37), v1beta2 (1.36), "
                             "v1alpha3 (1.35), none (DRADeviceTaints gate off); default %(default)s")
+    serve.add_argument("--device-plugin", action="append", type=_device_plugin, metavar="RESOURCE=COUNT",
+                       help="a device plugin serving COUNT devices of an extended resource on every node "
+                            "(repeatable), e.g. nvidia.com/gpu=8: node capacity, pod limits, and the devices' "
+                            "health in allocatedResourcesStatus; fail one with POST /sim/v1/faults/plugin-device")
     serve.set_defaults(func=_serve)
     bench = sub.add_parser("bench", help="measure the simulator's API server")
     from podmedic_sim.bench import add_arguments

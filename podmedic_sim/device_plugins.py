@@ -19,6 +19,7 @@ Device IDs are what NVIDIA's device plugin lists: GPU UUIDs (``GPU-<uuid>``).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -91,7 +92,8 @@ class PluginDevices:
         for c in (pod.get("spec") or {}).get("containers") or []:
             for resource, wanted in container_limits(c, set(self.per_node)).items():
                 busy = taken.setdefault(resource, self.in_use(node, resource))
-                free = [d for d in self.ids(node, resource) if d not in busy and (node, resource, d) not in self.unhealthy]
+                free = [d for d in self.ids(node, resource)
+                        if d not in busy and (node, resource, d) not in self.unhealthy]
                 if len(free) < wanted:
                     return (f"Allocate failed due to requested number of devices unavailable for {resource}. "
                             f"Requested: {wanted}, Available: {len(free)}, which is unexpected")
@@ -126,10 +128,8 @@ class PluginDevices:
             status.setdefault("capacity", {}).update(capacity)
             status.setdefault("allocatable", {}).update(allocatable)
 
-        try:
+        with contextlib.suppress(NotFound):  # a node deleted meanwhile has no status to keep
             self._store.mutate("nodes", None, node, edit)
-        except NotFound:
-            pass
         for listener in list(self.listeners):
             listener(key)
 

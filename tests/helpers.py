@@ -58,10 +58,12 @@ E2E_TIMINGS = {"image_pull_s": 0.5, "container_start_s": 0.1, "kubelet_report_s"
 
 @contextlib.contextmanager
 def served_sim(directory: Path, nodes: int = 2, devices_per_node: int = 4, bookmark_interval_s: float = 10.0,
-               taint_rule_version: str = "v1", **timings: float) -> Iterator[SimCluster]:
+               taint_rule_version: str = "v1", device_plugins: dict[str, int] | None = None,
+               **timings: float) -> Iterator[SimCluster]:
     """A simulated cluster served over HTTP (kubeconfig in ``directory``), with end-to-end timings."""
     config = SimConfig.model_validate({"nodes": nodes, "devices_per_node": devices_per_node,
                                        "taint_rule_version": taint_rule_version,
+                                       "device_plugins": device_plugins or {},
                                        "timings": SimTimings(**{**E2E_TIMINGS, **timings})})
     cluster = SimCluster(config, bookmark_interval_s=bookmark_interval_s)
     cluster.start(kubeconfig_path=directory / "kubeconfig")

@@ -76,7 +76,8 @@ def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
     """Node quarantine, shared taint rules and incident history (issue 5, HD)."""
     node, taint, quarantine = NodeActivities(client), TaintActivities(kube), QuarantineActivities(kube)
     return [node.request_node_quarantine, node.device_incidents_status, taint.hold_taints, taint.release_taints,
-            quarantine.quarantine_node, quarantine.lift_quarantine, HistoryActivities(client).previous_incidents]
+            quarantine.quarantine_node, quarantine.lift_quarantine, quarantine.node_plugin_capacity,
+            HistoryActivities(client).previous_incidents]
 
 
 def workflow_runner(sandboxed: bool) -> WorkflowRunner:

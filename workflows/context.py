@@ -104,5 +104,8 @@ class NodeContext(Protocol):
     def note(self, message: str, step: str = "node") -> None:
         """Add a line to the node incident's timeline."""
 
+    def failed(self) -> list[str]:
+        """Every failed device of the incident: DRA devices and device-plugin devices."""
+
     async def tell_devices(self) -> None:
         """Tell every device incident not yet told that its node is the incident."""

@@ -28,10 +28,7 @@ async def report_to_node(wf: IncidentContext, event: DeviceHealthEvent) -> None:
     report = NodeDeviceReport(incident_id=wf.state.incident_id, device=wf.inp.device,
                               failure_mode=wf.state.failure_mode, observed_at=event.observed_at,
                               why=wf.state.why)
-    watch = NodeWatchInput(node=node, driver=wf.inp.device.driver,
-                           correlation=wf.policy.detection.node_correlation,
-                           quarantine=wf.policy.node_quarantine, approvals=wf.policy.approvals,
-                           search_attributes=wf.inp.search_attributes, guard=wf.policy.guard)
+    watch = NodeWatchInput.under(node, wf.inp.device.driver, wf.policy, search_attributes=wf.inp.search_attributes)
     try:
         answer = await workflow.execute_activity_method(
             NodeActivities.report_to_node, NodeReportInput(watch=watch, report=report),

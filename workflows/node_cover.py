@@ -91,9 +91,7 @@ async def _ask_watch(wf: IncidentContext, node: str, why: str, timeout_s: float)
     assert wf.state.failure_mode is not None
     report = NodeDeviceReport(incident_id=wf.state.incident_id, device=wf.inp.device,
                               failure_mode=wf.state.failure_mode, observed_at=workflow.now(), why=why)
-    watch = NodeWatchInput(node=node, driver=wf.inp.device.driver, correlation=wf.policy.detection.node_correlation,
-                           quarantine=wf.policy.node_quarantine, approvals=wf.policy.approvals,
-                           search_attributes=wf.inp.search_attributes, guard=wf.policy.guard)
+    watch = NodeWatchInput.under(node, wf.inp.device.driver, wf.policy, search_attributes=wf.inp.search_attributes)
     answer: NodeReportResult = await workflow.execute_activity_method(
         NodeActivities.request_node_quarantine, NodeReportInput(watch=watch, report=report),
         start_to_close_timeout=timedelta(seconds=max(timeout_s, 10)),

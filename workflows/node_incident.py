@@ -1,5 +1,7 @@
 """A node's watch: device failures on one node, escalated to a node incident when several
-devices fail within the driver's correlation window (or a device's ladder asks for it).
+devices fail within the driver's correlation window (or a device's ladder asks for it), or at
+once when a device plugin's device fails (``workflows/node_plugins.py``: no DeviceTaintRule can
+select it, so the node is the fence).
 
 One workflow per node (id ``node/<node>``), fed by the device incidents through an
 activity (signal-with-start). Without an escalation it closes quietly after a whole window
@@ -21,7 +23,7 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
     from podmedic.domain.incident import ApprovalRequest, OperatorAnswer, Phase, Resolution, SkipRequest
-    from podmedic.domain.models import FailureMode, TimelineEntry
+    from podmedic.domain.models import FailureMode, PluginDevice, TimelineEntry
     from podmedic.domain.node import (
         NodeDeviceReport,
         NodeIncidentNotice,
@@ -31,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         correlated,
     )
     from workflows import node_permits as node_guard
-    from workflows import node_quarantine, operator_checks
+    from workflows import node_plugins, node_quarantine, operator_checks
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
@@ -48,6 +50,8 @@ class NodeIncidentWorkflow:
         self.state = NodeIncidentState(node=inp.node)
         self.resolution: Resolution | None = None
         self._told: set[str] = set()
+        self.plugin_reports: list[PluginDevice] = []
+        self._pods_told: set[str] = set()
         self._seen = 0
         self.woken = False
         self.guard_asked = False
@@ -65,6 +69,28 @@ class NodeIncidentWorkflow:
                 self._cover(group)
                 self._note(f"{len(group)} devices failed within {self.inp.correlation.window_s:g}s: "
                            f"node {self.inp.node} is the incident")
+
+    @workflow.signal
+    def plugin_device_failed(self, report: PluginDevice) -> None:
+        """A pod reports a device plugin's device Unhealthy: the node is the incident at once."""
+        if any(r.event_id == report.event_id for r in self.plugin_reports):
+            return
+        self.plugin_reports.append(report)
+        if report.name in self.state.plugin_healthy:
+            self.state.plugin_healthy.remove(report.name)
+        if report.name not in self.state.plugin_devices:
+            self.state.plugin_devices.append(report.name)
+            self._note(node_plugins.failed_note(report))
+        self._escalate()
+
+    @workflow.signal
+    def plugin_device_healthy(self, report: PluginDevice) -> None:
+        """A pod reports a device plugin's device Healthy again (the lift still waits for the node's
+        allocatable to count every device)."""
+        if report.name in self.state.plugin_devices and report.name not in self.state.plugin_healthy:
+            self.state.plugin_healthy.append(report.name)
+            self._note(f"{report.name} (device plugin) reported Healthy again by pod "
+                       f"{report.pod.namespace}/{report.pod.name}")
 
     @workflow.signal
     def guard_wake(self) -> None:
@@ -94,6 +120,9 @@ class NodeIncidentWorkflow:
                 self.state.devices.append(report.device.resource_id)
             if report.incident_id not in self.state.incidents:
                 self.state.incidents.append(report.incident_id)
+        self._escalate()
+
+    def _escalate(self) -> None:
         if not self.state.escalated:
             self.state.escalated = True
             self.state.phase = "NodeIncident"
@@ -165,7 +194,7 @@ class NodeIncidentWorkflow:
                            f"failed, fewer than {rule.devices} within {rule.window_s:g}s")
             return self._close(explanation)
         self.upsert("NodeIncident")
-        self.details(f"**NodeIncident** — devices of node {inp.node} failed together: {', '.join(self.state.devices)}")
+        self.details(f"**NodeIncident** — devices of node {inp.node} failed: {', '.join(self.failed())}")
         await self.tell_devices()
         explanation = await node_quarantine.run(self)
         await node_guard.release(self)
@@ -182,7 +211,12 @@ class NodeIncidentWorkflow:
                                    quarantined=self.state.quarantined)
 
     async def tell_devices(self) -> None:
-        """Tell every device incident not yet told that its node is the incident."""
+        """Tell every device incident not yet told that its node is the incident, and every pod holding a
+        failed device-plugin device what happened."""
+        for report in list(self.plugin_reports):
+            if f"{report.pod.uid}/{report.name}" not in self._pods_told:
+                self._pods_told.add(f"{report.pod.uid}/{report.name}")
+                await node_plugins.tell_pod(self, report)
         notice = NodeIncidentNotice(incident_id=workflow.info().workflow_id, node=self.inp.node,
                                     devices=list(self.state.devices))
         for incident_id in list(self.state.incidents):
@@ -195,6 +229,10 @@ class NodeIncidentWorkflow:
                 self._note(f"{incident_id} already closed; not told")
 
     # -- helpers ---------------------------------------------------------------------------------
+    def failed(self) -> list[str]:
+        """Every failed device of the incident: DRA devices and device-plugin devices."""
+        return self.state.devices + self.state.plugin_devices
+
     def skipped(self) -> bool:
         """Whether an operator skipped the node's quarantine."""
         return any(d.step == "node_quarantine" and d.decision == "skipped" for d in self.state.decisions)

@@ -31,7 +31,10 @@ async def permit(wf: NodeContext) -> bool:
     if guard is None or not guard.enabled or not workflow.patched(PATCH):
         return True
     devices = [DeviceRef.parse(rid) for rid in wf.state.devices]
-    device = devices[0] if devices else DeviceRef(driver=wf.inp.driver, pool=wf.inp.node, device="node")
+    # A watch opened by a device plugin's device has no DRA device: the guard counts the node under the
+    # resource's domain (nvidia.com/gpu -> nvidia.com), a valid driver name.
+    device = devices[0] if devices else DeviceRef(driver=wf.inp.driver.split("/", 1)[0], pool=wf.inp.node,
+                                                  device="node")
     request = PermitRequest(incident_id=workflow.info().workflow_id, device=device, node=wf.inp.node,
                             step="node_quarantine", policy=guard, search_attributes=wf.inp.search_attributes,
                             counts=False)

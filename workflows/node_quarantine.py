@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.steps import TaintInput
     from workflows import node_permits as node_guard
+    from workflows import node_plugins
     from workflows.context import NodeContext
     from workflows.options import URGENT
 
@@ -51,7 +52,10 @@ def _request(wf: NodeContext, reason: str) -> QuarantineInput:
 async def run(wf: NodeContext) -> str:
     """Quarantine the node (or decline to), wait for the devices, lift or keep; the explanation."""
     q = wf.inp.quarantine
-    devices = ", ".join(wf.state.devices)
+    devices = ", ".join(wf.failed())
+    if wf.inp.dry_run:
+        wf.note(f"dry-run: would cordon node {wf.inp.node} and taint it {q.taint_key}:{q.effect}", "quarantine")
+        return f"dry-run: node {wf.inp.node} not quarantined (devices {devices} failed)"
     if not q.enabled:
         return await _decline(wf, "node quarantine is off in the policy")
     if not await _approved(wf):
@@ -59,7 +63,8 @@ async def run(wf: NodeContext) -> str:
     if not await node_guard.permit(wf):
         by = wf.resolution.by if wf.resolution else "an operator"
         return f"resolved by {by} while the fleet guard held the quarantine: node {wf.inp.node} left as it was"
-    why = f"node incident: devices {devices} failed together"
+    why = (f"node incident: devices {devices} failed" if wf.state.plugin_devices
+           else f"node incident: devices {devices} failed together")
     result = await workflow.execute_activity_method(QuarantineActivities.quarantine_node, _request(wf, why),
                                                     summary=f"cordon and taint node {wf.inp.node}",
                                                     start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY,
@@ -125,7 +130,12 @@ async def _decline(wf: NodeContext, why: str) -> str:
                        reason=f"{why}; node incident taints its devices one by one"),
             summary=f"taint {device.resource_id} NoSchedule", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
         wf.state.held_rules.append(device.object_name)
-    wf.note(f"{why}: devices tainted one by one instead ({', '.join(wf.state.devices)})", "quarantine")
+    if wf.state.devices:
+        wf.note(f"{why}: devices tainted one by one instead ({', '.join(wf.state.devices)})", "quarantine")
+    if wf.state.plugin_devices:
+        wf.note(f"{why}: device-plugin devices {', '.join(wf.state.plugin_devices)} cannot be tainted one by one "
+                "(the kubelet keeps them out of the node's allocatable only while they report Unhealthy)",
+                "quarantine")
     return await _hold(wf, quarantined=False)
 
 
@@ -134,8 +144,9 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
     q = wf.inp.quarantine
     what = f"node {wf.inp.node} quarantine" if quarantined else "devices' taints"
     deadline = workflow.now() + timedelta(seconds=q.hold_s)
-    wf.state.doing = f"{what} held until every device incident closes healthy (at most {q.hold_s:g}s)"
-    wf.details(f"**{wf.state.phase}** — {wf.state.doing}: {', '.join(wf.state.devices)}")
+    until = "every device incident closes healthy" if not wf.state.plugin_devices else _healed_why(wf)
+    wf.state.doing = f"{what} held until {until} (at most {q.hold_s:g}s)"
+    wf.details(f"**{wf.state.phase}** — {wf.state.doing}: {', '.join(wf.failed())}")
     while True:
         await wf.tell_devices()
         if wf.resolution is not None:
@@ -145,23 +156,32 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
             summary="are the device incidents closed healthy?", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
         wf.state.healed = [s.incident_id for s in statuses if s.healthy]
         closed_bad = [f"{s.incident_id} ({s.outcome})" for s in statuses if not s.running and not s.healthy]
-        if statuses and all(s.healthy for s in statuses):
-            return await _lift(wf, "every device incident closed with its device verified healthy", quarantined)
-        if statuses and not any(s.running for s in statuses):
+        healed = all(s.healthy for s in statuses)
+        plugin_bad = await node_plugins.still_unhealthy(wf) if wf.state.plugin_devices and healed else []
+        if (statuses or wf.state.plugin_devices) and healed and not plugin_bad:
+            return await _lift(wf, _healed_why(wf), quarantined)
+        if statuses and not any(s.running for s in statuses) and not healed:
             return _keep(wf, f"device incident(s) closed without a healthy device: {', '.join(closed_bad)}", what)
         remaining = (deadline - workflow.now()).total_seconds()
         if remaining <= 0:
-            open_ = [s.incident_id for s in statuses if s.running]
+            open_ = [s.incident_id for s in statuses if s.running] + plugin_bad
             return _keep(wf, f"still open after {q.hold_s:g}s: {', '.join(open_)}", what)
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(_changed(wf, len(wf.state.incidents)),
+            await workflow.wait_condition(_changed(wf, len(wf.state.incidents) + len(wf.state.plugin_devices)),
                                           timeout=timedelta(seconds=min(q.poll_s, remaining)),
                                           timeout_summary="poll the device incidents")
 
 
+def _healed_why(wf: NodeContext) -> str:
+    parts = ["every device incident closed with its device verified healthy"] if wf.state.incidents else []
+    if wf.state.plugin_devices:
+        parts.append("the node's allocatable counts every device-plugin device again")
+    return " and ".join(parts)
+
+
 def _changed(wf: NodeContext, known: int) -> Callable[[], bool]:
     """Wake the hold early for an operator's resolve or a newly covered device."""
-    return lambda: wf.resolution is not None or len(wf.state.incidents) > known
+    return lambda: wf.resolution is not None or len(wf.state.incidents) + len(wf.state.plugin_devices) > known
 
 
 async def _lift(wf: NodeContext, why: str, quarantined: bool) -> str:

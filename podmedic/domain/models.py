@@ -196,6 +196,39 @@ class UnresolvedDevice(BaseModel):
         return f"pod-device/{self.pod.namespace}/{self.pod.name}/{self.pod.uid}/{digest}"
 
 
+def node_workflow_id(node: str) -> str:
+    """The node's correlation workflow: one open per node."""
+    return f"node/{node}"
+
+
+class PluginDevice(BaseModel):
+    """A pod reports a device-plugin device (an extended resource such as ``nvidia.com/gpu``; KEP-4680's
+    first half) Unhealthy, or Healthy again. No DeviceTaintRule can select such a device, so it is a
+    node-scoped incident: delivered to the node's incident (``node/<node>``), which quarantines the node."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pod: PodKey
+    node: str = Field(min_length=1)
+    resource: str = Field(min_length=1, description="The extended resource: the entry's name, e.g. nvidia.com/gpu.")
+    device_id: str = Field(min_length=1, description="The plugin's device ID (resourceID), e.g. a GPU UUID.")
+    health: Health
+    message: str = ""
+    source: str = "pod-status"
+    observed_at: dt.datetime
+    event_id: str = Field(min_length=1)
+
+    @property
+    def name(self) -> str:
+        """``<resource>/<device ID>``: how the node incident lists it."""
+        return f"{self.resource}/{self.device_id}"
+
+    @property
+    def workflow_id(self) -> str:
+        """The node's incident."""
+        return node_workflow_id(self.node)
+
+
 class IncidentInput(BaseModel):
     """Start argument of an incident. The policy in force at opening travels with it,
     so editing the policy file never changes a running incident's replay."""

@@ -9,13 +9,9 @@ from pydantic import BaseModel, Field
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.incident import Decision, PendingApproval
 from podmedic.domain.models import DeviceRef, FailureMode, TimelineEntry
-from podmedic.domain.policy import Approvals, NodeQuarantine
+from podmedic.domain.models import node_workflow_id as node_workflow_id  # node-level callers look here
+from podmedic.domain.policy import Approvals, DriverPolicy, NodeQuarantine
 from podmedic.domain.policy_detection import NodeCorrelation
-
-
-def node_workflow_id(node: str) -> str:
-    """The node's correlation workflow: one open per node."""
-    return f"node/{node}"
 
 
 class NodeDeviceReport(BaseModel):
@@ -38,6 +34,14 @@ class NodeWatchInput(BaseModel):
     approvals: Approvals = Field(default_factory=Approvals)
     search_attributes: bool = True
     guard: GuardPolicy | None = Field(None, description="The fleet guard the quarantine asks (None: none).")
+    dry_run: bool = Field(False, description="Say what the quarantine would do; do nothing.")
+
+    @classmethod
+    def under(cls, node: str, driver: str, policy: DriverPolicy, *, search_attributes: bool) -> NodeWatchInput:
+        """The watch of ``node`` with ``policy``'s correlation, quarantine, approvals and guard."""
+        return cls(node=node, driver=driver, correlation=policy.detection.node_correlation,
+                   quarantine=policy.node_quarantine, approvals=policy.approvals,
+                   search_attributes=search_attributes, guard=policy.guard, dry_run=policy.dry_run)
 
 
 class NodeReportInput(BaseModel):
@@ -75,6 +79,10 @@ class NodeIncidentState(BaseModel):
     quarantine_requested_by: list[str] = Field(default_factory=list,
                                                description="Device incidents whose ladder asked for the quarantine.")
     healed: list[str] = Field(default_factory=list, description="Devices whose incidents closed healthy.")
+    plugin_devices: list[str] = Field(default_factory=list,
+                                      description="Device-plugin devices reported failed (<resource>/<device ID>).")
+    plugin_healthy: list[str] = Field(default_factory=list,
+                                      description="Of those, the ones a pod has since reported Healthy.")
     held_rules: list[str] = Field(default_factory=list, description="DeviceTaintRules this incident holds.")
     pending_approval: PendingApproval | None = None
     decisions: list[Decision] = Field(default_factory=list)
@@ -116,6 +124,30 @@ class QuarantineResult(BaseModel):
     node_found: bool
     changed: bool
     detail: str
+
+
+class PluginCapacityInput(BaseModel):
+    """Activity input: how many of the node's device-plugin devices are healthy, per resource."""
+
+    node: str
+    resources: list[str]
+
+
+class PluginCapacity(BaseModel):
+    """A node's extended resources as its status shows them: the kubelet counts every device the
+    plugin lists in capacity and only the healthy ones in allocatable (pkg/kubelet/cm/devicemanager
+    manager.go, ``GetCapacity``), so the two are equal once every device is healthy again."""
+
+    node_found: bool
+    capacity: dict[str, str] = Field(default_factory=dict)
+    allocatable: dict[str, str] = Field(default_factory=dict)
+
+    def unhealthy(self, resource: str) -> int | None:
+        """Devices of ``resource`` not healthy now (None when the node does not list the resource)."""
+        try:
+            return int(self.capacity[resource]) - int(self.allocatable.get(resource, "0"))
+        except (KeyError, ValueError):
+            return None
 
 
 class DeviceIncidentsInput(BaseModel):

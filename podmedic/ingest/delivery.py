@@ -5,7 +5,8 @@ its observations to one ``Deliverer``. A device's observation goes to the workfl
 ``device/<driver>/<pool>/<device>`` by signal-with-start, so the Temporal server, not this
 process, decides whether an incident is already open: restarts and replicas never open a
 second. A pod's configuration problem goes to ``config/<ns>/<pod>/<uid>``, opened at most
-once per pod. ``deliver`` returns only after the server has accepted the signal or start,
+once per pod. A device plugin's device goes to its node's incident, ``node/<node>``.
+``deliver`` returns only after the server has accepted the signal or start,
 which is what lets the HTTP front answer 202.
 """
 
@@ -25,7 +26,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
 from podmedic.domain.classify import names_the_failure
-from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health, IncidentInput, UnresolvedDevice
+from podmedic.domain.models import (
+    ConfigProblem,
+    DeviceHealthEvent,
+    Health,
+    IncidentInput,
+    PluginDevice,
+    UnresolvedDevice,
+)
+from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
@@ -33,6 +42,7 @@ from podmedic.ingest.types import Observation
 from workflows import describe
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.ingest.delivery")
@@ -87,6 +97,37 @@ async def deliver_event(
         search_attributes=search.initial(device.driver, device.resource_id, event.node)
         if search_attributes else None,
         static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy),
+    )
+    return handle.result_run_id
+
+
+async def deliver_plugin_device(client: Client, item: PluginDevice, policies: PolicySet, *, task_queue: str,
+                                search_attributes: bool = True) -> str | None:
+    """Deliver a device plugin's device to its node's incident; the run id, or ``None`` when a Healthy
+    report finds no open node incident.
+
+    Not Healthy: signal-with-start ``node/<node>`` (the node incident quarantines the node: no
+    DeviceTaintRule can select the device), with the policy of the resource's name (``nvidia.com/gpu``),
+    else the default. Healthy: only tells an open node incident.
+    """
+    if item.health is Health.HEALTHY:
+        handle = client.get_workflow_handle(item.workflow_id)
+        try:
+            await handle.signal(NodeIncidentWorkflow.plugin_device_healthy, item)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return handle.result_run_id
+    watch = NodeWatchInput.under(item.node, item.resource, policies.for_driver(item.resource),
+                                 search_attributes=search_attributes)
+    handle = await client.start_workflow(
+        NodeIncidentWorkflow.run, watch, id=item.workflow_id, task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal="plugin_device_failed", start_signal_args=[item],
+        search_attributes=search.for_node(item.resource, item.node) if search_attributes else None,
+        static_summary=f"node {item.node}: device-plugin device {item.name} {item.health.value}"[:200],
     )
     return handle.result_run_id
 
@@ -199,6 +240,12 @@ class Deliverer:
                                               search_attributes=self.search_attributes)
             return Delivered(event_id=item.event_id, incident_id=item.workflow_id,
                              note="reported" if opened else "already reported for this pod")
+        if isinstance(item, PluginDevice):
+            run_id = await deliver_plugin_device(self.client, item, self.policies, task_queue=self.task_queue,
+                                                 search_attributes=self.search_attributes)
+            note = "healthy; no open node incident" if run_id is None else ""
+            return Delivered(event_id=item.event_id, incident_id=item.workflow_id if run_id else None,
+                             run_id=run_id, note=note)
         run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
                                      search_attributes=self.search_attributes)
         if run_id is None:
@@ -228,6 +275,8 @@ class Deliverer:
             return item.workflow_id, (item.health, item.message)
         if isinstance(item, ConfigProblem):
             return item.workflow_id, (item.reason, item.message)
+        if isinstance(item, PluginDevice):
+            return f"{item.workflow_id}/{item.name}", (item.health, item.pod.uid)
         # The pod is part of the state: a device repaired while no pod used it (the ingest never
         # saw it Healthy) and failing again under a new pod is a new incident, not a repeat. So is
         # the occurrence: an XID that happens again is news, a retried post of the same one is not.

@@ -24,7 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Tracer
 
-from podmedic.domain.models import ConfigProblem, UnresolvedDevice
+from podmedic.domain.models import ConfigProblem, PluginDevice, UnresolvedDevice
 from podmedic.ingest.types import Observation
 from podmedic.telemetry import setup
 from podmedic.telemetry.interceptors import DEVICE, DRIVER, INCIDENT, NODE, POOL
@@ -46,8 +46,9 @@ def observation_attributes(item: Observation) -> dict[str, str | int]:
     if isinstance(item, ConfigProblem):
         found: dict[str, str | int] = {INCIDENT: item.workflow_id, DRIVER: item.driver,
                                        "podmedic.source": item.source, "podmedic.event_id": item.event_id}
-    elif isinstance(item, UnresolvedDevice):
-        found = {INCIDENT: item.workflow_id, "podmedic.resource_id": item.resource_id,
+    elif isinstance(item, (UnresolvedDevice, PluginDevice)):
+        resource_id = item.resource_id if isinstance(item, UnresolvedDevice) else item.name
+        found = {INCIDENT: item.workflow_id, "podmedic.resource_id": resource_id,
                  "podmedic.health": item.health.value, "podmedic.source": item.source,
                  "podmedic.event_id": item.event_id}
     else:

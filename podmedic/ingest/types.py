@@ -6,9 +6,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, UnresolvedDevice
+from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, PluginDevice, UnresolvedDevice
 
-Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice
+Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice | PluginDevice
 
 # Blocks until the observation is durably delivered; raises ``Stopping`` when the service stops first.
 Emit = Callable[[Observation], None]

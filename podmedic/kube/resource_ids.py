@@ -15,6 +15,10 @@ So a resourceID is resolved through the pod's claims: entry name → the pod's c
 ResourceClaim's ``status.allocation.devices.results`` (request, driver, pool, device). One device
 there is the answer; among several, the one whose name the CDI name part ends with. What stays
 ambiguous or unknown is returned as ``Unresolved``, never dropped.
+
+An entry whose name is not ``claim:...`` is a device plugin's (pkg/kubelet/cm/devicemanager/manager.go,
+``UpdateAllocatedResourcesStatus``): named after the extended resource (``nvidia.com/gpu``), its
+resourceIDs the plugin's device IDs. Those are returned as ``PluginEntry``: no DRA device to resolve.
 """
 
 from __future__ import annotations
@@ -40,12 +44,24 @@ class Unresolved:
     why: str
 
 
+@dataclass(frozen=True)
+class PluginEntry:
+    """A device-plugin device as a pod reports it."""
+
+    resource: str
+    device_id: str
+    health: Health
+    message: str
+
+
 @dataclass
 class PodDeviceHealth:
-    """A pod's reported device health: per resolved device, and what could not be resolved."""
+    """A pod's reported device health: per resolved device, what could not be resolved, and the
+    device plugins' devices."""
 
     devices: dict[DeviceRef, tuple[Health, str]] = field(default_factory=dict)
     unresolved: list[Unresolved] = field(default_factory=list)
+    plugin: list[PluginEntry] = field(default_factory=list)
 
     def of(self, device: DeviceRef) -> tuple[Health, str] | None:
         """What the pod reports for ``device``: resolved, or else an unresolved entry whose CDI name
@@ -108,7 +124,7 @@ def resolve(resource_id: str, entry: str, pod: Obj, claim_of: ClaimOf) -> Device
         pass  # a CDI ID or another opaque form: look it up through the claim
     pod_claim = entry.removeprefix("claim:").split("/", 1)[0] if entry.startswith("claim:") else ""
     if not pod_claim:
-        return f"entry {entry!r} names no DRA claim (a device-plugin resource?)"
+        return f"entry {entry!r} names no DRA claim"
     name = claim_object_name(pod, pod_claim)
     if name is None:
         return f"the pod's claim {pod_claim!r} has no ResourceClaim in its spec or status"
@@ -152,6 +168,9 @@ def pod_device_health(pod: Obj, claim_of: ClaimOf) -> PodDeviceHealth:
     """Every device the pod's containers report, resolved to DRA devices (see the module doc)."""
     out = PodDeviceHealth()
     for (entry_name, rid), (health, message) in _reports(pod).items():
+        if not entry_name.startswith("claim:"):
+            out.plugin.append(PluginEntry(entry_name, rid, health, message))
+            continue
         device = resolve(rid, entry_name, pod, claim_of)
         if isinstance(device, DeviceRef):
             out.devices[device] = (health, message)

@@ -86,8 +86,8 @@ async def test_a_pod_bound_past_the_scheduler_fails_admission_when_too_few_devic
         [only] = engine.plugin_devices.ids("node-0000", GPU)
         engine.set_plugin_device_health("node-0000", GPU, only, "Unhealthy")
         engine.store.create("pods", _pod("pinned", 1, node="node-0000"))
-        await wait_until(lambda: engine.store.get("pods", "default", "pinned").get("status", {}).get("phase") == "Failed",
-                         what="admission failure")
+        await wait_until(lambda: (engine.store.get("pods", "default", "pinned").get("status") or {}).get("phase")
+                         == "Failed", what="admission failure")
         status = engine.store.get("pods", "default", "pinned")["status"]
         assert status["reason"] == "UnexpectedAdmissionError"
         assert status["message"].startswith(f"Allocate failed due to requested number of devices unavailable for {GPU}")
@@ -95,5 +95,5 @@ async def test_a_pod_bound_past_the_scheduler_fails_admission_when_too_few_devic
 
 async def test_a_device_the_plugin_does_not_list_is_refused() -> None:
     async with running_engine(fast_config(nodes=1, device_plugins={GPU: 1})) as engine:
-        with pytest.raises(KeyError, match="no nvidia.com/gpu device GPU-nope"):
+        with pytest.raises(KeyError, match=r"no nvidia\.com/gpu device GPU-nope"):
             engine.set_plugin_device_health("node-0000", GPU, "GPU-nope", "Unhealthy")

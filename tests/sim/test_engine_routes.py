@@ -116,3 +116,23 @@ def test_training_route_and_client_view(cluster: SimCluster) -> None:
         assert job_state["training"] and job_state["pods_created"] == 1
     finally:
         api.close()
+
+
+def test_plugin_device_route_changes_node_allocatable_and_refuses_unknown_devices(tmp_path: Path) -> None:
+    # Node capacity keeps every device, allocatable only the healthy ones (pkg/kubelet/cm/devicemanager
+    # manager.go, GetCapacity), read back through the unmodified client.
+    sim = SimCluster(fast_config(nodes=1, device_plugins={"nvidia.com/gpu": 2}))
+    sim.start(kubeconfig_path=tmp_path / "kubeconfig")
+    try:
+        device = sim.call(lambda: sim.engine.plugin_devices.ids("node-0000", "nvidia.com/gpu"))[0]
+        body = {"node": "node-0000", "resource": "nvidia.com/gpu", "device": device, "health": "Unhealthy"}
+        assert _post(sim, "/sim/v1/faults/plugin-device", body) == (200, body)
+        api = client.CoreV1Api(config.new_client_from_config(str(sim.kubeconfig_path)))
+        status = api.read_node("node-0000").status
+        assert (status.capacity["nvidia.com/gpu"], status.allocatable["nvidia.com/gpu"]) == ("2", "1")
+        code, answer = _post(sim, "/sim/v1/faults/plugin-device", {**body, "device": "GPU-nope"})
+        assert code == 404 and "no nvidia.com/gpu device GPU-nope" in answer["error"]
+        code, answer = _post(sim, "/sim/v1/faults/plugin-device", {**body, "health": "Unknown"})
+        assert code == 400 and "health" in answer["error"]
+    finally:
+        sim.stop()

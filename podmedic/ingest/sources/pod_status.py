@@ -9,7 +9,9 @@ that healed while the ingest was down is still reported Healthy after the restar
 The kubelet names a device by the driver's CDI ID when the driver gave one, so each entry is
 resolved to its DRA device through the pod's ResourceClaim (``podmedic.kube.resource_ids``,
 claims from a watch-fed ``ClaimIndex``). An entry that cannot be resolved is not dropped: it
-becomes an ``UnresolvedDevice`` observation, reported on the pod, counted and logged.
+becomes an ``UnresolvedDevice`` observation, reported on the pod, counted and logged. A device
+plugin's device (an entry named after an extended resource such as ``nvidia.com/gpu``) becomes a
+``PluginDevice`` observation for its node's incident.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ import re
 from pathlib import Path
 
 from podmedic.domain.base import Obj
-from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey, UnresolvedDevice
+from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PluginDevice, PodKey, UnresolvedDevice
 from podmedic.ingest.sources.claim_index import ClaimIndex
 from podmedic.ingest.sources.cursor import Memory
 from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
-from podmedic.kube.resource_ids import Unresolved, pod_device_health
+from podmedic.kube.resource_ids import PluginEntry, Unresolved, pod_device_health
 from podmedic.telemetry.metrics import metrics
 
 log = logging.getLogger("podmedic.ingest.pod_status")
@@ -68,9 +70,10 @@ class PodStatusSource(ClusterSource):
         events: list[Observation] = []
         namespace = str(meta.get("namespace") or "")
         reported = pod_device_health(obj, lambda name: self.claims.get(namespace, name))
-        seen: list[tuple[str, Health, str, DeviceRef | Unresolved]] = [
+        seen: list[tuple[str, Health, str, DeviceRef | Unresolved | PluginEntry]] = [
             (device.resource_id, health, message, device) for device, (health, message) in reported.devices.items()]
         seen += [(f"unresolved:{u.entry}:{u.resource_id}", u.health, u.message, u) for u in reported.unresolved]
+        seen += [(f"plugin:{p.resource}:{p.device_id}", p.health, p.message, p) for p in reported.plugin]
         for key, health, message, what in seen:
             after[key] = (health.value, message)
             if before.get(key) == (health.value, message) or (key not in before and health is not Health.UNHEALTHY):
@@ -80,6 +83,8 @@ class PodStatusSource(ClusterSource):
                 continue
             if isinstance(what, DeviceRef):
                 events.append(self._event(obj, what, health, message))
+            elif isinstance(what, PluginEntry):
+                events.append(self._plugin(obj, what))
             elif health is not Health.HEALTHY:  # the record of an unresolved entry is opened, never closed
                 events.append(self._unresolved(obj, what))
         return Change(events, apply=lambda: self._remember(uid, after))
@@ -98,6 +103,21 @@ class PodStatusSource(ClusterSource):
             resource_id=what.resource_id, health=what.health, message=what.message, why=what.why,
             observed_at=dt.datetime.now(dt.UTC),
             event_id=f"pod-status/{uid}/{what.entry}/{what.resource_id}/{what.health.value}@"
+                     f"{meta.get('resourceVersion') or ''}",
+        )
+
+    def _plugin(self, pod: Obj, entry: PluginEntry) -> PluginDevice | UnresolvedDevice:
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:  # the kubelet reports only pods bound to its node; kept rather than guessed
+            return self._unresolved(pod, Unresolved(entry.resource, entry.device_id, None, entry.health,
+                                                    entry.message, "a device-plugin device of a pod with no node"))
+        return PluginDevice(
+            pod=PodKey(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid), node=node,
+            resource=entry.resource, device_id=entry.device_id, health=entry.health, message=entry.message,
+            observed_at=dt.datetime.now(dt.UTC),
+            event_id=f"pod-status/{uid}/{entry.resource}/{entry.device_id}/{entry.health.value}@"
                      f"{meta.get('resourceVersion') or ''}",
         )
 
