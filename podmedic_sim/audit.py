@@ -13,8 +13,11 @@ Authorization header, so an exec upgrade without a User-Agent is recorded as ``w
 
 Verbs follow the API server's authorizer: GET of a name is ``get``, of a collection ``list``
 (``watch`` with ``watch=true``), POST ``create``, PUT ``update``, PATCH ``patch``, DELETE of a
-name ``delete``, of a collection ``deletecollection``; pods/exec over a WebSocket GET needs
-``create`` (Kubernetes ≥ 1.30 authorizes the upgrade as create).
+name ``delete``, of a collection ``deletecollection``. ``pods/exec`` (and ``attach``,
+``portforward``) over a WebSocket is an HTTP GET, authorized as ``get``; from Kubernetes 1.35 the
+API server also makes a synthetic ``create`` check on it (KEP-4006, kubernetes/kubernetes#134577,
+feature gate ``AuthorizePodWebsocketUpgradeCreatePermission``, beta and on by default), so it needs
+both. Over SPDY it is a POST: ``create``. Every version the simulator serves (1.35-1.37) checks both.
 """
 
 from __future__ import annotations
@@ -84,8 +87,6 @@ def classify(method: str, path: str, watch: bool) -> tuple[str, str, str, str] |
     name = rest[1] if len(rest) > 1 else None
     # The pod/node proxy path continues after the subresource; its first segment is the subresource.
     sub = rest[2] if len(rest) > 2 else ""
-    if sub == "exec":
-        return "create", group, resource, sub
     verbs = {"POST": "create", "PUT": "update", "PATCH": "patch"}
     if method in verbs:
         verb = verbs[method]
@@ -96,6 +97,28 @@ def classify(method: str, path: str, watch: bool) -> tuple[str, str, str, str] |
     else:
         verb = "watch" if watch else "list"
     return verb, group, resource, sub
+
+
+STREAMING = frozenset({"exec", "attach", "portforward"})
+"""Pod subresources whose WebSocket GET gets the synthetic ``create`` check (1.35+)."""
+
+
+def checks(method: str, path: str, watch: bool, *, websocket_create: bool = True) -> list[tuple[str, str, str, str]]:
+    """Every authorization check the API server makes for a request: the request's own verb, and for
+    a WebSocket GET of exec/attach/portforward also ``create`` when ``websocket_create`` (1.35+)."""
+    kind = classify(method, path, watch)
+    if kind is None:
+        return []
+    verb, group, resource, sub = kind
+    if websocket_create and resource == "pods" and sub in STREAMING and verb == "get":
+        return [kind, ("create", group, resource, sub)]
+    return [kind]
+
+
+def strongest(method: str, path: str, watch: bool) -> tuple[str, str, str, str] | None:
+    """The request's most powerful check (an exec upgrade: ``create``), as the request ledger counts it."""
+    found = checks(method, path, watch)
+    return found[-1] if found else None
 
 
 class AuditLog:
@@ -125,8 +148,7 @@ class AuditLog:
             component = component_of(request)
             if component is not None:
                 watch = request.query.get("watch", "").lower() in ("true", "1")
-                kind = classify(request.method, request.path, watch)
-                if kind is not None:
+                for kind in checks(request.method, request.path, watch):
                     access = Access(component, *kind)
                     for tap in list(TAPS):
                         tap(access)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from aiohttp import web
 
-from podmedic_sim.audit import classify, component_of
+from podmedic_sim.audit import component_of, strongest
 from podmedic_sim.handlers_common import json_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -68,7 +68,7 @@ class RequestLedger:
         kind = None
         if component is not None:
             watch = request.query.get("watch", "").lower() in ("true", "1")
-            kind = classify(request.method, request.path, watch)
+            kind = strongest(request.method, request.path, watch)
         if kind is None:
             return await handler(request)
         verb, _, resource, sub = kind

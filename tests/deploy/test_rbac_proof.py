@@ -9,6 +9,7 @@ permission (``COVERING``) in a child pytest with the same audit directory.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from podmedic_sim.audit import ENV, UNSCOPED, WEBSOCKET, Access, read_accesses
+from podmedic_sim.audit import ENV, UNSCOPED, WEBSOCKET, Access, checks, read_accesses
 from tests.deploy.conftest import ROOT, kustomize
 
 Rule = tuple[str, str, str]  # (verb, API group, resource[/subresource])
@@ -106,7 +107,41 @@ def test_the_proof_fails_on_a_missing_or_extra_permission() -> None:
     assert _diff("w", worker | {("delete", "", "nodes")}, called) == ["w: granted but never called: delete  nodes"]
 
 
+# What the API server checks for an exec, from upstream, not from the simulator: the WebSocket upgrade is
+# an HTTP GET, authorized as `get` (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go maps
+# GET to get); from 1.35 a synthetic `create` check is added for exec, attach and portforward
+# (kubernetes/kubernetes#134577, KEP-4006, gate AuthorizePodWebsocketUpgradeCreatePermission, beta, on);
+# SPDY is a POST, `create` (kubernetes/kubernetes#78741 describes the difference).
+UPSTREAM_EXEC_CHECKS = {
+    ("GET", True): {("get", "", "pods", "exec"), ("create", "", "pods", "exec")},
+    ("GET", False): {("get", "", "pods", "exec")},
+    ("POST", True): {("create", "", "pods", "exec")},
+}
+
+
+@pytest.mark.parametrize(("method", "from_1_35"), sorted(UPSTREAM_EXEC_CHECKS))
+def test_the_recorder_checks_an_exec_as_the_api_server_does(method: str, from_1_35: bool) -> None:
+    found = checks(method, "/api/v1/namespaces/ns/pods/p/exec", False, websocket_create=from_1_35)
+    assert set(found) == UPSTREAM_EXEC_CHECKS[(method, from_1_35)]
+
+
 def test_exec_upgrades_count_for_the_worker_and_test_setup_calls_for_nobody() -> None:
-    accesses = [Access(WEBSOCKET, "create", "", "pods", "exec"), Access(UNSCOPED, "delete", "", "nodes"),
-                Access("ingest", "watch", "", "pods")]
-    assert used(accesses) == {"worker": {("create", "", "pods/exec")}, "ingest": {("watch", "", "pods")}}
+    accesses = [Access(WEBSOCKET, "get", "", "pods", "exec"), Access(WEBSOCKET, "create", "", "pods", "exec"),
+                Access(UNSCOPED, "delete", "", "nodes"), Access("ingest", "watch", "", "pods")]
+    assert used(accesses) == {"worker": {("get", "", "pods/exec"), ("create", "", "pods/exec")},
+                              "ingest": {("watch", "", "pods")}}
+
+
+LABELLED = re.compile(r"""component\s*=\s*["'](worker|ingest)["']|for_component\(""")
+
+
+def test_only_the_real_processes_speak_as_a_component() -> None:
+    """A test's own gateway labelled ``worker`` or ``ingest`` would count toward the proof (and could
+    satisfy its "nothing extra" half); only workers/worker.py and the ingest service label themselves.
+    A test that needs labelled requests runs on a simulator without the recorder (``unaudited_sim``)."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.name != "test_rbac_proof.py" and LABELLED.search(text) and "unaudited_sim" not in text:
+            offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, f"test set-up speaking as a podmedic component on an audited simulator: {offenders}"

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client, config
 
 from podmedic_sim import SimCluster, SimConfig
+from podmedic_sim.audit import ENV
 
 Raw = Callable[..., tuple[int, Any]]
 
@@ -29,6 +30,23 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     )
     kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
     cluster.start(kubeconfig_path=kubeconfig)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def unaudited_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    """A simulator without the RBAC recorder (tests/deploy/test_rbac_proof.py), for a module whose own
+    gateways speak as a podmedic component: what they call must count toward no component's role."""
+    saved = os.environ.pop(ENV, None)
+    cluster = SimCluster(SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2)
+    try:
+        cluster.start(kubeconfig_path=tmp_path_factory.mktemp("sim") / "kubeconfig")
+    finally:
+        if saved is not None:
+            os.environ[ENV] = saved
     try:
         yield cluster
     finally:

@@ -19,6 +19,12 @@ from podmedic_sim import SimCluster
 from tests.sim.conftest import Raw
 
 
+@pytest.fixture(scope="module")
+def sim(unaudited_sim: SimCluster) -> SimCluster:
+    """This module's gateways speak as the worker and the ingest: a simulator without the RBAC recorder."""
+    return unaudited_sim
+
+
 @pytest.fixture
 def notices(sim: SimCluster) -> Iterator[NoticeActivities]:
     """The notice activities on a worker's gateway to the simulator."""
