@@ -37,6 +37,10 @@ with workflow.unsafe.imports_passed_through():
 
 NODE_NOT_A_DEVICE = "node-permit-not-a-device"
 """Patch: a node incident's permit does not count toward the driver and pool shares."""
+ASK_WAKES_ONLY_ON_TRIP = "ask-wakes-only-on-trip"
+"""Patch: an ask wakes the guard's loop only when it trips the storm breaker (every ask used to: a timer
+cancelled and started again per ask). Commit 30d6e63 made this change without the marker; guards that
+ran its code have no marker and cannot be told from older ones (tests/replay/test_replay.py)."""
 
 MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
@@ -78,7 +82,10 @@ class FleetGuardWorkflow:
             limits.grant(self.ledger, req, now, shares=req.counts or not workflow.patched(NODE_NOT_A_DEVICE))
         elif req.incident_id not in self.ledger.waiting:
             self.ledger.waiting.append(req.incident_id)
-        self.dirty = self.dirty or self.to_open is not None  # only a trip needs the loop (a timer less per ask)
+        if workflow.patched(ASK_WAKES_ONLY_ON_TRIP):
+            self.dirty = self.dirty or self.to_open is not None
+        else:
+            self.dirty = True
         return self._counted(answer)
 
     @workflow.signal
