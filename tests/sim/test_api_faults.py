@@ -43,9 +43,10 @@ def test_python_fault_latency_and_clear(api: client.ApiClient, sim: SimCluster) 
         assert err.value.status == 429 and err.value.headers["Retry-After"] == "1"
     finally:
         sim.clear_api_faults()
-    start = time.monotonic()
-    v1.read_namespace("default")
-    assert time.monotonic() - start < 0.25
+    # Cleared: no rule left, and the write refused with 429 a moment ago goes through (a wall-clock bound
+    # on the read would flake on a loaded machine; the latency above is a lower bound, which load cannot break).
+    assert sim.call(sim.faults.active) == []
+    assert v1.patch_namespace("default", {"metadata": {"labels": {"x": "y"}}}).metadata.labels["x"] == "y"
 
 
 def test_fault_duration_expires(api: client.ApiClient, raw: Raw) -> None:

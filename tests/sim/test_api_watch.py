@@ -92,7 +92,7 @@ def test_watch_timeout_ends_the_stream(api: client.ApiClient, ns: str) -> None:
         watch.Watch().stream(v1.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=1)
     )
     assert events == []
-    assert 0.9 <= time.monotonic() - start < 4
+    assert 0.9 <= time.monotonic() - start < 30  # a lower bound that load cannot break; the upper one generous
 
 
 def test_expired_resource_version_is_410(

@@ -58,8 +58,8 @@ async def test_toleration_seconds_delays_eviction() -> None:
         assert _condition(engine, f"r-{device}")["reason"] == "PodsPendingEviction"
         await asyncio.sleep(0.5)
         assert engine.store.find("pods", "default", "slow") is not None
-        await wait_until(lambda: engine.store.find("pods", "default", "slow") is None, what="evicted")
-        assert 0.9 <= time.monotonic() - added < 2.0
+        await wait_until(lambda: engine.store.find("pods", "default", "slow") is None, timeout=30, what="evicted")
+        assert time.monotonic() - added >= 0.9  # not before tolerationSeconds (1 s); the wait is the deadline
         await wait_until(lambda: _condition(engine, f"r-{device}").get("status") == "False", what="done")
 
 

@@ -9,6 +9,7 @@ Unknown at once; a device never reported is Unknown.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -31,17 +32,20 @@ async def _started(engine: SimEngine, pod: str) -> tuple[str, str, str]:
 
 
 async def test_a_silent_stream_turns_unknown_after_the_plugins_timeout_and_back_when_it_streams() -> None:
-    plugin = DriverPlugin(cdi_ids="per-device", health_timeout_s=0.5)
+    plugin = DriverPlugin(cdi_ids="per-device", health_timeout_s=2.0)
     async with running_engine(fast_config(plugins={"gpu.nvidia.com": plugin})) as engine:
         dev = await _started(engine, "p")
         node = engine.devices.node_of(dev)
         assert node is not None and _health(engine, "p") == "Healthy"
         engine.set_health_stream("gpu.nvidia.com", node, "silent")
+        silenced = time.monotonic()
         await asyncio.sleep(0.3)
-        assert _health(engine, "p") == "Healthy", "still within the timeout"
-        await wait_until(lambda: _health(engine, "p") == "Unknown", timeout=3, what="Unknown after the timeout")
+        if time.monotonic() - silenced < 1.5:  # a loaded machine may sleep longer: then the check says nothing
+            assert _health(engine, "p") == "Healthy", "still within the timeout"
+        await wait_until(lambda: _health(engine, "p") == "Unknown", timeout=20, what="Unknown after the timeout")
+        assert time.monotonic() - silenced >= 1.9, "not before the plugin's health timeout"
         engine.set_health_stream("gpu.nvidia.com", node, "streaming")
-        await wait_until(lambda: _health(engine, "p") == "Healthy", timeout=3, what="Healthy again")
+        await wait_until(lambda: _health(engine, "p") == "Healthy", timeout=20, what="Healthy again")
 
 
 async def test_an_ended_stream_is_unknown_at_once() -> None:
@@ -50,7 +54,8 @@ async def test_an_ended_stream_is_unknown_at_once() -> None:
         node = engine.devices.node_of(dev)
         assert node is not None
         engine.set_health_stream("gpu.nvidia.com", node, "ended")
-        await wait_until(lambda: _health(engine, "p") == "Unknown", timeout=1, what="Unknown at once")
+        # At once: well before the 30 s health timeout the silent case waits for.
+        await wait_until(lambda: _health(engine, "p") == "Unknown", timeout=10, what="Unknown at once")
 
 
 async def test_a_node_without_the_driver_is_refused() -> None:
