@@ -3,7 +3,8 @@ ones in force, and a file breaking one rule is refused naming exactly where in t
 
 The format is the one the shipped policy documents in its comments (podmedic/domain/default_policy.yaml,
 and docs/detection.md, docs/recovery*.md): ``drivers`` maps a driver name (``default`` required) to its
-policy; a driver's entry is laid over ``default`` section by section. A parser refusing everything, or accepting everything, fails here
+policy; a driver's entry is laid over ``default`` section by section. A parser refusing everything, or
+accepting everything, fails here
 (``tests/fuzz/test_policy_property.py`` only proves it never crashes).
 """
 
