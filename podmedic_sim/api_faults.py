@@ -45,6 +45,9 @@ class ApiFault(BaseModel):
         "``podmedic-<component>/...``: worker, ingest); empty matches every client.")
     status: int | None = Field(None, description="403, 409, 422, 429, 500 or 503; none for latency only.")
     latency_ms: float = Field(0, ge=0)
+    hold: bool = Field(
+        False, description="Hold matching requests until the rules are cleared (DELETE), then serve them: "
+        "a test sees the call in flight (GET's ``held``) and acts while it is, e.g. kills the caller.")
     disconnect_after_ms: float | None = Field(
         None, ge=0, description="Watches only: drop the connection this long after the watch started, "
         "mid-stream, as a failing API server or load balancer does.")
@@ -113,14 +116,19 @@ class ApiFaults:
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rules: list[_Active] = []
         self._rng = rng or random.Random()
+        self.held = 0  # requests held by a ``hold`` rule right now
+        self._release: asyncio.Event | None = None
 
     def add(self, fault: ApiFault) -> None:
         """Activate a rule."""
         self._rules.append(_Active(fault))
 
     def clear(self) -> None:
-        """Drop every rule."""
+        """Drop every rule; held requests go on to be served."""
         self._rules.clear()
+        if self._release is not None:
+            self._release.set()
+            self._release = None
 
     def active(self) -> list[ApiFault]:
         """Rules still in force."""
@@ -158,6 +166,13 @@ class ApiFaults:
         rule = self._pick(request_verb(request), request_resource(request), component_of(request))
         if rule is None:
             return await handler(request)
+        if rule.fault.hold:
+            release = self._release = self._release or asyncio.Event()
+            self.held += 1
+            try:
+                await release.wait()
+            finally:
+                self.held -= 1
         if rule.fault.latency_ms:
             await asyncio.sleep(rule.fault.latency_ms / 1000)
         if rule.fault.disconnect_after_ms is not None and request_verb(request) == "watch":
@@ -193,7 +208,7 @@ class ApiFaults:
         except ValidationError as exc:
             return json_response({"error": exc.errors(include_url=False, include_context=False)}, 400)
         self.add(fault)
-        return json_response({"active": [f.model_dump() for f in self.active()]}, 201)
+        return json_response({"active": [f.model_dump() for f in self.active()], "held": self.held}, 201)
 
     async def handle_delete(self, request: web.Request) -> web.Response:
         """DELETE /sim/v1/faults/api."""
@@ -201,8 +216,8 @@ class ApiFaults:
         return json_response({"active": []})
 
     async def handle_get(self, request: web.Request) -> web.Response:
-        """GET /sim/v1/faults/api."""
-        return json_response({"active": [f.model_dump() for f in self.active()]})
+        """GET /sim/v1/faults/api: the rules in force, and how many requests they hold now."""
+        return json_response({"active": [f.model_dump() for f in self.active()], "held": self.held})
 
     def routes(self) -> list[web.RouteDef]:
         """The ``/sim/v1/faults/api`` routes."""

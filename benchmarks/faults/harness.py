@@ -100,6 +100,18 @@ class Harness:
         """Drop every API fault rule."""
         await self.http("DELETE", f"{self.sim_url}/sim/v1/faults/api")
 
+    async def held_calls(self) -> int:
+        """Requests the simulator's ``hold`` rules keep in flight now."""
+        return int((await self.http("GET", f"{self.sim_url}/sim/v1/faults/api"))["held"])
+
+    async def hold_tickets(self, hold: bool) -> None:
+        """Make the vendor desk hold its answers to ticket creates (the ticket filed), or release them."""
+        await self.http("POST", self.ticket_url.rsplit("/tickets", 1)[0] + "/desk/hold", {"hold": hold})
+
+    async def held_tickets(self) -> int:
+        """Ticket create answers the desk holds now."""
+        return int((await self.http("GET", self.ticket_url.rsplit("/tickets", 1)[0] + "/desk/hold"))["held"])
+
     async def ledger(self) -> list[dict[str, Any]]:
         """The simulator's count of podmedic's requests and their answers."""
         found: list[dict[str, Any]] = (await self.http("GET", f"{self.sim_url}/sim/v1/ledger"))["entries"]

@@ -1,12 +1,12 @@
 """Scenario (a): the worker SIGKILLed at every stage of an incident, then started again.
 
 One incident per stage, opened one after the other while the earlier ones carry on. For
-each, the suite stretches the stage's own Kubernetes call with injected latency (the
-worker's calls of that kind, every incident's, until the kill), waits until the incident's
-``PodmedicPhase`` shows the stage, lets the call get under way, SIGKILLs the worker and
-starts a new one. The killed attempt's request may well have reached the API server (the
-simulator serves it after the latency), so the new worker's retry meets the result of the
-old one: that is what must not be done twice.
+each, the simulator holds the stage's own Kubernetes call (a ``hold`` API fault rule on the
+worker's calls of that kind, every incident's, until the kill; the ticket stage: the vendor desk
+holds its answer after filing), the suite waits until the incident's ``PodmedicPhase`` shows the
+stage and the held call is in flight, SIGKILLs the worker, releases the call (the simulator then
+serves it) and starts a new worker. The killed attempt's request did reach the API server, so the
+new worker's retry meets the result of the old one: that is what must not be done twice.
 
 The fence is a local activity, run inside the incident's first workflow task, so its phase is
 never published: the taint stage waits for ``Opened`` (the phase the incident starts with,
@@ -17,14 +17,14 @@ fence's create is held.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.faults.effects import ScenarioResult, conclude
-from benchmarks.faults.harness import Harness
+from benchmarks.faults.harness import Harness, wait_for
 
 
 @dataclass(frozen=True)
@@ -35,21 +35,32 @@ class Stage:
     phases: frozenset[str]
     rule: dict[str, Any] | None = None
     job: dict[str, Any] | None = None
+    tickets: bool = False  # the vendor desk holds the create answer instead
+    late: bool = False  # hold only once the phase shows: a call of that kind also comes before the stage
 
 
-def _slow(verb: str, resource: str, ms: float = 2500) -> dict[str, Any]:
-    return {"verbs": [verb], "resources": [resource], "components": ["worker"], "latency_ms": ms}
+def _held(verb: str, resource: str) -> dict[str, Any]:
+    return {"verbs": [verb], "resources": [resource], "components": ["worker"], "hold": True}
 
 
 STAGES = (
-    Stage("detect", frozenset({"Discovering"}), _slow("get", "resourceclaims")),  # discover reads the node's claims
-    Stage("checkpoint", frozenset({"Checkpointing"}), job={"checkpoint_answer": "slow:4"}),
-    Stage("taint", frozenset({"Opened", "WaitingGrace"}), _slow("create", "devicetaintrules")),
-    Stage("recover", frozenset({"Recovering"}), _slow("create", "pods/eviction")),
-    Stage("ticket", frozenset({"Ticketing", "AwaitingVendor"})),
-    Stage("close", frozenset({"Untainting"}), _slow("delete", "devicetaintrules")),
+    Stage("detect", frozenset({"Discovering"}), _held("get", "resourceclaims")),  # discover reads the node's claims
+    # The job answers slowly; the checkpoint activity polls the pod for it (a pod GET), held then.
+    Stage("checkpoint", frozenset({"Checkpointing"}), _held("get", "pods"), job={"checkpoint_answer": "slow:4"},
+          late=True),
+    Stage("taint", frozenset({"Opened", "WaitingGrace"}), _held("create", "devicetaintrules")),
+    Stage("recover", frozenset({"Recovering"}), _held("create", "pods/eviction")),
+    Stage("ticket", frozenset({"Ticketing", "AwaitingVendor"}), tickets=True),
+    Stage("close", frozenset({"Untainting"}), _held("delete", "devicetaintrules")),
 )
 QUICK = ("checkpoint", "taint", "ticket")
+
+
+def _in_flight(h: Harness, stage: Stage) -> Callable[[], Awaitable[bool]]:
+    """Whether the stage's call is held now (by the simulator, or the desk for a ticket)."""
+    async def held() -> bool:
+        return await (h.held_tickets() if stage.tickets else h.held_calls()) > 0
+    return held
 
 
 async def run(h: Harness, quick: bool) -> ScenarioResult:
@@ -62,15 +73,19 @@ async def run(h: Harness, quick: bool) -> ScenarioResult:
     for stage in stages:
         incident = (await h.start_jobs(1, f"wk-{stage.name}", **(stage.job or {})))[0]
         incidents.append(incident)
-        if stage.rule:
+        if stage.rule and not stage.late:
             await h.api_fault(**stage.rule)
+        await h.hold_tickets(stage.tickets)
         await h.fail(incident)
         seen = await h.wait_phase(incident, set(stage.phases), 120)
-        await asyncio.sleep(0.8)  # the stage's activity is under way (its call held by the latency)
+        if stage.rule and stage.late:
+            await h.api_fault(**stage.rule)
+        await wait_for(_in_flight(h, stage), 120, f"{stage.name}: the stage's call held in flight")
         code = h.stack.kill("worker", signal.SIGKILL)
         result.faults_injected += 1
-        result.notes.append(f"{stage.name}: worker SIGKILLed in phase {seen} (exit {code})")
-        await h.clear_api_faults()  # the latency held every incident's call of this kind; not the retries
+        result.notes.append(f"{stage.name}: worker SIGKILLed in phase {seen} with its call held (exit {code})")
+        await h.clear_api_faults()  # released: the simulator serves the dead worker's call; not the retries
+        await h.hold_tickets(False)
         h.stack.respawn("worker")
     result = await conclude(h, result, incidents, since, timeout_s=240)
     await h.clear_api_faults()

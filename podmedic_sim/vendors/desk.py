@@ -33,6 +33,7 @@ class VendorDesk:
         self.secret = secret
         self.hold_creates = False
         self.release = asyncio.Event()
+        self.held = 0  # create answers held now (the ticket already filed)
         self.rejected: list[str] = []
         self.sim_url = sim_url
         self.resolve_after_s = resolve_after_s
@@ -74,8 +75,28 @@ class VendorDesk:
         self._save()
         log.info("ticket %s filed: %s", ticket_id, ticket["title"])
         if self.hold_creates:  # a test kills the worker while the answer is held
-            await self.release.wait()
+            self.held += 1
+            try:
+                await self.release.wait()
+            finally:
+                self.held -= 1
         return web.json_response(ticket, status=201)
+
+    async def hold(self, request: web.Request) -> web.Response:
+        """``POST /desk/hold {"hold": bool}``: hold create answers (after filing), or release them;
+        ``GET /desk/hold``: whether it holds, and how many answers it holds now."""
+        if request.method == "POST":
+            try:
+                wanted = (await request.json())["hold"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                return web.json_response({"error": 'body must be {"hold": true|false}'}, status=400)
+            if not isinstance(wanted, bool):
+                return web.json_response({"error": "hold: must be true or false"}, status=400)
+            self.hold_creates = wanted
+            if not wanted:
+                self.release.set()
+                self.release = asyncio.Event()
+        return web.json_response({"hold": self.hold_creates, "held": self.held})
 
     async def get(self, request: web.Request) -> web.Response:
         """One ticket's status."""
@@ -131,7 +152,7 @@ class VendorDesk:
         app.add_routes([
             web.post("/tickets", self.create), web.get("/tickets", self.list),
             web.get("/tickets/{id}", self.get), web.post("/tickets/{id}/resolve", self.resolve),
-            web.get("/healthz", self.healthz),
+            web.get("/healthz", self.healthz), web.post("/desk/hold", self.hold), web.get("/desk/hold", self.hold),
         ])
 
         async def background(app: web.Application) -> Any:

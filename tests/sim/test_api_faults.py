@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 
 import pytest
@@ -64,4 +65,22 @@ def test_bad_fault_rule_is_400(raw: Raw) -> None:
     assert status == 400
     status, _ = raw("POST", "/sim/v1/faults/api", {"probability": 2})
     assert status == 400
-    assert raw("GET", "/sim/v1/faults/api")[1] == {"active": []}
+    assert raw("GET", "/sim/v1/faults/api")[1]["active"] == []
+
+
+def test_a_hold_rule_keeps_the_call_in_flight_until_cleared_then_serves_it(api: client.ApiClient, raw: Raw) -> None:
+    v1 = client.CoreV1Api(api)
+    raw("POST", "/sim/v1/faults/api", {"verbs": ["patch"], "resources": ["namespaces"], "hold": True})
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            call = pool.submit(v1.patch_namespace, "default", {"metadata": {"labels": {"held": "yes"}}})
+            deadline = time.monotonic() + 30
+            while raw("GET", "/sim/v1/faults/api")[1]["held"] != 1:
+                assert time.monotonic() < deadline, "the patch never reached the simulator"
+                time.sleep(0.02)
+            assert not call.done(), "a held call is not answered"
+            assert "held" not in (v1.read_namespace("default").metadata.labels or {}), "nor applied yet"
+        finally:
+            raw("DELETE", "/sim/v1/faults/api")
+        assert call.result(timeout=30).metadata.labels["held"] == "yes", "served once the rules are cleared"
+    assert raw("GET", "/sim/v1/faults/api")[1] == {"active": [], "held": 0}
