@@ -184,6 +184,11 @@ class Deliverer:
         self.deduplicated = 0
         self.openers = IncidentOpeners()
 
+    @property
+    def in_flight(self) -> int:
+        """Round trips to Temporal under way now: observations in hand, not yet delivered."""
+        return len(self._in_flight)
+
     async def deliver(self, item: Observation) -> Delivered:
         """Deliver one observation; raises when Temporal cannot be reached (retry it)."""
         with DeliverySpan(item, self.openers) as span:

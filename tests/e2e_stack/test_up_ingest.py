@@ -125,3 +125,49 @@ async def test_up_runs_the_node_agent_so_an_idle_gpu_that_fails_is_quarantined(s
         device = next(d for d in json.loads(resp.read())["devices"]
                       if (d["pool"], d["device"]) == ("node-0000", "gpu-1"))
     assert device["allocated_to"] is None and device["taints"], device
+
+
+async def test_an_ingest_killed_with_reports_in_hand_and_undelivered_loses_none(stack: Stack) -> None:
+    """Temporal is stopped (SIGSTOP), so the node agent's report of a failed idle GPU reaches the ingest
+    and cannot be delivered (``in_flight`` in ``/v1/stats``); the ingest is SIGKILLed then. It never
+    answered 202, so the agent keeps the report and sends it again to the restarted ingest: the
+    incident opens. Runs last in the module: it stops Temporal for a while."""
+    ep = stack.endpoints
+    token = Path(str(ep["ingest_token_file"])).read_text().strip()
+
+    def stats() -> dict[str, Any]:
+        req = urllib.request.Request(f"{ep['ingest_url']}/v1/stats", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            found: dict[str, Any] = json.loads(resp.read())
+            return found
+
+    temporal, ingest = stack.child("temporal"), stack.child("ingest")
+    assert temporal.proc is not None and ingest.proc is not None
+    restarts = ingest.restarts
+    body = {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": "gpu-0", "health": "Unhealthy",
+            "reason": "XidError", "code": 79, "message": "XID 79: GPU has fallen off the bus"}
+    os.kill(temporal.proc.pid, signal.SIGSTOP)
+    try:
+        req = urllib.request.Request(f"{ep['sim_url']}/sim/v1/faults/device", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+        in_hand = await asyncio.to_thread(wait_until, lambda: stats()["in_flight"] >= 1, timeout=60, interval=0.1,
+                                          what="the agent's report in the ingest's hands, undelivered")
+        assert in_hand
+        os.kill(ingest.proc.pid, signal.SIGKILL)
+    finally:
+        os.kill(temporal.proc.pid, signal.SIGCONT)
+    wait_until(lambda: ingest.restarts > restarts, timeout=30, what="the supervisor to restart ingest")
+    client = await connect(str(ep["temporal_address"]))
+    handle = client.get_workflow_handle("device/gpu.nvidia.com/node-0000/gpu-0")
+
+    async def opened() -> IncidentState:
+        try:
+            state = await handle.query(DeviceIncidentWorkflow.get_state)
+        except RPCError as err:
+            raise AssertionError(f"no incident yet: {err}") from None
+        assert state.failure_mode is FailureMode.DEVICE_FAILED
+        return state
+
+    await assert_eventually(opened, timeout=120)

@@ -106,6 +106,7 @@ class IngestFront:
             "requests": s.requests, "accepted": s.accepted, "deduplicated": s.deduplicated, "skipped": s.skipped,
             "rejected": sum(s.rejected.values()), "rejected_by_status": {str(k): v for k, v in s.rejected.items()},
             "round_trips": self.deliverer.delivered, "deliverer_deduplicated": self.deliverer.deduplicated,
+            "in_flight": self.deliverer.in_flight,
         })
 
     # -- the request pipeline ------------------------------------------------------------
