@@ -76,8 +76,9 @@ def goodput(results: dict[str, Any], out: Path) -> Path | None:
         return None
     names = [p["policy"] for p in g["policies"]]
     ratios = [p["effective_training_ratio"] * 100 for p in g["policies"]]
+    errors = [p.get("ci95", 0.0) * 100 for p in g["policies"]]
     fig, ax = plt.subplots(figsize=(6, 4))
-    bars = ax.bar(names, ratios, color=["tab:green", "tab:gray", "tab:orange"][: len(names)])
+    bars = ax.bar(names, ratios, yerr=errors, capsize=4, color=["tab:green", "tab:gray", "tab:orange"][: len(names)])
     for bar, value in zip(bars, ratios, strict=True):
         ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.1f}%", ha="center", va="bottom")
     ax.axhline(97, linestyle="--", color="black", linewidth=0.8, label="ByteRobust 97%")

@@ -27,7 +27,7 @@ RUNS: dict[str, list[str]] = {
     "single": ["single", "--incidents", "10"],
     "storm": ["storm", "--nodes", "125"],
     "storm-node": ["storm", "--nodes", "125", "--node-quarantine"],
-    "goodput": ["goodput"],  # 32 jobs, 16 faults at Llama 3's rate: 93 s per policy
+    "goodput": ["goodput"],  # 32 jobs, 16 faults at Llama 3's rate: 93 s per run, 8 seeds x 3 policies + control
     "goodput-stress": ["goodput", "--jobs", "8", "--faults", "16", "--duration-s", "45"],
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
@@ -37,8 +37,8 @@ QUICK: dict[str, list[str]] = {
     "single": ["single", "--incidents", "3"],
     "storm": ["storm", "--nodes", "4"],
     "storm-node": ["storm", "--nodes", "4", "--node-quarantine"],
-    "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20"],
-    "goodput-stress": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "10"],
+    "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20", "--seeds", "2"],
+    "goodput-stress": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "10", "--seeds", "2"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],
 }
 

@@ -159,6 +159,16 @@ class SimEngine:
         timeout = self.config.plugins.get(driver, UNLISTED).health_timeout_s
         self.streams.set_mode(driver, node, cast("Mode", mode), timeout)
 
+    def crash_pod(self, namespace: str, name: str, exit_code: int = 1) -> None:
+        """The pod's running containers exit with ``exit_code`` (no device says why); ``KeyError`` when the
+        kubelet runs no such pod."""
+        rt = self.kubelet.pods.get((namespace, name))
+        if rt is None:
+            raise KeyError(f"no running pod {namespace}/{name}")
+        for c in rt.containers:
+            if c.state == "running":
+                self.kubelet.exit_container(rt, c, exit_code, "Error")
+
     def set_plugin_device_health(self, node: str, resource: str, device: str, health: str) -> None:
         """A device plugin reports one of its devices ``Healthy`` or ``Unhealthy`` (node allocatable and the
         holders' pod status follow); ``KeyError`` when the node lists no such device."""

@@ -105,6 +105,15 @@ class TrainingJob(_Strict):
     prefer_node_label: bool = True
 
 
+class Crash(_Strict):
+    """Body of ``POST /sim/v1/workloads/crash``: a pod's process dies on its own (a software bug, an NCCL
+    watchdog timeout, a fault no device reports): no device health changes, the container exits."""
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+    exit_code: int = Field(1, ge=1, le=255)
+
+
 class Stall(_Strict):
     """Body of ``POST /sim/v1/workloads/training/stall``: freeze (or resume) a Job's progress."""
 
@@ -228,6 +237,8 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         prog.stalled = body.stalled
         return web.json_response(prog.to_json())
 
+    crash = _route(Crash, lambda b: engine.crash_pod(b.namespace, b.name, b.exit_code), lambda b: b.model_dump())
+
     async def state(request: web.Request) -> web.Response:
         return web.json_response(engine.state())
 
@@ -239,5 +250,6 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         web.post("/sim/v1/faults/plugin-device", plugin_device),
         web.post("/sim/v1/workloads/training", training),
         web.post("/sim/v1/workloads/training/stall", stall),
+        web.post("/sim/v1/workloads/crash", crash),
         web.get("/sim/v1/state", state),
     ]

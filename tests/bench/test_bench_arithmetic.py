@@ -5,7 +5,7 @@ from __future__ import annotations
 from benchmarks.fleet import Timing
 from benchmarks.goodput import LLAMA3_MIX, draw_faults, duration_for, effective_ratio, interval_h_of
 from benchmarks.orchestration import incident_figures, nodes_for, per_node_words, placement
-from benchmarks.stats import percentile, rate, ratio, summary
+from benchmarks.stats import mean_ci95, percentile, rate, ratio, summary
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -92,3 +92,10 @@ def test_effective_training_ratio() -> None:
     assert effective_ratio(150, jobs=2, seconds=10.0, step_s=0.1) == 0.75
     assert effective_ratio(250, jobs=2, seconds=10.0, step_s=0.1) == 1.0  # never above 100 %
     assert effective_ratio(10, jobs=0, seconds=10.0) == 0.0
+
+
+def test_mean_ci95_matches_a_worked_example() -> None:
+    # Worked by hand: mean 5, sample sd sqrt(10/4) = 1.5811, t(4 df) = 2.776 -> 2.776 * 1.5811 / sqrt(5) = 1.963.
+    mean, half = mean_ci95([3.0, 4.0, 5.0, 6.0, 7.0])
+    assert mean == 5.0 and abs(half - 1.963) < 0.001
+    assert mean_ci95([2.0]) == (2.0, 0.0) and mean_ci95([]) == (0.0, 0.0)
