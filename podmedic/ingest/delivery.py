@@ -59,6 +59,19 @@ class Delivered(BaseModel):
     run_id: str | None = None
 
 
+async def _tell_open(client: Client, workflow_id: str, signal: Any, arg: BaseModel) -> str | None:
+    """Signal ``workflow_id`` if it is open; its run id, or ``None`` when there is none (good news never
+    opens an incident)."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        await handle.signal(signal, arg)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return handle.result_run_id
+
+
 async def deliver_event(
     client: Client,
     event: DeviceHealthEvent,
@@ -76,14 +89,7 @@ async def deliver_event(
     """
     device = event.device
     if event.health is Health.HEALTHY:
-        handle = client.get_workflow_handle(device.workflow_id)
-        try:
-            await handle.signal(DeviceIncidentWorkflow.health_event, event)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        return handle.result_run_id
+        return await _tell_open(client, device.workflow_id, DeviceIncidentWorkflow.health_event, event)
     policy = policies.for_driver(device.driver)
     handle = await client.start_workflow(
         DeviceIncidentWorkflow.run,
@@ -111,14 +117,7 @@ async def deliver_plugin_device(client: Client, item: PluginDevice, policies: Po
     else the default. Healthy: only tells an open node incident.
     """
     if item.health is Health.HEALTHY:
-        handle = client.get_workflow_handle(item.workflow_id)
-        try:
-            await handle.signal(NodeIncidentWorkflow.plugin_device_healthy, item)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        return handle.result_run_id
+        return await _tell_open(client, item.workflow_id, NodeIncidentWorkflow.plugin_device_healthy, item)
     watch = NodeWatchInput.under(item.node, item.resource, policies.for_driver(item.resource),
                                  search_attributes=search_attributes)
     handle = await client.start_workflow(

@@ -11,7 +11,7 @@ import os
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,33 @@ def _cloudevent(device: str, code: int) -> dict[str, Any]:
             "type": "io.podmedic.device.health.v1", "time": dt.datetime.now(dt.UTC).isoformat(),
             "data": {"driver": "gpu.nvidia.com", "pool": "node-0001", "device": device, "node": "node-0001",
                      "health": "Unhealthy", "code": code, "message": f"XID {code}"}}
+
+
+def _fail_idle_gpu(ep: dict[str, Any], device: str) -> None:
+    """XID 79 on a GPU of node-0000 that no pod holds (only the node agent can see it)."""
+    body = {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": device, "health": "Unhealthy",
+            "reason": "XidError", "code": 79, "message": "XID 79: GPU has fallen off the bus"}
+    req = urllib.request.Request(f"{ep['sim_url']}/sim/v1/faults/device", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+async def _incident_state(ep: dict[str, Any], device: str, check: Callable[[IncidentState], None],
+                          timeout: float) -> IncidentState:
+    """The incident of node-0000's ``device`` once it exists and passes ``check``."""
+    client = await connect(str(ep["temporal_address"]))
+    handle = client.get_workflow_handle(f"device/gpu.nvidia.com/node-0000/{device}")
+
+    async def passed() -> IncidentState:
+        try:
+            state = await handle.query(DeviceIncidentWorkflow.get_state)
+        except RPCError as err:
+            raise AssertionError(f"no incident yet: {err}") from None
+        check(state)
+        return state
+
+    return await assert_eventually(passed, timeout=timeout)
 
 
 async def _failure_mode(stack: Stack, device: str) -> FailureMode | None:
@@ -101,24 +128,12 @@ async def test_up_runs_the_node_agent_so_an_idle_gpu_that_fails_is_quarantined(s
     """No pod holds the GPU, so no pod status ever names it (KEP-4680 reports allocated devices only):
     the node agent, reading the simulator's NVML view, is what sees its XID."""
     ep = stack.endpoints
-    body = {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": "gpu-1", "health": "Unhealthy",
-            "reason": "XidError", "code": 79, "message": "XID 79: GPU has fallen off the bus"}
-    req = urllib.request.Request(f"{ep['sim_url']}/sim/v1/faults/device", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        assert resp.status == 200
-    client = await connect(str(ep["temporal_address"]))
-    handle = client.get_workflow_handle("device/gpu.nvidia.com/node-0000/gpu-1")
+    _fail_idle_gpu(ep, "gpu-1")
 
-    async def tainted() -> IncidentState:
-        try:
-            state = await handle.query(DeviceIncidentWorkflow.get_state)
-        except RPCError as err:
-            raise AssertionError(f"no incident yet: {err}") from None
+    def tainted(state: IncidentState) -> None:
         assert state.taint_rule is not None and state.failure_mode is FailureMode.DEVICE_FAILED
-        return state
 
-    state = await assert_eventually(tainted, timeout=60)
+    state = await _incident_state(ep, "gpu-1", tainted, timeout=60)
     assert not state.pods
     assert any(t.message.startswith("http: Unhealthy xid XID 79") for t in state.timeline), state.timeline
     with urllib.request.urlopen(f"{ep['sim_url']}/sim/v1/state", timeout=10) as resp:
@@ -144,14 +159,9 @@ async def test_an_ingest_killed_with_reports_in_hand_and_undelivered_loses_none(
     temporal, ingest = stack.child("temporal"), stack.child("ingest")
     assert temporal.proc is not None and ingest.proc is not None
     restarts = ingest.restarts
-    body = {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": "gpu-0", "health": "Unhealthy",
-            "reason": "XidError", "code": 79, "message": "XID 79: GPU has fallen off the bus"}
     os.kill(temporal.proc.pid, signal.SIGSTOP)
     try:
-        req = urllib.request.Request(f"{ep['sim_url']}/sim/v1/faults/device", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
+        _fail_idle_gpu(ep, "gpu-0")
         in_hand = await asyncio.to_thread(wait_until, lambda: stats()["in_flight"] >= 1, timeout=60, interval=0.1,
                                           what="the agent's report in the ingest's hands, undelivered")
         assert in_hand
@@ -159,15 +169,8 @@ async def test_an_ingest_killed_with_reports_in_hand_and_undelivered_loses_none(
     finally:
         os.kill(temporal.proc.pid, signal.SIGCONT)
     wait_until(lambda: ingest.restarts > restarts, timeout=30, what="the supervisor to restart ingest")
-    client = await connect(str(ep["temporal_address"]))
-    handle = client.get_workflow_handle("device/gpu.nvidia.com/node-0000/gpu-0")
 
-    async def opened() -> IncidentState:
-        try:
-            state = await handle.query(DeviceIncidentWorkflow.get_state)
-        except RPCError as err:
-            raise AssertionError(f"no incident yet: {err}") from None
+    def opened(state: IncidentState) -> None:
         assert state.failure_mode is FailureMode.DEVICE_FAILED
-        return state
 
-    await assert_eventually(opened, timeout=120)
+    await _incident_state(ep, "gpu-0", opened, timeout=120)
