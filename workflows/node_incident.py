@@ -207,7 +207,7 @@ class NodeIncidentWorkflow:
         self._note(explanation)
         self.details(f"**Closed** — {explanation}")
         return NodeIncidentOutcome(node=self.inp.node, escalated=self.state.escalated,
-                                   devices=list(self.state.devices), explanation=explanation,
+                                   devices=self.failed(), explanation=explanation,
                                    quarantined=self.state.quarantined)
 
     async def tell_devices(self) -> None:
@@ -216,7 +216,10 @@ class NodeIncidentWorkflow:
         for report in list(self.plugin_reports):
             if f"{report.pod.uid}/{report.name}" not in self._pods_told:
                 self._pods_told.add(f"{report.pod.uid}/{report.name}")
-                await node_plugins.tell_pod(self, report)
+                if self.inp.dry_run:
+                    self.note(f"dry-run: pod {report.pod.namespace}/{report.pod.name} not told", "notify")
+                else:
+                    await node_plugins.tell_pod(self, report)
         notice = NodeIncidentNotice(incident_id=workflow.info().workflow_id, node=self.inp.node,
                                     devices=list(self.state.devices))
         for incident_id in list(self.state.incidents):
