@@ -226,8 +226,7 @@ class Scheduler:
             if taint["key"] == "node.kubernetes.io/unschedulable":
                 return "were unschedulable"
             return f"had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"
-        short = self._plugin_devices.fits(pod, name)
-        if short is not None:
+        if (short := self._plugin_devices.fits(pod, name)) is not None:  # extended resources (device plugins)
             return short
         allocations: list[tuple[Obj, list[dict[str, str]]]] = []
         taken: set[DevKey] = set()
@@ -294,7 +293,6 @@ class Scheduler:
             pod, "FailedScheduling", message, type_="Warning", component="default-scheduler"
         )
         return False
-
 
 
 def _set_condition(pod: Obj, cond: dict[str, str]) -> None:
