@@ -147,10 +147,14 @@ class KubeletPods(ABC):
             else:
                 c.bump()
         self._write(rt)
-        pod = self._store.find("pods", *rt.key)
+        self._timers.call_later(self.grace_s(rt.key), lambda: self._remove(rt.key, rt.uid))
+
+    def grace_s(self, key: PodKey) -> float:
+        """How long a deleted pod's processes get between SIGTERM and removal: its
+        ``deletionGracePeriodSeconds``, capped by the simulator's compressed ``termination_grace_s``."""
+        pod = self._store.find("pods", *key)
         grace = (pod or {}).get("metadata", {}).get("deletionGracePeriodSeconds")
-        delay = self._t.termination_grace_s if grace is None else min(float(grace), self._t.termination_grace_s)
-        self._timers.call_later(delay, lambda: self._remove(rt.key, rt.uid))
+        return self._t.termination_grace_s if grace is None else min(float(grace), self._t.termination_grace_s)
 
     def _remove(self, key: PodKey, uid: str) -> None:
         pod = self._store.find("pods", *key)

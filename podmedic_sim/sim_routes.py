@@ -103,6 +103,7 @@ class TrainingJob(_Strict):
     extra_restart_codes: list[int] = Field(default_factory=list)
     sidecar: bool = False
     prefer_node_label: bool = True
+    checkpoint_on_sigterm: bool = False
 
 
 class Crash(_Strict):

@@ -6,7 +6,14 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.store import Store
-from podmedic_sim.workload_protocol import CKPT_ANSWER, CKPT_METHOD, REPORTS_PROGRESS, RESTART_EXIT_CODE, TRAINING
+from podmedic_sim.workload_protocol import (
+    CKPT_ANSWER,
+    CKPT_METHOD,
+    REPORTS_PROGRESS,
+    RESTART_EXIT_CODE,
+    SIGTERM_CHECKPOINT,
+    TRAINING,
+)
 
 PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
 
@@ -29,6 +36,7 @@ def create_training_job(
     extra_restart_codes: list[int] | None = None,
     sidecar: bool = False,
     prefer_node_label: bool = True,
+    checkpoint_on_sigterm: bool = False,
 ) -> Obj:
     """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job.
 
@@ -36,7 +44,9 @@ def create_training_job(
     ``RestartAllContainers``, KEP-5532) for ``restart_exit_code`` and ``extra_restart_codes``
     (e.g. 143, a SIGTERM sent by pods/exec); ``sidecar`` adds a second container (``logger``);
     ``prefer_node_label`` adds the preferred node affinity on ``prefer.podmedic.io/<name>``
-    that podmedic's same-node reschedule sets on the node (docs/recovery-restart.md).
+    that podmedic's same-node reschedule sets on the node (docs/recovery-restart.md);
+    ``checkpoint_on_sigterm`` makes the trainer save when it is sent SIGTERM (a graceful deletion
+    or a signal) if the grace period covers ``checkpoint_save_s``.
     """
     template_name = f"{name}-gpu"
     store.create(
@@ -68,6 +78,8 @@ def create_training_job(
         annotations[CKPT_METHOD] = checkpoint_method
     if checkpoint_answer:
         annotations[CKPT_ANSWER] = checkpoint_answer
+    if checkpoint_on_sigterm:
+        annotations[SIGTERM_CHECKPOINT] = "true"
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [

@@ -17,6 +17,7 @@ from podmedic_sim import workload_http
 from podmedic_sim.config import SimConfig
 from podmedic_sim.jobs import JobController, JobKey, owning_job
 from podmedic_sim.kubelet import Kubelet
+from podmedic_sim.kubelet_pods import KILL_EXIT_CODE
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
 from podmedic_sim.store import NotFound, Store, WatchEvent
 from podmedic_sim.timers import Timers
@@ -35,6 +36,7 @@ from podmedic_sim.workload_protocol import (
     PROGRESS,
     RESTART_EXIT_CODE,
     RESTART_REQUEST,
+    SIGTERM_CHECKPOINT,
     STEP,
     TRAINING,
     Progress,
@@ -80,6 +82,7 @@ class Workloads:
                 key = (meta.get("namespace", "default"), meta["name"])
                 prog = self.progress.setdefault(key, Progress(*key))
                 prog.parallelism = int(obj.get("spec", {}).get("parallelism") or 1)
+                prog.saves_on_sigterm = (tmpl.get("annotations") or {}).get(SIGTERM_CHECKPOINT) == "true"
                 self._ensure_ticking()
             return
         if ev.resource != "pods" or (meta.get("annotations") or {}).get(TRAINING) != "true":
@@ -123,6 +126,12 @@ class Workloads:
             return
         work.saving = None
         self._resolve(work, None, (503, {"error": "connection reset: the container stopped while saving"}))
+        if c.exit_code == KILL_EXIT_CODE and prog.saves_on_sigterm and prog.step > prog.checkpointed_step \
+                and (not rt.deleting or self._kubelet.grace_s(rt.key) >= self._t.checkpoint_save_s):
+            # The trainer's SIGTERM handler: after a rank already died the step was rolled back, so
+            # this saves only what a whole job still holds.
+            self.save_now(work.job, requested=False)
+            prog.sigterm_checkpoints += 1
         prog.restarts += 1
         prog.interruptions.append({"step": prog.step, "checkpointed_step": prog.checkpointed_step,
                                    "requested_step": prog.requested_step,

@@ -30,6 +30,9 @@ STEP = "sim.podmedic.io/step"
 CHECKPOINTED_STEP = "sim.podmedic.io/checkpointed-step"
 LOST_STEPS = "sim.podmedic.io/lost-steps"
 CKPT_ANSWER = "sim.podmedic.io/checkpoint-answer"  # ok (default) | never | fail | slow:<seconds>
+# The trainer saves a checkpoint when it gets SIGTERM (exit 143) and the grace period lets it finish,
+# as trainers that install a SIGTERM handler do (torchelastic, PyTorch Lightning's SIGTERM handling).
+SIGTERM_CHECKPOINT = "sim.podmedic.io/checkpoint-on-sigterm"
 
 __all__ = [
     "CHECKPOINTED_STEP",
@@ -50,6 +53,7 @@ __all__ = [
     "REPORTS_PROGRESS",
     "RESTART_EXIT_CODE",
     "RESTART_REQUEST",
+    "SIGTERM_CHECKPOINT",
     "STEP",
     "TRAINING",
     "Progress",
@@ -63,12 +67,14 @@ class Progress:
     namespace: str
     name: str
     parallelism: int = 1
+    saves_on_sigterm: bool = False
     step: int = 0
     checkpointed_step: int = 0
     lost_steps: int = 0
     pods_created: int = 0
     checkpoints: int = 0
     restarts: int = 0  # container stops of any kind (crash, restart request, eviction)
+    sigterm_checkpoints: int = 0  # saves made on SIGTERM that kept steps
     last_checkpoint_id: str = ""
     requested_step: int = -1  # step of the last checkpoint saved on request (podmedic), -1: none
     interruptions: list[dict[str, int]] = field(default_factory=list)
@@ -87,6 +93,7 @@ class Progress:
             "pods_created": self.pods_created,
             "checkpoints": self.checkpoints,
             "restarts": self.restarts,
+            "sigterm_checkpoints": self.sigterm_checkpoints,
             "last_checkpoint_id": self.last_checkpoint_id,
             "requested_step": self.requested_step,
             "interruptions": list(self.interruptions),
