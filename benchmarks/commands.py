@@ -11,6 +11,7 @@ from benchmarks.llama3 import LLAMA3_INTERVAL_H
 from benchmarks.results import RESULTS
 
 SERVER_CHOICES = ("default", "tuned")
+KNOBS = ("repair_s", "warn_share", "checkpoint_save_real_s")  # benchmarks.goodput_sensitivity.SWEEPS
 
 
 def _servers(value: str) -> list[str]:
@@ -38,7 +39,8 @@ def _per_node(value: str) -> int:
 def _orchestration(args: argparse.Namespace) -> int:
     from benchmarks.orchestration import run_and_print
 
-    run_and_print("orchestration", args.incidents, args.servers, args.json, per_node=args.per_node)
+    run_and_print("orchestration", args.incidents, args.servers, args.json, per_node=args.per_node,
+                  rounds=args.rounds)
     return 0
 
 
@@ -59,8 +61,27 @@ def _storm(args: argparse.Namespace) -> int:
 def _goodput(args: argparse.Namespace) -> int:
     from benchmarks.goodput import run_and_print
 
-    run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json)
+    run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
+                  pods_per_job=args.pods_per_job)
     return 0
+
+
+def _goodput_sensitivity(args: argparse.Namespace) -> int:
+    from benchmarks.goodput_sensitivity import run_and_print
+
+    run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.knob or list(KNOBS),
+                  args.json, pods_per_job=args.pods_per_job)
+    return 0
+
+
+def _at_least_one(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of 1 or more")
+    return n
 
 
 def _memory(args: argparse.Namespace) -> int:
@@ -86,6 +107,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--per-node", type=_per_node, default=1, metavar="N",
                    help="failing devices per node, 1 to 8 (default %(default)s: independent device incidents; "
                         "3 or more make each node a node incident, as in a storm)")
+    p.add_argument("--rounds", type=_at_least_one, default=3, metavar="R",
+                   help="bare and podmedic rounds, alternating, each on incidents of its own; the ratio is their "
+                        "median (default %(default)s)")
     p.add_argument("--servers", **servers)
     p.add_argument("--json", type=Path, default=RESULTS / "orchestration.json")
     p.set_defaults(func=_orchestration)
@@ -115,8 +139,23 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                         "job, 419 in 54 days = %(default).2f h; 0.375 is 8x as often)")
     p.add_argument("--duration-s", type=float, default=None,
                    help="simulated seconds per policy instead (then the interval follows from it)")
+    p.add_argument("--pods-per-job", type=_at_least_one, default=1, metavar="N",
+                   help="1 (default): single-GPU Jobs; more: synchronous Jobs shaped like Llama 3's, N pods of 8 "
+                        "GPUs on a node each, every rank needed for a step, the trainer saving on SIGTERM")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
     p.set_defaults(func=_goodput)
+    p = which.add_parser("goodput-sensitivity",
+                         help="goodput with each assumption varied: repair time, faults announced, checkpoint cost")
+    p.add_argument("--jobs", type=int, default=8, help="training jobs per run (default %(default)s)")
+    p.add_argument("--faults", type=int, default=16, help="faults per run (default %(default)s)")
+    p.add_argument("--duration-s", type=float, default=45.0,
+                   help="simulated seconds per run (default %(default)s: with the defaults, 8x Llama 3's rate)")
+    p.add_argument("--seed", type=int, default=1, help="first seed (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=2, help="seeds per point (default %(default)s)")
+    p.add_argument("--knob", action="append", choices=KNOBS, help="vary only this (repeatable; default: all)")
+    p.add_argument("--pods-per-job", type=_at_least_one, default=1, metavar="N", help="as for goodput")
+    p.add_argument("--json", type=Path, default=RESULTS / "goodput-sensitivity.json")
+    p.set_defaults(func=_goodput_sensitivity)
     p = which.add_parser("memory", help="RSS of the worker and the ingest with open incidents and a large cluster")
     p.add_argument("--incidents", type=int, default=1000)
     p.add_argument("--nodes", type=int, default=10_000)

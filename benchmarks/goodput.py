@@ -29,36 +29,25 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from benchmarks.fleet import Sim
 from benchmarks.goodput_faults import (
     BACKOFF_BASE_REAL_S,
     BACKOFF_MAX_REAL_S,
-    CHECKPOINT_SAVE_REAL_S,
-    KINDS,
+    GRACE_REAL_S,
     PULL_REAL_S,
     RESTART_REAL_S,
 )
+from benchmarks.goodput_run import CHECKPOINT_EVERY, SCALE, STEP_S, Setup, effective_ratio, one_run
 from benchmarks.llama3 import LLAMA3_INTERVAL_H, LLAMA3_MIX
 from benchmarks.results import write
-from benchmarks.settings import BENCH_TIMINGS, shipped_policy_compressed, stack_config
-from benchmarks.stack import running_stack
-from benchmarks.stats import load_1m, machine, mean_ci95
-from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
+from benchmarks.stats import machine, mean_ci95
 
 POLICIES = ("podmedic", "k8s-only", "cordon-drain")
 CONTROL = "control"
-STEP_S = 0.1
-CHECKPOINT_EVERY = 50  # the job's own checkpoint: every 5 s of simulated training
-SCALE = 60.0  # one simulated second stands for a minute of a real job (GPU-hours are scaled by it)
-DRIVER_TAINT = "gpu.nvidia.com/xid"
+__all__ = ["CHECKPOINT_EVERY", "LLAMA3_MIX", "SCALE", "STEP_S", "Setup", "draw_faults", "duration_for",
+           "effective_ratio", "interval_h_of", "run_goodput"]
 
 
 def draw_faults(count: int, seed: int, duration_s: float) -> list[tuple[float, str]]:
@@ -80,131 +69,6 @@ def interval_h_of(faults: int, jobs: int, duration_s: float, scale: float = SCAL
     return jobs * duration_s * scale / 3600 / faults if faults > 0 else float("inf")
 
 
-def effective_ratio(steps_kept: int, jobs: int, seconds: float, step_s: float = STEP_S) -> float:
-    """Steps kept over the steps ``jobs`` undisturbed jobs make in ``seconds``."""
-    ideal = jobs * seconds / step_s
-    return round(min(1.0, steps_kept / ideal), 4) if ideal > 0 else 0.0
-
-
-@dataclass
-class _Run:
-    policy: str
-    sim: Sim
-    kube_url: str
-    pods: dict[str, dict[str, Any]]
-
-
-async def _cordon_drain(run: _Run, node: str, http: aiohttp.ClientSession, cordon: bool) -> None:
-    """The node-level baseline: cordon the node and delete its pods (or uncordon it)."""
-    patch = {"spec": {"unschedulable": cordon}}
-    async with http.patch(f"{run.kube_url}/api/v1/nodes/{node}", json=patch,
-                          headers={"Content-Type": "application/merge-patch+json"}) as answer:
-        answer.raise_for_status()
-    if not cordon:
-        return
-    for pod in (await run.sim.state())["pods"]:
-        if pod["node"] == node and not pod["deleting"]:
-            async with http.delete(f"{run.kube_url}/api/v1/namespaces/{pod['namespace']}/pods/{pod['name']}"):
-                pass
-
-
-async def _inject(run: _Run, faults: list[tuple[float, str]], repair_s: float, started: float) -> int:
-    """Inject the faults at their times; returns how many hit a running job."""
-    rng = random.Random(len(faults))
-    hit = 0
-    async with aiohttp.ClientSession() as http:
-        repairs: list[asyncio.Task[None]] = []
-        for at, kind in faults:
-            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
-            running = [p for p in (await run.sim.state())["pods"] if p.get("job") and p["ready"]]
-            if not running:
-                continue
-            hit += 1
-            pod = rng.choice(sorted(running, key=lambda p: p["name"]))
-            spec = KINDS[kind]
-            if spec["signal"] == "silent":  # the process dies; no device says anything, nobody can act
-                await run.sim.post("workloads/crash", {"namespace": pod.get("namespace", "default"),
-                                                       "name": pod["name"]})
-                continue
-            dev = tuple(pod["devices"][0].split("/"))
-            await run.sim.post("faults/device", {
-                "driver": dev[0], "pool": dev[1], "device": dev[2], "health": "Unhealthy",
-                "reason": spec.get("reason", "XidError"), "code": spec["code"], "message": spec["message"],
-                "crash": spec["crash"], "clears_on_restart": spec["clears_on_restart"]})
-            if spec["code"] is not None:  # the driver taints its failed GPU: no scheduler places a pod on it
-                await run.sim.post("faults/slice-taint", {"driver": dev[0], "pool": dev[1], "device": dev[2],
-                                                          "key": DRIVER_TAINT, "value": str(spec["code"]),
-                                                          "effect": "NoSchedule"})
-            if run.policy == "cordon-drain":
-                await _cordon_drain(run, pod["node"], http, True)
-            if "warn_real_s" in spec:
-                repairs.append(asyncio.create_task(_fall_over(run, dev, spec)))
-            repairs.append(asyncio.create_task(_repair(run, http, dev, pod["node"], repair_s, spec)))
-        await asyncio.gather(*repairs)
-    return hit
-
-
-async def _fall_over(run: _Run, dev: tuple[str, ...], spec: dict[str, Any]) -> None:
-    """An announced fault kills whatever still runs on the device once its notice is up."""
-    await asyncio.sleep(spec["warn_real_s"] / SCALE)
-    await run.sim.post("faults/device", {
-        "driver": dev[0], "pool": dev[1], "device": dev[2], "health": "Unhealthy",
-        "reason": spec.get("reason", "XidError"), "code": spec["code"], "message": spec["message"], "crash": True})
-
-
-async def _repair(run: _Run, http: aiohttp.ClientSession, dev: tuple[str, ...], node: str,
-                  repair_s: float, spec: dict[str, Any]) -> None:
-    await asyncio.sleep(repair_s)
-    await run.sim.post("faults/device", {"driver": dev[0], "pool": dev[1], "device": dev[2], "health": "Healthy"})
-    if spec["code"] is not None:
-        await run.sim.post("faults/slice-taint", {"driver": dev[0], "pool": dev[1], "device": dev[2],
-                                                  "key": DRIVER_TAINT, "remove": True})
-    if run.policy == "cordon-drain":
-        await _cordon_drain(run, node, http, False)
-
-
-GOODPUT_TIMINGS = BENCH_TIMINGS.model_copy(update={
-    "workload_step_s": STEP_S, "progress_write_s": 0.5, "backoff_base_s": BACKOFF_BASE_REAL_S / SCALE,
-    "backoff_max_s": BACKOFF_MAX_REAL_S / SCALE, "container_start_s": RESTART_REAL_S / SCALE,
-    "image_pull_s": PULL_REAL_S / SCALE, "checkpoint_save_s": CHECKPOINT_SAVE_REAL_S / SCALE})
-"""The simulator's pace, with the costs of ``benchmarks/goodput_faults.py`` scaled down by ``SCALE``."""
-
-
-async def _one_policy(policy: str, jobs: int, faults: list[tuple[float, str]], duration_s: float,
-                      repair_s: float) -> dict[str, Any]:
-    nodes = max(2, (jobs + 3) // 4 + 1)  # 4 jobs a node at most: room to move
-    config = stack_config("tuned", nodes, timings=GOODPUT_TIMINGS, worker=policy == "podmedic",
-                          checkpoint_every_steps=CHECKPOINT_EVERY)
-    async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
-        pods = await sim.start_jobs([f"train-{i:02d}" for i in range(jobs)])
-        stop, ingest, kube = asyncio.Event(), None, None
-        if policy == "podmedic":
-            kube = KubeGateway(stack.kubeconfig)
-            ingest = asyncio.create_task(run_ingest_and_agent(stack.client, kube, shipped_policy_compressed(),
-                                                              stack.task_queue, stop, stack.sim_url))
-        run = _Run(policy, sim, stack.sim_url, pods)
-        before = {j["name"]: j for j in (await sim.state())["jobs"]}
-        started = time.monotonic()
-        hit, _ = await asyncio.gather(_inject(run, faults, repair_s, started), asyncio.sleep(duration_s))
-        await asyncio.sleep(max(0.0, started + duration_s - time.monotonic()))
-        elapsed = time.monotonic() - started
-        after = {j["name"]: j for j in (await sim.state())["jobs"]}
-        stop.set()
-        if ingest is not None:
-            await ingest
-        if kube is not None:
-            kube.close()
-    kept = sum(after[n]["step"] - before[n]["step"] for n in before)
-    lost = sum(after[n]["lost_steps"] - before[n]["lost_steps"] for n in before)
-    ratio = effective_ratio(kept, jobs, elapsed)
-    lost_gpu_s = jobs * elapsed * (1 - ratio)
-    per_interruption = lost_gpu_s * SCALE / 60 / hit if hit else 0.0
-    return {"policy": policy, "effective_training_ratio": ratio, "steps_kept": kept, "steps_lost": lost,
-            "stalled_s": round(lost_gpu_s, 1), "gpu_hours_lost": round(lost_gpu_s * SCALE / 3600, 2),
-            "faults_hit": hit, "gpu_min_lost_per_interruption": round(per_interruption, 1),
-            "elapsed_s": round(elapsed, 1), "load_1m": load_1m()}
-
-
 def _summary(policy: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     mean, half = mean_ci95([r["effective_training_ratio"] for r in runs])
     per, per_half = mean_ci95([r["gpu_min_lost_per_interruption"] for r in runs if r["faults_hit"]])
@@ -213,37 +77,55 @@ def _summary(policy: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "seeds": len(runs), "runs": runs}
 
 
-async def run_goodput(jobs: int, faults: int, seeds: list[int], duration_s: float, repair_s: float = 15.0,
-                      progress: Any = print) -> dict[str, Any]:
-    """Every policy on the same faults, for each seed, and one fault-free control; returns the figures."""
-    interval_h = interval_h_of(faults, jobs, duration_s)
-    progress(f"[goodput] {jobs} jobs, {faults} faults in {duration_s:.0f} s per run, seeds {seeds}: one "
-             f"interruption per job every {interval_h:.2f} h (scaled; Llama 3: {LLAMA3_INTERVAL_H:.2f} h)")
-    control = await _one_policy(CONTROL, jobs, [], duration_s, repair_s)
-    progress(f"[goodput] control (no faults): {control['effective_training_ratio'] * 100:.1f} % effective")
+async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
+                      label: str = "goodput") -> dict[str, Any]:
+    """Every policy on the same faults under ``setup``, for each seed; returns the summaries and the mix."""
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
     mix: dict[str, int] = {}
     for seed in seeds:
-        drawn = draw_faults(faults, seed, duration_s)
+        drawn = draw_faults(faults, seed, setup.duration_s)
         for _, kind in drawn:
             mix[kind] = mix.get(kind, 0) + 1
         for policy in POLICIES:
-            result = await _one_policy(policy, jobs, drawn, duration_s, repair_s)
+            result = await one_run(policy, setup, drawn)
             runs[policy].append({**result, "seed": seed, "faults_drawn": drawn})
-            progress(f"[goodput] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective")
-    return {"benchmark": "goodput", "machine": machine(), "jobs": jobs, "faults": faults, "seeds": seeds,
-            "duration_s": duration_s, "repair_s": repair_s, "step_s": STEP_S, "checkpoint_every": CHECKPOINT_EVERY,
+            progress(f"[{label}] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective")
+    return {"mix_drawn": mix, "policies": [_summary(p, runs[p]) for p in POLICIES]}
+
+
+def shape_words(setup: Setup) -> str:
+    """The jobs of a setup, in words."""
+    if setup.llama3_shape:
+        return (f"{setup.jobs} synchronous training Jobs shaped like Llama 3's ({setup.pods_per_job} pods of 8 GPUs, "
+                f"a node each, every rank needed for a step, the trainer saving on SIGTERM within the "
+                f"{GRACE_REAL_S:g} s grace period)")
+    return f"{setup.jobs} single-GPU training Jobs"
+
+
+async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any = print) -> dict[str, Any]:
+    """Every policy on the same faults, for each seed, and one fault-free control; returns the figures."""
+    jobs, duration_s = setup.jobs, setup.duration_s
+    interval_h = interval_h_of(faults, jobs, duration_s)
+    progress(f"[goodput] {shape_words(setup)}, {faults} faults in {duration_s:.0f} s per run, seeds {seeds}: one "
+             f"interruption per job every {interval_h:.2f} h (scaled; Llama 3: {LLAMA3_INTERVAL_H:.2f} h)")
+    control = await one_run(CONTROL, setup, [])
+    progress(f"[goodput] control (no faults): {control['effective_training_ratio'] * 100:.1f} % effective")
+    found = await policies_on(setup, faults, seeds, progress)
+    return {"benchmark": "goodput", "machine": machine(), "jobs": jobs, "pods_per_job": setup.pods_per_job,
+            "faults": faults, "seeds": seeds, "duration_s": duration_s, "repair_s": setup.repair_s,
+            "step_s": STEP_S, "checkpoint_every": CHECKPOINT_EVERY,
             "scale": SCALE, "interval_h": round(interval_h, 2), "llama3_interval_h": round(LLAMA3_INTERVAL_H, 2),
             "costs_real_s": {"backoff_base": BACKOFF_BASE_REAL_S, "backoff_max": BACKOFF_MAX_REAL_S,
                              "restart_startup_assumed": RESTART_REAL_S, "image_pull_assumed": PULL_REAL_S,
-                             "checkpoint_save_assumed": CHECKPOINT_SAVE_REAL_S},
-            "mix_drawn": mix, "control": control, "policies": [_summary(p, runs[p]) for p in POLICIES],
-            "description": f"{jobs} single-GPU training Jobs for {duration_s:.0f} s per run (a step every "
+                             "checkpoint_save_assumed": setup.checkpoint_save_real_s,
+                             **({"termination_grace": GRACE_REAL_S} if setup.llama3_shape else {})},
+            "control": control, **found,
+            "description": f"{shape_words(setup)} for {duration_s:.0f} s per run (a step every "
                            f"{STEP_S:g} s, their own checkpoint every {CHECKPOINT_EVERY} steps); {faults} faults "
                            f"per run drawn from the whole Llama 3 cause table, seeds {seeds[0]}..{seeds[-1]}: one "
                            f"interruption per job every {interval_h:.2f} h scaled (Llama 3's job: every "
-                           f"{LLAMA3_INTERVAL_H:.2f} h); every broken GPU repaired {repair_s:g} s after its fault. "
-                           f"Scaled: 1 simulated s = {SCALE:g} real s."}
+                           f"{LLAMA3_INTERVAL_H:.2f} h); every broken GPU repaired {setup.repair_s:g} s after its "
+                           f"fault. Scaled: 1 simulated s = {SCALE:g} real s."}
 
 
 def goodput_table(r: dict[str, Any]) -> str:
@@ -259,12 +141,13 @@ def goodput_table(r: dict[str, Any]) -> str:
 
 
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
-                  out: Path) -> dict[str, Any]:
+                  out: Path, pods_per_job: int = 1) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1``; without ``duration_s`` it follows from
     ``interval_h``."""
     if duration_s is None:
         duration_s = duration_for(faults, jobs, interval_h)
-    results = asyncio.run(run_goodput(jobs, faults, list(range(seed, seed + seeds)), duration_s))
+    setup = Setup(jobs=jobs, duration_s=duration_s, pods_per_job=pods_per_job)
+    results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds))))
     print(goodput_table(results))
     write(results, out)
     return results

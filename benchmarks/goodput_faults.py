@@ -41,7 +41,7 @@ KINDS: dict[str, Kind] = {
                  "message": "XID 13: graphics exception"},
     "host_maintenance": {"signal": "maintenance", "code": None, "crash": False, "clears_on_restart": False,
                          "reason": "NodeMaintenance", "message": "host maintenance scheduled in 1 hour",
-                         "warn_real_s": 3600.0},
+                         "warn_real_s": 3600.0},  # WARN_REAL_S
 }
 SILENT = ("gpu_system_processor", "nic", "nccl_watchdog", "silent_data_corruption", "gpu_thermal", "ssd",
           "power_supply", "server_chassis", "io_expansion_board", "dependency", "cpu", "system_memory")
@@ -54,4 +54,10 @@ RESTART_REAL_S = 120.0
 PULL_REAL_S = 120.0
 """Assumed: pulling the trainer image on a node that lacks it."""
 CHECKPOINT_SAVE_REAL_S = 30.0
-"""Assumed: saving a checkpoint on request (the job's own periodic saves cost the same)."""
+"""Assumed: saving a checkpoint on request or on SIGTERM, the job stopped meanwhile. The job's own
+periodic saves are taken as asynchronous and free (as with torch.distributed.checkpoint's async_save)."""
+GRACE_REAL_S = 30.0
+"""A pod's ``terminationGracePeriodSeconds`` by default (kubernetes.io, "Pod Lifecycle"): a save on
+SIGTERM must finish within it."""
+WARN_REAL_S = 3600.0
+"""How far ahead an announced fault is announced: Compute Engine's GPU host maintenance notice."""

@@ -15,12 +15,17 @@ import pytest
 from benchmarks.cli import main
 
 
-def test_orchestration_with_three_incidents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_orchestration_with_three_incidents_in_two_rounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "orch.json"
-    assert main(["orchestration", "--incidents", "3", "--servers", "tuned", "--json", str(out)]) == 0
+    assert main(["orchestration", "--incidents", "3", "--rounds", "2", "--servers", "tuned", "--json", str(out)]) == 0
     results = json.loads(out.read_text())
     run = results["servers"]["tuned"]
     assert results["per_node"] == 1 and run["nodes"] == 3  # independent incidents: a node each
+    # Each round measured both halves; the headline ratio is their median, between the two.
+    rounds = run["rounds"]
+    assert len(rounds) == 2 and all(r["bare_workflows_per_s"] > 0 and r["incidents_per_s"] > 0 for r in rounds)
+    assert run["ratio_min"] <= run["ratio_to_bare"] <= run["ratio_max"]
+    assert run["ratio_to_bare"] == pytest.approx(sum(r["ratio_to_bare"] for r in rounds) / 2, abs=0.01)
     assert run["podmedic"]["outcomes"] == {"recovered_in_place": 3}, run["podmedic"]
     assert run["activities_per_incident"] >= 5
     for key in ("incidents_per_s", "bare_workflows_per_s", "ratio_to_bare", "p50_ms_event_to_taint",
@@ -28,12 +33,13 @@ def test_orchestration_with_three_incidents(tmp_path: Path, capsys: pytest.Captu
         assert results[key] > 0, key
     assert results["p50_ms_event_to_taint"] <= results["p99_ms_event_to_taint"]
     assert run["podmedic"]["event_to_taint_ms"]["p99"] < run["podmedic"]["event_to_recovered_ms"]["p99"]
-    assert "ratio" in capsys.readouterr().out
+    assert "2 rounds, ratio median" in capsys.readouterr().out
 
 
 def test_orchestration_packed_on_one_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "packed.json"
-    assert main(["orchestration", "--incidents", "3", "--per-node", "3", "--servers", "tuned", "--json", str(out)]) == 0
+    assert main(["orchestration", "--incidents", "3", "--per-node", "3", "--rounds", "1", "--servers", "tuned",
+                 "--json", str(out)]) == 0
     results = json.loads(out.read_text())
     assert results["per_node"] == 3 and results["servers"]["tuned"]["nodes"] == 1
     assert results["servers"]["tuned"]["podmedic"]["closed"] == 3
