@@ -32,12 +32,18 @@ def _orchestration(r: dict[str, Any]) -> list[str]:
     for server, run in r["servers"].items():
         p = run["podmedic"]
         rows.append([server, run["activities_per_incident"], run["bare"]["workflows_per_s"], p["incidents_per_s"],
-                     f"**{run['ratio_to_bare']:.2f}**", f"{p['event_to_taint_ms']['p50']:.0f} / "
+                     f"**{run['ratio_to_bare']:.2f}**" + (f" ({run['ratio_min']:.2f} to {run['ratio_max']:.2f})"
+                                                          if "ratio_min" in run else ""),
+                     f"{p['event_to_taint_ms']['p50']:.0f} / "
                      f"{p['event_to_taint_ms']['p99']:.0f}", f"{p['event_to_recovered_ms']['p50']:.0f} / "
                      f"{p['event_to_recovered_ms']['p99']:.0f}", p["outcomes"], p["load_1m"],
                      ", ".join(f"{k} {v}" for k, v in p["cpu_s"].items())])
+    rounds = r.get("rounds", 1)
+    how = (f" {rounds} rounds, bare and podmedic alternating on failing devices of their own: the ratio is the "
+           "rounds' median (lowest to highest beside it), the row's other figures the median round's."
+           if rounds > 1 else " One round (the bare half, then the podmedic half).")
     return [f"{r['incidents']} incidents at once (100 in flight), {per_node_words(r)}, against {r['incidents']} "
-            "bare workflows of K no-op activities on the same server, one fresh stack per server setting.", "",
+            f"bare workflows of K no-op activities on the same server, one fresh stack per server setting.{how}", "",
             table(["server", "K", "bare wf/s", "incidents/s", "ratio", "event→taint p50 / p99 ms",
                    "event→recovered p50 / p99 ms", "outcomes", "load 1m", "CPU s (podmedic run)"], rows),
             "", f"Target: ratio ≥ {r['target_ratio']} on the tuned server."]

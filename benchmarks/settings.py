@@ -7,13 +7,13 @@ Whatever a benchmark must turn off for all benchmarks (a guard, say) belongs the
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from benchmarks.stack import StackConfig
 from podmedic.domain.policy_file import PolicySet, parse_policy
+from podmedic.domain.policy_layers import embedded_text, overlay
 from podmedic_sim.config import SimTimings
 
 SERVERS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -47,9 +47,9 @@ _OVERRIDES: dict[str, Any] = {
 def shipped_policy_compressed() -> PolicySet:
     """The embedded default policy as shipped (fleet guard and node quarantine on), its waits compressed as
     ``bench_policy`` compresses them (``python -m benchmarks goodput``)."""
-    raw: dict[str, Any] = yaml.safe_load(resources.files("podmedic.domain").joinpath("default_policy.yaml").read_text())
+    raw: dict[str, Any] = yaml.safe_load(embedded_text())
     waits = {k: v for k, v in _OVERRIDES.items() if k != "node_quarantine"}
-    raw["drivers"]["default"] = _overlay(raw["drivers"]["default"], waits)
+    raw["drivers"]["default"] = overlay(raw["drivers"]["default"], waits)
     return parse_policy(yaml.safe_dump(raw), "shipped policy, waits compressed")
 
 
@@ -73,17 +73,10 @@ kept the simulator at 0.8 of a core before anything failed, CPU the 2-core machi
 (an in-place restart still verifies within about 4 s)."""
 
 
-def _overlay(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in top.items():
-        out[key] = _overlay(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def bench_policy(**overrides: Any) -> PolicySet:
     """The policy every orchestration benchmark delivers with; ``overrides`` go over the driver default."""
     raw = _unguarded_default()
-    raw["drivers"]["default"] = _overlay(_overlay(raw["drivers"]["default"], _OVERRIDES), overrides)
+    raw["drivers"]["default"] = overlay(overlay(raw["drivers"]["default"], _OVERRIDES), overrides)
     return parse_policy(yaml.safe_dump(raw), "benchmark policy")
 
 
@@ -93,7 +86,7 @@ def unguarded_default_policy() -> PolicySet:
 
 
 def _unguarded_default() -> dict[str, Any]:
-    raw: dict[str, Any] = yaml.safe_load(resources.files("podmedic.domain").joinpath("default_policy.yaml").read_text())
+    raw: dict[str, Any] = yaml.safe_load(embedded_text())
     # The guard would hold a storm by design (that is its job); the benchmarks measure the pipeline
     # itself. The guard's own answer rate: `python -m benchmarks.fleet_guard`.
     raw["guard"] = {"enabled": False}

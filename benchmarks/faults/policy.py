@@ -6,9 +6,13 @@ POLICY = """
 # The fault suite's policy: the default pipeline with second-sized waits and timeouts, so an
 # attempt lost with a SIGKILLed worker is retried within seconds, and more attempts for steps
 # that make many calls per attempt (a 30% API error rate fails most of their attempts). Node correlation is off: the
-# suite's jobs share nodes, and each incident must run its own device-level pipeline.
+# suite's jobs share nodes, and each incident must run its own device-level pipeline. It is laid over
+# the embedded policy, so what it turns off it says: no fleet guard (the suite fails many devices of a
+# small cluster on purpose), no repeat-offender rule (scenarios fail the same devices again).
+guard: {enabled: false}
 drivers:
   default:
+    repeat_offenders: {incidents: 0}
     detection: {node_correlation: {devices: 64, window_s: 1}}
     node_quarantine: {enabled: false}
     steps:
@@ -33,6 +37,9 @@ drivers:
     ticket: {url: "${PODMEDIC_TICKET_URL}", poll_s: 1, wait_resolution_s: 180, verify_s: 30}
   gpu.nvidia.com:
     detection: {corroborate_s: 15}   # as shipped: pod status names no XID, the node agent does
+    # The embedded entry's own values would outrank the default above (podmedic policy validate says so).
+    checkpoint: {timeout_s: 20}
+    steps: {recover: {start_to_close_s: 120, heartbeat_s: 3}}
     classification:
       codes:
         permanent: [46, 48, 54, 62, 63, 64, 74, 79, 95, 110, 119, 120, 136, 140, 142, 143, 151, 155, 156, 158]

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from podmedic.domain.policy_file import PolicyError, PolicySet, load_policy
+from podmedic.domain.policy_checks import policy_warnings
+from podmedic.domain.policy_file import PolicyError, PolicySet, load_policy_layers
 from podmedic.temporal.connect import DEFAULT_TASK_QUEUE
 
 
@@ -39,9 +40,13 @@ def connection_flags(p: argparse.ArgumentParser) -> None:
 
 
 def load_policy_or_exit(path: Path | None) -> PolicySet:
-    """The policy in force, or exit 2 naming what is wrong in the file."""
+    """The policy in force (the file laid over the embedded policy), or exit 2 naming what is wrong in the
+    file; what parses but looks wrong is said on standard error, one line each."""
     try:
-        return load_policy(path)
+        layers = load_policy_layers(path)
     except PolicyError as exc:
         print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
+    for where, reason in policy_warnings(layers.policies.drivers, layers.user, layers.embedded):
+        print(f"podmedic: policy {path}: warning: {where}: {reason}", file=sys.stderr)
+    return layers.policies

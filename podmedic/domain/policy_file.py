@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from podmedic.domain.config_file import ConfigFileError, parse_yaml, read_text
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.policy import DriverPolicy
+from podmedic.domain.policy_layers import DEFAULT_KEY, EMBEDDED, embedded_text, empty_sections, layered, overlay
 
-DEFAULT_KEY = "default"
 TOP_KEYS = ("drivers", "guard")
 
 
@@ -43,18 +43,6 @@ class PolicySet(BaseModel):
         return self.drivers[DEFAULT_KEY].model_copy(update={"driver": driver})
 
 
-def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """``top`` laid over ``base``: mappings merge key by key, anything else is replaced."""
-    merged = dict(base)
-    for key, value in top.items():
-        old = merged.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
-            merged[key] = _overlay(old, value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _set_in(entry: Mapping[str, Any], loc: tuple[int | str, ...]) -> bool:
     """Whether ``entry`` itself sets the value at ``loc`` (else the error is default's)."""
     node: Any = entry
@@ -73,14 +61,27 @@ def _path(driver: str, loc: tuple[int | str, ...]) -> str:
     )
 
 
-def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
-    """Parse and validate policy YAML; raises ``PolicyError`` listing every problem."""
+def read_raw(text: str, source: str) -> Mapping[str, Any]:
+    """A policy file's YAML as a mapping with only known top-level keys, else ``PolicyError``."""
     raw = parse_yaml(text, source, PolicyError)
     if not isinstance(raw, Mapping):
         raise PolicyError(source, [("(top)", "must be a mapping with a 'drivers' key")])
     unknown = sorted((key for key in raw if key not in TOP_KEYS), key=repr)
     errors = [(key if isinstance(key, str) and key.isidentifier() else f"(top) key {key!r}",
                "unknown top-level key (only 'drivers' and 'guard' are allowed)") for key in unknown]
+    if errors:
+        raise PolicyError(source, errors)
+    return raw
+
+
+def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
+    """Parse and validate a whole policy's YAML, on its own; raises ``PolicyError`` listing every problem."""
+    return policy_from_raw(read_raw(text, source), source)
+
+
+def policy_from_raw(raw: Mapping[str, Any], source: str) -> PolicySet:
+    """Validate a whole raw policy; raises ``PolicyError`` listing every problem."""
+    errors: list[tuple[str, str]] = []
     guard = _guard(raw.get("guard"), errors)
     drivers = raw.get("drivers")
     if not isinstance(drivers, Mapping) or not drivers:
@@ -101,7 +102,7 @@ def parse_policy(text: str, source: str = "<policy>") -> PolicySet:
         if "guard" in entry:
             errors.append((f"drivers.{name}.guard", "the guard is fleet-wide: set it at the top level"))
             continue
-        merged = entry if name == DEFAULT_KEY else _overlay(base, entry)
+        merged = entry if name == DEFAULT_KEY else overlay(base, entry)
         try:
             policy = DriverPolicy.model_validate({**merged, "driver": str(name)})
             dry_run = policy.dry_run or (guard is not None and guard.dry_run)
@@ -131,9 +132,29 @@ def _guard(raw: Any, errors: list[tuple[str, str]]) -> GuardPolicy | None:
         return None
 
 
-def load_policy(path: Path | None) -> PolicySet:
-    """Load a policy file, or the embedded default policy when ``path`` is ``None``."""
+@dataclass(frozen=True)
+class PolicyLayers:
+    """The policy in force and the layers it was made of (for ``podmedic policy show`` and ``validate``)."""
+
+    policies: PolicySet
+    source: str | None  # the file laid over the embedded policy, if any
+    user: Mapping[str, Any]  # the file's own mapping ({} without a file)
+    embedded: Mapping[str, Any]
+
+
+def load_policy_layers(path: Path | None) -> PolicyLayers:
+    """The embedded default policy, with the file at ``path`` laid over it (``podmedic.domain.policy_layers``);
+    errors name the field in the file."""
+    embedded = read_raw(embedded_text(), EMBEDDED)
     if path is None:
-        text = resources.files("podmedic.domain").joinpath("default_policy.yaml").read_text()
-        return parse_policy(text, "embedded default policy")
-    return parse_policy(read_text(path, PolicyError), str(path))
+        return PolicyLayers(policy_from_raw(embedded, EMBEDDED), None, {}, embedded)
+    source = str(path)
+    user = read_raw(read_text(path, PolicyError), source)
+    if empty := empty_sections(user):
+        raise PolicyError(source, empty)
+    return PolicyLayers(policy_from_raw(layered(embedded, user), source), source, user, embedded)
+
+
+def load_policy(path: Path | None) -> PolicySet:
+    """The policy in force: the embedded default policy, with the file at ``path`` laid over it."""
+    return load_policy_layers(path).policies

@@ -18,8 +18,10 @@ from podmedic.stack.up import Stack, StackOptions
 from tests.e2e_operators.stack import Ops
 
 POLICY = """
+guard: {enabled: false}
 drivers:
   default:
+    repeat_offenders: {incidents: 0}
     checkpoint: {timeout_s: 10, poll_s: 0.3}
     recovery:
       transient:
@@ -33,9 +35,12 @@ drivers:
     approvals: {gates: [{action: taint_no_execute}], timeout_s: 900, on_timeout: abort}
   gpu.nvidia.com:
     detection: {corroborate_s: 15}   # the XID comes from the node agent, not pod status
+    checkpoint: {timeout_s: 10}
     classification:
       codes: {permanent: [79, 48], container_code: [13, 31, 43], ignore: [109]}
 """
+# Laid over the embedded policy (as every policy file is): the guard and the repeat-offender rule are
+# turned off explicitly, and gpu.nvidia.com's own checkpoint timeout (180 s embedded) is set here.
 
 
 @pytest.fixture(scope="package")
