@@ -2,7 +2,9 @@
 
 Every incident of a device is a run of the same workflow id (``device/<driver>/<pool>/<device>``),
 so its history is one visibility query by workflow id and start time. Runs that were not
-about a device fault (``not_actionable``: the workload's own error) do not count.
+about a device fault do not count: ``not_actionable`` outcomes, and runs whose failure mode
+blames the workload (``container_code``, ``bad_config``: e.g. XID 13 or 31, which NVIDIA's XID
+catalog resolves by restarting the application).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from temporalio import activity
 from temporalio.client import Client
 
 from podmedic.domain import search
-from podmedic.domain.models import DeviceRef
+from podmedic.domain.models import DeviceRef, FailureMode
 
 NOT_COUNTED = {"not_actionable"}
+WORKLOAD_MODES = {mode.value for mode in FailureMode if mode.blames_the_workload}
 
 
 class PreviousIncident(BaseModel):
@@ -56,7 +59,7 @@ async def previous_incidents(client: Client, device: DeviceRef, window_s: float,
         if wf.run_id == exclude_run:
             continue
         outcome = wf.typed_search_attributes.get(search.OUTCOME)
-        if outcome in NOT_COUNTED:
+        if outcome in NOT_COUNTED or wf.typed_search_attributes.get(search.FAILURE_MODE) in WORKLOAD_MODES:
             continue
         found.append(PreviousIncident(workflow_id=wf.id, run_id=wf.run_id, started=wf.start_time,
                                       closed=wf.close_time, status=wf.status.name.lower() if wf.status else "unknown",

@@ -70,7 +70,7 @@ class FleetGuardWorkflow:
         now = workflow.now()
         if req.probe:
             return self._counted(limits.evaluate(self.ledger, req, self.fleet, now))
-        if req.counts:
+        if req.counts and req.hardware:
             limits.observe(self.ledger, req, now)
         if self.ledger.storm is None:
             found = limits.storm(self.ledger, self.policy, self.fleet, now)

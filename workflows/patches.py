@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+BLAME_THE_WORKLOAD = "blame-the-workload"
+"""A fault the workload caused counts toward no node correlation and no repeat-offender count
+(``workflows/correlate.py``, ``workflows/repeat.py``); asked only by such incidents."""
+
 BUNDLE = "incident-2026-11"
 """Incidents started since take every patch below, with one marker."""
 

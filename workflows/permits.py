@@ -39,9 +39,11 @@ def guarded(wf: IncidentContext) -> bool:
 async def _ask(wf: IncidentContext, step: str, *, probe: bool = False,
                override_by: str | None = None) -> PermitAnswer:
     assert wf.policy.guard is not None
+    mode = wf.state.failure_mode
     request = PermitRequest(incident_id=wf.state.incident_id, device=wf.inp.device, node=wf.state.node, step=step,
                             policy=wf.policy.guard, search_attributes=wf.inp.search_attributes,
-                            override_by=override_by, probe=probe)
+                            override_by=override_by, probe=probe,
+                            hardware=mode is None or not mode.blames_the_workload)
     return await workflow.execute_activity_method(
         GuardActivities.ask_guard, request, start_to_close_timeout=timedelta(seconds=30),
         # No answer, no disruption: a real ask retries until the guard answers; a dry-run probe gives up.

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_recovery import LadderRung
     from workflows.context import IncidentContext
     from workflows.options import URGENT
+    from workflows.patches import BLAME_THE_WORKLOAD
 
 
 
@@ -27,6 +28,11 @@ async def check(wf: IncidentContext) -> None:
     """Mark the incident a repeat offender (permanent) when the device's history says so."""
     rule = wf.policy.repeat_offenders
     if rule.incidents == 0:
+        return
+    mode = wf.state.failure_mode
+    if mode is not None and mode.blames_the_workload and wf.patches.patched(BLAME_THE_WORKLOAD):
+        wf.note("classify", f"repeat-offender check skipped: the workload caused this fault ({mode}), "
+                            "which counts against no device")
         return
     try:
         previous = await workflow.execute_activity_method(

@@ -34,6 +34,13 @@ class FailureMode(StrEnum):
     INFRASTRUCTURE = "infrastructure"
     BAD_CONFIG = "bad_config"
 
+    @property
+    def blames_the_workload(self) -> bool:
+        """The workload caused it (its own code, e.g. XID 13/31/43/45, or its configuration): it says
+        nothing about the device's or the node's health, so it counts toward no node correlation,
+        repeat-offender count or storm."""
+        return self in (FailureMode.CONTAINER_CODE, FailureMode.BAD_CONFIG)
+
 
 class Permanence(StrEnum):
     """Whether a restart can be expected to clear the failure."""

@@ -27,7 +27,9 @@ from podmedic.temporal.connect import connect
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 
-# (label, fault body without the device) — drawn from the Llama 3 interruption mix.
+# (label, fault body without the device) — drawn from the Llama 3 interruption mix. The first four land
+# on node-0000: three hardware faults there make it a node incident; the MMU fault, which the workload
+# caused, is not blamed on the node.
 FAULTS: list[tuple[str, dict[str, Any]]] = [
     ("MMU fault, cleared by a restart",
      {"code": 31, "message": "XID 31: GPU memory page fault", "clears_on_restart": True}),
@@ -35,10 +37,10 @@ FAULTS: list[tuple[str, dict[str, Any]]] = [
      {"code": 79, "message": "XID 79: GPU has fallen off the bus", "crash": True}),
     ("ECC error a restart does not clear",
      {"code": 94, "message": "XID 94: contained ECC error"}),
-    ("noise the policy ignores",
-     {"code": 109, "message": "XID 109: context switch timeout"}),
     ("HBM3 double-bit error",
      {"code": 48, "message": "XID 48: double bit ECC error", "crash": True}),
+    ("noise the policy ignores",
+     {"code": 109, "message": "XID 109: context switch timeout"}),
     ("graphics exception, cleared by a restart",
      {"code": 13, "message": "XID 13: graphics engine exception", "clears_on_restart": True}),
 ]
@@ -107,6 +109,13 @@ async def _watch(client: Client, devices: list[str], timeout_s: float) -> dict[s
     return outcomes
 
 
+def _blame(out: IncidentOutcome | None) -> str:
+    """Whom the fault is blamed on: the workload (counts toward no node incident or lemon) or the hardware."""
+    if out is None or out.failure_mode is None:
+        return "-"
+    return "workload" if out.failure_mode.blames_the_workload else "hardware"
+
+
 async def _node_incidents(client: Client) -> list[NodeIncidentState]:
     """Every node watch the incidents opened, as it stands now."""
     states = []
@@ -149,14 +158,15 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
         outcomes = asyncio.run(_watch(client, devices, timeout_s=300))
         rows = []
         print("\nIncidents:")
-        print(f"  {'device':<36} {'failure mode':<15} {'outcome':<21} steps")
+        print(f"  {'device':<36} {'failure mode':<15} {'blame':<9} {'outcome':<21} steps")
         for rid, out in outcomes.items():
             mode = out.failure_mode.value if out and out.failure_mode else "-"
+            blame = _blame(out)
             result = out.outcome.value if out else "NOT FINISHED"
-            print(f"  {rid:<36} {mode:<15} {result:<21} {' > '.join(out.steps) if out else ''}")
+            print(f"  {rid:<36} {mode:<15} {blame:<9} {result:<21} {' > '.join(out.steps) if out else ''}")
             if out:
                 print(f"  {'':<36} {out.explanation}")
-            rows.append({"id": f"device/{rid}", "device": rid, "failure_mode": mode, "outcome": result,
+            rows.append({"id": f"device/{rid}", "device": rid, "failure_mode": mode, "blame": blame, "outcome": result,
                          "steps": out.steps if out else [], "explanation": out.explanation if out else ""})
         nodes = asyncio.run(_node_incidents(client))
         if nodes:

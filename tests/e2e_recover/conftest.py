@@ -107,10 +107,11 @@ async def wait_progress(sim: SimCluster, job: str, steps: int) -> None:
     await asyncio.to_thread(wait_until, lambda: step() >= start + steps or None, timeout=20, what="progress")
 
 
-def fault(sim: SimCluster, pod: dict[str, Any], *, clears_on_restart: bool = True) -> None:
-    """The pod's device turns Unhealthy (XID 31); a restart heals it when ``clears_on_restart``."""
+def fault(sim: SimCluster, pod: dict[str, Any], *, clears_on_restart: bool = True, code: int = 31) -> None:
+    """The pod's device turns Unhealthy (XID ``code``, 31 by default); a restart heals it when
+    ``clears_on_restart``."""
     driver, pool, device = pod["devices"][0].split("/")
-    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31, message="XID 31",
+    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=code, message=f"XID {code}",
                           clears_on_restart=clears_on_restart)
 
 

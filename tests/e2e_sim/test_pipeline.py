@@ -13,10 +13,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from temporalio.client import Client
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.kube.gateway import KubeGateway
@@ -24,8 +22,8 @@ from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk
 from tests.helpers import served_sim, wait_until
+from tests.incidents import last_run, next_outcome
 from workers.worker import build_worker
-from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DRIVER = "gpu.nvidia.com"
@@ -106,34 +104,14 @@ def _device(pod: dict[str, Any]) -> tuple[str, str, str]:
     return driver, pool, device
 
 
-async def _last_run(client: Client, resource_id: str) -> str | None:
-    try:
-        return (await client.get_workflow_handle(f"device/{resource_id}").describe()).run_id
-    except RPCError:
-        return None
-
-
-async def _outcome(client: Client, resource_id: str, previous_run: str | None) -> IncidentOutcome:
-    """The result of the device's incident opened after ``previous_run`` (by the ingest)."""
-    for _ in range(300):
-        run = await _last_run(client, resource_id)
-        if run is not None and run != previous_run:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError(f"no incident opened for {resource_id}")
-    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{resource_id}", run_id=run)
-    return await asyncio.wait_for(handle.result(), timeout=120)
-
-
 async def test_transient_fault_recovers_in_place(sim: SimCluster, stack: tuple[Client, str]) -> None:
     client, _ = stack
     _, pod = await _start_job(sim)
     driver, pool, device = _device(pod)
-    previous = await _last_run(client, pod["devices"][0])
+    previous = await last_run(client, pod["devices"][0])
     sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31,
                           message="XID 31: MMU fault", clears_on_restart=True)
-    outcome = await _outcome(client, f"{driver}/{pool}/{device}", previous)
+    outcome = await next_outcome(client, f"{driver}/{pool}/{device}", previous)
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE, outcome.explanation
     after = next(p for p in sim.state()["pods"] if p["name"] == pod["name"])
     assert after["uid"] == pod["uid"]
@@ -150,9 +128,9 @@ async def test_fault_a_restart_cannot_fix_moves_the_pod_on_the_same_node(
     client, _ = stack
     _, pod = await _start_job(sim)
     driver, pool, device = _device(pod)
-    previous = await _last_run(client, pod["devices"][0])
+    previous = await last_run(client, pod["devices"][0])
     sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", message="XID 94: contained ECC")
-    outcome = await _outcome(client, f"{driver}/{pool}/{device}", previous)
+    outcome = await next_outcome(client, f"{driver}/{pool}/{device}", previous)
     assert outcome.recovered_by == "same_node", outcome.timeline
     assert outcome.pod is not None and outcome.pod.node == pod["node"]
     replacement = next(p for p in sim.state()["pods"] if p["name"] == outcome.pod.name)
@@ -175,13 +153,13 @@ async def test_permanent_fault_one_taint_rule_one_ticket(
                .get("podmedic.io/checkpoint-ack") == "job-own-1", timeout=10, what="the job's own checkpoint")
     kube.close()
     before = len(desk.tickets)
-    previous = await _last_run(client, pod["devices"][0])
+    previous = await last_run(client, pod["devices"][0])
     created: list[str] = []
     unsubscribe = sim.call(sim.store.add_listener, lambda e: created.append(e.obj["metadata"]["name"])
                            if e.type == "ADDED" and e.resource == "devicetaintrules" else None)
     sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=79, crash=True,
                           message="XID 79: GPU has fallen off the bus")
-    outcome = await _outcome(client, f"{driver}/{pool}/{device}", previous)
+    outcome = await next_outcome(client, f"{driver}/{pool}/{device}", previous)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
     assert outcome.permanence == "permanent", "\n".join(t.message for t in outcome.timeline)
     assert outcome.checkpoint_ids, outcome.timeline

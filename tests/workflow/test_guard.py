@@ -147,6 +147,28 @@ async def test_a_storm_trips_pauses_everything_opens_a_fleet_incident_and_an_ope
     assert len(fake.tainted) == 6
 
 
+async def test_faults_the_workload_caused_are_no_storm(env: WorkflowEnvironment, task_queue: str) -> None:
+    # Six devices of twenty (30 %) fail, as in the storm above, but with XID 31: the workload's own MMU
+    # fault (container_code in the table). Each holds a permit while it is remediated; none is a sign of
+    # a storm, so the guard stays open and every incident acts.
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = parse_policy(f"guard: {STORM}\n{BASE.replace('permanent: [79]', 'permanent: [79], container_code: [31]')}")
+    async with guard_worker(client, task_queue, fake, fleet(client, devices=20)):
+        handles = [await open_incident(client, task_queue, device(n, 0), rules, code=31) for n in range(6)]
+        for handle in handles:
+            state = await assert_eventually(lambda h=handle: _tainted(h), timeout=30)
+            assert state.failure_mode is not None and state.failure_mode.value == "container_code"
+        status = await guard_status(client, expect="ok")
+        assert status.storm is None and len(status.permits) == 6
+
+
+async def _tainted(handle: object) -> object:
+    state = await handle.query(DeviceIncidentWorkflow.get_state)  # type: ignore[attr-defined]
+    assert state.taint_rule is not None, state.phase
+    return state
+
+
 async def test_a_storm_resumes_by_itself_once_calm_for_clear_s(env: WorkflowEnvironment, task_queue: str) -> None:
     client, fake = env.client, FakeCluster()
     fake.health, fake.ticket_state = Health.UNHEALTHY, "open"

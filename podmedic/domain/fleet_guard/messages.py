@@ -34,6 +34,8 @@ class PermitRequest(BaseModel):
     probe: bool = Field(False, description="Dry run: answer what the guard would do, record nothing.")
     counts: bool = Field(True, description="Count the device as unhealthy toward a storm (a node incident's "
                                            "devices count through their own incidents).")
+    hardware: bool = Field(True, description="False when the workload caused the fault (its own code): it holds "
+                                             "a permit like any disruption, but is no sign of a storm.")
 
 
 class PermitAnswer(BaseModel):
