@@ -68,10 +68,14 @@ class MethodRunner:
         self.device_dead = device_dead
 
     def stopped(self, pod: PodRef, current: Obj) -> PodCheckpoint | None:
-        """On a device that failed for good, a pod whose containers stopped will not answer:
-        say so now rather than at the deadline (on a transient fault it may restart and answer)."""
+        """A pod that will not answer, said now rather than at the deadline: one that has terminated
+        (its phase is terminal, or it is being deleted), and on a device that failed for good one whose
+        containers stopped (on a transient fault it may restart and answer)."""
         if self.device_dead and not podview.containers_running(current):
             return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED, STOPPED_ON_DEAD_DEVICE)
+        if (ended := podview.terminated(current)) is not None:
+            return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED,
+                          f"pod has terminated ({ended}): nothing runs to save a checkpoint")
         return None
 
     def remaining(self) -> float:
@@ -133,7 +137,7 @@ class MethodRunner:
                 return await self._record(pod, "http", answer)
             if answer.state == "failed" and status not in _UNREACHABLE and status != 0:
                 return result(pod, "http", CheckpointStatus.FAILED, answer.reason)
-            if self.device_dead and (gone := await self._stopped_now(pod)) is not None:
+            if (gone := await self._stopped_now(pod)) is not None:
                 return gone
             last = answer.reason
             await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))

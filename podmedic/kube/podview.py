@@ -48,6 +48,17 @@ def containers_running(pod: Obj) -> bool:
             and all("running" in (c.get("state") or {}) for c in statuses))
 
 
+def terminated(pod: Obj) -> str | None:
+    """Why the pod will run no more, if it will not: its phase is terminal (``Failed``, ``Succeeded``:
+    a pod never leaves them, k8s.io/api core/v1 PodPhase) or it is being deleted."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Failed", "Succeeded"):
+        return f"phase {phase}"
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return "being deleted"
+    return None
+
+
 def is_ready(pod: Obj) -> bool:
     """Pod condition Ready is True and the pod is not being deleted."""
     if pod["metadata"].get("deletionTimestamp"):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from podmedic.domain.steps import CheckpointAggregate, CheckpointStatus
 from tests.e2e_checkpoint.conftest import Stack, annotate, incident_until_checkpointed, start_job
+from tests.helpers import wait_until
 from workflows import describe
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -142,3 +145,25 @@ async def test_kubelet_answered_through_the_node_proxy(stack: Stack) -> None:
     made = [c for c in stack.sim.state()["kubelet_checkpoints"] if c["pod"] == pod["name"]]
     assert [c["archive"] for c in made] == [archive] and made[0]["node"] == pod["node"]
     assert outcome.checkpoint == "complete: 1/1 pods"
+
+
+async def test_a_pod_that_has_terminated_is_not_asked_and_not_waited_for(stack: Stack) -> None:
+    # The trainer never answers, so waiting for it would end in a timeout; but its process has already
+    # exited (restartPolicy Never, exit 1: phase Failed, which a pod never leaves: k8s.io/api core/v1
+    # PodPhase), so the step is skipped at once with the last known checkpoint.
+    [pod] = start_job(stack.sim, checkpoint_method="annotation", checkpoint_answer="never")
+    annotate(stack.sim, pod, **{"podmedic.io/checkpoint-id": "own-step-7"})
+    stack.sim.call(lambda: stack.sim.engine.kubelet.exit_container(
+        stack.sim.engine.kubelet.pods[(pod["namespace"], pod["name"])],
+        stack.sim.engine.kubelet.pods[(pod["namespace"], pod["name"])].containers[0], 1))
+    await asyncio.to_thread(wait_until, lambda: (stack.kube.get_pod(pod["namespace"], pod["name"]) or {})
+                            .get("status", {}).get("phase") == "Failed", timeout=10, what="the pod Failed")
+    outcome, state = await incident_until_checkpointed(stack, pod)
+    assert state.checkpoint is not None
+    [result] = state.checkpoint.results
+    assert result.status is CheckpointStatus.SKIPPED, result
+    assert result.reason == "pod has terminated (phase Failed): nothing runs to save a checkpoint"
+    assert result.checkpoint_id == "own-step-7"
+    notes = stack.kube.get_pod(pod["namespace"], pod["name"])["metadata"]["annotations"]  # type: ignore[index]
+    assert "podmedic.io/checkpoint-request" not in notes  # not asked
+    assert any("last known checkpoint(s): own-step-7" in t.message for t in outcome.timeline)
