@@ -11,6 +11,7 @@ from benchmarks.llama3 import LLAMA3_INTERVAL_H
 from benchmarks.results import RESULTS
 
 SERVER_CHOICES = ("default", "tuned")
+POLICY_CHOICES = ("podmedic", "k8s-only", "cordon-drain")  # benchmarks.goodput.POLICIES
 KNOBS = ("repair_s", "warn_share", "checkpoint_save_real_s")  # benchmarks.goodput_sensitivity.SWEEPS
 
 
@@ -62,7 +63,7 @@ def _goodput(args: argparse.Namespace) -> int:
     from benchmarks.goodput import run_and_print
 
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
-                  pods_per_job=args.pods_per_job)
+                  pods_per_job=args.pods_per_job, policies=tuple(args.policy or POLICY_CHOICES), reuse=args.reuse)
     return 0
 
 
@@ -142,6 +143,11 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--pods-per-job", type=_at_least_one, default=1, metavar="N",
                    help="1 (default): single-GPU Jobs; more: synchronous Jobs shaped like Llama 3's, N pods of 8 "
                         "GPUs on a node each, every rank needed for a step, the trainer saving on SIGTERM")
+    p.add_argument("--policy", action="append", choices=POLICY_CHOICES,
+                   help="run only this policy (repeatable; default: all); the others come from --reuse")
+    p.add_argument("--reuse", type=Path, metavar="FILE",
+                   help="an earlier result of the same setup and seeds: the control and the policies not run are "
+                        "taken from it (the JSON says which, and when they were measured)")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
     p.set_defaults(func=_goodput)
     p = which.add_parser("goodput-sensitivity",

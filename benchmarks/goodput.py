@@ -28,6 +28,7 @@ the rate at which the published goodput figures (Llama 3 ~90 %, ByteRobust 97 %)
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -78,19 +79,37 @@ def _summary(policy: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
-                      label: str = "goodput") -> dict[str, Any]:
-    """Every policy on the same faults under ``setup``, for each seed; returns the summaries and the mix."""
-    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
+                      label: str = "goodput", policies: tuple[str, ...] = POLICIES,
+                      reused: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """``policies`` on the same faults under ``setup``, for each seed (the others' runs taken from
+    ``reused``); returns every policy's summary and the mix."""
+    runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in POLICIES}
     mix: dict[str, int] = {}
     for seed in seeds:
         drawn = draw_faults(faults, seed, setup.duration_s)
         for _, kind in drawn:
             mix[kind] = mix.get(kind, 0) + 1
-        for policy in POLICIES:
+        for policy in policies:
             result = await one_run(policy, setup, drawn)
             runs[policy].append({**result, "seed": seed, "faults_drawn": drawn})
             progress(f"[{label}] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective")
     return {"mix_drawn": mix, "policies": [_summary(p, runs[p]) for p in POLICIES]}
+
+
+SAME_SETUP = ("jobs", "pods_per_job", "faults", "seeds", "duration_s", "repair_s")
+
+
+def reusable(earlier: dict[str, Any], setup: Setup, faults: int, seeds: list[int],
+             policies: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
+    """The runs of the policies not re-run, from an earlier result of the same setup and seeds (a
+    policy's runs do not depend on another's: each has a stack of its own); refuses another setup."""
+    wanted = {"jobs": setup.jobs, "pods_per_job": setup.pods_per_job, "faults": faults, "seeds": seeds,
+              "duration_s": setup.duration_s, "repair_s": setup.repair_s}
+    differs = [f"{k} {earlier.get(k, 1 if k == 'pods_per_job' else None)!r} != {v!r}" for k, v in wanted.items()
+               if earlier.get(k, 1 if k == "pods_per_job" else None) != v]
+    if differs:
+        raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
+    return {p["policy"]: p["runs"] for p in earlier["policies"] if p["policy"] not in policies}
 
 
 def shape_words(setup: Setup) -> str:
@@ -102,15 +121,20 @@ def shape_words(setup: Setup) -> str:
     return f"{setup.jobs} single-GPU training Jobs"
 
 
-async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any = print) -> dict[str, Any]:
-    """Every policy on the same faults, for each seed, and one fault-free control; returns the figures."""
+async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
+                      policies: tuple[str, ...] = POLICIES, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``policies`` on the same faults, for each seed, and one fault-free control; with ``earlier``, the
+    other policies' runs and the control are taken from it. Returns the figures."""
     jobs, duration_s = setup.jobs, setup.duration_s
     interval_h = interval_h_of(faults, jobs, duration_s)
     progress(f"[goodput] {shape_words(setup)}, {faults} faults in {duration_s:.0f} s per run, seeds {seeds}: one "
              f"interruption per job every {interval_h:.2f} h (scaled; Llama 3: {LLAMA3_INTERVAL_H:.2f} h)")
-    control = await one_run(CONTROL, setup, [])
+    reused = reusable(earlier, setup, faults, seeds, policies) if earlier is not None else None
+    control = earlier["control"] if earlier is not None else await one_run(CONTROL, setup, [])
     progress(f"[goodput] control (no faults): {control['effective_training_ratio'] * 100:.1f} % effective")
-    found = await policies_on(setup, faults, seeds, progress)
+    found = await policies_on(setup, faults, seeds, progress, policies=policies, reused=reused)
+    if earlier is not None:
+        found["reused"] = {"measured": earlier["machine"]["when"], "policies": [*sorted(reused or {}), "control"]}
     return {"benchmark": "goodput", "machine": machine(), "jobs": jobs, "pods_per_job": setup.pods_per_job,
             "faults": faults, "seeds": seeds, "duration_s": duration_s, "repair_s": setup.repair_s,
             "step_s": STEP_S, "checkpoint_every": CHECKPOINT_EVERY,
@@ -141,13 +165,16 @@ def goodput_table(r: dict[str, Any]) -> str:
 
 
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
-                  out: Path, pods_per_job: int = 1) -> dict[str, Any]:
+                  out: Path, pods_per_job: int = 1, policies: tuple[str, ...] = POLICIES,
+                  reuse: Path | None = None) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1``; without ``duration_s`` it follows from
-    ``interval_h``."""
+    ``interval_h``; ``reuse`` takes the runs of the policies not named, and the control, from that file."""
     if duration_s is None:
         duration_s = duration_for(faults, jobs, interval_h)
     setup = Setup(jobs=jobs, duration_s=duration_s, pods_per_job=pods_per_job)
-    results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds))))
+    earlier = json.loads(reuse.read_text()) if reuse is not None else None
+    results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds)), policies=policies,
+                                      earlier=earlier))
     print(goodput_table(results))
     write(results, out)
     return results

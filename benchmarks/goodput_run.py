@@ -28,7 +28,8 @@ from benchmarks.goodput_faults import (
     RESTART_REAL_S,
     WARN_REAL_S,
 )
-from benchmarks.settings import BENCH_TIMINGS, DEVICES_PER_NODE, shipped_policy_compressed, stack_config
+from benchmarks.scaled_policy import shipped_policy_scaled
+from benchmarks.settings import BENCH_TIMINGS, DEVICES_PER_NODE, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m
 from podmedic.kube.gateway import KubeGateway
@@ -206,7 +207,7 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
         stop, ingest, kube = asyncio.Event(), None, None
         if policy == "podmedic":
             kube = KubeGateway(stack.kubeconfig)
-            ingest = asyncio.create_task(run_ingest_and_agent(stack.client, kube, shipped_policy_compressed(),
+            ingest = asyncio.create_task(run_ingest_and_agent(stack.client, kube, shipped_policy_scaled(SCALE),
                                                               stack.task_queue, stop, stack.sim_url))
         run = _Run(policy, setup, sim, stack.sim_url)
         before = {j["name"]: j for j in (await sim.state())["jobs"]}

@@ -98,6 +98,10 @@ def _goodput(r: dict[str, Any]) -> list[str]:
               f"{p['gpu_min_lost_per_interruption']:.1f} ± {p['gpu_min_ci95']:.1f}", p["seeds"]]
              for p in r["policies"]]
     costs = ", ".join(f"{k.replace('_', ' ')} {v:g} s" for k, v in r["costs_real_s"].items())
+    reused = r.get("reused")
+    if reused:
+        costs += (f". Rows {', '.join(reused['policies'])} were measured on {reused['measured']} (the same setup and "
+                  f"seeds; no run depends on another policy's) and the others on {r['machine']['when']}")
     return [r["description"], "", table(["policy", "effective training time (mean ± 95 % CI)",
                                         "GPU-minutes lost per interruption", "seeds"], rows), "",
             f"Fault mix drawn over all seeds: {r['mix_drawn']}. Real costs charged (scaled): {costs}. "

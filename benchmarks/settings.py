@@ -44,15 +44,6 @@ _OVERRIDES: dict[str, Any] = {
     "node_quarantine": {"enabled": False},
 }
 
-def shipped_policy_compressed() -> PolicySet:
-    """The embedded default policy as shipped (fleet guard and node quarantine on), its waits compressed as
-    ``bench_policy`` compresses them (``python -m benchmarks goodput``)."""
-    raw: dict[str, Any] = yaml.safe_load(embedded_text())
-    waits = {k: v for k, v in _OVERRIDES.items() if k != "node_quarantine"}
-    raw["drivers"]["default"] = overlay(raw["drivers"]["default"], waits)
-    return parse_policy(yaml.safe_dump(raw), "shipped policy, waits compressed")
-
-
 BENCH_TIMINGS = SimTimings(image_pull_s=0.0, container_start_s=0.05, kubelet_report_s=0.2, backoff_base_s=0.1,
                            backoff_max_s=1.0, scheduler_interval_s=0.05, workload_step_s=0.5, checkpoint_save_s=0.0,
                            crash_after_s=0.05, termination_grace_s=0.05, job_requeue_s=0.02, progress_write_s=1.0,

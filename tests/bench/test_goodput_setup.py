@@ -50,3 +50,38 @@ def test_a_sensitivity_table_lists_the_base_and_each_value_in_order() -> None:
     assert value_words("warn_share", None) == "host maintenance only (documented)"
     assert value_words("warn_share", 0.5) == "50 %"
     assert set(SWEEPS) == {"repair_s", "warn_share", "checkpoint_save_real_s"}
+
+
+def test_the_shipped_policys_waits_are_scaled_like_the_rest_of_the_run() -> None:
+    # The shipped values are read from the embedded policy with plain YAML here.
+    import yaml
+
+    from benchmarks.scaled_policy import scaled_raw
+    from podmedic.domain.policy_layers import embedded_text
+
+    shipped = yaml.safe_load(embedded_text())
+    scaled = scaled_raw(yaml.safe_load(embedded_text()), 60.0)
+    default, nvidia = scaled["drivers"]["default"], scaled["drivers"]["gpu.nvidia.com"]
+    assert default["close"]["heal_wait_s"] == shipped["drivers"]["default"]["close"]["heal_wait_s"] / 60
+    assert nvidia["checkpoint"]["timeout_s"] == shipped["drivers"]["gpu.nvidia.com"]["checkpoint"]["timeout_s"] / 60
+    assert [r["timeout_s"] for r in default["recovery"]["transient"]] == [
+        r["timeout_s"] / 60 for r in shipped["drivers"]["default"]["recovery"]["transient"]]
+    assert scaled["guard"]["storm"]["clear_s"] == shipped["guard"]["storm"]["clear_s"] / 60
+    # Machines answering are not scaled: the activities' limits and the wait for the node agent's XID.
+    assert default["steps"] == shipped["drivers"]["default"]["steps"]
+    assert nvidia["detection"]["corroborate_s"] == shipped["drivers"]["gpu.nvidia.com"]["detection"]["corroborate_s"]
+    assert default["checkpoint"]["poll_s"] == 0.05  # 1 s / 60, floored
+
+
+def test_reuse_takes_the_other_policies_runs_only_from_the_same_setup() -> None:
+    import pytest
+
+    from benchmarks.goodput import reusable
+
+    setup = Setup(jobs=2, duration_s=46.0, pods_per_job=4)
+    earlier = {"jobs": 2, "pods_per_job": 4, "faults": 4, "seeds": [1, 2], "duration_s": 46.0, "repair_s": 15.0,
+               "policies": [{"policy": p, "runs": [p]} for p in ("podmedic", "k8s-only", "cordon-drain")]}
+    assert reusable(earlier, setup, 4, [1, 2], ("podmedic",)) == {"k8s-only": ["k8s-only"],
+                                                                  "cordon-drain": ["cordon-drain"]}
+    with pytest.raises(ValueError, match="seeds"):
+        reusable(earlier, setup, 4, [1, 2, 3], ("podmedic",))
