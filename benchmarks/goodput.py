@@ -13,7 +13,8 @@ hit them under each policy, each on a fresh stack, for several seeds:
 - **control**: no faults at all: the ceiling the others are measured against.
 
 Every policy runs on the same cluster: its DRA driver taints a failed GPU in its ResourceSlice
-(NoSchedule), so no scheduler puts a pod back on it (health-aware placement for every baseline).
+(NoSchedule; ``None`` for the XIDs NVIDIA's driver calls the application's), so no scheduler puts a pod
+back on a broken GPU (health-aware placement for every baseline).
 The faults, their signals and costs: ``benchmarks/goodput_faults.py``. Every broken GPU is repaired
 (set Healthy) ``repair_s`` after its fault. Effective training time = steps kept / steps an
 undisturbed job makes in the same time. Each policy's figure is the mean over the seeds with its

@@ -40,6 +40,10 @@ STEP_S = 0.1
 CHECKPOINT_EVERY = 50  # the job's own checkpoint: every 5 s of simulated training
 SCALE = 60.0  # one simulated second stands for a minute of a real job (GPU-hours are scaled by it)
 DRIVER_TAINT = "gpu.nvidia.com/xid"
+NON_FATAL_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+"""XIDs NVIDIA's DRA driver calls application-level: their ResourceSlice taint has effect ``None``, which
+keeps no pod off the GPU; every other XID's is ``NoSchedule`` (kubernetes-sigs/dra-driver-nvidia-gpu,
+docs "GPU health checking", XID errors)."""
 
 
 @dataclass(frozen=True)
@@ -157,14 +161,16 @@ def _announcement() -> dict[str, Any]:
 
 async def _fall_over(run: _Run, dev: tuple[str, ...], spec: dict[str, Any], after_s: float) -> None:
     """The fault itself, ``after_s`` from now: whatever still runs on the device dies; the driver taints
-    a GPU that reports an XID in its ResourceSlice (NoSchedule), so no scheduler places a pod on it."""
+    a GPU that reports an XID in its ResourceSlice, ``NoSchedule`` (no scheduler places a pod on it) unless
+    the XID is an application's (``None``: informational)."""
     await asyncio.sleep(after_s)
     await run.sim.post("faults/device", {
         **_device(dev), "health": "Unhealthy", "reason": spec.get("reason", "XidError"), "code": spec["code"],
         "message": spec["message"], "crash": True, "clears_on_restart": spec["clears_on_restart"]})
     if spec["code"] is not None:
+        effect = "None" if spec["code"] in NON_FATAL_XIDS else "NoSchedule"
         await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "value": str(spec["code"]),
-                                                  "effect": "NoSchedule"})
+                                                  "effect": effect})
 
 
 async def _repair(run: _Run, http: aiohttp.ClientSession, dev: tuple[str, ...], node: str,
