@@ -6,7 +6,7 @@ Ready before the clock starts), podmedic's worker and the bare baseline's worker
 own process. One warm-up incident runs first; its history says how many activities an
 incident schedules (K), and the bare baseline runs workflows of K no-op activities.
 
-- orchestration: N bare workflows at once, then N incidents at once (XID 31, transient: the
+- orchestration: N bare workflows at once, then N incidents at once (XID 94, transient: the
   full pipeline: discover, checkpoint, taint, in-place restart, verify, untaint, close). Each
   failing device is on a node of its own unless ``--per-node`` says more: 3 or more failing
   devices of one node within 2 minutes are a node incident (``node_correlation``), which is

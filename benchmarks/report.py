@@ -31,7 +31,7 @@ RUNS: dict[str, list[str]] = {
     # Llama 3's shape: 2 synchronous Jobs of 4 nodes x 8 GPUs, 4 faults in 46 s (8x Llama 3's rate, so a
     # run is short enough for 8 seeds): the per-interruption loss is the figure that compares.
     "goodput-llama3": ["goodput", "--jobs", "2", "--pods-per-job", "4", "--faults", "4", "--duration-s", "46"],
-    "goodput-sensitivity": ["goodput-sensitivity"],  # 8 jobs, 16 faults in 45 s, 2 seeds, 7 points x 3 policies
+    "goodput-sensitivity": ["goodput-sensitivity", "--seeds", "1"],  # 8 jobs, 16 faults in 45 s: 7 points x 3 policies
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
 QUICK: dict[str, list[str]] = {
