@@ -113,10 +113,13 @@ async def run(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Ru
     statuses = []
     async with build_worker(client, task_queue, kube):
         url = await ready
-        sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31,
-                              message="XID 31: MMU fault", clears_on_restart=True)
+        # A hardware fault (transient, not in the table) that a restart clears: the incident reports to its
+        # node's watch, which the open-incidents gauge counts (a workload's XID would not: no watch).
+        sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=94,
+                              message="XID 94: contained ECC error", clears_on_restart=True)
         async with aiohttp.ClientSession() as http:
-            for body, ctype in ((_event(resource_id, node, 31, "XID 31: MMU fault"), "application/cloudevents+json"),
+            for body, ctype in ((_event(resource_id, node, 94, "XID 94: contained ECC error"),
+                                 "application/cloudevents+json"),
                                 (_event(resource_id, node, 43, "XID 43: reset channel"),
                                  "application/cloudevents+json"),
                                 ({"not": "an event"}, "text/plain")):
