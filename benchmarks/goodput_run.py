@@ -35,6 +35,7 @@ from benchmarks.stats import load_1m
 from podmedic.kube.gateway import KubeGateway
 from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim.config import SimTimings
+from podmedic_sim.vendors.desk import running_desk
 
 STEP_S = 0.1
 CHECKPOINT_EVERY = 50  # the job's own checkpoint: every 5 s of simulated training
@@ -207,14 +208,17 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
     names = [f"train-{i:02d}" for i in range(setup.jobs)]
     shape: dict[str, Any] = {"parallelism": setup.pods_per_job, "devices_per_pod": DEVICES_PER_NODE,
              "checkpoint_on_sigterm": True} if setup.llama3_shape else {}
-    async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
+    # The repair is the vendor's: under podmedic a GPU that failed for good comes back through its ticket
+    # (the desk resolves it when the repair is done), as the shipped policy expects of a vendor.
+    async with running_stack(config) as stack, Sim(stack.sim_url) as sim, \
+            running_desk(stack.sim_url, setup.repair_s) as (_, ticket_url):
         await sim.start_jobs(names, **shape)
         await _all_ranks_ready(sim, setup, names)
         stop, ingest, kube = asyncio.Event(), None, None
         if policy == "podmedic":
             kube = KubeGateway(stack.kubeconfig)
-            ingest = asyncio.create_task(run_ingest_and_agent(stack.client, kube, shipped_policy_scaled(SCALE),
-                                                              stack.task_queue, stop, stack.sim_url))
+            ingest = asyncio.create_task(run_ingest_and_agent(
+                stack.client, kube, shipped_policy_scaled(SCALE, ticket_url), stack.task_queue, stop, stack.sim_url))
         run = _Run(policy, setup, sim, stack.sim_url)
         before = {j["name"]: j for j in (await sim.state())["jobs"]}
         started = time.monotonic()

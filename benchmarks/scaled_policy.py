@@ -61,9 +61,9 @@ def scaled_raw(raw: dict[str, Any], scale: float) -> dict[str, Any]:
     return raw
 
 
-def shipped_policy_scaled(scale: float) -> PolicySet:
+def shipped_policy_scaled(scale: float, ticket_url: str = "") -> PolicySet:
     """The embedded default policy as shipped (fleet guard and node quarantine on), on a clock ``scale``
-    times faster; no vendor ticket URL (the goodput runs have no vendor desk)."""
+    times faster, filing vendor tickets at ``ticket_url`` (none when empty)."""
     raw: dict[str, Any] = yaml.safe_load(embedded_text())
-    raw["drivers"]["default"].setdefault("ticket", {})["url"] = ""
+    raw["drivers"]["default"].setdefault("ticket", {})["url"] = ticket_url
     return parse_policy(yaml.safe_dump(scaled_raw(raw, scale)), f"shipped policy, waits scaled 1/{scale:g}")

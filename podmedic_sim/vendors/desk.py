@@ -11,11 +11,13 @@ and resolving the ticket. Tickets persist to a JSON file so a restart loses none
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +179,16 @@ def serve(port: int, sim_url: str | None, resolve_after_s: float | None, store: 
     else:
         app = VendorDesk(sim_url=sim_url, resolve_after_s=resolve_after_s, store=store).app()
     web.run_app(app, host="127.0.0.1", port=port, print=None)
+
+
+@contextlib.asynccontextmanager
+async def running_desk(sim_url: str | None, resolve_after_s: float | None) -> AsyncIterator[tuple[VendorDesk, str]]:
+    """A webhook-shaped desk on a free loopback port while the block runs: the desk and its tickets URL."""
+    desk = VendorDesk(sim_url=sim_url, resolve_after_s=resolve_after_s)
+    runner = web.AppRunner(desk.app())
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield desk, f"http://127.0.0.1:{runner.addresses[0][1]}/tickets"
+    finally:
+        await runner.cleanup()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.node import NodeIncidentState
 from podmedic.domain.policy_file import parse_policy
-from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, sim_node, wait_until
-from workers.worker import build_worker
+from tests.pipeline import running_pipeline
 from workflows.node_incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -50,15 +47,8 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str) -> AsyncIterator[Client]:
-    assert sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(sim.kubeconfig_path))
-    stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest_and_agent(dev_env.client, kube, POLICY, task_queue, stop, sim.url))
-    async with build_worker(dev_env.client, task_queue, kube):
+    async with running_pipeline(dev_env.client, sim, POLICY, task_queue):
         yield dev_env.client
-        stop.set()
-        await ingest
-    kube.close()
 
 
 def _gpu_pod(name: str) -> dict[str, Any]:

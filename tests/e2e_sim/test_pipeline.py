@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,19 +10,17 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from aiohttp import web
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.models import Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk
 from tests.helpers import served_sim, wait_until
 from tests.incidents import last_run, next_outcome
-from workers.worker import build_worker
+from tests.pipeline import running_pipeline, served_desk
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DRIVER = "gpu.nvidia.com"
@@ -56,31 +53,16 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def desk(sim: SimCluster) -> AsyncIterator[VendorDesk]:
     """A real HTTP ticket receiver that resolves tickets after 1 s by replacing the device."""
-    vendor = VendorDesk(sim_url=sim.url, resolve_after_s=1.0)
-    runner = web.AppRunner(vendor.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    os.environ["PODMEDIC_TICKET_URL"] = f"http://127.0.0.1:{port}/tickets"
-    yield vendor
-    os.environ.pop("PODMEDIC_TICKET_URL", None)
-    await runner.cleanup()
+    async with served_desk(sim, resolve_after_s=1.0) as vendor:
+        yield vendor
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, desk: VendorDesk,
                 task_queue: str) -> AsyncIterator[tuple[Client, str]]:
     """The worker, the ingest service and the node agent against the simulator, on a fresh task queue."""
-    assert sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(sim.kubeconfig_path))
-    stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest_and_agent(dev_env.client, kube, POLICY, task_queue, stop, sim.url))
-    async with build_worker(dev_env.client, task_queue, kube):
+    async with running_pipeline(dev_env.client, sim, POLICY, task_queue):
         yield dev_env.client, task_queue
-        stop.set()
-        await ingest
-    kube.close()
 
 
 def _running_pod(sim: SimCluster, job: str) -> dict[str, Any]:

@@ -11,23 +11,19 @@ no ticket.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from aiohttp import web
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.policy_file import load_policy
-from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk
 from tests.helpers import served_sim, wait_until
-from workers.worker import build_worker
+from tests.pipeline import running_pipeline, served_desk
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -42,15 +38,8 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def desk(sim: SimCluster) -> AsyncIterator[VendorDesk]:
-    vendor = VendorDesk(sim_url=sim.url, resolve_after_s=3600.0)
-    runner = web.AppRunner(vendor.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    os.environ["PODMEDIC_TICKET_URL"] = f"http://127.0.0.1:{runner.addresses[0][1]}/tickets"
-    yield vendor
-    os.environ.pop("PODMEDIC_TICKET_URL", None)
-    await runner.cleanup()
+    async with served_desk(sim, resolve_after_s=3600.0) as vendor:
+        yield vendor
 
 
 def _rule_for(sim: SimCluster, pool: str, device: str) -> dict[str, Any] | None:
@@ -68,27 +57,19 @@ async def test_a_one_knob_file_keeps_the_embedded_xid_table_and_guard(
     path.write_text(ONE_KNOB)
     policies = load_policy(path)
     assert policies.guard is not None and policies.guard.enabled
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
-    stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest_and_agent(dev_env.client, kube, policies, task_queue, stop, sim.url))
-    try:
-        async with build_worker(dev_env.client, task_queue, kube):
-            sim.call(lambda: sim.engine.create_training_job("train"))
-            pod = await asyncio.to_thread(wait_until, lambda: next(
-                (p for p in sim.state()["pods"] if p.get("job") == "train" and p["ready"]), None),
-                timeout=30, what="a Ready training pod")
-            driver, pool, device = pod["devices"][0].split("/")
-            sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=79, crash=True,
-                                  message="XID 79: GPU has fallen off the bus")
-            rule = await asyncio.to_thread(wait_until, lambda: _rule_for(sim, pool, device), timeout=90,
-                                           what="a NoExecute DeviceTaintRule for the failed GPU")
-            assert rule["spec"]["deviceSelector"]["driver"] == driver
-            await asyncio.to_thread(wait_until, lambda: [t for t in desk.tickets.values()
-                                                         if t["evidence"]["device"]["device"] == device],
-                                    timeout=90, what="a vendor ticket for the failed GPU")
-            handle = dev_env.client.get_workflow_handle(f"device/{driver}/{pool}/{device}")
-            await handle.terminate("the test has seen what it needed")
-    finally:
-        stop.set()
-        await ingest
-        kube.close()
+    async with running_pipeline(dev_env.client, sim, policies, task_queue):
+        sim.call(lambda: sim.engine.create_training_job("train"))
+        pod = await asyncio.to_thread(wait_until, lambda: next(
+            (p for p in sim.state()["pods"] if p.get("job") == "train" and p["ready"]), None),
+            timeout=30, what="a Ready training pod")
+        driver, pool, device = pod["devices"][0].split("/")
+        sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=79, crash=True,
+                              message="XID 79: GPU has fallen off the bus")
+        rule = await asyncio.to_thread(wait_until, lambda: _rule_for(sim, pool, device), timeout=90,
+                                       what="a NoExecute DeviceTaintRule for the failed GPU")
+        assert rule["spec"]["deviceSelector"]["driver"] == driver
+        await asyncio.to_thread(wait_until, lambda: [t for t in desk.tickets.values()
+                                                     if t["evidence"]["device"]["device"] == device],
+                                timeout=90, what="a vendor ticket for the failed GPU")
+        handle = dev_env.client.get_workflow_handle(f"device/{driver}/{pool}/{device}")
+        await handle.terminate("the test has seen what it needed")
