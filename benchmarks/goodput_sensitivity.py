@@ -73,8 +73,9 @@ def sensitivity_rows(knob: str, rows: list[dict[str, Any]]) -> list[list[str]]:
         cells = [value_words(knob, row["value"]) + (" (base)" if row["base"] else "")]
         for policy in POLICIES:
             p = by_policy[policy]
-            cells.append(f"{p['effective_training_ratio'] * 100:.1f} % ± {p['ci95'] * 100:.1f} "
-                         f"({p['gpu_min_lost_per_interruption']:.0f} min)")
+            ci = f" ± {p['ci95'] * 100:.1f}" if p.get("seeds", 2) > 1 else ""  # one seed: no interval
+            lost = p["gpu_min_lost_per_interruption"]
+            cells.append(f"{p['effective_training_ratio'] * 100:.1f} %{ci} ({lost:.0f} min)")
         out.append(cells)
     return out
 

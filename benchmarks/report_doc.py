@@ -115,7 +115,9 @@ def _sensitivity(r: dict[str, Any]) -> list[str]:
 
     out = [f"{r['description']}: one interruption per job every {r['interval_h']} h (scaled). Each assumption "
            "varied on its own, the others at the base's; every policy on the same seeded faults. Cells: effective "
-           "training time, mean ± 95 % CI (GPU-minutes lost per interruption).", ""]
+           "training time, mean ± 95 % CI with more than one seed (GPU-minutes lost per interruption). Within a "
+           "row the policies compare; across rows compare the GPU-minutes: a run lasts until its last repair and "
+           "fall-over, so the rows' windows differ.", ""]
     for knob, rows in r["knobs"].items():
         out += [f"**{KNOB_WORDS[knob]}**", "", table(["value", *POLICIES], sensitivity_rows(knob, rows)), ""]
     return out

@@ -27,18 +27,18 @@ from podmedic.temporal.connect import connect
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 
-# (label, fault body without the device) — drawn from the Llama 3 interruption mix. The first four land
-# on node-0000: three hardware faults there make it a node incident; the MMU fault, which the workload
-# caused, is not blamed on the node.
+# (label, fault body without the device) — drawn from the Llama 3 interruption mix, given to the jobs in
+# node order: the first node gets the three hardware faults, which make it a node incident, and the MMU
+# fault, which the workload caused and which is not blamed on the node.
 FAULTS: list[tuple[str, dict[str, Any]]] = [
-    ("MMU fault, cleared by a restart",
-     {"code": 31, "message": "XID 31: GPU memory page fault", "clears_on_restart": True}),
     ("GPU fallen off the bus",
      {"code": 79, "message": "XID 79: GPU has fallen off the bus", "crash": True}),
     ("ECC error a restart does not clear",
      {"code": 94, "message": "XID 94: contained ECC error"}),
     ("HBM3 double-bit error",
      {"code": 48, "message": "XID 48: double bit ECC error", "crash": True}),
+    ("MMU fault, cleared by a restart",
+     {"code": 31, "message": "XID 31: GPU memory page fault", "clears_on_restart": True}),
     ("noise the policy ignores",
      {"code": 109, "message": "XID 109: context switch timeout"}),
     ("graphics exception, cleared by a restart",
@@ -140,7 +140,7 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
                             vendor_resolve_s=5.0)) as stack:
         ep = stack.endpoints
         print(f"  Temporal UI: {ep['ui_url']}", flush=True)
-        pods = _start_jobs(str(ep["sim_url"]), faults)
+        pods = sorted(_start_jobs(str(ep["sim_url"]), faults), key=lambda p: (p["node"], p["devices"][0]))
         devices: list[str] = []
         for i, pod in enumerate(pods):
             label, fault = FAULTS[i % len(FAULTS)]
@@ -152,7 +152,7 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
         idle = _idle_device(str(ep["sim_url"]))
         print(f"  inject on {idle} (idle, no pod holds it): GPU fallen off the bus; only the node agent sees it",
               flush=True)
-        _inject(str(ep["sim_url"]), idle, FAULTS[1][1])
+        _inject(str(ep["sim_url"]), idle, FAULTS[0][1])
         devices.append(idle)
         client = asyncio.run(connect(str(ep["temporal_address"])))
         outcomes = asyncio.run(_watch(client, devices, timeout_s=300))
