@@ -128,16 +128,10 @@ class Workloads:
         self._resolve(work, None, (503, {"error": "connection reset: the container stopped while saving"}))
         if c.exit_code == KILL_EXIT_CODE and prog.saves_on_sigterm and prog.step > prog.checkpointed_step \
                 and (not rt.deleting or self._kubelet.grace_s(rt.key) >= self._t.checkpoint_save_s):
-            # The trainer's SIGTERM handler: after a rank already died the step was rolled back, so
-            # this saves only what a whole job still holds.
+            # The trainer's SIGTERM handler; once a rank died the step was rolled back: nothing to save.
             self.save_now(work.job, requested=False)
             prog.sigterm_checkpoints += 1
-        prog.restarts += 1
-        prog.interruptions.append({"step": prog.step, "checkpointed_step": prog.checkpointed_step,
-                                   "requested_step": prog.requested_step,
-                                   "lost": prog.step - prog.checkpointed_step})
-        prog.lost_steps += prog.step - prog.checkpointed_step
-        prog.step = prog.checkpointed_step
+        prog.interrupt()
 
     # -- protocol ----------------------------------------------------------------------
     def _running(self, pkey: PodKey, uid: str) -> tuple[PodRt, ContainerRt] | None:

@@ -82,6 +82,15 @@ class Progress:
     written: tuple[int, int, int] = (-1, -1, -1)
     last_write: float = float("-inf")
 
+    def interrupt(self) -> None:
+        """A container of the Job stopped: the steps since the last checkpoint are lost and rolled back."""
+        self.restarts += 1
+        self.interruptions.append({"step": self.step, "checkpointed_step": self.checkpointed_step,
+                                   "requested_step": self.requested_step,
+                                   "lost": self.step - self.checkpointed_step})
+        self.lost_steps += self.step - self.checkpointed_step
+        self.step = self.checkpointed_step
+
     def to_json(self) -> dict[str, Any]:
         """Fields of the state JSON."""
         return {
