@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := podmedic podmedic_sim workflows activities workers benchmarks
 
-.PHONY: install demo test fuzz lint clean
+.PHONY: install demo test fuzz mutants lint clean
 
 install: $(STAMP)
 
@@ -27,6 +27,10 @@ test: install
 # The long property-based runs (10,000 generated cases each).
 fuzz: install
 	$(BIN)/pytest -q -m slow
+
+# Each README claim's tests, run with a bug that breaks the claim (tests/mutants/catalog.py): all must fail.
+mutants: install
+	$(BIN)/python -m tests.mutants --json bench/results/mutants.json
 
 # ruff, mypy --strict, and the import contracts of pyproject.toml ([tool.importlinter]).
 lint: install

@@ -118,29 +118,40 @@ def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, str]:
     return method, path, draw(bodies()), draw(st.sampled_from(CTYPES))
 
 
-def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw) -> None:
-    v1 = client.CoreV1Api(api)
-    v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SAFE_NS}})
-    v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fuzz"}})
-    canary_path = f"/api/v1/namespaces/{SAFE_NS}/events/{CANARY}"
+class Canary:
+    """The canary Event in ``fuzz-safe``: served as it is now, made again if an accepted DELETE removed it."""
 
-    def canary() -> Any:
-        """The canary as served now, made again if an accepted DELETE removed it."""
-        status, found = raw("GET", canary_path)
+    path = f"/api/v1/namespaces/{SAFE_NS}/events/{CANARY}"
+
+    def __init__(self, v1: client.CoreV1Api, raw: Raw) -> None:
+        self.v1, self.raw = v1, raw
+        for ns in (SAFE_NS, "fuzz"):
+            if raw("GET", f"/api/v1/namespaces/{ns}")[0] == 404:  # the simulator is shared by the module
+                v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    def now(self) -> Any:
+        status, found = self.raw("GET", self.path)
         if status == 404:
             # An Event: no simulated controller touches it, so any change but an accepted write is corruption.
-            v1.create_namespaced_event(SAFE_NS, {
+            self.v1.create_namespaced_event(SAFE_NS, {
                 "apiVersion": "v1", "kind": "Event", "metadata": {"name": CANARY, "labels": {"k": "v"}},
                 "involvedObject": {"kind": "Pod", "name": "p", "namespace": SAFE_NS}, "reason": "Canary",
                 "message": "must survive the fuzzing", "type": "Normal"})
-            status, found = raw("GET", canary_path)
+            status, found = self.raw("GET", self.path)
         assert status == 200, found
         return found
 
-    last_rv = [int(canary()["metadata"]["resourceVersion"])]
+
+def _seed() -> int:
     run_seed = int(os.environ.get("PODMEDIC_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
     print(f"fuzz seed {run_seed} (replay: PODMEDIC_FUZZ_SEED={run_seed})")
+    return run_seed
 
+
+def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw) -> None:
+    canary = Canary(client.CoreV1Api(api), raw)
+    last_rv = [int(canary.now()["metadata"]["resourceVersion"])]
+    run_seed = _seed()
     reached: list[str] = []  # requests that addressed the canary itself
 
     @seed(run_seed)
@@ -148,12 +159,12 @@ def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw
     @given(requests())
     def one(req: tuple[str, str, bytes | None, str]) -> None:
         method, path, body, ctype = req
-        before = canary()
+        before = canary.now()
         status, resp = raw(method, path, body, ctype)
         assert status < 500, (req, status, resp)
-        after = raw("GET", canary_path)
+        after = raw("GET", canary.path)
         addressed = urllib.parse.urlsplit(path).path.startswith(f"/api/v1/namespaces/{SAFE_NS}")
-        if urllib.parse.urlsplit(path).path == canary_path:
+        if urllib.parse.urlsplit(path).path == canary.path:
             reached.append(f"{method} {status}")
         if status >= 300 or method in READS or not addressed:
             assert after == (200, before), (f"seed {run_seed}", req, status, "changed the canary")
@@ -164,3 +175,40 @@ def test_fuzzed_requests_never_crash_nor_corrupt(api: client.ApiClient, raw: Raw
     one()
     print(f"requests addressing the canary: {len(reached)} ({', '.join(sorted(set(reached)))})")
     assert reached, f"seed {run_seed}: no request addressed the canary (the property proved nothing about it)"
+
+
+EVENT_FIELDS = ["apiVersion", "kind", "metadata", "reason", "message", "type", "count", "involvedObject"]
+META_FIELDS = ["name", "namespace", "labels", "uid", "resourceVersion", "generateName"]
+field_values = json_values | st.sampled_from(["Pod", "v2", "Event", "v1", SAFE_NS, "other", CANARY])
+own_fields = st.dictionaries(
+    st.sampled_from(EVENT_FIELDS),
+    field_values | st.dictionaries(st.sampled_from(META_FIELDS), field_values, max_size=2),
+    min_size=1, max_size=3)
+
+
+def test_a_refused_write_to_an_object_leaves_it_as_it_was(api: client.ApiClient, raw: Raw) -> None:
+    """Writes aimed at the canary itself, with bodies built from its own fields, many of them refused
+    (another kind or apiVersion, a metadata that is not an object, a name or namespace that contradicts
+    the URL): the API server validates before it stores, so a refused one changes nothing."""
+    canary = Canary(client.CoreV1Api(api), raw)
+    run_seed = _seed()
+    refused: list[str] = []
+
+    @seed(run_seed)
+    @settings(max_examples=120, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.sampled_from(["PATCH", "PATCH", "PUT"]), own_fields,
+           st.sampled_from(["application/merge-patch+json", "application/strategic-merge-patch+json",
+                            "application/json-patch+json", "application/json"]))
+    def one(method: str, fields: dict[str, Any], ctype: str) -> None:
+        before = canary.now()
+        body = json.dumps(before | fields if method == "PUT" else fields).encode()
+        status, resp = raw(method, canary.path, body, ctype)
+        assert status < 500, (method, fields, status, resp)
+        if status >= 300:
+            refused.append(f"{method} {status}")
+            assert raw("GET", canary.path) == (200, before), (f"seed {run_seed}", method, fields, ctype, status,
+                                                               "a refused write changed the canary")
+
+    one()
+    print(f"refused writes to the canary: {len(refused)} ({', '.join(sorted(set(refused)))})")
+    assert len(refused) >= 10, f"seed {run_seed}: too few refused writes ({len(refused)}) to prove anything"

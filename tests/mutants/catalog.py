@@ -1,0 +1,111 @@
+"""The mutants: one deliberate bug each, and the tests that must fail because of it.
+
+Each mutant breaks one claim of the README's "What the tests prove" the way a real regression would
+(a parser that refuses everything, a 202 sent before the event is delivered, a role that lost a verb,
+a workflow change without its patch marker). ``python -m tests.mutants`` applies each to a copy of
+the tree and runs its tests there: a test that still passes with the bug in place proves nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One bug: ``old`` (found exactly once in ``path``) replaced by ``new``; ``tests`` must then fail."""
+
+    name: str
+    claim: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "rbac-exec-create-only", "least-privilege RBAC: an exec needs get (and create from 1.35)",
+        "deploy/kustomize/base/rbac-worker.yaml",
+        "    resources: [pods/exec]\n    verbs: [get, create]",
+        "    resources: [pods/exec]\n    verbs: [create]",
+        ("tests/deploy/test_rbac_proof.py",)),
+    Mutant(
+        "audit-exec-as-create", "least-privilege RBAC: the simulator authorizes an exec as the API server does",
+        "podmedic_sim/audit.py",
+        'if websocket_create and resource == "pods" and sub in STREAMING and verb == "get":\n'
+        '        return [kind, ("create", group, resource, sub)]',
+        'if websocket_create and resource == "pods" and sub in STREAMING and verb == "get":\n'
+        '        return [("create", group, resource, sub)]',
+        ("tests/deploy/test_rbac_proof.py",)),
+    Mutant(
+        "guard-change-without-patch", "replay-safe upgrades: a changed workflow keeps old runs' path",
+        "workflows/fleet_guard.py",
+        "if workflow.patched(ASK_WAKES_ONLY_ON_TRIP):",
+        "if True:",
+        ("tests/replay/test_replay.py",)),
+    Mutant(
+        "ingest-acks-before-delivering", "no event lost after a 202",
+        "podmedic/ingest/http/app.py",
+        "                if len(items) == 1:\n"
+        "                    done = [await self.deliverer.deliver(items[0])]",
+        "                if len(items) == 1:\n"
+        "                    asyncio.get_running_loop().create_task(self.deliverer.deliver(items[0]))\n"
+        "                    done = []",
+        ("tests/reliability/test_fault_suite.py",)),
+    Mutant(
+        "ingest-never-answers-202", "no event lost after a 202: the fault suite checks the answers it got",
+        "podmedic/ingest/http/app.py",
+        "        return web.json_response(body, status=202)",
+        "        return web.json_response(body, status=503)",
+        ("tests/reliability/test_fault_suite.py",)),
+    Mutant(
+        "cloudevents-refuses-every-event", "parsers accept every valid input",
+        "podmedic/ingest/http/cloudevents.py",
+        "        ce = _ONE.validate_json(body)",
+        '        ce = _ONE.validate_json(b"{}")',
+        ("tests/fuzz/test_cloudevents_contract.py",)),
+    Mutant(
+        "cloudevents-drops-the-code", "parsers carry a valid input unchanged",
+        "podmedic/ingest/http/cloudevents.py",
+        "        code=d.code,",
+        "        code=None,",
+        ("tests/fuzz/test_cloudevents_contract.py",)),
+    Mutant(
+        "cloudevents-refuses-at-the-wrong-place", "parsers refuse an invalid input at its exact place",
+        "podmedic/ingest/http/cloudevents.py",
+        '        problems.append((path_of(prefix, tuple(err["loc"])), message))',
+        '        problems.append((path_of(prefix, ("data",)), message))',
+        ("tests/fuzz/test_cloudevents_contract.py",)),
+    Mutant(
+        "policy-refuses-every-file", "parsers accept every valid input",
+        "podmedic/domain/policy_file.py",
+        "    if not isinstance(drivers, Mapping) or not drivers:",
+        "    if True:",
+        ("tests/fuzz/test_policy_contract.py",)),
+    Mutant(
+        "policy-refuses-at-the-wrong-place", "parsers refuse an invalid input at its exact place",
+        "podmedic/domain/policy_file.py",
+        '                errors.append((_path(str(name), tuple(err["loc"])), err["msg"]))',
+        '                errors.append((f"drivers.{name}", err["msg"]))',
+        ("tests/fuzz/test_policy_contract.py",)),
+    Mutant(
+        "sim-patch-edits-the-stored-object", "the simulated API server: a refused write changes nothing",
+        "podmedic_sim/patching.py",
+        "        return json_copy(patch)\n    out = dict(target) if isinstance(target, dict) else {}",
+        "        return json_copy(patch)\n    out = target if isinstance(target, dict) else {}",
+        ("tests/sim/test_fuzz_api.py",)),
+    Mutant(
+        "temporal-client-ignores-tls", "mTLS to Temporal",
+        "podmedic/temporal/connect.py",
+        "tls=security.tls, api_key=",
+        "tls=False, api_key=",
+        ("tests/security/test_temporal_tls.py",)),
+    Mutant(
+        "temporal-client-sends-no-certificate", "mTLS to Temporal: the client presents its certificate",
+        "podmedic/temporal/connect.py",
+        "tls=security.tls, api_key=",
+        "tls=security.tls if isinstance(security.tls, bool) else dataclasses.replace(\n"
+        "                                    security.tls, client_cert=None, client_private_key=None), api_key=",
+        ("tests/security/test_temporal_tls.py",)),
+)

@@ -1,0 +1,95 @@
+"""Apply one mutant to a copy of the tree and run its tests there."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.mutants.catalog import Mutant
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KILLED, SURVIVED, BROKEN = "killed", "survived", "broken"
+"""A mutant is killed when a test fails on it; it survived when its tests pass; anything else (an error
+in set-up, nothing collected, a timeout) means the check itself is broken and proves nothing."""
+
+
+class CatalogError(ValueError):
+    """A mutant that no longer fits the code: its text is not there exactly once."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running one mutant's tests found."""
+
+    name: str
+    verdict: str
+    seconds: float
+    tail: str
+    failed: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {"mutant": self.name, "verdict": self.verdict, "seconds": round(self.seconds, 1),
+                "failed": list(self.failed), "tail": self.tail}
+
+
+def mutated(mutant: Mutant, root: Path = ROOT) -> str:
+    """The mutant's file with the bug in place; ``CatalogError`` when its text is not there once."""
+    text = (root / mutant.path).read_text()
+    found = text.count(mutant.old)
+    if found != 1:
+        raise CatalogError(f"{mutant.name}: {mutant.path} has its text {found} times, not once; "
+                           "update tests/mutants/catalog.py to the code as it is")
+    if mutant.old == mutant.new:
+        raise CatalogError(f"{mutant.name}: the replacement changes nothing")
+    return text.replace(mutant.old, mutant.new)
+
+
+def tracked_files(root: Path = ROOT) -> list[str]:
+    """The tree as git sees it (tracked and new files, nothing ignored): what a clean checkout has."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                            capture_output=True).stdout.decode()
+    return [name for name in listed.split("\0") if name and (root / name).is_file()]
+
+
+def copy_tree(into: Path, root: Path = ROOT) -> None:
+    for name in tracked_files(root):
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target)
+
+
+def run_mutant(mutant: Mutant, timeout_s: float, root: Path = ROOT) -> Outcome:
+    """Run ``mutant.tests`` on a copy of ``root`` with the bug in place.
+
+    The copy is run by this interpreter (the project's venv): its working directory comes first on
+    ``sys.path``, so the copy's packages, not the installed ones, are imported.
+    """
+    broken = mutated(mutant, root)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree, root)
+        (tree / mutant.path).write_text(broken)
+        command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow",
+                   *mutant.tests]
+        try:
+            done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            return Outcome(mutant.name, BROKEN, time.monotonic() - started,
+                           f"timed out after {timeout_s:g}s\n{_tail(out)}")
+    failed = tuple(line.removeprefix("FAILED ")[:300] for line in done.stdout.splitlines()
+                   if line.startswith("FAILED "))
+    # Exit 1 with no FAILED line is an error in set-up (a fixture, a collection): no test judged the bug.
+    verdict = SURVIVED if done.returncode == 0 else KILLED if done.returncode == 1 and failed else BROKEN
+    return Outcome(mutant.name, verdict, time.monotonic() - started, _tail(done.stdout + done.stderr), failed)
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
