@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -147,11 +148,12 @@ class Closer:
         self.unverified = True
         return False
 
-    async def sleep(self, seconds: float, summary: str) -> None:
-        """Sleep, waking early for a resolution or an abort."""
+    async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
+        """Sleep, waking early for a resolution, an abort, or when ``wake`` says so."""
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: self.wf.resolution is not None or self.wf.abort_request is not None,
+                lambda: self.wf.resolution is not None or self.wf.abort_request is not None
+                or (wake is not None and wake()),
                 timeout=timedelta(seconds=seconds), timeout_summary=summary,
             )
 

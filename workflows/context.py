@@ -10,6 +10,7 @@ mypy checks that wherever a workflow passes ``self``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from temporalio import workflow
@@ -76,8 +77,8 @@ class ClosingContext(Protocol):
     wf: IncidentContext
     policy: DriverPolicy
 
-    async def sleep(self, seconds: float, summary: str) -> None:
-        """A durable timer an operator's abort cuts short."""
+    async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
+        """A durable timer an operator's abort, or ``wake`` turning true, cuts short."""
 
     async def read_health(self) -> Health:
         """The device's health as the cluster reports it now."""

@@ -16,6 +16,25 @@ from podmedic.domain.base import ConfigModel
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
+MAX_VENDOR_POLLS = 600
+"""Status calls one vendor wait may make. Each costs about 11 history events (an activity's three, a
+timer's two, two workflow tasks), so 600 stay under Temporal's warning at 10,240 events a history, far
+from the 51,200 at which the server terminates the run (dynamic config ``limit.historyCount.warn`` and
+``.error``, Temporal's "Self-hosted Temporal Cluster defaults")."""
+
+
+def vendor_polls(wait_s: float, poll_s: float, poll_max_s: float) -> int:
+    """How many status calls a vendor wait of ``wait_s`` makes: the gap starts at ``poll_s`` and doubles
+    up to ``poll_max_s`` (or ``poll_s``, when that is longer)."""
+    ceiling, gap, spent, polls = max(poll_s, poll_max_s), poll_s, 0.0, 0
+    while spent < wait_s:
+        polls += 1
+        spent += gap
+        gap = min(gap * 2, ceiling)
+        if gap == ceiling and spent < wait_s:
+            return polls + int(-(-(wait_s - spent) // gap))
+    return polls
+
 
 def _file_field(what: str) -> str | None:
     return Field(None, min_length=1, description=f"File holding the {what} (e.g. a mounted Secret); wins over env.")
@@ -88,7 +107,11 @@ class Ticket(ConfigModel):
     file_when_permanent: bool = True
     file_when_unhealed: bool = Field(True, description="File when the device stays unhealthy.")
     wait_resolution_s: float = Field(86400.0, gt=0, description="Wait for the vendor this long.")
-    poll_s: float = Field(30.0, gt=0, description="How often the backend is asked for status.")
+    poll_s: float = Field(30.0, gt=0, description="How soon the backend is first asked for status.")
+    poll_max_s: float = Field(3600.0, gt=0, description="The longest gap between status calls: the gap "
+                                                         "doubles from poll_s up to this, so a wait of days "
+                                                         "is a few hundred calls (a resolve callback or a "
+                                                         "Healthy report ends the wait at once).")
     verify_s: float = Field(300.0, ge=0, description="After the vendor resolves: wait this long for the "
                                                      "device to verify healthy before untainting.")
 
@@ -98,4 +121,11 @@ class Ticket(ConfigModel):
             raise ValueError("backend jira needs a 'jira:' section (url, project, ...)")
         if self.backend == "servicenow" and self.servicenow is None:
             raise ValueError("backend servicenow needs a 'servicenow:' section (url, user, ...)")
+        polls = vendor_polls(self.wait_resolution_s, self.poll_s, self.poll_max_s)
+        if polls > MAX_VENDOR_POLLS:
+            raise ValueError(
+                f"waiting {self.wait_resolution_s:g}s for the vendor with status calls at most "
+                f"{max(self.poll_s, self.poll_max_s):g}s apart makes {polls} calls, over {MAX_VENDOR_POLLS} "
+                f"(about 11 history events each; Temporal warns at 10,240 events): raise poll_max_s to at least "
+                f"{self.wait_resolution_s / (MAX_VENDOR_POLLS - 20):.0f} or shorten wait_resolution_s")
         return self

@@ -40,3 +40,21 @@ drivers:
     assert "drivers.b.ticket.servicenow.password_env: String should match pattern" in text
     assert "drivers.c.ticket.jira: Value error, email is required when auth is basic" in text
     assert "drivers.d.ticket.backend: Input should be 'none', 'webhook', 'jira' or 'servicenow'" in text
+
+
+def test_a_vendor_wait_that_would_poll_past_temporals_history_warning_is_refused_with_the_fix() -> None:
+    # 14 days with a status call every 300 s is 4,032 calls, some 44,000 history events: Temporal warns
+    # at 10,240 and terminates the run at 51,200 (limit.historyCount.warn/.error).
+    text = _errors("""
+drivers:
+  default: {}
+  gpu.amd.com: {ticket: {wait_resolution_s: 1209600, poll_s: 300, poll_max_s: 300}}
+""")
+    assert "drivers.gpu.amd.com.ticket: Value error, waiting 1.2096e+06s for the vendor with status calls at " \
+           "most 300s apart makes 4032 calls, over 600" in text
+    assert "raise poll_max_s to at least 2086 or shorten wait_resolution_s" in text
+    # The same wait with the gaps allowed to grow to an hour is a few hundred calls: accepted.
+    assert parse_policy("""
+drivers:
+  default: {ticket: {wait_resolution_s: 1209600, poll_s: 300}}
+""").for_driver("x").ticket.poll_max_s == 3600

@@ -1,0 +1,115 @@
+"""A vendor wait of days keeps the incident's history small, and a Healthy report ends it at once.
+
+Temporal terminates a run whose history reaches 51,200 events and warns at 10,240 (dynamic config
+``limit.historyCount.error`` and ``limit.historyCount.warn``, Temporal's "Self-hosted Temporal
+Cluster defaults"). The wait below is the shipped policy's for AMD GPUs (14 days, read from the
+embedded policy, not restated here), run on the time-skipping server against a vendor who never
+answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from datetime import timedelta
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from podmedic.domain.incident import Phase
+from podmedic.domain.models import DeviceRef, Health, Outcome
+from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
+from podmedic.ingest.delivery import deliver_event
+from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.operator_helpers import outcome_of
+from workflows.incident import DeviceIncidentWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+HISTORY_WARNING = 10_240
+"""Temporal's ``limit.historyCount.warn`` default."""
+
+SHIPPED = load_policy_layers(None).policies.for_driver("gpu.amd.com").ticket
+
+
+def _policy() -> PolicySet:
+    return parse_policy(f"""
+drivers:
+  default:
+    close: {{anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}}
+    ticket: {{url: "http://tickets.invalid", wait_resolution_s: {SHIPPED.wait_resolution_s},
+              poll_s: {SHIPPED.poll_s}, poll_max_s: {SHIPPED.poll_max_s}, verify_s: 60}}
+    classification: {{codes: {{permanent: [79]}}}}
+""")
+
+
+async def _open(client: Client, task_queue: str, device: DeviceRef) -> None:
+    assert await deliver_event(client, event(code=79, device=device), _policy(), task_queue=task_queue,
+                               search_attributes=False)
+
+
+async def _phase(client: Client, device: DeviceRef, phase: Phase) -> None:
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+    for _ in range(600):
+        if (await handle.query(DeviceIncidentWorkflow.get_state)).phase is phase:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the incident never reached {phase}")
+
+
+@pytest.mark.timeout(600)
+async def test_a_fourteen_day_vendor_wait_stays_far_below_temporals_history_limits(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    assert SHIPPED.wait_resolution_s >= 14 * 86400  # the case this test is about: AMD's two weeks
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0003", device="gpu-5")
+    fake = FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow],
+                      activities=fake.activities()):
+        await _open(client, task_queue, device)
+        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+        outcome = await outcome_of(time_skipping_env, handle, step=timedelta(hours=12), rounds=60)
+    assert f"unresolved after {SHIPPED.wait_resolution_s:g}s" in outcome.explanation, outcome
+    events = [e async for e in handle.fetch_history_events()]
+    waited = events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
+    assert waited >= timedelta(seconds=SHIPPED.wait_resolution_s)  # it really waited the whole two weeks
+    print(f"{len(events)} history events, {fake.calls['ticket_status']} status calls over {waited}")
+    assert len(events) < HISTORY_WARNING, f"{len(events)} events for one vendor wait"
+
+
+async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0004", device="gpu-1")
+    fake = FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow],
+                      activities=fake.activities()):
+        await _open(client, task_queue, device)
+        await _phase(client, device, Phase.AWAITING_VENDOR)
+        await time_skipping_env.sleep(timedelta(days=3))  # the status calls are hours apart by now
+        calls = fake.calls["ticket_status"]
+        fake.health = Health.HEALTHY
+        healthy = event(Health.HEALTHY, device=device, event_id="healed", after_s=3 * 86400)
+        await deliver_event(client, healthy, _policy(), task_queue=task_queue, search_attributes=False)
+        handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+        outcome = await outcome_of(time_skipping_env, handle, step=timedelta(minutes=1), rounds=60)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome
+    assert fake.calls["ticket_status"] == calls, "the wait asked the vendor again instead of ending on the report"
+    # The vendor-wait timer running when the report came: the wait must end before it fires, not when it does.
+    timer_fires_at = None
+    async for e in handle.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            started = e.event_time.ToDatetime(tzinfo=dt.UTC)
+            timer_fires_at = started + e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED and "healed" in str(e):
+            break
+    assert timer_fires_at is not None
+    verified = next(t.at for t in outcome.timeline if "device verified after the ticket's resolution" in t.message)
+    assert verified < timer_fires_at, f"the wait ended only when its timer fired ({timer_fires_at}), not on the report"
