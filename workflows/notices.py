@@ -34,7 +34,9 @@ REASONS = {
     "tainted": "PodmedicDeviceTainted",
     "taint_raised": "PodmedicTaintRaised",
     "restarted": "PodmedicRestarted",
+    "restart_failed": "PodmedicRestartFailed",
     "rescheduled": "PodmedicRescheduled",
+    "reschedule_failed": "PodmedicRescheduleFailed",
     "ticketed": "PodmedicTicketed",
     "closed": "PodmedicIncidentClosed",
 }

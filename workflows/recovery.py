@@ -96,8 +96,13 @@ def _limit_s(wf: IncidentContext, rung: LadderRung) -> float:
 
 
 async def _tell(wf: IncidentContext, before: PodRef, result: RecoveryResult, message: str) -> None:
-    """The pod before the attempt and the one after (a replacement, when rescheduled) get the Event."""
-    step = "restarted" if result.action == "in_place_restart" else "rescheduled"
+    """The pod before the attempt and the one after (a replacement, when rescheduled) get the Event,
+    written once the attempt is verified or has failed, and named for which: an attempt that did not
+    verify is never reported as done."""
+    if result.action == "in_place_restart":
+        step = "restarted" if result.verified else "restart_failed"
+    else:
+        step = "rescheduled" if result.verified else "reschedule_failed"
     pods = [before] + ([result.pod] if result.pod is not None and result.pod.uid != before.uid else [])
     keys = [PodKey(namespace=p.namespace, name=p.name, uid=p.uid) for p in pods]
     if result.pod is not None and result.pod.uid != before.uid:

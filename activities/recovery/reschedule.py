@@ -33,7 +33,7 @@ from activities.recovery import placement
 from activities.recovery.verify import Verification, poll
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
-from podmedic.domain.steps import PodNoticeInput, RecoverInput, RecoveryResult
+from podmedic.domain.steps import REPLACED_BY_CONTROLLER, PodNoticeInput, RecoverInput, RecoveryResult
 from podmedic.kube import podview
 from podmedic.kube.gateway import Conflict, KubeError, KubeGateway
 
@@ -166,9 +166,24 @@ class Rescheduler:
                 await self.run(self._label, node, label, False)
         if found is None:
             return self._result(False, check.failure(inp.timeout_s, "replacement"))
-        where = "same node" if podview.pod_ref(found).node == inp.pod.node else "another node"
-        return self._result(True, f"replacement {found['metadata']['name']} Ready on "
-                                  f"{found['spec'].get('nodeName')} ({where}); {check.progress_note(found)}", found)
+        return self._attributed(found, replaced_before=pod is None, progress=check.progress_note(found))
+
+    def _attributed(self, found: Obj, replaced_before: bool, progress: str) -> RecoveryResult:
+        """The verified result, named for what happened: the Job controller replaced a pod that was gone
+        before podmedic evicted it; a ``same_node`` reschedule whose replacement the scheduler put on
+        another node counts as ``any_node``, never as the same node."""
+        name, landed = found["metadata"]["name"], found["spec"].get("nodeName")
+        same = podview.pod_ref(found).node == self.inp.pod.node
+        placed = f"{name} Ready on {landed} ({'same node' if same else 'another node'}); {progress}"
+        if replaced_before:
+            result = self._result(True, f"replaced by its Job controller (the pod was gone before podmedic "
+                                        f"evicted it): {placed}", found)
+            return result.model_copy(update={"action": REPLACED_BY_CONTROLLER})
+        if self.action == "same_node" and not same:
+            self.notes.append(f"same_node asked for {self.inp.pod.node}; the scheduler placed {name} on {landed}: "
+                              "counted as another node")
+            return self._result(True, f"replacement {placed}", found).model_copy(update={"action": "any_node"})
+        return self._result(True, f"replacement {placed}", found)
 
     def _job_pods(self) -> list[Obj]:
         return self.kube.list_pods(self.inp.pod.namespace, f"batch.kubernetes.io/job-name={self.inp.pod.job}")

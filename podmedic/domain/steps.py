@@ -150,8 +150,17 @@ class RecoverInput(BaseModel):
     verify_progress: bool = True
 
 
+REPLACED_BY_CONTROLLER = "replaced_by_controller"
+"""A recovery's ``action`` when the pod's own controller replaced it, podmedic evicting nothing."""
+
+
 class RecoveryResult(BaseModel):
-    """Whether the rung verified (pod Ready, its devices Healthy), and where the pod is."""
+    """Whether the rung verified (pod Ready, its devices Healthy), and where the pod is.
+
+    ``action`` is what recovered the pod, which may differ from the rung that ran: a ``same_node``
+    rung whose replacement landed elsewhere reports ``any_node``; one whose pod its controller had
+    already replaced reports ``replaced_by_controller``.
+    """
 
     verified: bool
     action: str

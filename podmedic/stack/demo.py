@@ -116,6 +116,19 @@ def _blame(out: IncidentOutcome | None) -> str:
     return "workload" if out.failure_mode.blames_the_workload else "hardware"
 
 
+RECOVERY_WORDS = {"in_place_restart": "restarted in place", "same_node": "rescheduled by podmedic to the same node",
+                  "any_node": "rescheduled by podmedic to another node",
+                  "replaced_by_controller": "replaced by its own controller"}
+
+
+def _recovery(out: IncidentOutcome | None) -> str:
+    """How the workload recovered, in words, and where it runs now."""
+    if out is None or out.recovered_by is None:
+        return "none verified"
+    where = f" ({out.pod.namespace}/{out.pod.name} on {out.pod.node})" if out.pod is not None else ""
+    return RECOVERY_WORDS.get(out.recovered_by, out.recovered_by) + where
+
+
 async def _node_incidents(client: Client) -> list[NodeIncidentState]:
     """Every node watch the incidents opened, as it stands now."""
     states = []
@@ -166,8 +179,10 @@ def run_demo(*, faults: int, summary_json: Path | None, keep: bool, state_dir: P
             print(f"  {rid:<36} {mode:<15} {blame:<9} {result:<21} {' > '.join(out.steps) if out else ''}")
             if out:
                 print(f"  {'':<36} {out.explanation}")
+                print(f"  {'':<36} recovery: {_recovery(out)}")
             rows.append({"id": f"device/{rid}", "device": rid, "failure_mode": mode, "blame": blame, "outcome": result,
-                         "steps": out.steps if out else [], "explanation": out.explanation if out else ""})
+                         "recovery": _recovery(out), "steps": out.steps if out else [],
+                         "explanation": out.explanation if out else ""})
         nodes = asyncio.run(_node_incidents(client))
         if nodes:
             print("\nNode watches (several devices of one node failing together):")

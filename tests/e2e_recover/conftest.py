@@ -135,3 +135,10 @@ async def incident(client: Client, task_queue: str, pod: dict[str, Any], driver_
 def notes(outcome: IncidentOutcome, step: str = "recover") -> str:
     """The timeline lines of a step, one per line, for assertions and their messages."""
     return "\n".join(e.message for e in outcome.timeline if e.step == step)
+
+
+def podmedic_events(sim: SimCluster, pod: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """podmedic's Events on the pod, as a kubectl user reads them: reason -> (type, message)."""
+    events = sim.call(lambda: list(sim.store.iter("events", pod["namespace"])))
+    return {e["reason"]: (e["type"], e["message"]) for e in events
+            if e["involvedObject"].get("uid") == pod["uid"] and e["reason"].startswith("Podmedic")}

@@ -9,7 +9,7 @@ from temporalio.client import Client
 
 from podmedic.domain.models import Outcome
 from podmedic_sim import SimCluster
-from tests.e2e_recover.conftest import fault, incident, notes, policy, start_job, wait_progress
+from tests.e2e_recover.conftest import fault, incident, notes, podmedic_events, policy, start_job, wait_progress
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 IN_PLACE_ONLY = "[{action: in_place_restart, timeout_s: 8}]"
@@ -47,6 +47,8 @@ async def test_mechanism_restarts_in_place(sim: SimCluster, worker: tuple[Client
         assert counts["logger"] == before["logger"]
     assert "workload progressing" in notes(outcome), notes(outcome)
     assert outcome.pod is not None and outcome.pod.uid == pod["uid"]
+    kind, message = podmedic_events(sim, pod)["PodmedicRestarted"]
+    assert kind == "Normal" and ": verified;" in message, message
 
 
 async def test_exec_signal_refused_when_the_signal_would_fail_the_pod(sim: SimCluster,
@@ -72,3 +74,8 @@ async def test_verification_fails_when_the_workload_does_not_progress(sim: SimCl
     assert outcome.recovered_by is None
     assert "did not progress past step" in notes(outcome), notes(outcome)
     assert _now(sim, pod)["restart_count"] == 1  # it did restart; the workload just never moved again
+    # The pod's Events say it as the timeline does: the attempt failed, and why; never "restarted".
+    events = podmedic_events(sim, pod)
+    assert "PodmedicRestarted" not in events, events
+    kind, message = events["PodmedicRestartFailed"]
+    assert kind == "Warning" and "not verified" in message and "did not progress past step" in message, message

@@ -16,7 +16,17 @@ from temporalio.client import Client
 
 from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
-from tests.e2e_recover.conftest import IMAGE, fault, incident, notes, policy, ready_pod, start_job, wait_progress
+from tests.e2e_recover.conftest import (
+    IMAGE,
+    fault,
+    incident,
+    notes,
+    podmedic_events,
+    policy,
+    ready_pod,
+    start_job,
+    wait_progress,
+)
 from tests.simkit import gpu_pod, gpu_template
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -80,6 +90,24 @@ async def test_job_pod_replacement_lands_on_the_same_node(sim: SimCluster, worke
     assert outcome.pod.job == job and "same node" in notes(outcome)
     labels = sim.call(lambda: sim.store.get("nodes", None, "node-0001"))["metadata"].get("labels") or {}
     assert not [k for k in labels if k.startswith("prefer.podmedic.io/")], labels  # taken off afterwards
+
+
+async def test_a_same_node_replacement_the_scheduler_put_elsewhere_counts_as_another_node(
+    sim: SimCluster, worker: tuple[Client, str]
+) -> None:
+    # No prefer.podmedic.io/ affinity in the Job's template: where the replacement goes is the scheduler's
+    # choice, and node-0000 has free GPUs again. Recovered, but not on the same node: said so.
+    client, queue = worker
+    blocker = await asyncio.to_thread(_block, sim, "node-0000", 3)
+    job, pod = await start_job(sim, prefer_node_label=False)
+    assert pod["node"] == "node-0001"
+    await asyncio.to_thread(_delete_job, sim, blocker)
+    await wait_progress(sim, job, 3)
+    fault(sim, pod, clears_on_restart=False)
+    outcome = await incident(client, queue, pod, policy(SAME))
+    assert outcome.pod is not None and outcome.pod.node == "node-0000", notes(outcome)
+    assert outcome.recovered_by == "any_node", notes(outcome)
+    assert "same_node asked for node-0001; the scheduler placed" in notes(outcome), notes(outcome)
 
 
 async def test_bare_pod_is_recreated_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
@@ -153,6 +181,10 @@ async def test_pdb_that_never_allows_fails_the_rung_with_the_reason(sim: SimClus
     assert "eviction blocked for" in text and "would violate the pod's disruption budget" in text, text
     still = next(p for p in sim.state()["pods"] if p["name"] == pod["name"])
     assert still["uid"] == pod["uid"] and not still["deleting"]
+    events = podmedic_events(sim, pod)  # the pod's Events say the attempt failed, and why
+    assert "PodmedicRescheduled" not in events, events
+    kind, message = events["PodmedicRescheduleFailed"]
+    assert kind == "Warning" and "would violate the pod's disruption budget" in message, message
 
 
 async def test_any_node_when_the_node_has_no_free_healthy_device(sim: SimCluster,
