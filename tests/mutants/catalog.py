@@ -60,6 +60,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return web.json_response(body, status=503)",
         ("tests/reliability/test_fault_suite.py",)),
     Mutant(
+        "taint-retry-makes-a-second-rule", "no duplicated effect: a retried taint takes over its own rule",
+        "activities/taint.py",
+        "            except Conflict:\n                existing = self.kube.get_taint_rule(name)",
+        '            except Conflict:\n                body["metadata"]["name"] = name = name + "-again"\n'
+        "                continue",
+        ("tests/reliability/test_fault_suite.py",)),
+    Mutant(
         "cloudevents-refuses-every-event", "parsers accept every valid input",
         "podmedic/ingest/http/cloudevents.py",
         "        ce = _ONE.validate_json(body)",
@@ -108,4 +115,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "tls=security.tls if isinstance(security.tls, bool) else dataclasses.replace(\n"
         "                                    security.tls, client_cert=None, client_private_key=None), api_key=",
         ("tests/security/test_temporal_tls.py",)),
+    Mutant(
+        "vendor-wait-polls-at-a-fixed-gap", "a vendor wait of weeks stays far below Temporal's history limits",
+        "workflows/ticketing.py",
+        "            gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))",
+        "            gap = ticket.poll_s",
+        ("tests/workflow/test_vendor_wait.py",)),
+    Mutant(
+        "gate-removal-lists-the-remaining-gates", "podmedic removes its scheduling gate and no other's",
+        "activities/recovery/reschedule.py",
+        '        gate = {"name": placement.GATE, "$patch": "delete"}\n'
+        '        kube.patch_pod(namespace, name, {"spec": {"schedulingGates": [gate]}})',
+        '        kept = [g for g in present if g.get("name") != placement.GATE]\n'
+        '        kube.patch_pod(namespace, name, {"spec": {"schedulingGates": kept}})',
+        ("tests/fidelity/test_patch_and_update.py",)),
+    Mutant(
+        "jira-cloud-uses-the-removed-search", "Jira Cloud tickets go through the current search",
+        "activities/tickets/jira.py",
+        'path = "search/jql" if self.settings.deployment == "cloud" else "search"',
+        'path = "search"',
+        ("tests/unit/test_jira_search.py", "tests/e2e_tickets")),
+    Mutant(
+        "cdi-ids-read-as-device-names", "the kubelet's CDI-form device IDs open the incident on the right device",
+        "podmedic/kube/resource_ids.py",
+        "    pod_claim = entry.removeprefix",
+        "    return f\"{resource_id} is not driver/pool/device\"\n    pod_claim = entry.removeprefix",
+        ("tests/e2e_ingest/test_resource_ids.py",)),
 )
