@@ -80,8 +80,8 @@ class FleetGuardWorkflow:
         if answer.granted:
             # Patch: a node incident's permit no longer counts as one more device of its pool.
             limits.grant(self.ledger, req, now, shares=req.counts or not workflow.patched(NODE_NOT_A_DEVICE))
-        elif req.incident_id not in self.ledger.waiting:
-            self.ledger.waiting.append(req.incident_id)
+        else:
+            limits.wait(self.ledger, req.incident_id, now)
         if workflow.patched(ASK_WAKES_ONLY_ON_TRIP):
             self.dirty = self.dirty or self.to_open is not None
         else:
@@ -117,7 +117,8 @@ class FleetGuardWorkflow:
         ledger = self.ledger
         return GuardStatus(state="tripped" if ledger.storm else "ok", devices_tainted=len(ledger.permits),
                            nodes_disrupted=len(limits.nodes_disrupted(ledger)), permits=list(ledger.permits.values()),
-                           waiting=list(ledger.waiting), storm=ledger.storm, clear_since=ledger.clear_since,
+                           waiting=list(ledger.waiting), waiting_since=dict(ledger.waiting_since),
+                           storm=ledger.storm, clear_since=ledger.clear_since,
                            fleet=self.fleet, policy=self.policy, history=list(ledger.history))
 
     # -- the loop --------------------------------------------------------------------------
@@ -229,8 +230,7 @@ class FleetGuardWorkflow:
             try:
                 await workflow.get_external_workflow_handle(incident).signal("guard_wake")
             except FailureError:  # closed meanwhile: it released (or will release) what it held
-                if incident in self.ledger.waiting:
-                    self.ledger.waiting.remove(incident)
+                limits.unwait(self.ledger, incident)
 
     def _counted(self, answer: PermitAnswer) -> PermitAnswer:
         return answer.model_copy(update={"devices_tainted": len(self.ledger.permits),

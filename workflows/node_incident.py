@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         NodeWatchInput,
         correlated,
     )
+    from podmedic.domain.node_explain import why_node
     from workflows import node_permits as node_guard
     from workflows import node_plugins, node_quarantine, operator_checks
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
@@ -126,6 +127,10 @@ class NodeIncidentWorkflow:
         if not self.state.escalated:
             self.state.escalated = True
             self.state.phase = "NodeIncident"
+        covered = [r for r in self.reports if r.incident_id in self.state.incidents]
+        self.state.why = why_node(self.inp.node, covered, self.inp.correlation,
+                                  requested_by=self.state.quarantine_requested_by,
+                                  plugin_devices=self.state.plugin_devices)
 
     # -- operators ---------------------------------------------------------------------------
     @workflow.update
@@ -194,7 +199,7 @@ class NodeIncidentWorkflow:
                            f"failed, fewer than {rule.devices} within {rule.window_s:g}s")
             return self._close(explanation)
         self.upsert("NodeIncident")
-        self.details(f"**NodeIncident** — devices of node {inp.node} failed: {', '.join(self.failed())}")
+        self.details(f"**NodeIncident** — {self.state.why}")
         await self.tell_devices()
         explanation = await node_quarantine.run(self)
         await node_guard.release(self)

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Decision, PendingApproval
     from podmedic.domain.models import DeviceRef
     from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
+    from podmedic.domain.node_explain import release_terms
     from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.steps import TaintInput
     from workflows import node_permits as node_guard
@@ -146,7 +147,8 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
     deadline = workflow.now() + timedelta(seconds=q.hold_s)
     until = "every device incident closes healthy" if not wf.state.plugin_devices else _healed_why(wf)
     wf.state.doing = f"{what} held until {until} (at most {q.hold_s:g}s)"
-    wf.details(f"**{wf.state.phase}** — {wf.state.doing}: {', '.join(wf.failed())}")
+    wf.state.release = release_terms(wf.inp.node, until, q.hold_s, deadline)
+    wf.details(f"**{wf.state.phase}** — {wf.state.why}\n\n{wf.state.release}")
     while True:
         await wf.tell_devices()
         if wf.resolution is not None:

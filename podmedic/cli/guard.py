@@ -70,7 +70,10 @@ def render(status: GuardStatus) -> str:
     for permit in status.permits:
         past = f" (approved past the limits by {permit.override_by})" if permit.override_by else ""
         lines.append(f"  holds  {permit.incident_id} on {permit.node} since {permit.since:%H:%M:%S}{past}")
-    lines += [f"  waits  {incident}" for incident in status.waiting]
+    lines.append(status.waiting_summary)
+    for incident in status.waiting:
+        since = status.waiting_since.get(incident)
+        lines.append(f"  waits  {incident}" + (f" since {since:%H:%M:%S}" if since else ""))
     lines += [f"  log    {line}" for line in status.history]
     return "\n".join(lines)
 

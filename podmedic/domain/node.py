@@ -84,6 +84,8 @@ class NodeIncidentState(BaseModel):
     plugin_healthy: list[str] = Field(default_factory=list,
                                       description="Of those, the ones a pod has since reported Healthy.")
     held_rules: list[str] = Field(default_factory=list, description="DeviceTaintRules this incident holds.")
+    why: str = Field("", description="Why the node is the incident: which devices, which faults, when.")
+    release: str = Field("", description="What lifts the quarantine, and what happens if nothing does.")
     pending_approval: PendingApproval | None = None
     decisions: list[Decision] = Field(default_factory=list)
     doing: str = ""

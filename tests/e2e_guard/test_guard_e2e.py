@@ -67,6 +67,8 @@ async def test_while_tripped_nothing_disruptive_reaches_the_cluster(sim: SimClus
         text = render(held)
         print(text)  # docs/guard.md shows this output
         assert text.startswith("fleet guard: TRIPPED") and status.storm.fleet_incident in text
+        assert f"{len(held.waiting)} incident(s) wait for a permit, the oldest since " in text, text
+        assert all(f"  waits  {i} since " in text for i in held.waiting), text
         rules_while_tripped = len(sim.state()["taint_rules"])
         assert held.state == "tripped"
         # Held incidents may ask the cluster nothing at all in this span; a read of our own shows

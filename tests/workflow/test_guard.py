@@ -71,6 +71,8 @@ async def test_over_the_limit_an_incident_is_throttled_until_a_permit_frees(env:
         assert fake.tainted == {first.id.removeprefix("device/")}
         status = await guard_status(client, permits=1, waiting=1)
         assert [p.incident_id for p in status.permits] == [first.id] and status.waiting == [second.id]
+        assert status.waiting_summary.startswith(f"1 incident(s) wait for a permit, the oldest since "
+                                                 f"{status.waiting_since[second.id]:%Y-%m-%d %H:%M:%S}Z ({second.id})")
         await first.execute_update(DeviceIncidentWorkflow.abort, AbortRequest(by="ops", reason="test frees it"))
         await outcome_of(env, first)
         state = await state_in(second, Phase.AWAITING_VENDOR)  # woken by the release, not by its 600 s retry

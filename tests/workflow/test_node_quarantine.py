@@ -89,6 +89,16 @@ async def test_node_quarantine_waits_at_its_gate_and_covers_later_devices(
             assert (await watch.query(NodeIncidentWorkflow.get_state)).quarantined
 
         await assert_eventually(quarantined)
+        # Why, in a sentence: which devices, which faults, when; and what would release it.
+        explained = await watch.query(NodeIncidentWorkflow.get_state)
+        assert f"node {node} is the incident: 3 devices failed within 120s (the policy's threshold is 3)" \
+            in explained.why, explained.why
+        for d in devices[:3]:
+            assert f"{d.device} (device_failed: code 79 is a permanent device failure" in explained.why, explained.why
+        assert "observed 2026-" in explained.why, explained.why
+        assert explained.release.startswith("lifted when every device incident closes healthy, or at once by "
+                                            f"`podmedic incidents resolve node/{node} --by NAME`"), explained.release
+        assert "(400s), it is kept for an operator" in explained.release, explained.release
         # A fourth device failing now is fenced at once (NoSchedule), before it learns from the node's
         # watch that the node is quarantined; then covered: its rule is not raised to NoExecute.
         taints_before = fake.calls["taint_device"]

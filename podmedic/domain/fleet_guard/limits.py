@@ -107,14 +107,26 @@ def grant(ledger: Ledger, req: PermitRequest, now: dt.datetime, *, shares: bool 
                                              override_by=req.override_by)
     if shares and all(o.incident_id != req.incident_id for o in ledger.grants):
         ledger.grants.append(_observation(req, now))
-    if req.incident_id in ledger.waiting:
-        ledger.waiting.remove(req.incident_id)
+    unwait(ledger, req.incident_id)
+
+
+def wait(ledger: Ledger, incident_id: str, now: dt.datetime) -> None:
+    """Put a refused incident on the waiting list (once), remembering since when it waits."""
+    if incident_id not in ledger.waiting:
+        ledger.waiting.append(incident_id)
+        ledger.waiting_since.setdefault(incident_id, now)
+
+
+def unwait(ledger: Ledger, incident_id: str) -> None:
+    """Take an incident off the waiting list."""
+    if incident_id in ledger.waiting:
+        ledger.waiting.remove(incident_id)
+    ledger.waiting_since.pop(incident_id, None)
 
 
 def release(ledger: Ledger, incident_id: str) -> bool:
     """Give back an incident's permit; True when it held one."""
-    if incident_id in ledger.waiting:
-        ledger.waiting.remove(incident_id)
+    unwait(ledger, incident_id)
     if incident_id in ledger.counted:
         ledger.counted.remove(incident_id)
     return ledger.permits.pop(incident_id, None) is not None

@@ -125,6 +125,8 @@ class Ledger(BaseModel):
     seen: list[Observation] = Field(default_factory=list)
     grants: list[Observation] = Field(default_factory=list)
     waiting: list[str] = Field(default_factory=list)
+    waiting_since: dict[str, dt.datetime] = Field(default_factory=dict, description="When each waiting incident "
+                                                                                   "was first refused a permit.")
     counted: list[str] = Field(default_factory=list, description="Open incidents already counted as unhealthy "
                                                                  "(once each, however long they stay open).")
     storm: StormRecord | None = None
@@ -151,8 +153,21 @@ class GuardStatus(BaseModel):
     nodes_disrupted: int
     permits: list[Permit]
     waiting: list[str]
+    waiting_since: dict[str, dt.datetime] = Field(default_factory=dict)
     storm: StormRecord | None
     clear_since: dt.datetime | None
     fleet: FleetSize | None
     policy: GuardPolicy
     history: list[str]
+
+    @property
+    def waiting_summary(self) -> str:
+        """How many incidents wait for a permit, and since when (the oldest)."""
+        if not self.waiting:
+            return "no incident waits for a permit"
+        known = sorted((self.waiting_since[i], i) for i in self.waiting if i in self.waiting_since)
+        if not known:
+            return f"{len(self.waiting)} incident(s) wait for a permit"
+        at, oldest = known[0]
+        return (f"{len(self.waiting)} incident(s) wait for a permit, the oldest since "
+                f"{at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%SZ} ({oldest})")
