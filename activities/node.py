@@ -65,7 +65,7 @@ class NodeActivities:
         except RPCError as err:  # losing the answer only delays the device learning it: the watch signals it too
             activity.logger.warning("node watch %s did not answer: %s", workflow_id, err)
             return NodeReportResult(watch_id=workflow_id)
-        return _answer(workflow_id, state, inp.report.device.resource_id)
+        return _answer(workflow_id, state, inp)
 
     @activity.defn(name="report_to_node")
     async def report_to_node(self, inp: NodeReportInput) -> NodeReportResult:
@@ -101,7 +101,10 @@ class NodeActivities:
         return out
 
 
-def _answer(workflow_id: str, state: NodeIncidentState, resource_id: str) -> NodeReportResult:
+def _answer(workflow_id: str, state: NodeIncidentState, inp: NodeReportInput) -> NodeReportResult:
+    resource_id, at = inp.report.device.resource_id, inp.report.observed_at
     covered = state.escalated and resource_id in state.devices
+    window = dt.timedelta(seconds=inp.watch.correlation.window_s)
+    others = sorted(d for d, seen in state.reported.items() if d != resource_id and abs(seen - at) <= window)
     return NodeReportResult(watch_id=workflow_id, node_incident=workflow_id if covered else None,
-                            quarantined=state.quarantined)
+                            quarantined=state.quarantined, other_failures=others)

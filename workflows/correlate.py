@@ -45,6 +45,10 @@ async def report_to_node(wf: IncidentContext, event: DeviceHealthEvent) -> None:
     except ActivityError as err:
         wf.note("correlate", f"node {node} not told (correlation skipped): {err.cause or err}")
         return
+    if answer.other_failures:
+        wf.state.node_failures = answer.other_failures
+        wf.note("correlate", f"node {node} had other devices fail within "
+                             f"{wf.policy.detection.node_correlation.window_s:g}s: {', '.join(answer.other_failures)}")
     if answer.node_incident and wf.state.node_incident is None:
         wf.state.node_incident = answer.node_incident
         wf.note("correlate", f"part of node incident {answer.node_incident}")

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import RecoveryResult
     from workflows import permits as guarded
+    from workflows.patches import SAME_NODE_NOT_ON_A_FAILING_NODE
 
 if TYPE_CHECKING:
     from podmedic.domain.models import PodRef
@@ -45,12 +46,20 @@ def skip_taint(wf: IncidentContext) -> bool:
 
 
 def skip_rung(wf: IncidentContext, rung: LadderRung) -> bool:
-    """True (and recorded) for a same-node rung while the node is quarantined."""
-    node_incident = covered(wf)
-    if node_incident is None or rung.action not in SAME_NODE_RUNGS:
+    """True (and recorded) for a same-node rung while the node is quarantined, or while other devices
+    of the node failed within the correlation window: a node that may be turning bad is no place to
+    put the workload back, even before it is a node incident."""
+    if rung.action not in SAME_NODE_RUNGS:
         return False
-    wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is quarantined by {node_incident}")
-    return True
+    node_incident = covered(wf)
+    if node_incident is not None:
+        wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is quarantined by {node_incident}")
+        return True
+    if wf.state.node_failures and wf.patches.patched(SAME_NODE_NOT_ON_A_FAILING_NODE):
+        wf.note("recover", f"{rung.action} skipped: other devices of its node failed within the "
+                           f"correlation window ({', '.join(wf.state.node_failures)})")
+        return True
+    return False
 
 
 async def quarantine_rung(wf: IncidentContext, pod: PodRef, rung: LadderRung) -> RecoveryResult:

@@ -113,6 +113,9 @@ class NodeIncidentWorkflow:
         if any(r.incident_id == report.incident_id and r.observed_at == report.observed_at for r in self.reports):
             return False  # the activity delivering it was retried
         self.reports.append(report)
+        known = self.state.reported.get(report.device.resource_id)
+        if known is None or report.observed_at > known:
+            self.state.reported[report.device.resource_id] = report.observed_at
         return True
 
     def _cover(self, group: list[NodeDeviceReport]) -> None:

@@ -20,6 +20,10 @@ BLAME_THE_WORKLOAD = "blame-the-workload"
 """A fault the workload caused counts toward no node correlation and no repeat-offender count
 (``workflows/correlate.py``, ``workflows/repeat.py``); asked only by such incidents."""
 
+SAME_NODE_NOT_ON_A_FAILING_NODE = "same-node-not-on-a-failing-node"
+"""The ``same_node`` rung is skipped while other devices of the node failed within the correlation
+window (``workflows/node_cover.py``); asked only by such incidents."""
+
 BUNDLE = "incident-2026-11"
 """Incidents started since take every patch below, with one marker."""
 

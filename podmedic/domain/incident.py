@@ -122,6 +122,9 @@ class IncidentState(BaseModel):
     events_seen: int = 0
     flapping: bool = False
     node_incident: str | None = Field(None, description="The node-level incident this device is part of.")
+    node_failures: list[str] = Field(default_factory=list, description="Other devices of the node that failed "
+                                                                       "within the correlation window, as its watch "
+                                                                       "said when this one was reported.")
     previous_incidents: list[str] = Field(default_factory=list, description="Earlier incidents of the device "
                                           "within the repeat-offender window (workflow id@run id).")
     repeat_offender: bool = False

@@ -57,6 +57,8 @@ class NodeReportResult(BaseModel):
     watch_id: str
     node_incident: str | None = None
     quarantined: bool = False
+    other_failures: list[str] = Field(default_factory=list, description="Other devices of the node that failed "
+                                                                        "within the correlation window of this report.")
 
 
 class NodeIncidentNotice(BaseModel):
@@ -85,6 +87,8 @@ class NodeIncidentState(BaseModel):
                                       description="Of those, the ones a pod has since reported Healthy.")
     held_rules: list[str] = Field(default_factory=list, description="DeviceTaintRules this incident holds.")
     why: str = Field("", description="Why the node is the incident: which devices, which faults, when.")
+    reported: dict[str, dt.datetime] = Field(default_factory=dict, description="Each device reported failed to "
+                                                                              "the watch, and when it was observed.")
     release: str = Field("", description="What lifts the quarantine, and what happens if nothing does.")
     pending_approval: PendingApproval | None = None
     decisions: list[Decision] = Field(default_factory=list)

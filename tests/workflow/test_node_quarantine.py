@@ -195,3 +195,28 @@ async def test_fewer_previous_incidents_stay_transient(time_skipping_env: Workfl
     assert outcome.permanence is Permanence.TRANSIENT and fake.calls["restart_in_place"] == 1
     assert fake.calls["previous_incidents"] == 1
     assert Effect.NO_SCHEDULE  # the transient taint effect applies (NoExecute is for permanent failures)
+
+
+async def test_same_node_is_not_chosen_on_a_node_whose_other_devices_just_failed(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # Two hardware faults on one node within the window: fewer than the 3 that make a node incident,
+    # but the second workload is not put back on a node that may be turning bad.
+    client = time_skipping_env.client
+    node = "node-0310"
+    first, second = (DeviceRef(driver="gpu.nvidia.com", pool=node, device=f"gpu-{i}") for i in range(2))
+    fake = FakeCluster()
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, POLICY_YAML, event(code=79, device=first, event_id="n0"))
+        earlier: IncidentOutcome = await client.get_workflow_handle(first.workflow_id,
+                                                                     result_type=IncidentOutcome).result()
+        await _send(client, task_queue, POLICY_YAML, event(code=79, device=second, event_id="n1", after_s=30))
+        later: IncidentOutcome = await client.get_workflow_handle(second.workflow_id,
+                                                                   result_type=IncidentOutcome).result()
+    assert earlier.recovered_by == "same_node"  # nothing else had failed on the node yet
+    assert later.recovered_by == "any_node", later.timeline
+    assert fake.calls["reschedule_same_node"] == 1 and fake.calls["reschedule_any_node"] == 1
+    lines = [t.message for t in later.timeline]
+    assert f"node {node} had other devices fail within 120s: {first.resource_id}" in lines, lines
+    assert any(m.startswith(f"same_node skipped: other devices of its node failed within the correlation "
+                            f"window ({first.resource_id})") for m in lines), lines
