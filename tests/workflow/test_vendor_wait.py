@@ -46,6 +46,13 @@ drivers:
 """)
 
 
+def _vendor_never_answers() -> FakeCluster:
+    """Activities under the real names for a device that stays broken and a ticket nobody resolves."""
+    fake = FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    return fake
+
+
 async def _open(client: Client, task_queue: str, device: DeviceRef) -> None:
     assert await deliver_event(client, event(code=79, device=device), _policy(), task_queue=task_queue,
                                search_attributes=False)
@@ -67,10 +74,8 @@ async def test_a_fourteen_day_vendor_wait_stays_far_below_temporals_history_limi
     assert SHIPPED.wait_resolution_s >= 14 * 86400  # the case this test is about: AMD's two weeks
     client = time_skipping_env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0003", device="gpu-5")
-    fake = FakeCluster()
-    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
-    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow],
-                      activities=fake.activities()):
+    fake = _vendor_never_answers()
+    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities()):
         await _open(client, task_queue, device)
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
         outcome = await outcome_of(time_skipping_env, handle, step=timedelta(hours=12), rounds=60)
@@ -87,10 +92,8 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
 ) -> None:
     client = time_skipping_env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0004", device="gpu-1")
-    fake = FakeCluster()
-    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
-    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow],
-                      activities=fake.activities()):
+    fake = _vendor_never_answers()
+    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities()):
         await _open(client, task_queue, device)
         await _phase(client, device, Phase.AWAITING_VENDOR)
         await time_skipping_env.sleep(timedelta(days=3))  # the status calls are hours apart by now
