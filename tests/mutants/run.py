@@ -86,9 +86,12 @@ def run_mutant(mutant: Mutant, timeout_s: float, root: Path = ROOT) -> Outcome:
                            f"timed out after {timeout_s:g}s\n{_tail(out)}")
     failed = tuple(line.removeprefix("FAILED ")[:300] for line in done.stdout.splitlines()
                    if line.startswith("FAILED "))
+    # The failed assertion itself, so a verdict shows the bug was caught for the right reason.
+    why = [line[:300] for line in done.stdout.splitlines() if line.startswith("E ")][:8]
     # Exit 1 with no FAILED line is an error in set-up (a fixture, a collection): no test judged the bug.
     verdict = SURVIVED if done.returncode == 0 else KILLED if done.returncode == 1 and failed else BROKEN
-    return Outcome(mutant.name, verdict, time.monotonic() - started, _tail(done.stdout + done.stderr), failed)
+    tail = "\n".join(why) if verdict == KILLED and why else _tail(done.stdout + done.stderr)
+    return Outcome(mutant.name, verdict, time.monotonic() - started, tail, failed)
 
 
 def _tail(text: str, lines: int = 12) -> str:
