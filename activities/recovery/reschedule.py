@@ -148,7 +148,7 @@ class Rescheduler:
             known = {p["metadata"]["uid"] for p in await self.run(self._job_pods)
                      if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}
         label = placement.prefer_label_key(pod) if (pod is not None and node) else None
-        if node and label is None:
+        if node and label is None and pod is not None:
             self.notes.append("the Job template has no preferred node affinity on a prefer.podmedic.io/ label: "
                               "the replacement's node is left to the scheduler")
         if label and node:

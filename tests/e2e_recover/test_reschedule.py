@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
+from podmedic.domain.incident import Phase
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.policy import Gate
 from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
 from tests.e2e_recover.conftest import (
@@ -27,7 +31,15 @@ from tests.e2e_recover.conftest import (
     start_job,
     wait_progress,
 )
+from tests.helpers import assert_eventually
 from tests.simkit import gpu_pod, gpu_template
+from workflows.incident import DeviceIncidentWorkflow
+
+
+def pod_device(pod: dict[str, Any]) -> DeviceRef:
+    driver, pool, device = pod["devices"][0].split("/")
+    return DeviceRef(driver=driver, pool=pool, device=device)
+
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SAME = "[{action: same_node, timeout_s: 10}]"
@@ -108,6 +120,43 @@ async def test_a_same_node_replacement_the_scheduler_put_elsewhere_counts_as_ano
     assert outcome.pod is not None and outcome.pod.node == "node-0000", notes(outcome)
     assert outcome.recovered_by == "any_node", notes(outcome)
     assert "same_node asked for node-0001; the scheduler placed" in notes(outcome), notes(outcome)
+
+
+async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_replaced_by_its_controller(
+    sim: SimCluster, worker: tuple[Client, str]
+) -> None:
+    # The same_node rung waits 3 s at an approval gate (then proceeds); meanwhile someone deletes the
+    # pod (kubectl delete pod) and its Job controller replaces it. podmedic evicts nothing, and the
+    # recovery is the controller's, not a reschedule of podmedic's.
+    client, queue = worker
+    job, pod = await _job_on_node1(sim)
+    fault(sim, pod, clears_on_restart=False)
+    base = policy(SAME)
+    gated = base.model_copy(update={"approvals": base.approvals.model_copy(update={
+        "gates": [Gate(action="same_node", timeout_s=3, on_timeout="proceed")]})})
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, pod_device(pod).workflow_id)
+    try:
+        earlier = (await handle.describe()).run_id  # an earlier test's incident of the same device
+    except RPCError:
+        earlier = None
+    running = asyncio.create_task(incident(client, queue, pod, gated))
+
+    async def at_the_gate() -> None:
+        try:
+            desc = await handle.describe()
+            assert desc.run_id != earlier, "not started yet"
+            state = await handle.query(DeviceIncidentWorkflow.get_state)
+        except RPCError as err:  # not started yet
+            raise AssertionError(str(err)) from err
+        assert state.phase is Phase.AWAITING_APPROVAL, state.phase
+
+    await assert_eventually(at_the_gate, timeout=30)
+    sim.call(lambda: sim.store.delete("pods", "default", pod["name"]))
+    outcome = await running
+    assert outcome.recovered_by == "replaced_by_controller", notes(outcome)
+    assert "replaced by its Job controller (the pod was gone before podmedic evicted it)" in notes(outcome)
+    assert outcome.pod is not None and outcome.pod.uid != pod["uid"] and outcome.pod.job == job
+    assert "no preferred node affinity" not in notes(outcome)  # there was no pod left to place
 
 
 async def test_bare_pod_is_recreated_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
