@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
+import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -24,10 +26,17 @@ from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
 from podmedic.ingest.delivery import deliver_event
 from tests.workflow.fakes import FakeCluster, event
-from tests.workflow.operator_helpers import outcome_of
+from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    """A server of its own: skipping weeks on the shared one would fire every timer other tests left."""
+    async for server in own_time_skipping_env():
+        yield server
 
 HISTORY_WARNING = 10_240
 """Temporal's ``limit.historyCount.warn`` default."""
@@ -69,16 +78,16 @@ async def _phase(client: Client, device: DeviceRef, phase: Phase) -> None:
 
 @pytest.mark.timeout(600)
 async def test_a_fourteen_day_vendor_wait_stays_far_below_temporals_history_limits(
-    time_skipping_env: WorkflowEnvironment, task_queue: str
+    env: WorkflowEnvironment, task_queue: str
 ) -> None:
     assert SHIPPED.wait_resolution_s >= 14 * 86400  # the case this test is about: AMD's two weeks
-    client = time_skipping_env.client
+    client = env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0003", device="gpu-5")
     fake = _vendor_never_answers()
     async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities()):
         await _open(client, task_queue, device)
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
-        outcome = await outcome_of(time_skipping_env, handle, step=timedelta(hours=12), rounds=60)
+        outcome = await outcome_of(env, handle, step=timedelta(hours=12), rounds=60)
     assert f"unresolved after {SHIPPED.wait_resolution_s:g}s" in outcome.explanation, outcome
     events = [e async for e in handle.fetch_history_events()]
     waited = events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
@@ -88,21 +97,21 @@ async def test_a_fourteen_day_vendor_wait_stays_far_below_temporals_history_limi
 
 
 async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
-    time_skipping_env: WorkflowEnvironment, task_queue: str
+    env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    client = time_skipping_env.client
+    client = env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0004", device="gpu-1")
     fake = _vendor_never_answers()
     async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities()):
         await _open(client, task_queue, device)
         await _phase(client, device, Phase.AWAITING_VENDOR)
-        await time_skipping_env.sleep(timedelta(days=3))  # the status calls are hours apart by now
+        await env.sleep(timedelta(days=3))  # the status calls are hours apart by now
         calls = fake.calls["ticket_status"]
         fake.health = Health.HEALTHY
         healthy = event(Health.HEALTHY, device=device, event_id="healed", after_s=3 * 86400)
         await deliver_event(client, healthy, _policy(), task_queue=task_queue, search_attributes=False)
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
-        outcome = await outcome_of(time_skipping_env, handle, step=timedelta(minutes=1), rounds=60)
+        outcome = await outcome_of(env, handle, step=timedelta(minutes=1), rounds=60)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome
     assert fake.calls["ticket_status"] == calls, "the wait asked the vendor again instead of ending on the report"
     # The vendor-wait timer running when the report came: the wait must end before it fires, not when it does.
