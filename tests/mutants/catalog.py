@@ -141,4 +141,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "    pod_claim = entry.removeprefix",
         "    return f\"{resource_id} is not driver/pool/device\"\n    pod_claim = entry.removeprefix",
         ("tests/e2e_ingest/test_resource_ids.py",)),
+    Mutant(
+        "failed-restart-told-as-done", "a failed or unverified attempt is never recorded as done",
+        "workflows/recovery.py",
+        '        step = "restarted" if result.verified else "restart_failed"',
+        '        step = "restarted"',
+        ("tests/e2e_recover/test_in_place.py",)),
+    Mutant(
+        "same-node-onto-a-failing-node", "same-node placement avoids a node whose other devices just failed",
+        "workflows/node_cover.py",
+        "    if wf.state.node_failures and wf.patches.patched(SAME_NODE_NOT_ON_A_FAILING_NODE):",
+        "    if False:",
+        ("tests/workflow/test_node_quarantine.py",)),
+    Mutant(
+        "elsewhere-counted-as-same-node", "recovery is attributed to what really happened",
+        "activities/recovery/reschedule.py",
+        '        if self.action == "same_node" and not same:',
+        "        if False:",
+        ("tests/e2e_recover/test_reschedule.py",)),
 )
