@@ -11,12 +11,14 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
     from activities.taint import TaintActivities
+    from podmedic.domain.flapping import healthy_after_the_failure
     from podmedic.domain.incident import IncidentOutcome, Phase
     from podmedic.domain.models import Health, Outcome
     from podmedic.domain.steps import DeviceInput, UntaintInput
     from workflows import ticketing
     from workflows.context import IncidentContext
     from workflows.options import activity_options
+    from workflows.patches import HEALTHY_AFTER_THE_FAILURE
 
 
 
@@ -96,7 +98,11 @@ class Closer:
         return reading.health
 
     def _healthy_event_seen(self) -> bool:
-        return any(e.health is Health.HEALTHY for e in self.wf.events)
+        if healthy_after_the_failure(self.wf.events):
+            return True
+        # Only a Healthy report older than the failure is left: it counted before this patch.
+        stale = any(e.health is Health.HEALTHY for e in self.wf.events)
+        return stale and not self.wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)
 
     async def _wait_heal(self) -> bool:
         """Wait up to the policy's heal time for evidence that the device is healthy."""

@@ -24,6 +24,10 @@ SAME_NODE_NOT_ON_A_FAILING_NODE = "same-node-not-on-a-failing-node"
 """The ``same_node`` rung is skipped while other devices of the node failed within the correlation
 window (``workflows/node_cover.py``); asked only by such incidents."""
 
+HEALTHY_AFTER_THE_FAILURE = "healthy-after-the-failure"
+"""Only a Healthy report observed after the device's latest Unhealthy one counts as healed
+(``workflows/closing.py``, ``workflows/ticketing.py``); asked only when an older one is all there is."""
+
 BUNDLE = "incident-2026-11"
 """Incidents started since take every patch below, with one marker."""
 

@@ -16,6 +16,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.tickets import TicketActivities
     from podmedic.domain import search
+    from podmedic.domain.flapping import healthy_after_the_failure
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import Health
     from podmedic.domain.steps import TicketInput, TicketStatusInput
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
+    from workflows.patches import HEALTHY_AFTER_THE_FAILURE
 
 
 MAX_EVENTS = 50
@@ -109,6 +111,7 @@ async def wait_vendor(closer: ClosingContext) -> bool:
     wf, ticket = closer.wf, closer.policy.ticket
     current = wf.patches.patched(PATCH)
     backoff = wf.patches.patched(BACKOFF)
+    strict = wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)  # asked here: never inside a wait's condition
     wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
                                               f"to resolve ticket {wf.state.ticket_id}")
     deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
@@ -116,7 +119,11 @@ async def wait_vendor(closer: ClosingContext) -> bool:
     seen = len(wf.events) if current else 0
 
     def healed() -> bool:
-        return any(e.health is Health.HEALTHY for e in wf.events[seen:])
+        news = wf.events[seen:]
+        if not any(e.health is Health.HEALTHY for e in news):
+            return False
+        # A Healthy report observed before the failure (delivered late) is no fix; it counted before the patch.
+        return healthy_after_the_failure(wf.events) or not strict
 
     gap = ticket.poll_s
     while (remaining := (deadline - workflow.now()).total_seconds()) > 0:

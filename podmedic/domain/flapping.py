@@ -29,3 +29,10 @@ def transitions_within(events: Sequence[DeviceHealthEvent], window_s: float) -> 
             changes += 1
         previous = healthy
     return changes
+
+
+def healthy_after_the_failure(events: Sequence[DeviceHealthEvent]) -> bool:
+    """Whether a Healthy report was observed after the device's latest Unhealthy one: a report of
+    health from before the failure (delivered late, or from before a flap) says nothing about now."""
+    failed = max((e.observed_at for e in events if e.health is Health.UNHEALTHY), default=None)
+    return any(e.health is Health.HEALTHY and (failed is None or e.observed_at > failed) for e in events)

@@ -178,3 +178,23 @@ async def test_only_a_failure_observed_after_the_heal_breaks_the_anti_flap_delay
         assert outcome.outcome is not Outcome.RECOVERED_IN_PLACE and fake.calls["file_ticket"] == 1
     else:
         assert outcome.outcome is Outcome.RECOVERED_IN_PLACE and fake.calls["file_ticket"] == 0
+
+
+async def test_a_healthy_report_observed_before_the_failure_does_not_heal_it(
+    time_skipping_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A Healthy report delivered late (observed 30 s before the failure) says nothing about the
+    device now: no untaint on it; with no pod left to read the device from, the heal wait ends
+    without evidence and the vendor ticket is filed."""
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0104", device="gpu-0")
+    fake = FakeCluster()
+    fake.restart_verifies, fake.health = False, Health.UNKNOWN  # the pod moved: no pod reports the device
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, event(code=13, device=device, event_id="x"),
+                    event(Health.HEALTHY, device=device, event_id="stale", after_s=-30))
+        outcome = await _outcome(client, device)
+    lines = [t.message for t in outcome.timeline]
+    assert "device reports Healthy" not in lines, lines
+    assert fake.calls["file_ticket"] == 1, lines
+    assert outcome.outcome is not Outcome.RECOVERED_RESCHEDULED, outcome.explanation
