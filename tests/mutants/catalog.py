@@ -159,4 +159,10 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if self.action == "same_node" and not same:',
         "        if False:",
         ("tests/e2e_recover/test_reschedule.py",)),
+    Mutant(
+        "stale-healthy-report-heals", "only a Healthy report newer than the failure heals a device",
+        "workflows/closing.py",
+        "        return stale and not self.wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)",
+        "        return stale",
+        ("tests/workflow/test_detection_workflow.py",)),
 )
