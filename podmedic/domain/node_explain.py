@@ -43,4 +43,3 @@ def release_terms(node: str, until: str, hold_s: float, deadline: dt.datetime) -
     """What lifts the quarantine, and what happens if nothing does."""
     return (f"lifted when {until}, or at once by `podmedic incidents resolve node/{node} --by NAME`; "
             f"if neither happens by {_at(deadline)} ({hold_s:g}s), it is kept for an operator")
-

@@ -19,14 +19,13 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from podmedic.domain.incident import Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
 from podmedic.ingest.delivery import deliver_event
 from tests.workflow.fakes import FakeCluster, event
-from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env
+from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, worker
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -84,7 +83,7 @@ async def test_a_fourteen_day_vendor_wait_stays_far_below_temporals_history_limi
     client = env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0003", device="gpu-5")
     fake = _vendor_never_answers()
-    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities()):
+    async with worker(client, task_queue, fake):
         await _open(client, task_queue, device)
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
         outcome = await outcome_of(env, handle, step=timedelta(hours=12), rounds=60)
@@ -102,7 +101,7 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
     client = env.client
     device = DeviceRef(driver="gpu.amd.com", pool="node-0004", device="gpu-1")
     fake = _vendor_never_answers()
-    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities()):
+    async with worker(client, task_queue, fake):
         await _open(client, task_queue, device)
         await _phase(client, device, Phase.AWAITING_VENDOR)
         await env.sleep(timedelta(days=3))  # the status calls are hours apart by now
