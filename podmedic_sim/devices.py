@@ -9,6 +9,7 @@ what the simulated kubelet does with it.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,6 +20,10 @@ from podmedic_sim.taints import Taint, format_time, parse_time
 
 DevKey = tuple[str, str, str]  # (driver, pool, device)
 HEALTH_VALUES = ("Healthy", "Unhealthy", "Unknown")
+
+REPLACED = "DeviceReplaced"
+"""Reason of a Healthy report that means the GPU was swapped for a new one (a vendor's RMA): the
+new GPU has a new UUID, which the driver publishes in its ResourceSlice and NVML answers."""
 TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
 
 
@@ -171,8 +176,21 @@ class DeviceRegistry:
             self.faults.pop(key, None)
         else:
             self.faults[key] = fault
+        if fault.health == "Healthy" and fault.reason == REPLACED:
+            self._new_uuid(key)
         for listener in list(self.health_listeners):
             listener(key, self.fault(key))
+
+    def _new_uuid(self, key: DevKey) -> None:
+        """The replacement GPU's identity, republished in the slice as the DRA driver does."""
+        info = self.slices[(key[0], key[1])]
+
+        def edit(obj: Obj) -> None:
+            for dev in obj["spec"].get("devices", []):
+                if dev["name"] == key[2] and "uuid" in (dev.get("attributes") or {}):
+                    dev["attributes"]["uuid"] = {"string": f"GPU-{uuid.uuid4()}"}
+
+        self._store.mutate("resourceslices", None, info.name, edit)
 
     def set_prepare_failure(self, key: DevKey, message: str, *, clear: bool = False) -> None:
         """Make the driver fail (or, with ``clear``, stop failing) to prepare the device for pods."""

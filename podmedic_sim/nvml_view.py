@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from podmedic_sim.devices import DeviceRegistry, DevKey, Fault
+from podmedic_sim.devices import REPLACED, DeviceRegistry, DevKey, Fault
 from podmedic_sim.store import Store
 
 NVML_DRIVER = "gpu.nvidia.com"
@@ -56,6 +56,8 @@ class NvmlView:
         devices.health_listeners.append(self._on_health)
 
     def _on_health(self, key: DevKey, fault: Fault) -> None:
+        if fault.reason == REPLACED:
+            self._uncorrected.pop(key, None)  # a new GPU's volatile counters start at zero
         if key[0] != NVML_DRIVER or fault.health != "Unhealthy" or fault.code is None:
             return
         node = self._devices.node_of(key)

@@ -179,9 +179,10 @@ class NvmlReader:
         slowdown = None if reasons is None else tuple(k for k, bit in _SLOWDOWN_BITS.items() if int(reasons) & bit)
         temperature = self._get(i, "temperature", n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)
         active, errors = self._nvlink(i, h)
+        uuid = self._get(i, "uuid", n.nvmlDeviceGetUUID, h)
         return Reading(index=i, at=at, ecc_corrected=ecc[0], ecc_uncorrected=ecc[1], retired_pages=retired,
                        row_remap_failure=remap_failure, temperature_c=temperature, slowdown=slowdown,
-                       nvlink_active=active, nvlink_errors=errors)
+                       nvlink_active=active, nvlink_errors=errors, uuid=None if uuid is None else _text(uuid))
 
     def _retired(self, i: int, h: object) -> tuple[int | None, bool | None]:
         n = self._nvml

@@ -32,6 +32,7 @@ class Reading:
         nvlink_active: Indices of the NVLink links that are up.
         nvlink_errors: Sum of the NVLink data-link error counters (replay, recovery, CRC).
         lost: NVML answered "GPU is lost" (fallen off the bus).
+        uuid: The GPU's UUID as read now; a new one at the same index means the GPU was replaced.
     """
 
     index: int
@@ -45,6 +46,7 @@ class Reading:
     nvlink_active: frozenset[int] | None = None
     nvlink_errors: int | None = None
     lost: bool = False
+    uuid: str | None = None
 
 
 @dataclass(frozen=True)

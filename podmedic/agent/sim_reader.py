@@ -95,14 +95,17 @@ class SimNvmlReader:
         body = self._read()
         if body is None:
             return []
+        uuids = {int(g["index"]): str(g["uuid"]) for g in body["gpus"]}
         out = []
         for r in body["readings"]:
+            index = int(r["index"])
             if r.get("lost"):
-                out.append(Reading(index=int(r["index"]), at=at, lost=True))
+                out.append(Reading(index=index, at=at, lost=True, uuid=uuids.get(index)))
                 continue
-            out.append(Reading(index=int(r["index"]), at=at, ecc_corrected=r.get("ecc_corrected"),
+            out.append(Reading(index=index, at=at, ecc_corrected=r.get("ecc_corrected"),
                                ecc_uncorrected=r.get("ecc_uncorrected"), temperature_c=r.get("temperature_c"),
-                               slowdown=tuple(r["slowdown"]) if r.get("slowdown") is not None else None))
+                               slowdown=tuple(r["slowdown"]) if r.get("slowdown") is not None else None,
+                               uuid=uuids.get(index)))
         return out
 
     def close(self) -> None:

@@ -139,9 +139,16 @@ class Translator:
         return out
 
     def reading(self, reading: Reading) -> list[CloudEvent]:
-        """Events for one new reading of a device: new problems, degradation, or recovery."""
+        """Events for one new reading of a device: new problems, degradation, or recovery.
+
+        A new UUID at the device's index means the GPU was replaced: what was known of the old
+        one (its XIDs, counters, problems) is dropped, and the new GPU is reported Healthy unless
+        its own readings say otherwise. NVML's is the only report of a replacement that no pod
+        and no driver taint gives, and it is the one that lets a ticketed device's taint go.
+        """
+        replaced = self._replaced(reading)
         dev = self._device(reading.index)
-        before = set(dev.problems)
+        before = set(dev.problems) | ({"replaced"} if replaced else set())
         metrics = self._metrics(dev, reading)
         out = [self._event(dev, "Unhealthy", reading.at, reason=reason, message=message)
                for reason, message in self._new_problems(dev, reading)]
@@ -157,9 +164,20 @@ class Translator:
             dev.problems.discard("degraded")
             dev.last_degraded = None
         if before and not dev.problems:
-            out.append(self._event(dev, "Healthy", reading.at, reason="recovered", metrics=metrics,
-                                   message=f"cleared: {', '.join(sorted(before))}"))
+            out.append(self._event(dev, "Healthy", reading.at, reason="replaced" if replaced else "recovered",
+                                   metrics=metrics, message=replaced or f"cleared: {', '.join(sorted(before))}"))
         return out
+
+    def _replaced(self, reading: Reading) -> str:
+        """``"GPU <index> replaced (<old uuid> -> <new uuid>)"`` when the UUID changed, else ``""``;
+        the device's state starts over under the new identity."""
+        old = self._device(reading.index)
+        if not reading.uuid or reading.uuid == old.info.uuid or old.info.uuid == "unknown":
+            return ""
+        info = old.info
+        self._devices[reading.index] = self._new(DeviceInfo(info.index, reading.uuid, info.name, info.pci_bus_id))
+        lost = f"; problems of the old GPU: {', '.join(sorted(old.problems))}" if old.problems else ""
+        return f"GPU {info.index} replaced ({info.uuid} -> {reading.uuid}){lost}"
 
     def snapshot(self, reading: Reading) -> CloudEvent:
         """The device's present state as one event (``--once``): Healthy unless a reading says not."""

@@ -75,3 +75,31 @@ def test_an_unknown_node_or_a_dead_simulator_is_a_clear_error(sim: SimCluster) -
         SimNvmlReader(sim.url, "node-9999")
     with pytest.raises(SimUnavailable, match="cannot"):
         sim_nodes("http://127.0.0.1:9")
+
+
+def test_a_replaced_gpu_has_a_new_uuid_and_the_agent_reports_it_healthy(sim: SimCluster) -> None:
+    """A vendor's RMA swaps the GPU: the driver republishes the slice with the new GPU's UUID and NVML
+    answers it (the NVIDIA DRA driver's slice carries ``uuid``; ``nvmlDeviceGetUUID``). The node agent
+    is then the one source that reports the idle new GPU Healthy, newer than the old one's failure."""
+    reader = SimNvmlReader(sim.url, "node-0001")
+    translator = Translator(AgentConfig(node="node-0001"), reader.devices)
+    old_uuid = reader.devices[1].uuid
+    _fault(sim, "node-0001", "gpu-1", 79)
+    failed = translator.xids(reader.wait_xids(2000)) + [
+        e for r in reader.read_all(dt.datetime.now(dt.UTC)) for e in translator.reading(r)]
+    assert {(e["data"]["device"], e["data"]["health"]) for e in failed} == {("gpu-1", "Unhealthy")}
+    assert [e for r in reader.read_all(dt.datetime.now(dt.UTC)) for e in translator.reading(r)] == []
+    sim.call(lambda: sim.engine.set_device_health("gpu.nvidia.com", "node-0001", "gpu-1", "Healthy",
+                                                  reason="DeviceReplaced", message="replaced under VND-1"))
+    readings = reader.read_all(dt.datetime.now(dt.UTC))
+    new_uuid = {r.index: r.uuid for r in readings}[1]
+    assert new_uuid and new_uuid != old_uuid
+    slice_uuids = {d["name"]: d["attributes"]["uuid"]["string"]
+                   for s in sim.call(lambda: sim.engine.store.list("resourceslices"))
+                   if s["spec"]["nodeName"] == "node-0001" for d in s["spec"]["devices"]}
+    assert slice_uuids["gpu-1"] == new_uuid
+    [healthy] = [e for r in readings for e in translator.reading(r)]
+    assert (healthy["data"]["device"], healthy["data"]["health"], healthy["data"]["reason"]) == (
+        "gpu-1", "Healthy", "replaced")
+    assert old_uuid in healthy["data"]["message"] and new_uuid in healthy["data"]["message"]
+    assert [e for r in reader.read_all(dt.datetime.now(dt.UTC)) for e in translator.reading(r)] == []

@@ -196,3 +196,15 @@ def test_device_template() -> None:
 def test_unknown_device_index_still_reports() -> None:
     [event] = translator().xids([XidEvent(7, 79, at(0))])
     assert event["data"]["device"] == "gpu-7" and "uuid unknown" in event["data"]["message"]
+
+
+def test_a_new_uuid_at_an_index_is_a_replaced_gpu_reported_healthy_once() -> None:
+    t = translator()
+    t.xids([XidEvent(0, 48, at(0))])
+    assert t.reading(reading(5, uuid=GPUS[0].uuid)) == []  # same GPU: an XID never clears here
+    [event] = t.reading(reading(10, uuid="GPU-new"))
+    assert summary([event]) == [("gpu-0", "Healthy", "replaced")]
+    assert f"{GPUS[0].uuid} -> GPU-new" in event["data"]["message"] and "xid" in event["data"]["message"]
+    assert t.reading(reading(20, uuid="GPU-new")) == []
+    sick = t.reading(reading(30, index=1, uuid="GPU-other", lost=True))
+    assert summary(sick) == [("gpu-1", "Unhealthy", "gpu-lost")]  # the new GPU's own readings still count
