@@ -15,10 +15,10 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import IncidentOutcome, Phase
     from podmedic.domain.models import Health, Outcome
     from podmedic.domain.steps import DeviceInput, UntaintInput
-    from workflows import ticketing
+    from workflows import ticketing, unverified
     from workflows.context import IncidentContext
     from workflows.options import activity_options
-    from workflows.patches import HEALTHY_AFTER_THE_FAILURE
+    from workflows.patches import HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
 
 
 
@@ -44,7 +44,9 @@ class Closer:
         self.wf = wf
         self.policy = wf.policy
         self.verified_healthy = False
-        self.unverified = False
+        self.read_healthy = False  # a read answered Healthy (pod status, the driver): a source that sees it
+        self.unverified = ""
+        self.news_from = 0
 
     async def close(self, permanent: bool) -> IncidentOutcome:
         """Ticket if needed, wait for the fix, untaint, and end with an outcome."""
@@ -55,6 +57,7 @@ class Closer:
             else "workload NOT recovered"
         )
         healed_in_place = any(r.action == "in_place_restart" for r in recovered)
+        self.read_healthy = healed_in_place  # verified on the restarted pod's own device status
         healed = healed_in_place or (not permanent and await self._wait_heal())
         if healed and await self._stays_healthy():
             untainted = await self._untaint()
@@ -81,8 +84,7 @@ class Closer:
             )
         if self.unverified:
             return self.wf.finish(
-                Outcome.QUARANTINED, f"ticket {self.wf.state.ticket_id} resolved but the device did not verify "
-                f"healthy; {workload}; DeviceTaintRule {self.wf.state.taint_rule} kept")
+                Outcome.QUARANTINED, f"{self.unverified}; {workload}; DeviceTaintRule {self.wf.state.taint_rule} kept")
         return self.wf.finish(
             Outcome.QUARANTINED,
             f"ticket {self.wf.state.ticket_id} unresolved after {ticket.wait_resolution_s:g}s; "
@@ -95,6 +97,7 @@ class Closer:
             DeviceInput(device=self.wf.inp.device),
             **activity_options(self.policy.steps.close, f"read health of {self.wf.inp.device.resource_id}"),
         )
+        self.read_healthy = self.read_healthy or reading.health is Health.HEALTHY
         return reading.health
 
     def _healthy_event_seen(self) -> bool:
@@ -136,8 +139,13 @@ class Closer:
         flapped = any(
             e.health is Health.UNHEALTHY and e.observed_at > healthy_since for e in self.wf.events[seen:]
         )
-        if flapped or await self.read_health() is Health.UNHEALTHY:
+        health = Health.UNHEALTHY if flapped else await self.read_health()
+        if health is Health.UNHEALTHY:
             self.wf.note("close", f"device unhealthy again within the {delay:g}s anti-flap delay")
+            return False
+        unseen = not self.read_healthy and not healthy_after_the_failure(self.wf.events)
+        if unseen and self.wf.patches.patched(SEEN_HEALTHY):
+            self.wf.note("close", "no source that can see the device has reported it Healthy since the failure")
             return False
         self.verified_healthy = True
         return True
@@ -151,7 +159,8 @@ class Closer:
             return False
         if not self.wf.patches.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
             return True
-        self.unverified = True
+        self.unverified = self.unverified or (f"ticket {self.wf.state.ticket_id} resolved but the device did not "
+                                              "verify healthy")
         return False
 
     async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
@@ -176,7 +185,8 @@ class Closer:
         if not state.taint_rule:
             covered = f" (covered by node incident {state.node_incident})" if state.node_incident else ""
             return f"no DeviceTaintRule of its own to remove{covered}"
-        if not self.verified_healthy and self.wf.resolution is None and not await self._stays_healthy():
+        approved = unverified.STEP in self.wf.approved  # an operator's word for a device nothing can see
+        if not (self.verified_healthy or approved) and self.wf.resolution is None and not await self._stays_healthy():
             self.wf.note("close", f"DeviceTaintRule {state.taint_rule} kept: the device did not verify healthy")
             return f"DeviceTaintRule {state.taint_rule} kept (device not verified healthy)"
         self.wf.enter(Phase.UNTAINTING, "close", f"removing DeviceTaintRule {state.taint_rule}")

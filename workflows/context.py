@@ -33,6 +33,7 @@ class IncidentContext(Protocol):
     events: list[DeviceHealthEvent]
     patches: Patches
     resolution: Resolution | None
+    resolved_by_operator: bool
     abort_request: AbortRequest | None
     approved: set[str]
     running: str | None
@@ -76,6 +77,10 @@ class ClosingContext(Protocol):
 
     wf: IncidentContext
     policy: DriverPolicy
+    news_from: int
+    """Index of the first event received since the ticket was filed: only those can verify a fix."""
+    unverified: str
+    """Why the device's taint is kept although the vendor resolved its ticket ("" while it is not)."""
 
     async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
         """A durable timer an operator's abort, or ``wake`` turning true, cuts short."""

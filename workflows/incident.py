@@ -68,6 +68,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.events: list[DeviceHealthEvent] = []
         self._seen: set[str] = set()
         self.resolution: Resolution | None = None
+        self.resolved_by_operator = False  # the resolve update (a person), not a vendor's signal
         self.abort_request: AbortRequest | None = None
         self.approved: set[str] = set()
         self.running: str | None = None

@@ -33,6 +33,7 @@ class OperatorHandlers:
     policy: DriverPolicy
     abort_request: AbortRequest | None
     resolution: Resolution | None
+    resolved_by_operator: bool
     approved: set[str]
     running: str | None
     done: set[str]
@@ -126,8 +127,11 @@ class OperatorHandlers:
     # -- resolve -------------------------------------------------------------------------
     @workflow.update(name="resolve")
     def resolve_update(self, resolution: Resolution) -> OperatorAnswer:
-        """The device was repaired or replaced: the incident untaints and closes when it gets there."""
+        """The device was repaired or replaced: the incident untaints and closes when it gets there.
+
+        A person's word: where nothing can see the device to verify it, it stands in for verification."""
         self._resolved(resolution)
+        self.resolved_by_operator = True
         return self._answer(with_note(f"resolved by {resolution.by}", resolution.note))
 
     @resolve_update.validator

@@ -28,6 +28,11 @@ HEALTHY_AFTER_THE_FAILURE = "healthy-after-the-failure"
 """Only a Healthy report observed after the device's latest Unhealthy one counts as healed
 (``workflows/closing.py``, ``workflows/ticketing.py``); asked only when an older one is all there is."""
 
+SEEN_HEALTHY = "untaint-only-seen-healthy"
+"""A taint goes only once a source that can see the device reported it Healthy after the failure;
+an Unknown reading (nothing sees it) no longer passes, and the incident asks an operator instead
+(``workflows/ticketing.py``, ``workflows/unverified.py``); asked when a vendor's fix is verified."""
+
 BUNDLE = "incident-2026-11"
 """Incidents started since take every patch below, with one marker."""
 

@@ -16,7 +16,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.tickets import TicketActivities
     from podmedic.domain import search
-    from podmedic.domain.flapping import healthy_after_the_failure
+    from podmedic.domain.flapping import healthy_after_the_failure, healthy_report
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import Health
     from podmedic.domain.steps import TicketInput, TicketStatusInput
@@ -24,7 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
-    from workflows.patches import HEALTHY_AFTER_THE_FAILURE
+    from workflows.patches import HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
+    from workflows.unverified import ask_to_untaint
 
 
 MAX_EVENTS = 50
@@ -117,6 +118,7 @@ async def wait_vendor(closer: ClosingContext) -> bool:
     deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
     seen = len(wf.events) if current else 0
+    closer.news_from = seen
 
     def healed() -> bool:
         news = wf.events[seen:]
@@ -147,25 +149,46 @@ async def wait_vendor(closer: ClosingContext) -> bool:
 
 
 async def verify_fixed(closer: ClosingContext) -> bool:
-    """After the vendor's word: the device must read Healthy (or at least not Unhealthy, when no
-    pod uses it and the driver reports no taint) within ``ticket.verify_s``."""
+    """After the vendor's word: within ``ticket.verify_s`` the device must read Healthy, or, while it
+    reads Unknown (no pod uses it, no driver taint), a source that can see it (the node agent, for an
+    idle replaced GPU) must report it Healthy after the failure. Unknown to the end, the incident asks
+    an operator (``workflows/unverified.py``), unless a person resolved the incident: their word stands in.
+    Before ``SEEN_HEALTHY``, Unknown passed as verified."""
     wf, ticket = closer.wf, closer.policy.ticket
     wf.enter(Phase.AWAITING_HEAL, "close", f"ticket {wf.state.ticket_id} resolved; verifying "
                                            f"{wf.inp.device.resource_id} is healthy")
     deadline = workflow.now() + timedelta(seconds=ticket.verify_s)
+    news_from = closer.news_from
+    strict = False  # asked only once the device reads Unknown: the only reading the patch judges anew
+
+    def reported() -> bool:
+        return strict and healthy_report(wf.events, news_from) is not None
+
     while True:
         health = await closer.read_health()
-        if health is not Health.UNHEALTHY:
-            how = "reads Healthy" if health is Health.HEALTHY else "no longer reported Unhealthy (no pod uses it)"
-            wf.note("close", f"device verified after the ticket's resolution: {how}")
+        if health is Health.UNKNOWN and not strict:
+            strict = wf.patches.patched(SEEN_HEALTHY)
+        report = healthy_report(wf.events, news_from) if strict and health is Health.UNKNOWN else None
+        trusted = strict and health is Health.UNKNOWN and wf.resolved_by_operator and wf.resolution is not None
+        if health is Health.HEALTHY or report is not None or trusted or (health is Health.UNKNOWN and not strict):
+            how = (f"{report.source} reports it Healthy ({report.message or report.reason})" if report is not None
+                   else "reads Healthy" if health is Health.HEALTHY
+                   else f"on {wf.resolution.by}'s word (resolve): nothing can see it" if trusted and wf.resolution
+                   else "no longer reported Unhealthy (no pod uses it)")
+            wf.note("close", f"device verified after the ticket's resolution: {_cut(how)}")
             return True
         remaining = (deadline - workflow.now()).total_seconds()
         if remaining <= 0:
+            if health is Health.UNKNOWN:
+                closer.unverified = (f"ticket {wf.state.ticket_id} resolved but nothing that can see the device "
+                                     f"reported it Healthy within {ticket.verify_s:g}s (no pod uses it, no driver "
+                                     "taint, no node agent report)")
+                return await ask_to_untaint(wf, news_from, closer.unverified)
             wf.note("close", f"ticket {wf.state.ticket_id} resolved but the device still reads Unhealthy "
                              f"after {ticket.verify_s:g}s")
             return False
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: wf.abort_request is not None,
+            await workflow.wait_condition(lambda: wf.abort_request is not None or reported(),
                                           timeout=timedelta(seconds=min(closer.policy.close.poll_s, remaining)),
                                           timeout_summary="verify the device after the fix")
         wf.check_abort()

@@ -34,5 +34,13 @@ def transitions_within(events: Sequence[DeviceHealthEvent], window_s: float) -> 
 def healthy_after_the_failure(events: Sequence[DeviceHealthEvent]) -> bool:
     """Whether a Healthy report was observed after the device's latest Unhealthy one: a report of
     health from before the failure (delivered late, or from before a flap) says nothing about now."""
+    return healthy_report(events) is not None
+
+
+def healthy_report(events: Sequence[DeviceHealthEvent], news_from: int = 0) -> DeviceHealthEvent | None:
+    """The latest Healthy report among ``events[news_from:]`` observed after the device's latest
+    Unhealthy one (of all ``events``), or ``None``."""
     failed = max((e.observed_at for e in events if e.health is Health.UNHEALTHY), default=None)
-    return any(e.health is Health.HEALTHY and (failed is None or e.observed_at > failed) for e in events)
+    found = [e for e in events[news_from:]
+             if e.health is Health.HEALTHY and (failed is None or e.observed_at > failed)]
+    return max(found, key=lambda e: e.observed_at, default=None)

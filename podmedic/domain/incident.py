@@ -30,8 +30,9 @@ class Phase(StrEnum):
     CLOSED = "Closed"
 
 
-STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "any_node", "ticket", "node_quarantine")
-"""Steps an operator can approve (when gated) or skip; a gate on ``taint_no_execute`` gates ``taint``."""
+STEPS = ("checkpoint", "taint", "in_place_restart", "same_node", "any_node", "ticket", "node_quarantine", "untaint")
+"""Steps an operator can approve (when gated) or skip; a gate on ``taint_no_execute`` gates ``taint``.
+``untaint`` is asked only when no source can see the device to verify it; skipping it keeps the taint."""
 
 
 class IncidentStopped(Exception):

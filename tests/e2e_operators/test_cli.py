@@ -53,6 +53,8 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     assert "resolved by tester: board replaced" in resolved.stdout  # --by defaults to the user name
     closed = await ops.wait_phase(wid, "Closed")
     assert closed["outcome"]["outcome"] == "resolved_by_vendor"
+    # Nothing sees rack-9's idle device (no pod, no driver taint, no agent): the person's resolve stands in.
+    assert any("on tester's word (resolve): nothing can see it" in t["message"] for t in closed["outcome"]["timeline"])
     again = ops.cli("incidents", "resolve", wid)
     assert again.returncode == 2 and "closed" in again.stderr
 

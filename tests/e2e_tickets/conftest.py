@@ -101,6 +101,13 @@ class Ingest:
                 headers={**self.headers, "Content-Type": "application/cloudevents+json"}) as resp:
             assert resp.status == 202, await resp.text()
 
+    async def post(self, events: list[dict[str, Any]]) -> None:
+        """Post a CloudEvents batch (what the node agent sends)."""
+        async with aiohttp.ClientSession() as session, session.post(
+                f"{self.url}/v1/events", json=events,
+                headers={**self.headers, "Content-Type": "application/cloudevents-batch+json"}) as resp:
+            assert resp.status == 202, await resp.text()
+
     async def resolved(self, ticket: str, body: dict[str, Any] | None = None, token: str | None = INGEST_TOKEN,
                        ) -> tuple[int, dict[str, Any]]:
         """``POST /v1/tickets/{ticket}/resolved``; returns status and JSON answer."""

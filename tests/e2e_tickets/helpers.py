@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import re
 import uuid
 from typing import Any
 
 from temporalio.client import Client
 
+from podmedic.agent.sim_reader import SimNvmlReader
+from podmedic.agent.translate import AgentConfig, Translator
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic_sim import SimCluster
@@ -19,7 +22,8 @@ from workflows.incident import DeviceIncidentWorkflow
 _DATA = re.compile(r'"data":\s*"([A-Za-z0-9+/=]+)"')
 
 
-def policy(ticket: str, *, wait_resolution_s: float = 60, ticket_timeout_s: float = 4) -> PolicySet:
+def policy(ticket: str, *, wait_resolution_s: float = 60, ticket_timeout_s: float = 4,
+           approvals_timeout_s: float = 3600) -> PolicySet:
     """The test policy with ``ticket`` (YAML flow-mapping entries) as the ticket section."""
     return parse_policy(f"""
 drivers:
@@ -35,6 +39,7 @@ drivers:
       verify_poll_s: 0.2
     close: {{heal_wait_s: 1, anti_flap_s: 0.5, poll_s: 0.3}}
     ticket: {{poll_s: 0.3, wait_resolution_s: {wait_resolution_s}, verify_s: 3, {ticket}}}
+    approvals: {{timeout_s: {approvals_timeout_s}}}
   gpu.nvidia.com:
     classification: {{codes: {{permanent: [79]}}}}
 """)
@@ -86,3 +91,20 @@ async def assert_no_secret(client: Client, device: str, secrets: list[str], know
     assert known in text, "the history decoder is broken: a value known to be there was not found"
     leaked = [s for s in secrets if s in text]
     assert not leaked, f"secrets in workflow history: {leaked}"
+
+
+async def replaced_and_seen_by_the_agent(sim: SimCluster, front: Any, device: str) -> None:
+    """The vendor swaps the GPU, and the node agent reports the new one Healthy through the ingest.
+
+    A swapped GPU is idle (no pod status speaks of it) and its driver publishes no taint, so NVML
+    on its node is the one source that sees it: the agent's own reader and translator run here on
+    the simulator's NVML, as ``podmedic agent nvml --sim-url`` does, and see the new UUID."""
+    driver, pool, name = device.split("/")
+    reader = await asyncio.to_thread(SimNvmlReader, sim.url, pool)
+    translator = Translator(AgentConfig(node=pool, driver=driver), reader.devices)
+    sim.set_device_health(driver, pool, name, "Healthy", reason="DeviceReplaced", message="board swapped")
+    readings = await asyncio.to_thread(reader.read_all, dt.datetime.now(dt.UTC))
+    events = [e for r in readings for e in translator.reading(r)]
+    assert [(e["data"]["device"], e["data"]["health"], e["data"]["reason"]) for e in events] == [
+        (name, "Healthy", "replaced")], events
+    await front.post(events)

@@ -8,14 +8,23 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from podmedic.domain.incident import ApprovalRequest, PendingApproval, Phase
 from podmedic.domain.models import Outcome
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk
 from podmedic_sim.vendors.jira import FakeJira
 from podmedic_sim.vendors.servicenow import FakeServiceNow
 from tests.e2e_tickets.conftest import INGEST_TOKEN, SECRETS
-from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy, start_job
+from tests.e2e_tickets.helpers import (
+    assert_no_secret,
+    free_device,
+    outcome,
+    policy,
+    replaced_and_seen_by_the_agent,
+    start_job,
+)
 from tests.helpers import assert_eventually
+from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -61,7 +70,7 @@ async def test_callback_resolves_verifies_and_untaints(sim: SimCluster, worker: 
     assert status == 400 and body["what"] == "by", body
     status, body = await front.resolved(ticket["id"], {"who": "x"})
     assert status == 400 and body["what"] == ["who"], body
-    sim.set_device_health(*_split(device), "Healthy", reason="DeviceReplaced", message="board swapped")
+    await replaced_and_seen_by_the_agent(sim, front, device)
 
     async def delivered() -> dict[str, Any]:
         status, body = await front.resolved(ticket["id"], {"by": "acme-rma", "note": "board swapped"})
@@ -124,10 +133,76 @@ async def test_polling_the_backend_resolves(sim: SimCluster, worker: Client, ing
     ticket = await assert_eventually(lambda: _only(fake.tickets), timeout=30)
     ticket_id = ticket.get("key") or ticket["number"]
     assert fake.rejected == []
-    sim.set_device_health(*_split(device), "Healthy", reason="DeviceReplaced")
     await fake.resolve(ticket_id)
+
+    async def polled() -> None:
+        state = await worker.get_workflow_handle(f"device/{device}").query(DeviceIncidentWorkflow.get_state)
+        assert any(f"backend reports ticket {ticket_id} resolved" in t.message for t in state.timeline)
+    await assert_eventually(polled, timeout=20)
+    # Verifying now: the replaced GPU is idle, so only the node agent's report can verify it.
+    await replaced_and_seen_by_the_agent(sim, front, device)
     result = await outcome(worker, device)
     assert result.outcome is Outcome.RESOLVED_BY_VENDOR, result.explanation
     assert result.ticket_id == ticket_id and result.taint_removed and not _rules_for(sim, device)
     assert any(f"backend reports ticket {ticket_id} resolved" in t.message for t in result.timeline)
     await assert_no_secret(worker, device, list(SECRETS.values()), known=ticket_id)
+
+
+async def _resolved_unseen(sim: SimCluster, ingest: Any, fakes: Any, taken: set[str],
+                           approvals_timeout_s: float = 3600) -> tuple[str, str, Any]:
+    """A ticketed device replaced with no node agent running: after the vendor's word nothing can see it
+    (no pod uses it, no driver taint), so it reads Unknown, which says nothing about the new GPU."""
+    desk = VendorDesk()
+    url = await fakes(desk)
+    front = await ingest(policy(f'url: "{url}/tickets"', approvals_timeout_s=approvals_timeout_s))
+    device = free_device(sim, taken)
+    await front.fail(device)
+    ticket = await assert_eventually(lambda: _only(desk.tickets), timeout=30)
+    sim.set_device_health(*_split(device), "Healthy", reason="DeviceReplaced")
+    assert await assert_eventually(lambda: _accepted(front, ticket["id"]), timeout=20) == 202
+    return device, ticket["id"], front
+
+
+async def _pending_untaint(worker: Client, device: str) -> PendingApproval:
+    state = await worker.get_workflow_handle(f"device/{device}").query(DeviceIncidentWorkflow.get_state)
+    assert state.phase is Phase.AWAITING_APPROVAL and state.pending_approval, (state.phase, state.doing)
+    return state.pending_approval
+
+
+async def test_a_device_nothing_can_see_keeps_its_taint_until_an_operator_approves(
+        sim: SimCluster, worker: Client, ingest: Any, fakes: Any, taken: set[str]) -> None:
+    device, ticket, _ = await _resolved_unseen(sim, ingest, fakes, taken)
+    pending = await assert_eventually(lambda: _pending_untaint(worker, device), timeout=30)
+    assert pending.step == "untaint" and "nothing that can see the device" in pending.action, pending
+    assert _rules_for(sim, device), "the taint stays while nobody has seen the new device"
+    handle = worker.get_workflow_handle(f"device/{device}")
+    await handle.execute_update(DeviceIncidentWorkflow.approve,
+                                ApprovalRequest(step="untaint", by="alice", note="swap confirmed on site"))
+    result = await outcome(worker, device)
+    assert result.outcome is Outcome.RESOLVED_BY_VENDOR and result.taint_removed, result.explanation
+    assert not _rules_for(sim, device)
+    state = await handle.query(DeviceIncidentWorkflow.get_state)
+    assert [(d.step, d.decision, d.by) for d in state.decisions] == [
+        ("resolve", "resolved", f"vendor (ticket {ticket})"), ("untaint", "approved", "alice")]
+    assert any("approved by alice" in t.message for t in result.timeline)
+
+
+async def test_a_device_nothing_can_see_stays_tainted_when_nobody_answers(
+        sim: SimCluster, worker: Client, ingest: Any, fakes: Any, taken: set[str]) -> None:
+    device, ticket, _ = await _resolved_unseen(sim, ingest, fakes, taken, approvals_timeout_s=2)
+    result = await outcome(worker, device)
+    assert result.outcome is Outcome.QUARANTINED and not result.taint_removed, result.explanation
+    assert f"ticket {ticket} resolved but nothing that can see the device reported it Healthy" in result.explanation
+    assert _rules_for(sim, device)
+    assert any("no answer on untaint within 2s" in t.message for t in result.timeline)
+
+
+async def test_a_healthy_report_while_asking_verifies_the_device(
+        sim: SimCluster, worker: Client, ingest: Any, fakes: Any, taken: set[str]) -> None:
+    device, _, front = await _resolved_unseen(sim, ingest, fakes, taken)
+    await assert_eventually(lambda: _pending_untaint(worker, device), timeout=30)
+    await front.fail(device, code=None, message="GPU 0 replaced; seen by NVML", health="Healthy")
+    result = await outcome(worker, device)
+    assert result.outcome is Outcome.RESOLVED_BY_VENDOR and result.taint_removed, result.explanation
+    assert any("device verified: http reports it Healthy (GPU 0 replaced" in t.message for t in result.timeline), [
+        t.message for t in result.timeline[-8:]]

@@ -18,7 +18,7 @@ from podmedic_sim.vendors.desk import VendorDesk
 from podmedic_sim.vendors.jira import FakeJira
 from podmedic_sim.vendors.servicenow import FakeServiceNow
 from tests.e2e_tickets.conftest import SECRETS, WorkerProcess
-from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy
+from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy, replaced_and_seen_by_the_agent
 from tests.helpers import assert_eventually
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -77,7 +77,7 @@ async def test_sigkill_between_create_and_record_files_one_ticket(
         assert desk.posts >= 2  # the retry did post again, and the Idempotency-Key found the first ticket
     else:
         assert desk.creates_received == 1  # the retry searched first and found the issue/record
-    sim.set_device_health(*device.split("/"), "Healthy", reason="DeviceReplaced")
+    await replaced_and_seen_by_the_agent(sim, front, device)
     if kind == "webhook":
         await desk._resolve(desk.tickets[ticket_id])
     else:

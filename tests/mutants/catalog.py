@@ -165,4 +165,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return stale and not self.wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)",
         "        return stale",
         ("tests/workflow/test_detection_workflow.py",)),
+    Mutant(
+        "unknown-reading-verifies-a-fix", "a device nothing can see is not untainted on no evidence",
+        "workflows/ticketing.py",
+        "        if health is Health.UNKNOWN and not strict:\n            strict = wf.patches.patched(SEEN_HEALTHY)",
+        "        if health is Health.UNKNOWN and not strict:\n            strict = False",
+        ("tests/e2e_tickets/test_resolution.py",)),
 )
