@@ -70,6 +70,16 @@ def evidence(wf: IncidentContext) -> dict[str, Any]:
     }
 
 
+def escalation(wf: IncidentContext) -> str:
+    """Why this incident warrants a ticket of its own although the device's last one may be open:
+    it is the one that made the device a repeat offender. Later incidents of the lemon join its
+    ticket; earlier ones joined the ticket before it."""
+    rule, state = wf.policy.repeat_offenders, wf.state
+    if not state.repeat_offender or len(state.previous_incidents) + 1 != rule.incidents:
+        return ""
+    return f"repeat offender: {rule.incidents} incidents of this device within {rule.window_s:g}s"
+
+
 async def file_ticket(wf: IncidentContext) -> bool:
     """File (or, for Jira, comment on the device's open) ticket; ``True`` when one is on record."""
     wf.enter(Phase.TICKETING, "ticket", f"filing a vendor ticket for {wf.inp.device.resource_id}")
@@ -82,13 +92,17 @@ async def file_ticket(wf: IncidentContext) -> bool:
     result = await workflow.execute_activity_method(
         TicketActivities.file_ticket,
         TicketInput(incident_id=state.incident_id, idempotency_key=wf.request_id("ticket"), url=ticket.url,
-                    evidence=evidence(wf), ticket=ticket),
+                    evidence=evidence(wf), ticket=ticket, escalate=escalation(wf)),
         **activity_options(wf.policy.steps.ticket, f"{ticket.backend} ticket for {wf.inp.device.resource_id}"),
     )
     wf.finished("ticket")
-    how = "commented on open ticket" if result.reused else "ticket"
-    wf.note("ticket", f"{result.backend} {how} {result.ticket_id} filed" if result.filed
-            else f"no ticket: {result.detail}")
+    if not result.filed:
+        wf.note("ticket", f"no ticket: {result.detail}")
+    elif result.reused:
+        wf.note("ticket", f"{result.backend} ticket {result.ticket_id} of this fault episode is still open: this "
+                          f"incident's evidence added to it ({result.detail})")
+    else:
+        wf.note("ticket", f"{result.backend} ticket {result.ticket_id} filed")
     state.ticket_id = result.ticket_id
     if result.filed:
         wf.upsert(search.TICKET, result.ticket_id)

@@ -5,6 +5,12 @@ API), one module each. Every one files at most one ticket per incident run howev
 the activity is retried: the webhook by its ``Idempotency-Key``, Jira by a label searched
 before creating, ServiceNow by a ``correlation_id`` queried before creating. Credentials
 are read here from the files or environment variables the policy names.
+
+One ticket per fault episode: a device that fails again while the ticket of its latest
+ticketed incident is still open gets this incident's evidence added to that ticket (a webhook
+update, a Jira comment, a ServiceNow work note; each idempotent by this run's key) instead of
+a new one. The episode ends when the vendor resolves its ticket; crossing the repeat-offender
+threshold (``TicketInput.escalate``) opens a new one even while the old ticket is open.
 """
 
 from __future__ import annotations
@@ -64,21 +70,25 @@ class TicketActivities:
 
     @activity.defn(name="file_ticket")
     async def file_ticket(self, inp: TicketInput) -> TicketResult:
-        """File one ticket per incident run with the evidence bundle (retries find the first one)."""
+        """File one ticket per fault episode with the evidence bundle (retries find the first one), or add
+        this incident's evidence to the episode's open ticket."""
         ticket = _settings(inp.ticket, inp.url)
         if ticket.backend == "none":
             return TicketResult(filed=False, backend="none", detail="ticket backend is none")
         evidence = await self._evidence(inp)
+        latest = next((str(p["ticket"]) for p in evidence["previous_incidents"] if p.get("ticket")), None)
+        prior = latest if ticket.one_per_episode and not inp.escalate else None
+        if inp.escalate:
+            evidence["escalated"] = {"why": inp.escalate, "earlier_ticket": latest}
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
             if ticket.backend == "jira":
                 assert ticket.jira is not None  # the policy refuses jira without its section
-                prior = next((p["ticket"] for p in evidence["previous_incidents"] if p.get("ticket")), None)
                 result = await jira.file(session, ticket.jira, inp.idempotency_key, evidence, prior)
             elif ticket.backend == "servicenow":
                 assert ticket.servicenow is not None
-                result = await servicenow.file(session, ticket.servicenow, inp.idempotency_key, evidence)
+                result = await servicenow.file(session, ticket.servicenow, inp.idempotency_key, evidence, prior)
             else:
-                result = await webhook.file(session, ticket, inp.incident_id, inp.idempotency_key, evidence)
+                result = await webhook.file(session, ticket, inp.incident_id, inp.idempotency_key, evidence, prior)
         log.info("%s: %s ticket %s %s", inp.incident_id, result.backend, result.ticket_id, result.detail)
         return result
 

@@ -131,13 +131,13 @@ async def answer(resp: aiohttp.ClientResponse, what: str) -> Any:
 
 
 async def call(session: aiohttp.ClientSession, method: str, url: str, *, missing_ok: bool = False,
-               **kwargs: Any) -> Any:
+               gone: tuple[int, ...] = (), **kwargs: Any) -> Any:
     """One request; connection failures are retryable ``TicketBackendUnavailable``; with
-    ``missing_ok`` a 404 answers ``None``."""
+    ``missing_ok`` a 404 answers ``None``, as does any status in ``gone``."""
     what = f"{method} {url.split('?')[0]}"
     try:
         async with session.request(method, url, **kwargs) as resp:
-            if missing_ok and resp.status == 404:
+            if (missing_ok and resp.status == 404) or resp.status in gone:
                 return None
             return await answer(resp, what)
     except aiohttp.ClientError as exc:

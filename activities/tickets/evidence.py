@@ -85,6 +85,9 @@ def _lines(evidence: dict[str, Any]) -> list[str]:
     slice_info = evidence.get("device_slice") or {}
     out = [title(evidence), "", f"Incident: {evidence.get('incident')} (run {evidence.get('run_id', '?')})",
            f"Classification: {evidence.get('classification', '')}"]
+    if escalated := evidence.get("escalated"):
+        out.append(f"New ticket: {escalated.get('why')}; the device's earlier ticket: "
+                   f"{escalated.get('earlier_ticket') or 'none'}")
     if slice_info:
         out.append(f"Device attributes: {slice_info.get('attributes')} capacity: {slice_info.get('capacity')}")
     out += ["", "Health timeline:"]

@@ -1,9 +1,14 @@
-"""ServiceNow Table API backend: a record per incident, found again by its ``correlation_id``.
+"""ServiceNow Table API backend: a record per fault episode, found again by its ``correlation_id``.
 
 Filing first queries ``GET /api/now/table/<table>?sysparm_query=correlation_id=<key>``: a
 worker killed between ServiceNow creating the record and Temporal recording the result
 finds the record on its retry. The ticket id is the record's ``number`` (``INC0010001``),
 the name people use; ``state`` 6 (Resolved) or 7 (Closed) means resolved.
+
+A device failing again while its record is open gets a work note instead of a new record:
+``PATCH /api/now/table/<table>/<sys_id>`` with ``work_notes`` (a journal field: each write
+adds an entry, kept in ``sys_journal_field``). The note ends with this run's correlation
+marker, and ``sys_journal_field`` is searched for it first, so a retry adds no second note.
 """
 
 from __future__ import annotations
@@ -51,6 +56,17 @@ class ServiceNowClient:
         rows = (data.get("result") or []) if isinstance(data, dict) else []
         return rows[0] if rows else None
 
+    async def note_once(self, sys_id: str, marker: str, text: str) -> None:
+        """Add a work note to the record unless one carrying ``marker`` is already there."""
+        journal = self.table.rsplit("/", 1)[0] + "/sys_journal_field"
+        q = quote(f"element_id={sys_id}^element=work_notes^valueLIKE{marker}")
+        data = await call(self.session, "GET", f"{journal}?sysparm_query={q}&sysparm_limit=1&sysparm_fields=sys_id",
+                          headers=self.headers)
+        if (data.get("result") if isinstance(data, dict) else None):
+            return
+        await call(self.session, "PATCH", f"{self.table}/{sys_id}", json={"work_notes": f"{text}\n\n[{marker}]"},
+                   headers=self.headers)
+
     async def create(self, record: dict[str, Any]) -> dict[str, Any]:
         """Insert a record; returns it as ServiceNow answers."""
         data = await call(self.session, "POST", self.table, json=record, headers=self.headers)
@@ -62,14 +78,21 @@ class ServiceNowClient:
 
 
 async def file(session: aiohttp.ClientSession, settings: ServiceNowTicket, key: str,
-               evidence: dict[str, Any]) -> TicketResult:
-    """Find this run's record by correlation id, or create it."""
+               evidence: dict[str, Any], prior: str | None = None) -> TicketResult:
+    """Find this run's record by correlation id, or add a work note to ``prior`` (the episode's
+    record) while it is open, or create a record."""
     sn = ServiceNowClient(session, settings)
     correlation = correlation_for(key)
     found = await sn.query("correlation_id", correlation)
     if found:
         return TicketResult(filed=True, ticket_id=str(found["number"]), backend="servicenow",
                             detail="record found by correlation_id")
+    record_of_prior = await sn.query("number", prior) if prior else None
+    if record_of_prior and str(record_of_prior.get("state", "")) not in settings.resolved_states:
+        text = f"The device failed again.\n\n{ev.text(evidence)}"
+        await sn.note_once(str(record_of_prior["sys_id"]), correlation, text)
+        return TicketResult(filed=True, ticket_id=str(prior), backend="servicenow", reused=True,
+                            detail=f"device failed again while {prior} is open: work note added")
     record = {"short_description": ev.title(evidence)[:160], "description": ev.text(evidence),
               "correlation_id": correlation, "correlation_display": "podmedic", "category": settings.category,
               "impact": "2", "urgency": "2"}

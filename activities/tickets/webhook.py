@@ -1,9 +1,13 @@
-"""Generic webhook backend: a signed JSON POST per incident, a GET for the status.
+"""Generic webhook backend: a signed JSON POST per fault episode, an update per later incident,
+a GET for the status.
 
 ``POST <url>`` carries the evidence bundle, an ``Idempotency-Key`` header that is the same on
 every retry (a worker that dies between sending and recording never files a second ticket)
 and, when a secret is configured, ``X-Podmedic-Signature: sha256=<hex HMAC of the body>``.
 The receiver answers ``{"id": ...}``; ``GET <url>/<id>`` answers ``{"status": ...}``.
+``POST <url>/<id>/updates`` (same body, headers and signature) adds a later incident's evidence
+to an open ticket; the receiver keeps one update per ``Idempotency-Key`` and answers 404 for an
+unknown ticket and 409 for a resolved one, and podmedic then files a new ticket.
 """
 
 from __future__ import annotations
@@ -34,25 +38,49 @@ def _url(ticket: Ticket) -> str:
     return url
 
 
-async def file(session: aiohttp.ClientSession, ticket: Ticket, incident_id: str, key: str,
-               evidence: dict[str, Any]) -> TicketResult:
-    """File (or find again, by idempotency key) the incident's ticket."""
-    url = _url(ticket)
-    if not url:
-        return TicketResult(filed=False, backend="webhook",
-                            detail=f"no ticket URL configured ({ticket.url!r} is empty here)")
+def _signed(ticket: Ticket, incident_id: str, key: str, evidence: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     body = json.dumps({"idempotency_key": key, "title": ev.title(evidence), "incident": incident_id,
                        "evidence": evidence}, separators=(",", ":"), default=str).encode()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key, **_auth(ticket)}
     secret = read_secret("ticket.secret", ticket.secret_file, ticket.secret_env, required=False)
     if secret:
         headers[SIGNATURE_HEADER] = sign(secret, body)
+    return body, headers
+
+
+async def _update(session: aiohttp.ClientSession, url: str, ticket_id: str, body: bytes,
+                  headers: dict[str, str]) -> bool:
+    """Add the evidence to the open ticket; ``False`` when the receiver has it no more or resolved it."""
+    done = await call(session, "POST", f"{url.rstrip('/')}/{ticket_id}/updates", data=body, headers=headers,
+                      gone=(404, 409))
+    return done is not None
+
+
+async def file(session: aiohttp.ClientSession, ticket: Ticket, incident_id: str, key: str,
+               evidence: dict[str, Any], prior: str | None = None) -> TicketResult:
+    """Add the evidence to ``prior`` (the episode's ticket) while it is open, else file (or find
+    again, by idempotency key) the incident's ticket."""
+    url = _url(ticket)
+    if not url:
+        return TicketResult(filed=False, backend="webhook",
+                            detail=f"no ticket URL configured ({ticket.url!r} is empty here)")
+    body, headers = _signed(ticket, incident_id, key, evidence)
+    if prior and await _is_open(session, ticket, prior) and await _update(session, url, prior, body, headers):
+        return TicketResult(filed=True, ticket_id=prior, backend="webhook", reused=True,
+                            detail=f"device failed again while {prior} is open: evidence added to it")
     data = await call(session, "POST", url, data=body, headers=headers)
     ticket_id = str(data.get("id") or data.get("key") or "") if isinstance(data, dict) else ""
     if not ticket_id:
         raise ApplicationError(f"POST {url}: answer has no ticket id: {data!r:.200}", type="TicketRejected",
                                non_retryable=True)
     return TicketResult(filed=True, ticket_id=ticket_id, backend="webhook")
+
+
+async def _is_open(session: aiohttp.ClientSession, ticket: Ticket, ticket_id: str) -> bool:
+    """Whether the receiver has ``ticket_id`` open (one it does not know, from another backend, is not)."""
+    data = await call(session, "GET", f"{_url(ticket).rstrip('/')}/{ticket_id}", headers=_auth(ticket),
+                      missing_ok=True)
+    return isinstance(data, dict) and str(data.get("status", "")).lower() not in RESOLVED
 
 
 async def status(session: aiohttp.ClientSession, ticket: Ticket, ticket_id: str) -> str:

@@ -184,10 +184,13 @@ class TicketInput(BaseModel):
     url: str
     evidence: dict[str, Any]
     ticket: Ticket | None = None
+    escalate: str = Field("", description="Why a new ticket is warranted although the device's last one is "
+                                          "open (the repeat-offender threshold crossed); empty otherwise.")
 
 
 class TicketResult(BaseModel):
-    """The filed ticket, or why none was filed; ``reused`` when an open ticket of the device got a comment."""
+    """The filed ticket, or why none was filed; ``reused`` when the device's open ticket (same fault
+    episode) got this incident's evidence instead."""
 
     filed: bool
     ticket_id: str | None = None

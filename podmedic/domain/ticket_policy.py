@@ -105,6 +105,9 @@ class Ticket(ConfigModel):
     jira: JiraTicket | None = None
     servicenow: ServiceNowTicket | None = None
     file_when_permanent: bool = True
+    one_per_episode: bool = Field(True, description="A device that fails again while its last ticket is open "
+                                                    "adds the new incident's evidence to that ticket instead of "
+                                                    "filing another; the repeat-offender threshold files a new one.")
     file_when_unhealed: bool = Field(True, description="File when the device stays unhealthy.")
     wait_resolution_s: float = Field(86400.0, gt=0, description="Wait for the vendor this long.")
     poll_s: float = Field(30.0, gt=0, description="How soon the backend is first asked for status.")

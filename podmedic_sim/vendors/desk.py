@@ -51,9 +51,8 @@ class VendorDesk:
             tmp.write_text(json.dumps(self.tickets, indent=1))
             tmp.replace(self.store)
 
-    async def create(self, request: web.Request) -> web.Response:
-        """File a ticket; the same Idempotency-Key returns the first ticket."""
-        self.posts += 1
+    async def _signed_body(self, request: web.Request) -> tuple[str, dict[str, Any]] | web.Response:
+        """The Idempotency-Key and the JSON body of a signed post, or the error answer."""
         key = request.headers.get("Idempotency-Key", "")
         if not key:
             return web.json_response({"error": "Idempotency-Key header is required"}, status=400)
@@ -67,6 +66,36 @@ class VendorDesk:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return web.json_response({"error": "body is not JSON"}, status=400)
+        return key, body
+
+    async def update(self, request: web.Request) -> web.Response:
+        """Add a later incident's evidence to an open ticket, once per Idempotency-Key; 404 for an
+        unknown ticket, 409 for a resolved one (the sender then files a new ticket)."""
+        self.posts += 1
+        signed = await self._signed_body(request)
+        if isinstance(signed, web.Response):
+            return signed
+        key, body = signed
+        ticket = self.tickets.get(request.match_info["id"])
+        if ticket is None:
+            return web.json_response({"error": "no such ticket"}, status=404)
+        if ticket["status"] != "open":
+            return web.json_response({"error": f"ticket {ticket['id']} is {ticket['status']}"}, status=409)
+        updates = ticket.setdefault("updates", [])
+        if not any(u["idempotency_key"] == key for u in updates):
+            updates.append({"idempotency_key": key, "at": time.time(), "incident": body.get("incident", ""),
+                            "evidence": body.get("evidence", {})})
+            self._save()
+            log.info("ticket %s updated by %s", ticket["id"], body.get("incident", ""))
+        return web.json_response({"id": ticket["id"], "updates": len(updates)}, status=201)
+
+    async def create(self, request: web.Request) -> web.Response:
+        """File a ticket; the same Idempotency-Key returns the first ticket."""
+        self.posts += 1
+        signed = await self._signed_body(request)
+        if isinstance(signed, web.Response):
+            return signed
+        key, body = signed
         for ticket in self.tickets.values():
             if ticket["idempotency_key"] == key:
                 return web.json_response(ticket, status=200)
@@ -154,6 +183,7 @@ class VendorDesk:
         app.add_routes([
             web.post("/tickets", self.create), web.get("/tickets", self.list),
             web.get("/tickets/{id}", self.get), web.post("/tickets/{id}/resolve", self.resolve),
+            web.post("/tickets/{id}/updates", self.update),
             web.get("/healthz", self.healthz), web.post("/desk/hold", self.hold), web.get("/desk/hold", self.hold),
         ])
 

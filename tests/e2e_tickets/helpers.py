@@ -23,8 +23,9 @@ _DATA = re.compile(r'"data":\s*"([A-Za-z0-9+/=]+)"')
 
 
 def policy(ticket: str, *, wait_resolution_s: float = 60, ticket_timeout_s: float = 4,
-           approvals_timeout_s: float = 3600) -> PolicySet:
-    """The test policy with ``ticket`` (YAML flow-mapping entries) as the ticket section."""
+           approvals_timeout_s: float = 3600, extra: str = "") -> PolicySet:
+    """The test policy with ``ticket`` (YAML flow-mapping entries) as the ticket section; ``extra`` is
+    one more line of the default driver's section."""
     return parse_policy(f"""
 drivers:
   default:
@@ -40,6 +41,7 @@ drivers:
     close: {{heal_wait_s: 1, anti_flap_s: 0.5, poll_s: 0.3}}
     ticket: {{poll_s: 0.3, wait_resolution_s: {wait_resolution_s}, verify_s: 3, {ticket}}}
     approvals: {{timeout_s: {approvals_timeout_s}}}
+    {extra}
   gpu.nvidia.com:
     classification: {{codes: {{permanent: [79]}}}}
 """)

@@ -41,7 +41,7 @@ async def test_jira_comment_on_recurrence(sim: SimCluster, worker: Client, inges
     await front.fail(device, message="XID 79 again")
     second = await outcome(worker, device)
     assert second.ticket_id == "GPU-1" and second.outcome is Outcome.QUARANTINED
-    assert any("commented on open ticket GPU-1" in t.message for t in second.timeline), "\n".join(
+    assert any("ticket GPU-1 of this fault episode is still open" in t.message for t in second.timeline), "\n".join(
         f"{t.at} {t.step} {t.message}" for t in second.timeline)
     assert list(jira.tickets) == ["GPU-1"] and jira.creates_received == 1
     comments = jira.comments["GPU-1"]

@@ -171,4 +171,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if health is Health.UNKNOWN and not strict:\n            strict = wf.patches.patched(SEEN_HEALTHY)",
         "        if health is Health.UNKNOWN and not strict:\n            strict = False",
         ("tests/e2e_tickets/test_resolution.py",)),
+    Mutant(
+        "ticket-per-incident", "one ticket per fault episode",
+        "activities/tickets/__init__.py",
+        "        prior = latest if ticket.one_per_episode and not inp.escalate else None",
+        "        prior = None",
+        ("tests/e2e_tickets/test_episodes.py",)),
 )

@@ -193,3 +193,48 @@ async def test_missing_credentials_name_the_field(monkeypatch: pytest.MonkeyPatc
                                                     token_file=str(tmp_path / "absent")))
     with pytest.raises(ApplicationError, match=r"ticket.jira.token_file .*absent: cannot read"):
         await _file(ticket)
+
+
+async def test_webhook_adds_to_the_episodes_open_ticket_once_per_run(served: Any) -> None:
+    """The webhook update (``POST <url>/<id>/updates``, docs/recovery-tickets.md) is kept once per
+    Idempotency-Key, so a retried activity adds nothing twice; a resolved or unknown ticket gets a new one."""
+    import aiohttp
+
+    from activities.tickets import webhook as backend
+
+    desk = VendorDesk()
+    ticket = Ticket(url=f"{await served(desk)}/tickets")
+    async with aiohttp.ClientSession() as session:
+        first = await backend.file(session, ticket, "inc", "run-1", EVIDENCE)
+        again = await backend.file(session, ticket, "inc", "run-2", EVIDENCE, first.ticket_id)
+        retried = await backend.file(session, ticket, "inc", "run-2", EVIDENCE, first.ticket_id)
+        assert again.reused and again.ticket_id == retried.ticket_id == first.ticket_id == "VND-0001"
+        assert list(desk.tickets) == ["VND-0001"] and len(desk.tickets["VND-0001"]["updates"]) == 1
+        other = await backend.file(session, ticket, "inc", "run-3", EVIDENCE, "GPU-7")  # another backend's
+        await desk._resolve(desk.tickets["VND-0001"])
+        third = await backend.file(session, ticket, "inc", "run-4", EVIDENCE, "VND-0001")
+    assert (other.ticket_id, other.reused) == ("VND-0002", False)
+    assert (third.ticket_id, third.reused) == ("VND-0003", False)
+
+
+async def test_servicenow_adds_one_work_note_to_the_episodes_open_record(served: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A work note is journaled (``sys_journal_field``), and found there by this run's marker on a retry."""
+    import aiohttp
+
+    from activities.tickets import servicenow as backend
+
+    sn = FakeServiceNow(user="svc", password="pw")
+    monkeypatch.setenv("PODMEDIC_SERVICENOW_PASSWORD", "pw")
+    settings = ServiceNowTicket(url=await served(sn), user="svc")
+    async with aiohttp.ClientSession() as session:
+        first = await backend.file(session, settings, "run-1", EVIDENCE)
+        again = await backend.file(session, settings, "run-2", EVIDENCE, first.ticket_id)
+        retried = await backend.file(session, settings, "run-2", EVIDENCE, first.ticket_id)
+        assert again.reused and again.ticket_id == retried.ticket_id == first.ticket_id
+        assert len(sn.tickets) == 1 and len(sn.journal) == 1
+        assert sn.journal[0]["element_id"] == sn.tickets[first.ticket_id or ""]["sys_id"]
+        assert "The device failed again" in sn.journal[0]["value"]
+        await sn.resolve(first.ticket_id or "")
+        third = await backend.file(session, settings, "run-3", EVIDENCE, first.ticket_id)
+    assert not third.reused and third.ticket_id != first.ticket_id and len(sn.tickets) == 2
