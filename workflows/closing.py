@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import IncidentOutcome, Phase
     from podmedic.domain.models import Health, Outcome
     from podmedic.domain.steps import DeviceInput, UntaintInput
-    from workflows import ticketing, unverified
+    from workflows import move_off, ticketing, unverified
     from workflows.context import IncidentContext
     from workflows.options import activity_options
     from workflows.patches import HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
@@ -164,13 +164,22 @@ class Closer:
         return False
 
     async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
-        """Sleep, waking early for a resolution, an abort, or when ``wake`` says so."""
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self.wf.resolution is not None or self.wf.abort_request is not None
-                or (wake is not None and wake()),
-                timeout=timedelta(seconds=seconds), timeout_summary=summary,
-            )
+        """Sleep, waking early for a resolution, an abort, or when ``wake`` says so; a pod placed on a
+        node that became the incident meanwhile is moved off first (``workflows/move_off.py``)."""
+        window = self.policy.detection.node_correlation.window_s
+        deadline = workflow.now() + timedelta(seconds=seconds)
+
+        def woken() -> bool:
+            return self.wf.resolution is not None or self.wf.abort_request is not None or (wake is not None and wake())
+
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: woken() or bool(self.wf.placements.due(window)),
+                                              timeout=deadline - workflow.now(), timeout_summary=summary)
+            moving = bool(self.wf.placements.due(window))
+            await move_off.if_due(self.wf)
+            if not moving or woken() or workflow.now() >= deadline:
+                return
 
     async def _untaint(self) -> str:
         """Release the incident's DeviceTaintRule; what happened to it, for the outcome.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -22,6 +22,9 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import NodeIncidentState, NodeWatchInput
     from podmedic.domain.policy import DriverPolicy
     from workflows.patches import Patches
+
+if TYPE_CHECKING:
+    from workflows.move_off import Placements
 
 
 class IncidentContext(Protocol):
@@ -42,6 +45,7 @@ class IncidentContext(Protocol):
     guard_asked: bool
     notices: asyncio.Task[None] | None
     annotated: set[PodKey]
+    placements: Placements
 
     @property
     def permanent(self) -> bool:
@@ -70,6 +74,9 @@ class IncidentContext(Protocol):
 
     def finish(self, outcome: Outcome, explanation: str) -> IncidentOutcome:
         """Close the record with an outcome."""
+
+    def track_pods(self) -> None:
+        """Keep ``PodmedicPods`` naming every pod the incident touched."""
 
 
 class ClosingContext(Protocol):

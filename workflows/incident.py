@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.node import NodeIncidentNotice
     from podmedic.domain.steps import DiscoverInput, Discovery
-    from workflows import describe, repeat, stages, telemetry
+    from workflows import describe, move_off, repeat, stages, telemetry
     from workflows import permits as guarded
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
@@ -79,6 +79,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.guard_asked = False
         self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
         self.annotated: set[PodKey] = set()  # pods a notice of this run found and annotated (workflows/notices.py)
+        self.placements = move_off.Placements()
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal
@@ -97,6 +98,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         """The device's node became the incident: several of its devices failed together."""
         if self.state.node_incident is None:
             self.state.node_incident = notice.incident_id
+            self.placements.node_incident_at = workflow.now()
             self.note("correlate", f"part of node incident {notice.incident_id}: {', '.join(notice.devices)}")
 
     @workflow.signal
@@ -164,6 +166,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             self.state.recovery.append(result)
             telemetry.recovered(self, result)
             self.track_pods()
+            move_off.placed(self, result)
+        await move_off.if_due(self)
         if self.policy.dry_run:
             return dry_run_close(self, self.permanent)
         return await Closer(self).close(self.permanent)

@@ -34,8 +34,9 @@ _WHAT = {
 }
 
 
-async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung]) -> RecoveryResult:
-    """Climb the ladder for one pod until a rung verifies; returns the last result."""
+async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], purpose: str = "") -> RecoveryResult:
+    """Climb the ladder for one pod until a rung verifies; returns the last result. A ``purpose``
+    other than the ladder's own (moving off a node) keeps its request ids apart from the ladder's."""
     result = RecoveryResult(verified=False, action="none", pod=pod, detail="no rung in the policy")
     current = pod
     for rung in rungs:
@@ -60,7 +61,7 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung]) 
                 _ACTIONS[rung.action],
                 RecoverInput(
                     incident_id=wf.state.incident_id,
-                    request_id=wf.request_id(rung.action, attempt),
+                    request_id=wf.request_id(f"{purpose}-{rung.action}" if purpose else rung.action, attempt),
                     pod=current,
                     device=wf.inp.device,
                     timeout_s=rung.timeout_s,

@@ -177,4 +177,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "        prior = latest if ticket.one_per_episode and not inp.escalate else None",
         "        prior = None",
         ("tests/e2e_tickets/test_episodes.py",)),
+    Mutant(
+        "placed-pods-stay-on-a-failing-node", "a pod placed back on a node that turns bad moves off",
+        "workflows/move_off.py",
+        "        wf.placements.enabled = wf.patches.patched(MOVE_OFF)",
+        "        wf.placements.enabled = False",
+        ("tests/e2e_node/test_move_off_e2e.py",)),
 )
