@@ -22,7 +22,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from podmedic.domain import search
-from podmedic.stack.up import free_port, wait_ready
+from podmedic.stack.readiness import free_port, wait_ready
 from podmedic.temporal.connect import connect
 
 BIN = Path(sys.executable).parent

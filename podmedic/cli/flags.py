@@ -30,6 +30,10 @@ def connection_flags(p: argparse.ArgumentParser) -> None:
                    help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS; default %(default)s)")
     p.add_argument("--namespace", default=_env("PODMEDIC_NAMESPACE", "default"),
                    help="Temporal namespace (env PODMEDIC_NAMESPACE; default %(default)s)")
+    p.add_argument("--temporal-wait", type=float, metavar="SECONDS",
+                   default=float(_env("PODMEDIC_TEMPORAL_WAIT_S", "60")),
+                   help="keep trying to reach Temporal this long at start, backing off from 1 s to 15 s "
+                        "(env PODMEDIC_TEMPORAL_WAIT_S; default %(default)g)")
     p.add_argument("--task-queue", default=_env("PODMEDIC_TASK_QUEUE", DEFAULT_TASK_QUEUE),
                    help="task queue of incident workflows (env PODMEDIC_TASK_QUEUE; default %(default)s)")
     p.add_argument("--kubeconfig", type=Path, default=os.environ.get("PODMEDIC_KUBECONFIG"),

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from podmedic.cli.flags import connection_flags, host_port, load_policy_or_exit
 from podmedic.telemetry.process import add_telemetry_flags
-from podmedic.temporal.connect import connect
+from podmedic.temporal.connect import connect_patiently
 
 INGEST_HELP = """\
 Turn every health signal into exactly one incident per device.
@@ -31,6 +33,34 @@ Example:
   PODMEDIC_INGEST_TOKEN=$(cat token) podmedic ingest --kubeconfig kc --listen 0.0.0.0:8088 \\
       --state-dir /var/lib/podmedic/ingest
 """
+
+
+def _start_problem(role: str, kubeconfig: Path | None) -> str | None:
+    """The cluster configuration's problem, in one line, before anything waits on the network."""
+    from podmedic.kube.errors import KubeConfigError
+    from podmedic.kube.gateway import KubeGateway
+
+    try:
+        KubeGateway(kubeconfig).close()
+    except KubeConfigError as exc:
+        return f"podmedic {role}: refusing to start: {exc}"
+    return None
+
+
+def _run(role: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    """Run ``main``; a start problem it meets (Temporal unreachable) is one line and exit 1."""
+    from podmedic.temporal.connect import TemporalUnreachable
+
+    try:
+        asyncio.run(main())
+    except TemporalUnreachable as exc:
+        print(f"podmedic {role}: {exc}", file=sys.stderr)
+        # The SDK's runtime threads abort the interpreter's finalization after a failed connect
+        # ("PyGILState_Release"): nothing is left to clean up, so leave without it.
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(1)
+    return 0
 
 
 async def _stop_event() -> asyncio.Event:
@@ -53,15 +83,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except VersioningError as exc:
         print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
         return 2
+    if (problem := _start_problem("worker", args.kubeconfig)) is not None:
+        print(problem, file=sys.stderr)
+        return 2
     telemetry = start_telemetry(args, "worker")
 
     async def main() -> None:
-        client = await connect(args.temporal_address, args.namespace)
+        client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
         async with telemetry_running(telemetry, client):
             await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox)
 
-    asyncio.run(main())
-    return 0
+    return _run("worker", main)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -88,11 +120,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                                            "state_dir": args.state_dir or settings.state_dir})
     from podmedic.telemetry.process import start_telemetry, telemetry_running
 
+    if not args.no_watch and (problem := _start_problem("ingest", args.kubeconfig)) is not None:
+        print(problem, file=sys.stderr)
+        return 2
     telemetry = start_telemetry(args, "ingest")
 
     async def main() -> None:
         stop = await _stop_event()
-        client = await connect(args.temporal_address, args.namespace)
+        client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
         kube = KubeGateway(args.kubeconfig)
         try:
             async with telemetry_running(telemetry):
@@ -102,11 +137,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             kube.close()
 
     try:
-        asyncio.run(main())
+        return _run("ingest", main)
     except AuthConfigError as exc:
         print(f"podmedic: refusing to start the HTTP front: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 

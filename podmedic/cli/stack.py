@@ -36,12 +36,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Run the whole stack until interrupted."""
     if (refused := _needs_sim()) is not None:
         return refused
+    from podmedic.stack.readiness import StackError
     from podmedic.stack.up import Stack, StackOptions
 
     load_policy_or_exit(args.policy)
-    with Stack(StackOptions(state_dir=args.state_dir, policy=args.policy, nodes=args.nodes,
-                            devices_per_node=args.devices_per_node)) as stack:
-        stack.wait_forever()
+    try:
+        with Stack(StackOptions(state_dir=args.state_dir, policy=args.policy, nodes=args.nodes,
+                                devices_per_node=args.devices_per_node)) as stack:
+            stack.wait_forever()
+    except StackError as err:
+        print(f"podmedic up: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -50,8 +55,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if (refused := _needs_sim()) is not None:
         return refused
     from podmedic.stack.demo import run_demo
+    from podmedic.stack.readiness import StackError
 
-    return run_demo(faults=args.faults, summary_json=args.summary_json, keep=args.keep, state_dir=args.state_dir)
+    try:
+        return run_demo(faults=args.faults, summary_json=args.summary_json, keep=args.keep, state_dir=args.state_dir)
+    except StackError as err:
+        print(f"podmedic demo: {err}", file=sys.stderr)
+        return 1
 
 
 def cmd_vendor_desk(args: argparse.Namespace) -> int:

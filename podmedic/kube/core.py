@@ -17,6 +17,7 @@ from podmedic import __version__
 from podmedic.domain.base import Obj
 from podmedic.kube.api_versions import GROUP, TAINT_RULE_VERSIONS, TaintRuleApi, choose
 from podmedic.kube.errors import (
+    KubeConfigError,
     KubeError,
     NotFound,
     NotServed,
@@ -52,13 +53,21 @@ class GatewayCore:
     def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0, component: str = "") -> None:
         settings = client.Configuration()
         settings.connection_pool_maxsize = POOL_CONNECTIONS
-        if kubeconfig is not None:
-            config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
-        else:
-            try:
-                config.load_incluster_config(client_configuration=settings)
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=settings)
+        if kubeconfig is not None and not kubeconfig.is_file():
+            raise KubeConfigError(f"kubeconfig {kubeconfig}: no such file")
+        try:
+            if kubeconfig is not None:
+                config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
+            else:
+                try:
+                    config.load_incluster_config(client_configuration=settings)
+                except config.ConfigException:
+                    config.load_kube_config(client_configuration=settings)
+        except (config.ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+            where = f"kubeconfig {kubeconfig}" if kubeconfig is not None else \
+                "no in-cluster service account and no ~/.kube/config (or $KUBECONFIG)"
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise KubeConfigError(f"{where}: {why}") from None
         api_client = client.ApiClient(settings)
         self._api = api_client
         self._owns_pool = True

@@ -62,3 +62,7 @@ def from_answer(status: int, body: str | None, reason: str | None, what: str) ->
 
 class NotServed(KubeError):
     """The cluster does not serve the API at all (a feature gate is off); no retry can help."""
+
+
+class KubeConfigError(Exception):
+    """No usable cluster configuration: the message names the kubeconfig (or in-cluster) and why."""

@@ -13,46 +13,19 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from podmedic.domain import search
+from podmedic.stack.readiness import StackError, free_port, wait_ready
 from podmedic.temporal.connect import DEFAULT_TASK_QUEUE
 
 log = logging.getLogger("podmedic.up")
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_ready(check: str, deadline_s: float, what: str) -> None:
-    """Wait until ``check`` (``tcp:host:port`` or an http URL) answers."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            if check.startswith("tcp:"):
-                _, host, port = check.split(":")
-                with socket.create_connection((host, int(port)), timeout=1):
-                    return
-            else:
-                with urllib.request.urlopen(check, timeout=1):
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{what} did not become ready within {deadline_s:g}s ({check})")
 
 
 @dataclass
@@ -91,6 +64,12 @@ class Child:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
+    ports: tuple[str, ...] = ()
+    """The ports (keys of ``Stack.ports``) this child binds: new ones are picked if they were taken."""
+
+
+PORTS = ("temporal", "ui", "simulator", "vendor", "ingest")
+PORT_RETRIES = 5
 
 
 class Stack:
@@ -103,10 +82,11 @@ class Stack:
         self.endpoints: dict[str, object] = {}
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
+        self.ports: dict[str, int] = {}
 
     def _plan(self) -> list[Child]:
         d, py = self.dir, [sys.executable, "-m", "podmedic.cli.main"]
-        tp, ui, sim, vendor, ingest = free_port(), free_port(), free_port(), free_port(), free_port()
+        tp, ui, sim, vendor, ingest = (self.ports[k] for k in PORTS)
         kubeconfig = d / "kubeconfig"
         attrs = search.dev_server_flags()
         temporal_addr = f"127.0.0.1:{tp}"
@@ -127,17 +107,19 @@ class Stack:
             Child("temporal", [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1",
                                "--port", str(tp), "--ui-port", str(ui), "--db-filename", str(d / "temporal.db"),
                                "--log-level", "error", "--sqlite-pragma", "journal_mode=WAL",
-                               "--sqlite-pragma", "synchronous=OFF", *attrs], f"tcp:127.0.0.1:{tp}"),
+                               "--sqlite-pragma", "synchronous=OFF", *attrs], f"tcp:127.0.0.1:{tp}",
+                  ports=("temporal", "ui")),
             Child("simulator", [*py, "sim", "serve", "--port", str(sim), "--nodes", str(self.o.nodes),
                                 "--devices-per-node", str(self.o.devices_per_node), "--kubeconfig", str(kubeconfig)],
-                  f"http://127.0.0.1:{sim}/version"),
+                  f"http://127.0.0.1:{sim}/version", ports=("simulator",)),
             Child("vendor", [*py, "vendor-desk", "--port", str(vendor), "--sim-url", f"http://127.0.0.1:{sim}",
                              "--resolve-after", str(self.o.vendor_resolve_s), "--store", str(d / "tickets.json")],
-                  f"http://127.0.0.1:{vendor}/healthz"),
+                  f"http://127.0.0.1:{vendor}/healthz", ports=("vendor",)),
             Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url,
                                                              "PODMEDIC_UI_URL": f"http://127.0.0.1:{ui}"}),
             Child("ingest", [*py, "ingest", *conn, "--listen", f"127.0.0.1:{ingest}", "--token-file", str(token_file),
-                             "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz"),
+                             "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz",
+                  ports=("ingest",)),
             # The node agent as every GPU node runs it, reading the simulated GPUs (NVML's view of them):
             # the only source that sees a GPU fail while no pod holds it.
             Child("agent", [*py, "agent", "nvml", "--sim-url", f"http://127.0.0.1:{sim}", "--node", "all",
@@ -161,15 +143,37 @@ class Stack:
         tmp.replace(self.dir / "endpoints.json")
 
     def start(self) -> Stack:
-        """Start every child in order, each once the one before is ready."""
+        """Start every child in order, each once the one before is ready.
+
+        A port is picked free and handed to the child, which binds it a moment later; another
+        process may take it in between. A child that exits saying so gets new ports (and the
+        children after it, the new addresses), up to ``PORT_RETRIES`` times; any other exit
+        before ready ends the start at once with a ``StackError`` quoting the child's log.
+        """
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.ports = {k: free_port() for k in PORTS}
         self.children = self._plan()
+        retries = 0
         try:
-            for child in self.children:
+            index = 0
+            while index < len(self.children):
+                child = self.children[index]
                 log.info("starting %s", child.role)
                 self._spawn(child)
-                if child.ready:
-                    wait_ready(child.ready, 60, child.role)
+                try:
+                    if child.ready:
+                        wait_ready(child.ready, 60, child.role, child.proc, self.dir / "logs" / f"{child.role}.log")
+                except StackError as err:
+                    if not (err.port_taken and child.ports and retries < PORT_RETRIES):
+                        raise
+                    retries += 1
+                    taken = ", ".join(str(self.ports[k]) for k in child.ports)
+                    self.ports.update({k: free_port() for k in child.ports})
+                    log.warning("%s: port %s was taken before it could bind; trying port %s", child.role, taken,
+                                ", ".join(str(self.ports[k]) for k in child.ports))
+                    self.children[index:] = self._plan()[index:]
+                    continue
+                index += 1
         except BaseException:
             self.stop()  # a child that never became ready must not orphan the ones already running
             raise

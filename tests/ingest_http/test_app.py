@@ -23,7 +23,7 @@ from podmedic.ingest.http.app import build_app
 from podmedic.ingest.http.auth import AuthConfigError
 from podmedic.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
 from podmedic.ingest.settings import HttpSettings, IngestSettings
-from podmedic.stack.up import free_port
+from podmedic.stack.readiness import free_port
 from podmedic.temporal.converter import podmedic_data_converter
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -22,7 +22,7 @@ from podmedic.ingest.delivery import Deliverer
 from podmedic.ingest.http.app import build_app
 from podmedic.ingest.http.cloudevents import EVENT_TYPE, STRUCTURED
 from podmedic.ingest.settings import HttpSettings, IngestSettings
-from podmedic.stack.up import free_port
+from podmedic.stack.readiness import free_port
 from podmedic.temporal.converter import podmedic_data_converter
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
