@@ -26,6 +26,7 @@ from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.startup import say_taint_rules
+from podmedic.telemetry.probes import Readiness, api_server_check, temporal_check
 from workers.health import serving_health
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
@@ -159,7 +160,16 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
     log.info("worker polling task queue %r on %s (workflow sandbox %s)", task_queue,
              client.service_client.config.target_host, "on" if sandboxed else "off")
     polling = False
-    async with serving_health(health, lambda: polling and not stop.is_set()), worker:
+    readiness = Readiness({"temporal": temporal_check(client), "api server": api_server_check(kube.server_version)})
+
+    def ready() -> tuple[bool, str]:
+        if stop.is_set():
+            return False, "not ready: draining\n"
+        if not polling:
+            return False, "not ready: not polling the task queue yet\n"
+        return readiness.verdict()
+
+    async with readiness.running(), serving_health(health, ready), worker:
         polling = True
         await stop.wait()
     kube.close()

@@ -26,6 +26,7 @@ from podmedic.ingest.sources import cluster_sources
 from podmedic.ingest.types import Observation, Source, Stopping
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.startup import say_health_status
+from podmedic.telemetry.probes import Check, Readiness, api_server_check, temporal_check
 
 log = logging.getLogger("podmedic.ingest")
 
@@ -106,6 +107,22 @@ def _run_source(source: Source, emit: BlockingEmitter, halt: threading.Event) ->
             delay = min(delay * 2, 30.0)
 
 
+def _checks(client: Client, kube: KubeGateway, sources: Sequence[Source]) -> dict[str, Check]:
+    """What the ingest needs to turn signals into incidents: Temporal, and with watches the API
+    server and every watch having listed once (before that, a device's state may be unseen)."""
+    checks: dict[str, Check] = {"temporal": temporal_check(client)}
+    if not sources:
+        return checks
+
+    async def synced() -> str | None:
+        waiting = [s.name for s in sources if (stats := getattr(s, "stats", None)) is not None
+                   and stats.lists == 0 and stats.watches == 0]
+        return f"not listed yet: {', '.join(waiting)}" if waiting else None
+    checks["api server"] = api_server_check(kube.server_version)
+    checks["watches"] = synced
+    return checks
+
+
 async def run_ingest(
     client: Client,
     kube: KubeGateway,
@@ -124,18 +141,20 @@ async def run_ingest(
     """
     deliverer = Deliverer(client, policies, task_queue,
                           dedup=RecentStates(settings.dedup.ttl_s, settings.dedup.max_entries))
+    sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
+    readiness = Readiness(_checks(client, kube, sources))
     runner = None
     url = None
     if http:
-        runner, url = await start_site(build_app(deliverer, settings), settings.http)
+        runner, url = await start_site(build_app(deliverer, settings, readiness.verdict), settings.http)
         log.info("ingest HTTP front on %s (POST /v1/events, /v1/alertmanager)", url)
     if on_ready is not None:
         on_ready(url)
     if watch:
         await say_health_status(kube)
-    sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
     try:
-        await run_sources(sources, deliverer, stop)
+        async with readiness.running():
+            await run_sources(sources, deliverer, stop)
     finally:
         if runner is not None:
             await runner.cleanup()

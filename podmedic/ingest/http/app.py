@@ -227,9 +227,11 @@ class IngestFront:
 STATE = web.AppKey("podmedic_ingest_front", IngestFront)
 
 
-def build_app(deliverer: Deliverer, settings: IngestSettings) -> web.Application:
+def build_app(deliverer: Deliverer, settings: IngestSettings,
+              ready: Callable[[], tuple[bool, str]] | None = None) -> web.Application:
     """The aiohttp application; raises ``AuthConfigError`` when no token is configured and
-    unauthenticated access was not asked for."""
+    unauthenticated access was not asked for. ``ready`` answers ``GET /readyz`` (probes need no
+    token, like ``/healthz``): Temporal, the API server and the watches (``service.py``)."""
     h = settings.http
     front = IngestFront(deliverer, settings, load_auth(h.token_file, h.token_env, h.allow_unauthenticated))
     # aiohttp enforces the body limit while reading, so a chunked upload cannot bypass it.
@@ -239,6 +241,11 @@ def build_app(deliverer: Deliverer, settings: IngestSettings) -> web.Application
     app.router.add_post("/v1/alertmanager", front.alerts)
     app.router.add_get("/v1/stats", front.stats_view)
     app.router.add_get("/healthz", front.healthz)
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok, text = ready() if ready is not None else (True, "ready\n")
+        return web.Response(status=200 if ok else 503, text=text)
+    app.router.add_get("/readyz", readyz)
     tickets.register(app, front)  # POST /v1/tickets/{id}/resolved
     return app
 
