@@ -7,6 +7,7 @@ import gc
 import logging
 import signal
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,25 +134,38 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+SHUTDOWN_GRACE_S = 50.0
+"""How long running activities may finish after SIGTERM: the manifests' terminationGracePeriodSeconds
+(60) less room for the rest of the shutdown."""
+
+
 def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxed: bool = False,
-                 max_concurrent: int = 200) -> Worker:
-    """A worker for the incident workflow and its activities."""
+                 max_concurrent: int = 200, shutdown_grace_s: float = SHUTDOWN_GRACE_S) -> Worker:
+    """A worker for the incident workflow and its activities.
+
+    On shutdown it stops polling at once and gives running activities ``shutdown_grace_s`` to
+    finish; those still running are then cancelled, and Temporal retries them on another worker
+    (a heartbeating one resumes from its last heartbeat's details).
+    """
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=all_activities(kube, client),
         deployment_config=deployment_config_from_env(),  # PODMEDIC_DEPLOYMENT_NAME/BUILD_ID (docs/deploy.md)
+        graceful_shutdown_timeout=timedelta(seconds=shutdown_grace_s),
         **worker_options(sandboxed=sandboxed, max_concurrent=max_concurrent),
     )
 
 
 async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
-                     health: tuple[str, int] | None = None, *, sandboxed: bool = False) -> None:
-    """Run until SIGINT/SIGTERM, then drain and stop; probes on ``health`` (host, port) if given."""
+                     health: tuple[str, int] | None = None, *, sandboxed: bool = False,
+                     shutdown_grace_s: float = SHUTDOWN_GRACE_S) -> None:
+    """Run until SIGINT/SIGTERM, then drain (running activities get ``shutdown_grace_s``) and stop;
+    probes on ``health`` (host, port) if given."""
     kube = KubeGateway(kubeconfig)
     await say_taint_rules(kube)
-    worker = build_worker(client, task_queue, kube, sandboxed=sandboxed)
+    worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -172,5 +186,6 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
     async with readiness.running(), serving_health(health, ready), worker:
         polling = True
         await stop.wait()
+        log.info("stopping: no new tasks; running activities get up to %gs to finish", shutdown_grace_s)
     kube.close()
     log.info("worker stopped")

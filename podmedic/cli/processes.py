@@ -91,7 +91,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     async def main() -> None:
         client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
         async with telemetry_running(telemetry, client):
-            await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox)
+            await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox,
+                             shutdown_grace_s=args.shutdown_grace)
 
     return _run("worker", main)
 
@@ -157,6 +158,11 @@ def register(sub: Any) -> None:
                         "Off by default: CI proves podmedic's workflows deterministic in the sandbox, and "
                         "the sandbox costs about a fifth of the worker's CPU; turn it on when running "
                         "workflow code changed locally")
+    p.add_argument("--shutdown-grace", type=float, metavar="SECONDS",
+                   default=float(os.environ.get("PODMEDIC_SHUTDOWN_GRACE_S", "50")),
+                   help="on SIGTERM, stop taking tasks and give running activities this long to finish; the "
+                        "rest are cancelled and retried on another worker (env PODMEDIC_SHUTDOWN_GRACE_S; "
+                        "default %(default)g: the manifests' terminationGracePeriodSeconds 60, less 10)")
     add_telemetry_flags(p)
     p.set_defaults(func=cmd_worker)
 
