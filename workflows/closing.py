@@ -46,7 +46,6 @@ class Closer:
         self.verified_healthy = False
         self.read_healthy = False  # a read answered Healthy (pod status, the driver): a source that sees it
         self.unverified = ""
-        self.news_from = 0
 
     async def close(self, permanent: bool) -> IncidentOutcome:
         """Ticket if needed, wait for the fix, untaint, and end with an outcome."""

@@ -84,8 +84,6 @@ class ClosingContext(Protocol):
 
     wf: IncidentContext
     policy: DriverPolicy
-    news_from: int
-    """Index of the first event received since the ticket was filed: only those can verify a fix."""
     unverified: str
     """Why the device's taint is kept although the vendor resolved its ticket ("" while it is not)."""
 

@@ -132,7 +132,6 @@ async def wait_vendor(closer: ClosingContext) -> bool:
     deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
     seen = len(wf.events) if current else 0
-    closer.news_from = seen
 
     def healed() -> bool:
         news = wf.events[seen:]
@@ -172,17 +171,16 @@ async def verify_fixed(closer: ClosingContext) -> bool:
     wf.enter(Phase.AWAITING_HEAL, "close", f"ticket {wf.state.ticket_id} resolved; verifying "
                                            f"{wf.inp.device.resource_id} is healthy")
     deadline = workflow.now() + timedelta(seconds=ticket.verify_s)
-    news_from = closer.news_from
     strict = False  # asked only once the device reads Unknown: the only reading the patch judges anew
 
     def reported() -> bool:
-        return strict and healthy_report(wf.events, news_from) is not None
+        return strict and healthy_report(wf.events) is not None
 
     while True:
         health = await closer.read_health()
         if health is Health.UNKNOWN and not strict:
             strict = wf.patches.patched(SEEN_HEALTHY)
-        report = healthy_report(wf.events, news_from) if strict and health is Health.UNKNOWN else None
+        report = healthy_report(wf.events) if strict and health is Health.UNKNOWN else None
         trusted = strict and health is Health.UNKNOWN and wf.resolved_by_operator and wf.resolution is not None
         if health is Health.HEALTHY or report is not None or trusted or (health is Health.UNKNOWN and not strict):
             how = (f"{report.source} reports it Healthy ({report.message or report.reason})" if report is not None
@@ -197,7 +195,7 @@ async def verify_fixed(closer: ClosingContext) -> bool:
                 closer.unverified = (f"ticket {wf.state.ticket_id} resolved but nothing that can see the device "
                                      f"reported it Healthy within {ticket.verify_s:g}s (no pod uses it, no driver "
                                      "taint, no node agent report)")
-                return await ask_to_untaint(wf, news_from, closer.unverified)
+                return await ask_to_untaint(wf, closer.unverified)
             wf.note("close", f"ticket {wf.state.ticket_id} resolved but the device still reads Unhealthy "
                              f"after {ticket.verify_s:g}s")
             return False

@@ -26,9 +26,9 @@ STEP = "untaint"
 GATE = "unverified_untaint"
 
 
-async def ask_to_untaint(wf: IncidentContext, news_from: int, why: str) -> bool:
+async def ask_to_untaint(wf: IncidentContext, why: str) -> bool:
     """Whether the taint may go although no source verified the device: an operator's approval,
-    or a Healthy report (in ``wf.events[news_from:]``) arriving while the incident asks."""
+    or a Healthy report newer than the failure arriving while the incident asks."""
     rule = wf.state.taint_rule or "the taint"
     if STEP in wf.state.skip:
         wf.note("close", f"{why}; {rule} kept: untaint skipped by an operator ({wf.state.skip[STEP]})")
@@ -46,7 +46,7 @@ async def ask_to_untaint(wf: IncidentContext, news_from: int, why: str) -> bool:
     try:
         await workflow.wait_condition(
             lambda: wf.state.pending_approval is None or wf.abort_request is not None
-            or healthy_report(wf.events, news_from) is not None,
+            or healthy_report(wf.events) is not None,
             timeout=timedelta(seconds=timeout), timeout_summary=f"approval of untaint (kept after {timeout:g}s)")
     except TimeoutError:
         wf.state.decisions.append(decision(STEP, "timed_out_keep", "policy", f"no answer within {timeout:g}s"))
@@ -57,7 +57,7 @@ async def ask_to_untaint(wf: IncidentContext, news_from: int, why: str) -> bool:
         wf.upsert(search.AWAITING_APPROVAL, None)
     wf.check_abort()
     wf.enter(resume, "close", "untaint settled")
-    if (report := healthy_report(wf.events, news_from)) is not None:
+    if (report := healthy_report(wf.events)) is not None:
         wf.note("close", f"device verified: {report.source} reports it Healthy ({report.message or report.reason})")
         return True
     if STEP in wf.state.skip:

@@ -30,10 +30,11 @@ class Target:
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     """The connection flags every operator command takes."""
-    p.add_argument("--temporal-address", help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS; "
-                                              f"default: the --stack's, else {DEFAULT_ADDRESS})")
-    p.add_argument("--namespace", help="Temporal namespace (env PODMEDIC_NAMESPACE; default: the --stack's, "
-                                       "else default)")
+    p.add_argument("--temporal-address", help="Temporal frontend host:port (default: the --stack's, else env "
+                                              "PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's TEMPORAL_ADDRESS, "
+                                              f"else {DEFAULT_ADDRESS})")
+    p.add_argument("--namespace", help="Temporal namespace (default: the --stack's, else env PODMEDIC_NAMESPACE, "
+                                       "else TEMPORAL_NAMESPACE, else default)")
     p.add_argument("--stack", type=Path, metavar="DIR",
                    help="a `podmedic up`/`demo` state dir: Temporal address, namespace and UI from its endpoints.json")
     p.add_argument("--ui-url", help="Temporal UI base URL, for links (env PODMEDIC_UI_URL; default: the --stack's)")
@@ -49,12 +50,14 @@ def target(args: argparse.Namespace) -> Target:
         except (OSError, ValueError) as exc:
             raise TargetError(f"--stack {args.stack}: cannot read {path}: {exc}") from exc
 
-    def pick(flag: str | None, key: str, env: str, default: str) -> str:
-        return flag or str(stack.get(key) or "") or os.environ.get(env, "") or default
+    def pick(flag: str | None, key: str, env: str, default: str, cli_env: str = "") -> str:
+        return (flag or str(stack.get(key) or "") or os.environ.get(env, "")
+                or (os.environ.get(cli_env, "") if cli_env else "") or default)
 
     return Target(
-        address=pick(args.temporal_address, "temporal_address", "PODMEDIC_TEMPORAL_ADDRESS", DEFAULT_ADDRESS),
-        namespace=pick(args.namespace, "temporal_namespace", "PODMEDIC_NAMESPACE", "default"),
+        address=pick(args.temporal_address, "temporal_address", "PODMEDIC_TEMPORAL_ADDRESS", DEFAULT_ADDRESS,
+                     "TEMPORAL_ADDRESS"),
+        namespace=pick(args.namespace, "temporal_namespace", "PODMEDIC_NAMESPACE", "default", "TEMPORAL_NAMESPACE"),
         ui_url=pick(args.ui_url, "ui_url", "PODMEDIC_UI_URL", ""),
     )
 

@@ -26,10 +26,12 @@ def _env(name: str, default: str) -> str:
 
 def connection_flags(p: argparse.ArgumentParser) -> None:
     """Where Temporal and the cluster are, and the policy: flags with environment defaults."""
-    p.add_argument("--temporal-address", default=_env("PODMEDIC_TEMPORAL_ADDRESS", "localhost:7233"),
-                   help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS; default %(default)s)")
-    p.add_argument("--namespace", default=_env("PODMEDIC_NAMESPACE", "default"),
-                   help="Temporal namespace (env PODMEDIC_NAMESPACE; default %(default)s)")
+    address = _env("PODMEDIC_TEMPORAL_ADDRESS", _env("TEMPORAL_ADDRESS", "localhost:7233"))
+    p.add_argument("--temporal-address", default=address,
+                   help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's "
+                        "TEMPORAL_ADDRESS; default %(default)s)")
+    p.add_argument("--namespace", default=_env("PODMEDIC_NAMESPACE", _env("TEMPORAL_NAMESPACE", "default")),
+                   help="Temporal namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
     p.add_argument("--temporal-wait", type=float, metavar="SECONDS",
                    default=float(_env("PODMEDIC_TEMPORAL_WAIT_S", "60")),
                    help="keep trying to reach Temporal this long at start, backing off from 1 s to 15 s "

@@ -37,10 +37,9 @@ def healthy_after_the_failure(events: Sequence[DeviceHealthEvent]) -> bool:
     return healthy_report(events) is not None
 
 
-def healthy_report(events: Sequence[DeviceHealthEvent], news_from: int = 0) -> DeviceHealthEvent | None:
-    """The latest Healthy report among ``events[news_from:]`` observed after the device's latest
-    Unhealthy one (of all ``events``), or ``None``."""
+def healthy_report(events: Sequence[DeviceHealthEvent]) -> DeviceHealthEvent | None:
+    """The latest Healthy report observed after the device's latest Unhealthy one, or ``None``."""
     failed = max((e.observed_at for e in events if e.health is Health.UNHEALTHY), default=None)
-    found = [e for e in events[news_from:]
+    found = [e for e in events
              if e.health is Health.HEALTHY and (failed is None or e.observed_at > failed)]
     return max(found, key=lambda e: e.observed_at, default=None)

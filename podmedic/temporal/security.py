@@ -14,6 +14,12 @@ Kubernetes Secret mounted as files) secures them all:
 ``PODMEDIC_TEMPORAL_API_KEY``      the API key itself (prefer the file)
 ``PODMEDIC_PAYLOAD_KEY_FILE``      AES-256 key file: encrypt every payload (see ``podmedic/temporal/codec.py``)
 =================================  ============================================================
+
+Without any ``PODMEDIC_TEMPORAL_*`` security variable, the temporal CLI's own settings apply, read
+by the SDK's ``temporalio.envconfig`` as the CLI reads them: ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS``,
+``TEMPORAL_TLS_CLIENT_CERT_PATH``/``_KEY_PATH``, ``TEMPORAL_TLS_SERVER_CA_CERT_PATH``,
+``TEMPORAL_TLS_SERVER_NAME`` and the profile of ``temporal.toml`` (``TEMPORAL_CONFIG_FILE``,
+``TEMPORAL_PROFILE``). So a shell set up for ``temporal`` is set up for ``podmedic``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import TLSConfig
 
 from podmedic.temporal.codec import CodecKeyError, EncryptionCodec, load_keys
@@ -53,6 +60,8 @@ class TemporalSecurity:
     def from_env(cls, env: Mapping[str, str] | None = None) -> TemporalSecurity:
         """Read and check every variable; raises ``SecurityError`` naming the first bad one."""
         env = os.environ if env is None else env
+        if not any(k.startswith(PREFIX) for k in env):
+            return cls._from_temporal_cli(env)
         flag = env.get(PREFIX + "TLS", "").strip().lower()
         if flag not in ("", "0", "1", "true", "false"):
             raise SecurityError(f"{PREFIX}TLS={flag!r}: use 1 or 0")
@@ -74,13 +83,19 @@ class TemporalSecurity:
                 client_private_key=_read(PREFIX + "TLS_KEY", key) if key else None,
                 domain=server_name,
             )
-        codec = None
-        if env.get("PODMEDIC_PAYLOAD_KEY_FILE"):
-            try:
-                codec = EncryptionCodec(load_keys(Path(env["PODMEDIC_PAYLOAD_KEY_FILE"])))
-            except CodecKeyError as exc:
-                raise SecurityError(f"PODMEDIC_PAYLOAD_KEY_FILE: {exc}") from exc
-        return cls(tls=tls, api_key=api_key, codec=codec)
+        return cls(tls=tls, api_key=api_key, codec=_codec(env))
+
+    @classmethod
+    def _from_temporal_cli(cls, env: Mapping[str, str]) -> TemporalSecurity:
+        """TLS and API key as the temporal CLI's environment and profile say (none set: plain)."""
+        try:
+            profile = ClientConfigProfile.load(override_env_vars=dict(env))
+            config = profile.to_client_connect_config()
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SecurityError(f"the temporal CLI's settings (TEMPORAL_* or temporal.toml): {exc}") from exc
+        tls = config.get("tls", False)
+        return cls(tls=tls if isinstance(tls, TLSConfig | bool) else False, api_key=config.get("api_key"),
+                   codec=_codec(env))
 
     def describe(self) -> str:
         """One line for logs: what is on, never a secret."""
@@ -88,3 +103,12 @@ class TemporalSecurity:
             else "TLS"
         return (f"TLS {tls}; API key {'set' if self.api_key else 'not set'}; "
                 f"payload encryption {'on' if self.codec else 'off'}")
+
+
+def _codec(env: Mapping[str, str]) -> EncryptionCodec | None:
+    if not env.get("PODMEDIC_PAYLOAD_KEY_FILE"):
+        return None
+    try:
+        return EncryptionCodec(load_keys(Path(env["PODMEDIC_PAYLOAD_KEY_FILE"])))
+    except CodecKeyError as exc:
+        raise SecurityError(f"PODMEDIC_PAYLOAD_KEY_FILE: {exc}") from exc

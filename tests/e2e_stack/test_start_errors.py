@@ -6,6 +6,7 @@ Real processes (``podmedic worker``/``ingest``) and a real Temporal dev server (
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,14 @@ async def test_a_server_that_comes_up_within_the_wait_is_used(tmp_path: Path) ->
         server.wait(timeout=20)
     with pytest.raises(TemporalUnreachable, match=rf"127\.0\.0\.1:{port} .* within 1s"):
         await connect_patiently(f"127.0.0.1:{port}", wait_s=1)
+
+
+def test_the_temporal_clis_address_and_namespace_are_honoured(tmp_path: Path) -> None:
+    (tmp_path / "kc").write_text(KUBECONFIG)
+    address = f"127.0.0.1:{free_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PODMEDIC_")}
+    env |= {"TEMPORAL_ADDRESS": address, "TEMPORAL_NAMESPACE": "fleet"}
+    result = subprocess.run([*PODMEDIC, "worker", "--kubeconfig", str(tmp_path / "kc"), "--temporal-wait", "1"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert _errors(result) == [f"podmedic worker: cannot reach Temporal at {address} (namespace fleet) within 1s: "
+                               "connection refused"], result.stderr
