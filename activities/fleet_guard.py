@@ -87,7 +87,8 @@ class GuardActivities:
         """The guard's answer to one incident's step (starting the guard when none runs)."""
         answer = await ask(self.client, activity.info().task_queue, req)
         set_guard_state("tripped" if answer.tripped else "dry_run" if req.probe else "ok",
-                        devices_tainted=answer.devices_tainted, nodes_disrupted=answer.nodes_disrupted)
+                        devices_tainted=answer.devices_tainted, nodes_disrupted=answer.nodes_disrupted,
+                        limits=(req.policy.max_devices_tainted, req.policy.max_nodes_disrupted))
         return answer
 
     @activity.defn(name="release_guard")

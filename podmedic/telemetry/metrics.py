@@ -40,11 +40,16 @@ class PodmedicMetrics:
             "podmedic_guard_devices_tainted", description="Devices tainted by podmedic now, as the guard counts.")
         self.guard_nodes_disrupted = meter.create_gauge(
             "podmedic_guard_nodes_disrupted", description="Nodes podmedic disrupts now, as the guard counts.")
+        self.guard_devices_limit = meter.create_gauge(
+            "podmedic_guard_devices_limit", description="The guard's max_devices_tainted in force.")
+        self.guard_nodes_limit = meter.create_gauge(
+            "podmedic_guard_nodes_limit", description="The guard's max_nodes_disrupted in force.")
         self._guard_states: set[str] = set()
         self._lock = threading.Lock()
 
     def set_guard_state(self, state: str, *, devices_tainted: int | None = None,
-                        nodes_disrupted: int | None = None, scope: str = "fleet") -> None:
+                        nodes_disrupted: int | None = None, scope: str = "fleet",
+                        limits: tuple[int, int] | None = None) -> None:
         """Publish the fleet guard's state (e.g. ``ok``, ``tripped``, ``dry_run``) and its counts.
 
         Every state ever published keeps a series: the current one at 1, the others at 0, so
@@ -58,6 +63,9 @@ class PodmedicMetrics:
             self.guard_devices_tainted.set(devices_tainted, {"scope": scope})
         if nodes_disrupted is not None:
             self.guard_nodes_disrupted.set(nodes_disrupted, {"scope": scope})
+        if limits is not None:  # (devices, nodes): what the counts are held against, for dashboards
+            self.guard_devices_limit.set(limits[0], {"scope": scope})
+            self.guard_nodes_limit.set(limits[1], {"scope": scope})
 
 
 _NOOP = PodmedicMetrics(NoOpMeterProvider().get_meter("podmedic"))
@@ -76,6 +84,8 @@ def use(instruments: PodmedicMetrics | None) -> None:
 
 
 def set_guard_state(state: str, *, devices_tainted: int | None = None, nodes_disrupted: int | None = None,
-                    scope: str = "fleet") -> None:
-    """The fleet guard's hook (issue 7): call on every change of state or counts, from any thread."""
-    _current.set_guard_state(state, devices_tainted=devices_tainted, nodes_disrupted=nodes_disrupted, scope=scope)
+                    scope: str = "fleet", limits: tuple[int, int] | None = None) -> None:
+    """The fleet guard's hook: call on every change of state or counts, from any thread; ``limits`` are
+    the policy's (max devices tainted, max nodes disrupted)."""
+    _current.set_guard_state(state, devices_tainted=devices_tainted, nodes_disrupted=nodes_disrupted, scope=scope,
+                             limits=limits)

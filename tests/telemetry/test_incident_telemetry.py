@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from opentelemetry.sdk.trace import ReadableSpan
 
 from podmedic.domain.models import Outcome
+from podmedic.telemetry import set_guard_state
 from tests.telemetry.conftest import Run
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -120,3 +125,33 @@ async def test_prometheus_endpoint_serves_podmedic_and_temporal_metrics(run: Run
                    "podmedic_incidents_open{", "podmedic_incidents_closed_total{",
                    "temporal_workflow_completed_total{"):
         assert wanted in text, wanted
+
+
+MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "kustomize" / "monitoring"
+METRIC = re.compile(r"\b((?:podmedic|temporal)_[a-z0-9_]+)\b")
+
+
+def _queries() -> dict[str, str]:
+    """Every PromQL expression of the PrometheusRule and the Grafana dashboard, by where it is."""
+    found: dict[str, str] = {}
+    rules = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    for group in rules["spec"]["groups"]:
+        for rule in group["rules"]:
+            found[f"alert {rule['alert']}"] = rule["expr"]
+    dashboard = json.loads((MONITORING / "podmedic-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            found[f"panel {panel['title']!r} {target['refId']}"] = target["expr"]
+    return found
+
+
+async def test_every_alert_and_dashboard_query_names_a_metric_the_endpoint_serves(run: Run) -> None:
+    assert run.telemetry.prometheus_url is not None
+    # This module's policy has no fleet guard; publish its gauges through the hook the ask_guard activity calls.
+    set_guard_state("ok", devices_tainted=1, nodes_disrupted=1, limits=(50, 10))
+    with urllib.request.urlopen(run.telemetry.prometheus_url, timeout=5) as response:
+        served = {line.split("{")[0].split(" ")[0] for line in response.read().decode().splitlines()
+                  if line and not line.startswith("#")}
+    missing = {where: sorted(set(METRIC.findall(expr)) - served) for where, expr in _queries().items()}
+    assert not {k: v for k, v in missing.items() if v}, missing
+    assert all(METRIC.findall(expr) for expr in _queries().values())
