@@ -6,7 +6,8 @@ import argparse
 import logging
 import sys
 
-from podmedic.cli import agent, guard, incidents, policy, processes, stack
+from podmedic import __version__
+from podmedic.cli import agent, guard, incidents, policy, processes, setup, stack
 from podmedic.temporal.codec_server import add_codec_server_parser
 from podmedic.temporal.security import SecurityError
 
@@ -22,6 +23,7 @@ Start here:
   podmedic agent nvml --help      the NVIDIA node agent (XID, ECC, thermal, NVLink -> ingest)
   podmedic incidents --help       list, show, approve, skip, abort, resolve incidents
   podmedic report ID              an incident's post-mortem (Markdown or JSON)
+  podmedic setup temporal         create the namespace and search attributes podmedic needs
 Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig
 (or in-cluster credentials) and --temporal-address pointing at your Temporal.
 """
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podmedic", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"podmedic {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     processes.register(sub)
     policy.register(sub)
@@ -40,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_codec_server_parser(sub)
     incidents.register(sub)
     guard.register(sub)
+    setup.register(sub)
     return parser
 
 

@@ -1,0 +1,70 @@
+"""``podmedic setup temporal``: prepare a Temporal namespace for podmedic (idempotent)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from datetime import timedelta
+from typing import Any
+
+from podmedic.temporal.connect import TemporalUnreachable, connect_patiently
+from podmedic.temporal.setup import SetupError, setup_temporal
+
+SETUP_HELP = """\
+Create the Temporal namespace podmedic runs in (unless it exists) and register podmedic's search
+attributes on it (those missing); what exists is left alone, so running it again is safe.
+An attribute that exists with another type is an error naming both types.
+
+Examples:
+  podmedic setup temporal --temporal-address temporal-frontend.temporal:7233 --namespace podmedic
+  podmedic setup temporal --namespace my-ns.a1b2c --no-create-namespace    # Temporal Cloud
+  podmedic setup temporal --dry-run                                        # say what it would do
+"""
+
+
+def _days(text: str) -> timedelta:
+    value = text.removesuffix("d")
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days, e.g. 30d")
+    return timedelta(days=int(value))
+
+
+def cmd_setup_temporal(args: argparse.Namespace) -> int:
+    """Run the setup; one line per thing found or done."""
+    async def run() -> int:
+        client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
+        report = await setup_temporal(client, args.namespace, retention=args.retention,
+                                      create_namespace=args.create_namespace, dry_run=args.dry_run)
+        for line in report.lines:
+            print(line)
+        return 0
+    try:
+        return asyncio.run(run())
+    except (SetupError, TemporalUnreachable) as exc:
+        print(f"podmedic setup temporal: {exc}", file=sys.stderr)
+        return 1
+
+
+def register(sub: Any) -> None:
+    """Add ``setup temporal`` to the ``podmedic`` command tree."""
+    p = sub.add_parser("setup", help="prepare what podmedic needs outside the cluster (Temporal)")
+    ssub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    q = ssub.add_parser("temporal", help="create the namespace and register podmedic's search attributes",
+                        description=SETUP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    address = os.environ.get("PODMEDIC_TEMPORAL_ADDRESS", os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
+    q.add_argument("--temporal-address", default=address,
+                   help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else TEMPORAL_ADDRESS; "
+                        "default %(default)s)")
+    q.add_argument("--namespace", default=os.environ.get("PODMEDIC_NAMESPACE",
+                                                         os.environ.get("TEMPORAL_NAMESPACE", "default")),
+                   help="the namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
+    q.add_argument("--retention", type=_days, default=timedelta(days=30), metavar="DAYS",
+                   help="a new namespace keeps closed incidents this long, e.g. 30d (default 30d)")
+    q.add_argument("--no-create-namespace", dest="create_namespace", action="store_false",
+                   help="only check the namespace exists (Temporal Cloud: namespaces are made with tcld or the UI)")
+    q.add_argument("--dry-run", action="store_true", help="say what would be created; change nothing")
+    q.add_argument("--temporal-wait", type=float, default=10.0, metavar="SECONDS",
+                   help="keep trying to reach Temporal this long (default %(default)g)")
+    q.set_defaults(func=cmd_setup_temporal)
