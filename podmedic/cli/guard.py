@@ -7,12 +7,14 @@ Exit codes as ``podmedic incidents``: 0 done, 1 the guard refused (not tripped, 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.cli import connection
+from podmedic.cli.output import add_output_flag
+from podmedic.cli.output import render as dump
 from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus, ResumeRequest
 from podmedic.incidents.query import OperatorError
 
@@ -89,7 +91,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def cmd_status(args: argparse.Namespace) -> int:
         async def job(t: connection.Target) -> int:
             status = await fetch_status(t)
-            print(json.dumps(status.model_dump(mode="json"), indent=2) if args.json else render(status))
+            sys.stdout.write(dump(status, args.output) if args.output else render(status) + "\n")
             return 0
         return _run(args, job)
 
@@ -101,7 +103,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         return _run(args, job)
 
     q = gsub.add_parser("status", help="limits, counts, permits, waiting incidents, storm")
-    q.add_argument("--json", action="store_true", help="JSON instead of text")
+    add_output_flag(q, ("json", "yaml"), "text")
     q.set_defaults(func=cmd_status)
     q = gsub.add_parser("resume", help="end a storm pause now (what tripped it cannot trip it again)")
     q.add_argument("--by", default=_by(), help="who resumes (default: your user name)")

@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import getpass
 import json
-import os
 import sys
 import urllib.parse
 from collections.abc import Callable, Coroutine
@@ -21,7 +20,9 @@ from pydantic import BaseModel
 from temporalio.service import RPCError
 
 from podmedic.cli import connection
-from podmedic.domain.incident import STEPS, AbortRequest, ApprovalRequest, Resolution, SkipRequest
+from podmedic.cli.exiting import exit_now
+from podmedic.cli.output import add_output_flag, render
+from podmedic.domain.incident import STEPS, AbortRequest, ApprovalRequest, Phase, Resolution, SkipRequest
 from podmedic.incidents.query import (
     KINDS,
     OperatorError,
@@ -63,16 +64,24 @@ def ui_link(t: connection.Target, wid: str, run_id: str) -> str:
             f"{urllib.parse.quote(wid, safe='')}/{run_id}/history")
 
 
-def _print_rows(rows: list[Row]) -> None:
+PHASES = tuple(sorted({p.value for p in Phase} | {"NodeIncident", "Quarantined"}))
+"""What ``PodmedicPhase`` holds: a device incident's phases and a node incident's own two."""
+
+
+def _print_rows(rows: list[Row], *, wide: bool = False) -> None:
     if not rows:
-        print("no incidents match")
+        print("no incidents match", file=sys.stderr)
         return
-    print(f"{'ID':<48} {'STATUS':<10} {'PHASE':<16} {'MODE':<16} {'NODE':<12} {'OUTCOME':<22} {'AWAITING':<10} STARTED")
+    more = f" {'DRIVER':<16} {'JOB':<20} {'TICKET':<12} RUN" if wide else ""
+    print(f"{'ID':<48} {'STATUS':<10} {'PHASE':<16} {'MODE':<16} {'NODE':<12} {'OUTCOME':<22} {'AWAITING':<10} "
+          f"{'STARTED':<19}{more}")
     for r in rows:
         a = r.attributes
+        extra = (f" {a.get('PodmedicDriver', '-'):<16} {a.get('PodmedicJob', '-'):<20} "
+                 f"{a.get('PodmedicTicket', '-'):<12} {r.run_id}") if wide else ""
         print(f"{r.id:<48} {r.status:<10} {a.get('PodmedicPhase', '-'):<16} {a.get('PodmedicFailureMode', '-'):<16} "
               f"{a.get('PodmedicNode', '-'):<12} {a.get('PodmedicOutcome', '-'):<22} "
-              f"{a.get('PodmedicAwaitingApproval', '-'):<10} {r.started:%Y-%m-%d %H:%M:%S}")
+              f"{a.get('PodmedicAwaitingApproval', '-'):<10} {r.started:%Y-%m-%d %H:%M:%S}{extra}")
 
 
 def _print_shown(s: Shown, link: str) -> None:
@@ -112,29 +121,15 @@ def _run(args: argparse.Namespace, job: Callable[[connection.Target], Coroutine[
         print(f"podmedic: {exc}", file=sys.stderr)
         return 2
     try:
-        return _exit_now(asyncio.run(job(target)))
+        return exit_now(asyncio.run(job(target)))
     except OperatorError as exc:
         print(f"podmedic: {exc}", file=sys.stderr)
-        return _exit_now(exc.code)
+        return exit_now(exc.code)
     except RuntimeError as exc:  # the SDK's "Failed client connect"
         if "connect" not in str(exc).lower():
             raise
         print(f"podmedic: cannot reach Temporal at {target.address}: {exc}", file=sys.stderr)
-        return _exit_now(3)
-
-
-def _exit_now(code: int) -> int:
-    """End a one-shot command without interpreter teardown.
-
-    The Temporal client's Rust threads can outlive the event loop and abort CPython's
-    finalization ("PyGILState_Release ... must be current", temporalio/sdk-python#300),
-    which would turn a successful command into exit 134. Only when run as a command.
-    """
-    if os.environ.get("PODMEDIC_NO_HARD_EXIT"):
-        return code
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        return exit_now(3)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -143,10 +138,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         query = list_query(args.type, driver=args.driver, node=args.node, phase=args.phase,
                            namespace=args.pod_namespace, job=args.job, pod=args.pod, open_only=args.open)
         rows = await list_incidents(await connection.client_for(t), query, args.limit)
-        if args.json:
-            print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        if args.output in ("json", "yaml"):
+            sys.stdout.write(render(rows, args.output))
+        elif args.output == "name":
+            sys.stdout.write("".join(f"{r.id}\n" for r in rows))
         else:
-            _print_rows(rows)
+            _print_rows(rows, wide=args.output == "wide")
         return 0
     return _run(args, job)
 
@@ -155,8 +152,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     """``incidents show``."""
     async def job(t: connection.Target) -> int:
         shown = await show(await connection.client_for(t), incident_id(args.id), args.run)
-        if args.json:
-            print(shown.model_dump_json(indent=2))
+        if args.output:
+            sys.stdout.write(render(shown, args.output))
         else:
             _print_shown(shown, ui_link(t, shown.id, shown.run_id))
         return 0
@@ -183,10 +180,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         except RPCError as exc:
             raise OperatorError(f"no incident {wid}: {exc.message}", 2) from exc
         rep.ui_url = ui_link(t, rep.incident_id, rep.run_id)
-        text = rep.model_dump_json(indent=2) + "\n" if args.format == "json" else markdown(rep)
-        if args.output:
-            args.output.write_text(text)
-            print(f"wrote {args.output}")
+        text = markdown(rep) if (args.output or "md") in ("md", "markdown") else render(rep, args.output)
+        if args.file:
+            args.file.write_text(text)
+            print(f"wrote {args.file}", file=sys.stderr)
         else:
             sys.stdout.write(text)
         return 0
@@ -203,19 +200,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("--type", choices=[*KINDS, "all"], default="device", help="incident kind (default %(default)s)")
     q.add_argument("--driver", help="DRA driver, e.g. gpu.nvidia.com")
     q.add_argument("--node", help="node name")
-    q.add_argument("--phase", help="e.g. AwaitingApproval, Recovering, Closed")
+    q.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"one of: {', '.join(PHASES)}")
     q.add_argument("--pod-namespace", help="Kubernetes namespace of the affected pods")
     q.add_argument("--job", help="the affected pods' Job")
     q.add_argument("--pod", metavar="NAMESPACE/NAME", help="a pod the incident touched (replacements too)")
     q.add_argument("--open", action="store_true", help="only incidents still running")
     q.add_argument("--limit", type=int, default=100, help="at most this many (default %(default)s)")
-    q.add_argument("--json", action="store_true", help="JSON instead of a table")
+    add_output_flag(q, ("json", "yaml", "wide", "name"), "a table")
     q.set_defaults(func=cmd_list)
 
     q = isub.add_parser("show", help="an incident's state, pending approval, decisions and timeline")
     q.add_argument("id", help="workflow id, or driver/pool/device")
     q.add_argument("--run", help="run id (default: the latest run)")
-    q.add_argument("--json", action="store_true", help="JSON instead of text")
+    add_output_flag(q, ("json", "yaml"), "text")
     q.set_defaults(func=cmd_show)
 
     steps = ", ".join(STEPS)
@@ -250,7 +247,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="an incident's post-mortem: health at failure, every action with its time")
     p.add_argument("id", help="workflow id, or driver/pool/device")
     p.add_argument("--run", help="run id (default: the latest run)")
-    p.add_argument("--format", choices=["md", "json"], default="md", help="default %(default)s")
-    p.add_argument("--output", type=Path, help="write here instead of stdout")
+    add_output_flag(p, ("markdown", "json", "yaml"), "markdown")
+    p.add_argument("--format", dest="output", choices=["md", "json"], help=argparse.SUPPRESS)  # before -o
+    p.add_argument("--file", type=Path, help="write the report here instead of to standard output")
     connection.add_flags(p)
     p.set_defaults(func=cmd_report)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from podmedic.cli.exiting import exit_now
 from podmedic.cli.flags import connection_flags, host_port, load_policy_or_exit
 from podmedic.telemetry.process import add_telemetry_flags
 from podmedic.temporal.connect import connect_patiently
@@ -55,11 +55,7 @@ def _run(role: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
         asyncio.run(main())
     except TemporalUnreachable as exc:
         print(f"podmedic {role}: {exc}", file=sys.stderr)
-        # The SDK's runtime threads abort the interpreter's finalization after a failed connect
-        # ("PyGILState_Release"): nothing is left to clean up, so leave without it.
-        logging.shutdown()
-        sys.stderr.flush()
-        os._exit(1)
+        return exit_now(1)  # after a failed connect the SDK's threads would abort the teardown
     return 0
 
 

@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+from podmedic.cli.exiting import exit_now
 from podmedic.temporal.connect import TemporalUnreachable, connect_patiently
 from podmedic.temporal.setup import SetupError, setup_temporal
 
@@ -41,10 +42,10 @@ def cmd_setup_temporal(args: argparse.Namespace) -> int:
             print(line)
         return 0
     try:
-        return asyncio.run(run())
+        return exit_now(asyncio.run(run()))
     except (SetupError, TemporalUnreachable) as exc:
         print(f"podmedic setup temporal: {exc}", file=sys.stderr)
-        return 1
+        return exit_now(1)
 
 
 def register(sub: Any) -> None:

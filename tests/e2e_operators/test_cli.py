@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e_operators.stack import Ops
 
@@ -20,7 +21,7 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     assert shown["summary"].startswith("gpu.nvidia.com/rack-9/gpu-0 Unhealthy")
     assert "Policy in force (gpu.nvidia.com)" in shown["details"]
 
-    listed = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "--driver", "gpu.nvidia.com", "--json")
+    listed = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "--driver", "gpu.nvidia.com", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     rows = {r["id"]: r for r in json.loads(listed.stdout)}
     assert wid in rows
@@ -31,6 +32,13 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     assert none.returncode == 0 and wid not in {r["id"] for r in json.loads(none.stdout)}
     bad = ops.cli("incidents", "list", "--driver", "x' OR WorkflowType != '")
     assert bad.returncode == 2 and "--driver" in bad.stderr
+    typo = ops.cli("incidents", "list", "--phase", "AwaitingAproval")  # a typo is an error, not an empty list
+    assert typo.returncode == 2 and "invalid choice: 'AwaitingAproval'" in typo.stderr
+    assert "AwaitingApproval" in typo.stderr  # the valid values are listed
+    names = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "-o", "name")
+    assert wid in names.stdout.splitlines(), names.stdout
+    wide = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "-o", "wide")
+    assert "DRIVER" in wide.stdout.splitlines()[0] and "gpu.nvidia.com" in wide.stdout
 
     text = ops.cli("incidents", "show", "gpu.nvidia.com/rack-9/gpu-0")
     assert text.returncode == 0, text.stderr
@@ -77,8 +85,9 @@ async def test_abort_report_and_errors(ops: Ops, tmp_path: Path) -> None:
     assert "PodmedicAwaitingApproval" not in row["attributes"]  # unset once the gate was settled
 
     out = tmp_path / "report.json"
-    rep = ops.cli("report", wid, "--format", "json", "--output", str(out))
+    rep = ops.cli("report", wid, "-o", "json", "--file", str(out))
     assert rep.returncode == 0, rep.stderr
+    assert rep.stdout == "" and f"wrote {out}" in rep.stderr  # information never lands on standard output
     report = json.loads(out.read_text())
     assert report["failure"]["code"] == 48 and report["failure"]["health"] == "Unhealthy"
     assert report["outcome"]["outcome"] == "aborted"
@@ -87,6 +96,7 @@ async def test_abort_report_and_errors(ops: Ops, tmp_path: Path) -> None:
     assert all(a["finished_at"] is None or a["finished_at"] >= a["at"] for a in report["actions"])
     md = ops.cli("report", wid)
     assert md.returncode == 0
+    assert yaml.safe_load(ops.cli("report", wid, "-o", "yaml").stdout) == report
     for section in ("# Incident report", "## Device health at the time of failure", "## Actions",
                     "## Operator decisions", "**taint** aborted by erin"):
         assert section in md.stdout
