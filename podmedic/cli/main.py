@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from podmedic import __version__
 from podmedic.cli import agent, guard, incidents, policy, processes, setup, stack
+from podmedic.telemetry.logs import FORMATS, configure
 from podmedic.temporal.codec_server import add_codec_server_parser
 from podmedic.temporal.security import SecurityError
 
@@ -35,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"podmedic {__version__}")
+    parser.add_argument("--log-format", choices=FORMATS, default=os.environ.get("PODMEDIC_LOG_FORMAT", "text"),
+                        help="text, or json: one object per line with the incident, workflow and trace ids on "
+                             "every line about an incident (env PODMEDIC_LOG_FORMAT; default %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     processes.register(sub)
     policy.register(sub)
@@ -50,8 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``podmedic`` command."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
     try:
         return int(args.func(args) or 0)
     except SecurityError as exc:
