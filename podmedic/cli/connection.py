@@ -33,7 +33,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temporal-address", help="Temporal frontend host:port (default: the --stack's, else env "
                                               "PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's TEMPORAL_ADDRESS, "
                                               f"else {DEFAULT_ADDRESS})")
-    p.add_argument("--namespace", help="Temporal namespace (default: the --stack's, else env PODMEDIC_NAMESPACE, "
+    p.add_argument("--temporal-namespace", dest="namespace",
+                   help="Temporal namespace (default: the --stack's, else env PODMEDIC_NAMESPACE, "
                                        "else TEMPORAL_NAMESPACE, else default)")
     p.add_argument("--stack", type=Path, metavar="DIR",
                    help="a `podmedic up`/`demo` state dir: Temporal address, namespace and UI from its endpoints.json")

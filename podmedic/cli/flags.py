@@ -30,7 +30,8 @@ def connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temporal-address", default=address,
                    help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's "
                         "TEMPORAL_ADDRESS; default %(default)s)")
-    p.add_argument("--namespace", default=_env("PODMEDIC_NAMESPACE", _env("TEMPORAL_NAMESPACE", "default")),
+    p.add_argument("--temporal-namespace", dest="namespace",
+                   default=_env("PODMEDIC_NAMESPACE", _env("TEMPORAL_NAMESPACE", "default")),
                    help="Temporal namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
     p.add_argument("--temporal-wait", type=float, metavar="SECONDS",
                    default=float(_env("PODMEDIC_TEMPORAL_WAIT_S", "60")),

@@ -19,8 +19,8 @@ attributes on it (those missing); what exists is left alone, so running it again
 An attribute that exists with another type is an error naming both types.
 
 Examples:
-  podmedic setup temporal --temporal-address temporal-frontend.temporal:7233 --namespace podmedic
-  podmedic setup temporal --namespace my-ns.a1b2c --no-create-namespace    # Temporal Cloud
+  podmedic setup temporal --temporal-address temporal-frontend.temporal:7233 --temporal-namespace podmedic
+  podmedic setup temporal --temporal-namespace my-ns.a1b2c --no-create-namespace    # Temporal Cloud
   podmedic setup temporal --dry-run                                        # say what it would do
 """
 
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     q.add_argument("--temporal-address", default=address,
                    help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else TEMPORAL_ADDRESS; "
                         "default %(default)s)")
-    q.add_argument("--namespace", default=os.environ.get("PODMEDIC_NAMESPACE",
+    q.add_argument("--temporal-namespace", dest="namespace", default=os.environ.get("PODMEDIC_NAMESPACE",
                                                          os.environ.get("TEMPORAL_NAMESPACE", "default")),
                    help="the namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
     q.add_argument("--retention", type=_days, default=timedelta(days=30), metavar="DAYS",

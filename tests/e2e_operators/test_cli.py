@@ -37,6 +37,8 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     assert "AwaitingApproval" in typo.stderr  # the valid values are listed
     names = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "-o", "name")
     assert wid in names.stdout.splitlines(), names.stdout
+    elsewhere = ops.cli("incidents", "list", "-n", "no-such-team", "-o", "name")  # -n: the pods' namespace
+    assert elsewhere.returncode == 0 and wid not in elsewhere.stdout.splitlines()
     wide = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "-o", "wide")
     assert "DRIVER" in wide.stdout.splitlines()[0] and "gpu.nvidia.com" in wide.stdout
 

@@ -100,7 +100,7 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
 
     for flag, value in (("--pod", f"default/{replacement}"), ("--pod", f"default/{permanent_pod['name']}"),
                         ("--job", "train-ev-a")):
-        listed = ops.cli("incidents", "list", flag, value, "--json")
+        listed = ops.cli("incidents", "list", flag, value, "-n", "default", "-o", "json")
         assert [r["id"] for r in json.loads(listed.stdout)] == [permanent], (flag, value, listed.stderr)
 
     node = permanent_pod["devices"][0].split("/")[1]

@@ -44,10 +44,10 @@ def _setup(address: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 async def test_setup_creates_once_and_is_idempotent(bare_server: str) -> None:
-    dry = _setup(bare_server, "--namespace", "fleet", "--dry-run")
+    dry = _setup(bare_server, "--temporal-namespace", "fleet", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.splitlines()[0] == "namespace fleet: would create (retention 30d)"
-    first = _setup(bare_server, "--namespace", "fleet", "--retention", "7d")
+    first = _setup(bare_server, "--temporal-namespace", "fleet", "--retention", "7d")
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     assert lines[0] == "namespace fleet: created (retention 7d)"
@@ -56,7 +56,7 @@ async def test_setup_creates_once_and_is_idempotent(bare_server: str) -> None:
     listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace="fleet"))
     assert {k.name: int(k.indexed_value_type) for k in search.ALL_KEYS} == {
         name: int(kind) for name, kind in listed.custom_attributes.items() if name.startswith("Podmedic")}
-    again = _setup(bare_server, "--namespace", "fleet")
+    again = _setup(bare_server, "--temporal-namespace", "fleet")
     assert again.returncode == 0 and again.stdout.splitlines() == [
         "namespace fleet: exists", f"search attributes: all {len(search.ALL_KEYS)} present"], again.stdout
 
@@ -65,11 +65,11 @@ async def test_a_wrong_type_or_a_missing_namespace_is_one_line(bare_server: str)
     client = await Client.connect(bare_server, namespace="default")
     await client.operator_service.add_search_attributes(AddSearchAttributesRequest(
         namespace="default", search_attributes={search.DRIVER.name: IndexedValueType.INDEXED_VALUE_TYPE_TEXT}))
-    wrong = _setup(bare_server, "--namespace", "default")
+    wrong = _setup(bare_server, "--temporal-namespace", "default")
     assert wrong.returncode == 1
     assert wrong.stderr.strip().splitlines()[-1] == (
         "podmedic setup temporal: search attributes of default: PodmedicDriver is INDEXED_VALUE_TYPE_TEXT, "
         "podmedic needs INDEXED_VALUE_TYPE_KEYWORD (Temporal cannot change a type: remove the attribute or use "
         "another namespace)")
-    missing = _setup(bare_server, "--namespace", "nowhere", "--no-create-namespace")
+    missing = _setup(bare_server, "--temporal-namespace", "nowhere", "--no-create-namespace")
     assert missing.returncode == 1 and "namespace nowhere does not exist" in missing.stderr
