@@ -71,3 +71,13 @@ def served_sim(directory: Path, nodes: int = 2, devices_per_node: int = 4, bookm
         yield cluster
     finally:
         cluster.stop()
+
+
+UNREACHABLE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+"""A valid kubeconfig whose API server never answers: for start-up paths that only load it."""

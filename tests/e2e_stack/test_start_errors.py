@@ -15,17 +15,11 @@ import pytest
 
 from podmedic.stack.readiness import free_port
 from podmedic.temporal.connect import TemporalUnreachable, connect_patiently
+from tests.helpers import UNREACHABLE_KUBECONFIG
 
 PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
-users: [{name: u, user: {token: x}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 
 
 def _errors(result: subprocess.CompletedProcess[str]) -> list[str]:
@@ -52,7 +46,7 @@ def test_a_kubeconfig_that_is_no_kubeconfig_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("role", ["worker", "ingest"])
 def test_temporal_down_is_retried_then_one_line(role: str, tmp_path: Path) -> None:
-    (tmp_path / "kc").write_text(KUBECONFIG)
+    (tmp_path / "kc").write_text(UNREACHABLE_KUBECONFIG)
     address = f"127.0.0.1:{free_port()}"
     extra = ["--no-http"] if role == "ingest" else []
     result = subprocess.run([*PODMEDIC, role, "--kubeconfig", str(tmp_path / "kc"), "--temporal-address", address,
@@ -84,7 +78,7 @@ async def test_a_server_that_comes_up_within_the_wait_is_used(tmp_path: Path) ->
 
 
 def test_the_temporal_clis_address_and_namespace_are_honoured(tmp_path: Path) -> None:
-    (tmp_path / "kc").write_text(KUBECONFIG)
+    (tmp_path / "kc").write_text(UNREACHABLE_KUBECONFIG)
     address = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PODMEDIC_")}
     env |= {"TEMPORAL_ADDRESS": address, "TEMPORAL_NAMESPACE": "fleet"}

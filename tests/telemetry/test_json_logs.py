@@ -18,11 +18,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from temporalio.testing import ActivityEnvironment
 
 from podmedic.telemetry.logs import JsonFormatter
+from tests.helpers import UNREACHABLE_KUBECONFIG
 
 INCIDENT = "device/gpu.nvidia.com/node-0001/gpu-3"
 
 
-def _line(record_from: logging.Logger, message: str) -> dict[str, object]:
+def _line(log: logging.Logger, message: str, **extra: object) -> dict[str, object]:
+    """What ``log`` writes for one warning, through the JSON formatter, parsed."""
     captured: list[str] = []
 
     class Capture(logging.Handler):
@@ -30,11 +32,11 @@ def _line(record_from: logging.Logger, message: str) -> dict[str, object]:
             captured.append(self.format(record))
     handler = Capture()
     handler.setFormatter(JsonFormatter())
-    record_from.addHandler(handler)
+    log.addHandler(handler)
     try:
-        record_from.warning(message)
+        log.warning(message, extra=extra)
     finally:
-        record_from.removeHandler(handler)
+        log.removeHandler(handler)
     [line] = captured
     parsed: dict[str, object] = json.loads(line)
     return parsed
@@ -61,23 +63,11 @@ def test_a_line_outside_any_incident_has_no_incident_and_extra_can_name_one() ->
     log = logging.getLogger("podmedic.test.plain")
     plain = _line(log, "listening")
     assert "incident" not in plain and "trace_id" not in plain and "workflow_id" not in plain
-    captured: list[str] = []
-
-    class Capture(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            captured.append(self.format(record))
-    handler = Capture()
-    handler.setFormatter(JsonFormatter())
-    log.addHandler(handler)
-    try:
-        log.warning("delivered", extra={"incident": INCIDENT})
-    finally:
-        log.removeHandler(handler)
-    assert json.loads(captured[0])["incident"] == INCIDENT
+    assert _line(log, "delivered", incident=INCIDENT)["incident"] == INCIDENT
 
 
 def test_the_cli_writes_json_lines_on_stderr_only(tmp_path: Path) -> None:
-    (tmp_path / "kc").write_text(KUBECONFIG)
+    (tmp_path / "kc").write_text(UNREACHABLE_KUBECONFIG)
     result = subprocess.run([sys.executable, "-m", "podmedic.cli.main", "--log-format", "json", "worker",
                              "--kubeconfig", str(tmp_path / "kc"), "--temporal-address", "127.0.0.1:9",
                              "--temporal-wait", "1"], capture_output=True, text=True, timeout=60)
@@ -91,11 +81,3 @@ def test_the_cli_writes_json_lines_on_stderr_only(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr
 
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
-users: [{name: u, user: {token: x}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
