@@ -26,6 +26,18 @@ def _env(name: str, default: str) -> str:
 
 def connection_flags(p: argparse.ArgumentParser) -> None:
     """Where Temporal and the cluster are, and the policy: flags with environment defaults."""
+    temporal_flags(p)
+    p.add_argument("--task-queue", default=_env("PODMEDIC_TASK_QUEUE", DEFAULT_TASK_QUEUE),
+                   help="task queue of incident workflows (env PODMEDIC_TASK_QUEUE; default %(default)s)")
+    p.add_argument("--kubeconfig", type=Path, default=os.environ.get("PODMEDIC_KUBECONFIG"),
+                   help="kubeconfig of the cluster to heal (env PODMEDIC_KUBECONFIG; default: in-cluster, "
+                        "then ~/.kube/config)")
+    p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
+                   help="per-driver policy YAML (env PODMEDIC_POLICY; default: the embedded policy)")
+
+
+def temporal_flags(p: argparse.ArgumentParser, wait_s: float = 60.0) -> None:
+    """Where Temporal is and how long to wait for it: podmedic's variables, else the temporal CLI's."""
     address = _env("PODMEDIC_TEMPORAL_ADDRESS", _env("TEMPORAL_ADDRESS", "localhost:7233"))
     p.add_argument("--temporal-address", default=address,
                    help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's "
@@ -34,16 +46,9 @@ def connection_flags(p: argparse.ArgumentParser) -> None:
                    default=_env("PODMEDIC_NAMESPACE", _env("TEMPORAL_NAMESPACE", "default")),
                    help="Temporal namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
     p.add_argument("--temporal-wait", type=float, metavar="SECONDS",
-                   default=float(_env("PODMEDIC_TEMPORAL_WAIT_S", "60")),
+                   default=float(_env("PODMEDIC_TEMPORAL_WAIT_S", f"{wait_s:g}")),
                    help="keep trying to reach Temporal this long at start, backing off from 1 s to 15 s "
                         "(env PODMEDIC_TEMPORAL_WAIT_S; default %(default)g)")
-    p.add_argument("--task-queue", default=_env("PODMEDIC_TASK_QUEUE", DEFAULT_TASK_QUEUE),
-                   help="task queue of incident workflows (env PODMEDIC_TASK_QUEUE; default %(default)s)")
-    p.add_argument("--kubeconfig", type=Path, default=os.environ.get("PODMEDIC_KUBECONFIG"),
-                   help="kubeconfig of the cluster to heal (env PODMEDIC_KUBECONFIG; default: in-cluster, "
-                        "then ~/.kube/config)")
-    p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
-                   help="per-driver policy YAML (env PODMEDIC_POLICY; default: the embedded policy)")
 
 
 def load_policy_or_exit(path: Path | None) -> PolicySet:

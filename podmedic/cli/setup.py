@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from datetime import timedelta
 from typing import Any
 
 from podmedic.cli.exiting import exit_now
+from podmedic.cli.flags import temporal_flags
 from podmedic.temporal.connect import TemporalUnreachable, connect_patiently
 from podmedic.temporal.setup import SetupError, setup_temporal
 
@@ -54,18 +54,10 @@ def register(sub: Any) -> None:
     ssub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
     q = ssub.add_parser("temporal", help="create the namespace and register podmedic's search attributes",
                         description=SETUP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    address = os.environ.get("PODMEDIC_TEMPORAL_ADDRESS", os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    q.add_argument("--temporal-address", default=address,
-                   help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else TEMPORAL_ADDRESS; "
-                        "default %(default)s)")
-    q.add_argument("--temporal-namespace", dest="namespace", default=os.environ.get("PODMEDIC_NAMESPACE",
-                                                         os.environ.get("TEMPORAL_NAMESPACE", "default")),
-                   help="the namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
+    temporal_flags(q, wait_s=10.0)
     q.add_argument("--retention", type=_days, default=timedelta(days=30), metavar="DAYS",
                    help="a new namespace keeps closed incidents this long, e.g. 30d (default 30d)")
     q.add_argument("--no-create-namespace", dest="create_namespace", action="store_false",
                    help="only check the namespace exists (Temporal Cloud: namespaces are made with tcld or the UI)")
     q.add_argument("--dry-run", action="store_true", help="say what would be created; change nothing")
-    q.add_argument("--temporal-wait", type=float, default=10.0, metavar="SECONDS",
-                   help="keep trying to reach Temporal this long (default %(default)g)")
     q.set_defaults(func=cmd_setup_temporal)
