@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import os
 import urllib.parse
 
 from temporalio import activity
@@ -22,9 +21,9 @@ from podmedic.domain.incident import StepNotice, StepNoticeResult
 from podmedic.domain.steps import PodNoticeInput, PodNoticeResult
 from podmedic.kube import podview
 from podmedic.kube.gateway import Conflict, NotFound
+from podmedic.settings.groups import TemporalTarget
 
 COMPONENT = "podmedic"
-UI_URL_ENV = "PODMEDIC_UI_URL"
 INCIDENT_URL = "podmedic.io/incident-url"
 
 
@@ -80,7 +79,7 @@ class NoticeActivities(KubeActivities):
         return await self.run(self._notice, inp)
 
     def _step(self, notice: StepNotice, namespace: str) -> StepNoticeResult:
-        ui = os.environ.get(UI_URL_ENV, "")
+        ui = TemporalTarget.load().ui_url
         url = incident_url(ui, namespace, notice.incident_id, notice.run_id) if ui else ""
         message = f"{notice.message}; see {url}" if url else notice.message
         result = StepNoticeResult()

@@ -34,6 +34,8 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from podmedic.settings.groups import Simulator
+
 ENV = "PODMEDIC_SIM_AUDIT_DIR"
 UNSCOPED = "unscoped"
 WEBSOCKET = "websocket"
@@ -184,8 +186,8 @@ def tapped() -> Iterator[list[tuple[float, Access]]]:
 
 def middlewares_from_env() -> list[Middleware]:
     """The recorder's middleware when ``PODMEDIC_SIM_AUDIT_DIR`` is set, else none."""
-    directory = os.environ.get(ENV)
-    return [AuditLog(Path(directory)).middleware()] if directory else []
+    directory = Simulator.load().sim_audit_dir
+    return [AuditLog(directory).middleware()] if directory else []
 
 
 def read_accesses(directory: Path) -> set[Access]:

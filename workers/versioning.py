@@ -9,32 +9,24 @@ keep old workers running that long; instead each new build must replay the recor
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import WorkerDeploymentConfig
 
-DEPLOYMENT_ENV = "PODMEDIC_DEPLOYMENT_NAME"
-BUILD_ENV = "PODMEDIC_BUILD_ID"
+from podmedic.settings.groups import WorkerDeployment
+
 BEHAVIOR = VersioningBehavior.AUTO_UPGRADE
 
 
-class VersioningError(ValueError):
-    """The versioning variables are set inconsistently."""
-
-
-def deployment_config_from_env(env: dict[str, str] | None = None) -> WorkerDeploymentConfig | None:
+def deployment_config_from_env(env: Mapping[str, str] | None = None) -> WorkerDeploymentConfig | None:
     """The worker's deployment config, or ``None`` when neither variable is set.
 
     Raises:
-        VersioningError: only one of the two variables is set, naming the missing one.
+        SettingsError: only one of the two variables is set, naming the missing one.
     """
-    env = dict(os.environ) if env is None else env
-    name, build = env.get(DEPLOYMENT_ENV, "").strip(), env.get(BUILD_ENV, "").strip()
-    if not name and not build:
+    settings = WorkerDeployment.load(env)
+    if not settings.deployment_name or not settings.build_id:
         return None
-    if not name or not build:
-        missing = DEPLOYMENT_ENV if not name else BUILD_ENV
-        raise VersioningError(f"{missing} is empty: set {DEPLOYMENT_ENV} and {BUILD_ENV} together, or neither")
-    return WorkerDeploymentConfig(version=WorkerDeploymentVersion(deployment_name=name, build_id=build),
-                                  use_worker_versioning=True, default_versioning_behavior=BEHAVIOR)
+    version = WorkerDeploymentVersion(deployment_name=settings.deployment_name, build_id=settings.build_id)
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=BEHAVIOR)

@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import signal
 import socket
 import sys
@@ -18,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from podmedic.agent.translate import AgentConfig
+from podmedic.cli.flags import policy_flag
+from podmedic.cli.settings_args import apply_settings, use_settings
+from podmedic.settings import AgentSettings, SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +68,16 @@ def build_agent_commands(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="agent_command", required=True, metavar="AGENT")
     p = sub.add_parser("nvml", help="read GPU health through NVML and post it to ingest",
                        description=NVML_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    env = os.environ.get
-    p.add_argument("--ingest-url", default=env("PODMEDIC_INGEST_URL"),
+    use_settings(p, AgentSettings, "agent")
+    p.add_argument("--ingest-url",
                    help="base URL of `podmedic ingest` (env PODMEDIC_INGEST_URL); required unless --once")
-    p.add_argument("--token-file", type=Path, default=env("PODMEDIC_INGEST_TOKEN_FILE"),
+    p.add_argument("--token-file", type=Path,
                    help="file with the bearer token, re-read before each post (env PODMEDIC_INGEST_TOKEN_FILE); "
                         "default: the token in env PODMEDIC_INGEST_TOKEN")
-    p.add_argument("--node", default=env("NODE_NAME"),
+    p.add_argument("--node",
                    help="this node's Kubernetes name, also the DRA pool (env NODE_NAME; default: the hostname); "
                         "with --sim-url a comma-separated list, or `all`")
-    p.add_argument("--sim-url", default=env("PODMEDIC_SIM_URL"),
+    p.add_argument("--sim-url",
                    help="read simulated GPUs from `podmedic sim` at this URL instead of NVML (env PODMEDIC_SIM_URL)")
     p.add_argument("--interval", type=float, default=10.0,
                    help="seconds between readings; XIDs are reported as they happen (default %(default)s)")
@@ -84,9 +86,7 @@ def build_agent_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--device-template", default="gpu-{index}",
                    help="DRA device name; fields {index}, {uuid}, {node} (default %(default)s)")
     p.add_argument("--driver", default="gpu.nvidia.com", help="DRA driver name (default %(default)s)")
-    p.add_argument("--policy", type=Path, default=env("PODMEDIC_POLICY"),
-                   help="policy YAML whose detection.degradation gives the report thresholds "
-                        "(env PODMEDIC_POLICY; default: the embedded policy)")
+    policy_flag(p, "policy YAML whose detection.degradation gives the report thresholds")
     p.add_argument("--spool", type=int, default=10_000,
                    help="events kept while the ingest is unreachable; the oldest go first (default %(default)s)")
     p.add_argument("--once", action="store_true",
@@ -176,7 +176,8 @@ async def _run(args: argparse.Namespace, nodes: list[tuple[Any, Any]]) -> None:
     from podmedic.agent.loop import run_agents
     from podmedic.agent.post import Poster
 
-    token = os.environ.get("PODMEDIC_INGEST_TOKEN")
+    secret = args.env_settings.ingest_token
+    token = secret.get_secret_value() if secret is not None else None
     if args.token_file is None and not token:
         log.warning("no ingest token (--token-file or env PODMEDIC_INGEST_TOKEN): posting without one")
     poster = Poster(args.ingest_url, token=token, token_file=args.token_file, spool_max=args.spool)
@@ -196,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="podmedic agent", description="podmedic node agents")
     build_agent_commands(parser)
     args = parser.parse_args(argv)
+    try:
+        apply_settings(args)
+    except SettingsError as exc:
+        return _fail(EXIT_USAGE, str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return int(args.func(args))
 

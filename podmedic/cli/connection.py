@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client
 
+from podmedic.settings import CliSettings
+from podmedic.settings.groups import DEFAULT_TEMPORAL_ADDRESS
 from podmedic.temporal.connect import connect
-
-DEFAULT_ADDRESS = "localhost:7233"
 
 
 class TargetError(Exception):
@@ -32,13 +31,14 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     """The connection flags every operator command takes."""
     p.add_argument("--temporal-address", help="Temporal frontend host:port (default: the --stack's, else env "
                                               "PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's TEMPORAL_ADDRESS, "
-                                              f"else {DEFAULT_ADDRESS})")
+                                              f"else {DEFAULT_TEMPORAL_ADDRESS})")
     p.add_argument("--temporal-namespace", dest="namespace",
                    help="Temporal namespace (default: the --stack's, else env PODMEDIC_NAMESPACE, "
                                        "else TEMPORAL_NAMESPACE, else default)")
     p.add_argument("--stack", type=Path, metavar="DIR",
                    help="a `podmedic up`/`demo` state dir: Temporal address, namespace and UI from its endpoints.json")
     p.add_argument("--ui-url", help="Temporal UI base URL, for links (env PODMEDIC_UI_URL; default: the --stack's)")
+    p.set_defaults(settings_fill=False)  # the --stack sits between a flag and its variable: see target()
 
 
 def target(args: argparse.Namespace) -> Target:
@@ -51,16 +51,15 @@ def target(args: argparse.Namespace) -> Target:
         except (OSError, ValueError) as exc:
             raise TargetError(f"--stack {args.stack}: cannot read {path}: {exc}") from exc
 
-    def pick(flag: str | None, key: str, env: str, default: str, cli_env: str = "") -> str:
-        return (flag or str(stack.get(key) or "") or os.environ.get(env, "")
-                or (os.environ.get(cli_env, "") if cli_env else "") or default)
+    settings: CliSettings = getattr(args, "env_settings", None) or CliSettings.load()
 
-    return Target(
-        address=pick(args.temporal_address, "temporal_address", "PODMEDIC_TEMPORAL_ADDRESS", DEFAULT_ADDRESS,
-                     "TEMPORAL_ADDRESS"),
-        namespace=pick(args.namespace, "temporal_namespace", "PODMEDIC_NAMESPACE", "default", "TEMPORAL_NAMESPACE"),
-        ui_url=pick(args.ui_url, "ui_url", "PODMEDIC_UI_URL", ""),
-    )
+    def pick(flag: str | None, key: str, field: str) -> str:
+        from_env = str(getattr(settings, field)) if settings.is_set(field) else ""
+        return flag or str(stack.get(key) or "") or from_env or str(getattr(settings, field))
+
+    return Target(address=pick(args.temporal_address, "temporal_address", "temporal_address"),
+                  namespace=pick(args.namespace, "temporal_namespace", "temporal_namespace"),
+                  ui_url=pick(args.ui_url, "ui_url", "ui_url"))
 
 
 async def client_for(t: Target) -> Client:

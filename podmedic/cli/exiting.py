@@ -6,6 +6,8 @@ import logging
 import os
 import sys
 
+from podmedic.settings.groups import Development
+
 
 def exit_now(code: int) -> int:
     """End the process with ``code`` now.
@@ -15,7 +17,7 @@ def exit_now(code: int) -> int:
     which would turn a finished command into exit 134. ``PODMEDIC_NO_HARD_EXIT`` (tests that
     call a command in-process) returns the code instead.
     """
-    if os.environ.get("PODMEDIC_NO_HARD_EXIT"):
+    if Development.load().no_hard_exit:
         return code
     logging.shutdown()
     sys.stdout.flush()

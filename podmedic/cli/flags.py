@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from podmedic.domain.policy_checks import policy_warnings
 from podmedic.domain.policy_file import PolicyError, PolicySet, load_policy_layers
-from podmedic.temporal.connect import DEFAULT_TASK_QUEUE
+from podmedic.settings.groups import DEFAULT_TASK_QUEUE, DEFAULT_TEMPORAL_ADDRESS, TemporalTarget
 
 
 def host_port(text: str) -> tuple[str, int]:
@@ -20,35 +19,34 @@ def host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
 def connection_flags(p: argparse.ArgumentParser) -> None:
     """Where Temporal and the cluster are, and the policy: flags with environment defaults."""
     temporal_flags(p)
-    p.add_argument("--task-queue", default=_env("PODMEDIC_TASK_QUEUE", DEFAULT_TASK_QUEUE),
-                   help="task queue of incident workflows (env PODMEDIC_TASK_QUEUE; default %(default)s)")
-    p.add_argument("--kubeconfig", type=Path, default=os.environ.get("PODMEDIC_KUBECONFIG"),
+    p.add_argument("--task-queue",
+                   help=f"task queue of incident workflows (env PODMEDIC_TASK_QUEUE; default {DEFAULT_TASK_QUEUE})")
+    p.add_argument("--kubeconfig", type=Path,
                    help="kubeconfig of the cluster to heal (env PODMEDIC_KUBECONFIG; default: in-cluster, "
                         "then ~/.kube/config)")
-    p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
-                   help="per-driver policy YAML (env PODMEDIC_POLICY; default: the embedded policy)")
+    policy_flag(p)
+
+
+def policy_flag(p: argparse.ArgumentParser, what: str = "per-driver policy YAML") -> None:
+    """``--policy FILE``, laid over the embedded policy (env ``PODMEDIC_POLICY``)."""
+    p.add_argument("--policy", type=Path, help=f"{what} (env PODMEDIC_POLICY; default: the embedded policy)")
 
 
 def temporal_flags(p: argparse.ArgumentParser, wait_s: float = 60.0) -> None:
     """Where Temporal is and how long to wait for it: podmedic's variables, else the temporal CLI's."""
-    address = _env("PODMEDIC_TEMPORAL_ADDRESS", _env("TEMPORAL_ADDRESS", "localhost:7233"))
-    p.add_argument("--temporal-address", default=address,
+    p.add_argument("--temporal-address",
                    help="Temporal frontend host:port (env PODMEDIC_TEMPORAL_ADDRESS, else the temporal CLI's "
-                        "TEMPORAL_ADDRESS; default %(default)s)")
-    p.add_argument("--temporal-namespace", dest="namespace",
-                   default=_env("PODMEDIC_NAMESPACE", _env("TEMPORAL_NAMESPACE", "default")),
-                   help="Temporal namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default %(default)s)")
+                        f"TEMPORAL_ADDRESS; default {DEFAULT_TEMPORAL_ADDRESS})")
+    p.add_argument("--temporal-namespace", dest="temporal_namespace",
+                   help="Temporal namespace (env PODMEDIC_NAMESPACE, else TEMPORAL_NAMESPACE; default default)")
     p.add_argument("--temporal-wait", type=float, metavar="SECONDS",
-                   default=float(_env("PODMEDIC_TEMPORAL_WAIT_S", f"{wait_s:g}")),
                    help="keep trying to reach Temporal this long at start, backing off from 1 s to 15 s "
-                        "(env PODMEDIC_TEMPORAL_WAIT_S; default %(default)g)")
+                        f"(env PODMEDIC_TEMPORAL_WAIT_S; default {wait_s:g})")
+    if wait_s != TemporalTarget.model_fields["temporal_wait"].default:
+        p.set_defaults(command_defaults={"temporal_wait": wait_s})
 
 
 def load_policy_or_exit(path: Path | None) -> PolicySet:

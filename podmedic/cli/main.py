@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from podmedic import __version__
-from podmedic.cli import agent, guard, incidents, policy, processes, setup, stack
+from podmedic.cli import agent, config, guard, incidents, policy, processes, setup, stack
+from podmedic.cli.settings_args import apply_settings
+from podmedic.settings import SettingsError
 from podmedic.telemetry.logs import FORMATS, configure
 from podmedic.temporal.codec_server import add_codec_server_parser
 from podmedic.temporal.security import SecurityError
@@ -26,6 +27,7 @@ Start here:
   podmedic incidents --help       list, show, approve, skip, abort, resolve incidents
   podmedic report ID              an incident's post-mortem (Markdown or JSON)
   podmedic setup temporal         create the namespace and search attributes podmedic needs
+  podmedic config show PROCESS    every environment variable a process reads, and its value
 Against a real cluster: run `podmedic worker` and `podmedic ingest` with --kubeconfig
 (or in-cluster credentials) and --temporal-address pointing at your Temporal.
 """
@@ -37,9 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"podmedic {__version__}")
-    parser.add_argument("--log-format", choices=FORMATS, default=os.environ.get("PODMEDIC_LOG_FORMAT", "text"),
+    parser.add_argument("--log-format", choices=FORMATS,
                         help="text, or json: one object per line with the incident, workflow and trace ids on "
-                             "every line about an incident (env PODMEDIC_LOG_FORMAT; default %(default)s)")
+                             "every line about an incident (env PODMEDIC_LOG_FORMAT; default text)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     processes.register(sub)
     policy.register(sub)
@@ -49,13 +51,30 @@ def build_parser() -> argparse.ArgumentParser:
     incidents.register(sub)
     guard.register(sub)
     setup.register(sub)
+    config.register(sub)
     return parser
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, each flag not given filled from the command's settings (environment).
+
+    Raises:
+        SettingsError: an environment variable the command reads has a bad value.
+    """
+    args = build_parser().parse_args(argv)
+    apply_settings(args)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``podmedic`` command."""
-    args = build_parser().parse_args(argv)
-    configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
+    try:
+        args = parse(argv)
+    except SettingsError as exc:
+        command = next((a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("-")), "")
+        print(f"podmedic {command}: refusing to start: {exc}".replace("  ", " "), file=sys.stderr)
+        return 2
+    configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format or "text")
     try:
         return int(args.func(args) or 0)
     except SecurityError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -13,6 +12,8 @@ from typing import Any
 
 from podmedic.cli.exiting import exit_now
 from podmedic.cli.flags import connection_flags, host_port, load_policy_or_exit
+from podmedic.cli.settings_args import use_settings
+from podmedic.settings import IngestSettings, WorkerSettings
 from podmedic.telemetry.process import add_telemetry_flags
 from podmedic.temporal.connect import connect_patiently
 
@@ -70,22 +71,16 @@ async def _stop_event() -> asyncio.Event:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Temporal worker."""
     from podmedic.telemetry.process import start_telemetry, telemetry_running
-    from workers.versioning import VersioningError, deployment_config_from_env
     from workers.worker import run_worker
 
     load_policy_or_exit(args.policy)
-    try:
-        deployment_config_from_env()
-    except VersioningError as exc:
-        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
-        return 2
     if (problem := _start_problem("worker", args.kubeconfig)) is not None:
         print(problem, file=sys.stderr)
         return 2
     telemetry = start_telemetry(args, "worker")
 
     async def main() -> None:
-        client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
+        client = await connect_patiently(args.temporal_address, args.temporal_namespace, args.temporal_wait)
         async with telemetry_running(telemetry, client):
             await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox,
                              shutdown_grace_s=args.shutdown_grace)
@@ -124,7 +119,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         stop = await _stop_event()
-        client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
+        client = await connect_patiently(args.temporal_address, args.temporal_namespace, args.temporal_wait)
         kube = KubeGateway(args.kubeconfig)
         try:
             async with telemetry_running(telemetry):
@@ -144,32 +139,31 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``worker`` and ``ingest`` to the ``podmedic`` command tree."""
     p = sub.add_parser("worker", help="run the Temporal worker (incident workflow + activities)")
+    use_settings(p, WorkerSettings, "worker")
     connection_flags(p)
     p.add_argument("--health-listen", metavar="HOST:PORT", type=host_port,
-                   default=os.environ.get("PODMEDIC_WORKER_HEALTH_LISTEN"),
                    help="serve /healthz and /readyz for probes here (env PODMEDIC_WORKER_HEALTH_LISTEN; default off)")
-    p.add_argument("--sandbox", action="store_true",
-                   default=os.environ.get("PODMEDIC_WORKFLOW_SANDBOX", "") in ("1", "true", "on"),
+    p.add_argument("--sandbox", action="store_true", default=None,
                    help="run workflow code in the Temporal SDK's sandbox (env PODMEDIC_WORKFLOW_SANDBOX=1). "
                         "Off by default: CI proves podmedic's workflows deterministic in the sandbox, and "
                         "the sandbox costs about a fifth of the worker's CPU; turn it on when running "
                         "workflow code changed locally")
     p.add_argument("--shutdown-grace", type=float, metavar="SECONDS",
-                   default=float(os.environ.get("PODMEDIC_SHUTDOWN_GRACE_S", "50")),
                    help="on SIGTERM, stop taking tasks and give running activities this long to finish; the "
                         "rest are cancelled and retried on another worker (env PODMEDIC_SHUTDOWN_GRACE_S; "
-                        "default %(default)g: the manifests' terminationGracePeriodSeconds 60, less 10)")
+                        "default 50: the manifests' terminationGracePeriodSeconds 60, less 10)")
     add_telemetry_flags(p)
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser(
         "ingest", help="turn health signals (cluster watches, HTTP, Alertmanager) into incidents",
         description=INGEST_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    use_settings(p, IngestSettings, "ingest")
     connection_flags(p)
-    p.add_argument("--dry-run", action="store_true", default=os.environ.get("PODMEDIC_DRY_RUN") == "1",
+    p.add_argument("--dry-run", action="store_true", default=None,
                    help="open every incident in dry run: decisions recorded, nothing in the cluster changed, "
                         "no ticket filed (env PODMEDIC_DRY_RUN=1; docs/guard.md)")
-    p.add_argument("--settings", type=Path, default=os.environ.get("PODMEDIC_INGEST_SETTINGS"),
+    p.add_argument("--settings", type=Path,
                    help="ingest settings YAML: http, dedup, alertmanager mapping, state_dir "
                         "(env PODMEDIC_INGEST_SETTINGS; default: built-in defaults)")
     p.add_argument("--listen", metavar="HOST:PORT", type=host_port,

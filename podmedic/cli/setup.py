@@ -35,8 +35,8 @@ def _days(text: str) -> timedelta:
 def cmd_setup_temporal(args: argparse.Namespace) -> int:
     """Run the setup; one line per thing found or done."""
     async def run() -> int:
-        client = await connect_patiently(args.temporal_address, args.namespace, args.temporal_wait)
-        report = await setup_temporal(client, args.namespace, retention=args.retention,
+        client = await connect_patiently(args.temporal_address, args.temporal_namespace, args.temporal_wait)
+        report = await setup_temporal(client, args.temporal_namespace, retention=args.retention,
                                       create_namespace=args.create_namespace, dry_run=args.dry_run)
         for line in report.lines:
             print(line)

@@ -7,12 +7,13 @@ say so and exit 2 instead of failing on an import.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from podmedic.cli.flags import load_policy_or_exit
+from podmedic.cli.flags import load_policy_or_exit, policy_flag
+from podmedic.cli.settings_args import use_settings
+from podmedic.settings import StackSettings
 
 NO_SIM = ("podmedic: this command runs the cluster simulator, which is not installed here; "
           "install it with: pip install 'podmedic[sim]'")
@@ -80,11 +81,11 @@ def register(sub: Any) -> None:
     for name, helptext in (("up", "start Temporal, the simulator, the worker and ingest; run until Ctrl-C"),
                            ("demo", "`up` plus injected device faults, live progress and a summary")):
         p = sub.add_parser(name, help=helptext)
+        use_settings(p, StackSettings, "stack")
         p.add_argument("--state-dir", type=Path, default=Path("state") / name,
                        help="where the Temporal database, logs and endpoints.json go (default %(default)s)")
         if name == "up":
-            p.add_argument("--policy", type=Path, default=os.environ.get("PODMEDIC_POLICY"),
-                           help="per-driver policy YAML (default: the embedded policy)")
+            policy_flag(p)
             p.add_argument("--nodes", type=int, default=4, help="simulated GPU nodes (default %(default)s)")
             p.add_argument("--devices-per-node", type=int, default=8, help="GPUs per node (default %(default)s)")
             p.set_defaults(func=cmd_up)

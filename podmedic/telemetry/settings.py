@@ -1,35 +1,18 @@
-"""Telemetry settings of a podmedic process (worker, ingest), from flags and the environment.
+"""Telemetry settings of a podmedic process (worker, ingest): flags over its environment.
 
-=====================================  ===================================================================
-``PODMEDIC_METRICS_PORT``              serve Prometheus metrics on this port (``--metrics-port``; unset: off)
-``PODMEDIC_METRICS_HOST``              address of that endpoint (``--metrics-host``; default ``0.0.0.0``)
-``OTEL_EXPORTER_OTLP_ENDPOINT``        export traces and metrics by OTLP/HTTP to this base URL
-                                       (``--otlp-endpoint``; e.g. ``http://otel-collector:4318``)
-``OTEL_SERVICE_NAME``                  ``service.name`` of the spans and metrics (default ``podmedic-<role>``)
-``PODMEDIC_TRACE_SAMPLING_RATIO``      share of new traces kept, 0..1 (``--trace-sampling-ratio``; default 1)
-``PODMEDIC_OPEN_INCIDENTS_INTERVAL_S`` how often the worker counts open incidents (default 15)
-=====================================  ===================================================================
-
-A bad value is refused with the variable or flag and the reason, like the policy file.
+The variables (``PODMEDIC_METRICS_PORT``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ...) are the
+``Telemetry`` group of ``podmedic.settings``; a flag given wins over its variable. A bad value is
+refused with the variable or flag and the reason, like the policy file.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-# Which environment variable feeds which field, for error messages and ``from_env``.
-ENV = {
-    "prometheus_port": "PODMEDIC_METRICS_PORT",
-    "prometheus_host": "PODMEDIC_METRICS_HOST",
-    "otlp_endpoint": "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "service_name": "OTEL_SERVICE_NAME",
-    "sampling_ratio": "PODMEDIC_TRACE_SAMPLING_RATIO",
-    "open_incidents_interval_s": "PODMEDIC_OPEN_INCIDENTS_INTERVAL_S",
-}
-
+from podmedic.settings import SettingsError
+from podmedic.settings.groups import Telemetry, otlp_url
 
 # The command-line flag of each field that has one.
 FLAGS = {"prometheus_port": "--metrics-port", "prometheus_host": "--metrics-host",
@@ -60,11 +43,7 @@ class TelemetrySettings(BaseModel):
     @field_validator("otlp_endpoint")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s):// URL (OTLP/HTTP, e.g. http://otel-collector:4318)")
-        return value.rstrip("/")
+        return otlp_url(value)
 
     @property
     def metrics_enabled(self) -> bool:
@@ -82,13 +61,16 @@ def load_telemetry_settings(role: str, env: Mapping[str, str] | None = None,
     """Settings for ``role`` from ``env`` (default ``os.environ``), flags in ``overrides`` winning.
 
     Raises:
-        TelemetryError: a value is invalid; every bad field is named with its variable.
+        TelemetryError: a value is invalid; every bad variable or field (with its flag) is named.
     """
-    env = os.environ if env is None else env
-    raw: dict[str, object] = {"service_name": f"podmedic-{role}"}
-    for name, variable in ENV.items():
-        if env.get(variable, "") != "":
-            raw[name] = env[variable]
+    try:
+        group = Telemetry.load(env)
+    except SettingsError as exc:
+        raise TelemetryError(str(exc)) from None
+    raw: dict[str, object] = {
+        "service_name": group.service_name or f"podmedic-{role}", "prometheus_host": group.metrics_host,
+        "prometheus_port": group.metrics_port, "otlp_endpoint": group.otlp_endpoint,
+        "sampling_ratio": group.trace_sampling_ratio, "open_incidents_interval_s": group.open_incidents_interval_s}
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return TelemetrySettings.model_validate(raw)
@@ -96,7 +78,6 @@ def load_telemetry_settings(role: str, env: Mapping[str, str] | None = None,
         problems = []
         for error in exc.errors():
             field = ".".join(str(p) for p in error["loc"]) or "(settings)"
-            names = [n for n in (FLAGS.get(field), ENV.get(field)) if n]
-            where = f"{field} ({' / '.join(names)})" if names else field
+            where = f"{field} ({FLAGS[field]})" if field in FLAGS else field
             problems.append(f"{where}: {error['msg']}")
         raise TelemetryError("; ".join(problems)) from None

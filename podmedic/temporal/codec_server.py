@@ -76,18 +76,21 @@ Example (dev server):
 def add_codec_server_parser(sub: Any) -> None:
     """Register ``podmedic codec-server``."""
     import argparse
-    import os
     from pathlib import Path
 
+    from podmedic.settings import CodecServerSettings
+    from podmedic.settings.describe import help_epilog
+
     p = sub.add_parser("codec-server", help="decode encrypted payloads for the Temporal UI",
-                       description=CODEC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--key-file", type=Path, default=os.environ.get("PODMEDIC_PAYLOAD_KEY_FILE"),
+                       description=CODEC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=help_epilog(CodecServerSettings, "codec-server"))
+    p.add_argument("--key-file", dest="payload_key_file", type=Path,
                    help="AES-256 key file (env PODMEDIC_PAYLOAD_KEY_FILE)")
     p.add_argument("--listen", default="127.0.0.1:8081", metavar="HOST:PORT",
                    help="address to listen on (default %(default)s)")
     p.add_argument("--origin", action="append", default=[], metavar="URL",
                    help="a Temporal UI origin allowed to call it, e.g. http://localhost:8233 (repeatable)")
-    p.set_defaults(func=_serve)
+    p.set_defaults(func=_serve, settings_model=CodecServerSettings)
 
 
 def _serve(args: Any) -> int:
@@ -95,11 +98,11 @@ def _serve(args: Any) -> int:
 
     from podmedic.temporal.codec import CodecKeyError, load_keys
 
-    if args.key_file is None:
+    if args.payload_key_file is None:
         print("podmedic codec-server: no key: pass --key-file or set PODMEDIC_PAYLOAD_KEY_FILE", file=sys.stderr)
         return 2
     try:
-        codec = EncryptionCodec(load_keys(args.key_file))
+        codec = EncryptionCodec(load_keys(args.payload_key_file))
     except CodecKeyError as exc:
         print(f"podmedic codec-server: {exc}", file=sys.stderr)
         return 2

@@ -10,11 +10,12 @@ import time
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
+from podmedic.settings.groups import DEFAULT_TASK_QUEUE
 from podmedic.telemetry import setup as telemetry
 from podmedic.temporal.converter import podmedic_data_converter
 from podmedic.temporal.security import TemporalSecurity
 
-DEFAULT_TASK_QUEUE = "podmedic"
+__all__ = ["DEFAULT_TASK_QUEUE", "TemporalUnreachable", "connect", "connect_patiently", "data_converter"]
 
 
 def data_converter(security: TemporalSecurity) -> DataConverter:

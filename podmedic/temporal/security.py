@@ -24,7 +24,6 @@ by the SDK's ``temporalio.envconfig`` as the CLI reads them: ``TEMPORAL_API_KEY`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,18 +31,18 @@ from pathlib import Path
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import TLSConfig
 
+from podmedic.settings import SettingsError
+from podmedic.settings.groups import TemporalCredentials
 from podmedic.temporal.codec import CodecKeyError, EncryptionCodec, load_keys
-
-PREFIX = "PODMEDIC_TEMPORAL_"
 
 
 class SecurityError(ValueError):
     """Settings that cannot be used; the message names the variable and the reason."""
 
 
-def _read(variable: str, path: str) -> bytes:
+def _read(variable: str, path: Path) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise SecurityError(f"{variable}={path}: cannot read: {exc.strerror}") from exc
 
@@ -59,43 +58,44 @@ class TemporalSecurity:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TemporalSecurity:
         """Read and check every variable; raises ``SecurityError`` naming the first bad one."""
-        env = os.environ if env is None else env
-        if not any(k.startswith(PREFIX) for k in env):
-            return cls._from_temporal_cli(env)
-        flag = env.get(PREFIX + "TLS", "").strip().lower()
-        if flag not in ("", "0", "1", "true", "false"):
-            raise SecurityError(f"{PREFIX}TLS={flag!r}: use 1 or 0")
-        ca, cert, key = (env.get(PREFIX + name, "") for name in ("TLS_CA", "TLS_CERT", "TLS_KEY"))
-        if bool(cert) != bool(key):
-            raise SecurityError(f"{PREFIX}TLS_CERT and {PREFIX}TLS_KEY go together (mTLS needs both)")
-        api_key = env.get(PREFIX + "API_KEY", "").strip() or None
-        if env.get(PREFIX + "API_KEY_FILE"):
-            api_key = _read(PREFIX + "API_KEY_FILE", env[PREFIX + "API_KEY_FILE"]).decode().strip()
+        try:
+            settings = TemporalCredentials.load(env)
+        except SettingsError as exc:
+            raise SecurityError(str(exc)) from None
+        codec = _codec(settings.payload_key_file)
+        if not settings.podmedic_security_set:
+            return cls._from_temporal_cli(env, codec)
+        api_key = settings.temporal_api_key.get_secret_value().strip() or None if settings.temporal_api_key \
+            else None
+        if (key_file := settings.temporal_api_key_file) is not None:
+            api_key = _read("PODMEDIC_TEMPORAL_API_KEY_FILE", key_file).decode().strip()
             if not api_key:
-                raise SecurityError(f"{PREFIX}API_KEY_FILE={env[PREFIX + 'API_KEY_FILE']}: the file is empty")
-        server_name = env.get(PREFIX + "TLS_SERVER_NAME") or None
-        wants_tls = flag in ("1", "true") or bool(ca or cert or server_name) or (api_key is not None and flag == "")
+                raise SecurityError(f"PODMEDIC_TEMPORAL_API_KEY_FILE={key_file}: the file is empty")
+        ca, cert, key = settings.temporal_tls_ca, settings.temporal_tls_cert, settings.temporal_tls_key
+        server_name = settings.temporal_tls_server_name
+        wants_tls = settings.temporal_tls is True or bool(ca or cert or server_name) or (
+            api_key is not None and settings.temporal_tls is None)
         tls: TLSConfig | bool = False
-        if wants_tls and flag not in ("0", "false"):
+        if wants_tls and settings.temporal_tls is not False:
             tls = TLSConfig(
-                server_root_ca_cert=_read(PREFIX + "TLS_CA", ca) if ca else None,
-                client_cert=_read(PREFIX + "TLS_CERT", cert) if cert else None,
-                client_private_key=_read(PREFIX + "TLS_KEY", key) if key else None,
+                server_root_ca_cert=_read("PODMEDIC_TEMPORAL_TLS_CA", ca) if ca else None,
+                client_cert=_read("PODMEDIC_TEMPORAL_TLS_CERT", cert) if cert else None,
+                client_private_key=_read("PODMEDIC_TEMPORAL_TLS_KEY", key) if key else None,
                 domain=server_name,
             )
-        return cls(tls=tls, api_key=api_key, codec=_codec(env))
+        return cls(tls=tls, api_key=api_key, codec=codec)
 
     @classmethod
-    def _from_temporal_cli(cls, env: Mapping[str, str]) -> TemporalSecurity:
+    def _from_temporal_cli(cls, env: Mapping[str, str] | None, codec: EncryptionCodec | None) -> TemporalSecurity:
         """TLS and API key as the temporal CLI's environment and profile say (none set: plain)."""
         try:
-            profile = ClientConfigProfile.load(override_env_vars=dict(env))
+            profile = ClientConfigProfile.load(override_env_vars=None if env is None else dict(env))
             config = profile.to_client_connect_config()
         except (OSError, ValueError, RuntimeError) as exc:
             raise SecurityError(f"the temporal CLI's settings (TEMPORAL_* or temporal.toml): {exc}") from exc
         tls = config.get("tls", False)
         return cls(tls=tls if isinstance(tls, TLSConfig | bool) else False, api_key=config.get("api_key"),
-                   codec=_codec(env))
+                   codec=codec)
 
     def describe(self) -> str:
         """One line for logs: what is on, never a secret."""
@@ -105,10 +105,10 @@ class TemporalSecurity:
                 f"payload encryption {'on' if self.codec else 'off'}")
 
 
-def _codec(env: Mapping[str, str]) -> EncryptionCodec | None:
-    if not env.get("PODMEDIC_PAYLOAD_KEY_FILE"):
+def _codec(key_file: Path | None) -> EncryptionCodec | None:
+    if key_file is None:
         return None
     try:
-        return EncryptionCodec(load_keys(Path(env["PODMEDIC_PAYLOAD_KEY_FILE"])))
+        return EncryptionCodec(load_keys(key_file))
     except CodecKeyError as exc:
         raise SecurityError(f"PODMEDIC_PAYLOAD_KEY_FILE: {exc}") from exc

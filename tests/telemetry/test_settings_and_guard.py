@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from podmedic.cli.main import build_parser
+from podmedic.cli.main import main, parse
 from podmedic.telemetry import TelemetryError, TelemetrySettings, install, load_telemetry_settings, set_guard_state
 from podmedic.telemetry.process import start_telemetry
 
@@ -31,19 +31,27 @@ def test_bad_values_name_the_field_flag_and_variable() -> None:
     with pytest.raises(TelemetryError) as err:
         load_telemetry_settings("worker", env={"PODMEDIC_METRICS_PORT": "http", "OTEL_EXPORTER_OTLP_ENDPOINT": "x:1",
                                                "PODMEDIC_TRACE_SAMPLING_RATIO": "2"})
+    text = str(err.value)  # a bad variable is named with its value, all of them at once
+    assert "PODMEDIC_METRICS_PORT='http': Input should be a valid integer" in text
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT='x:1'" in text and "http(s)://" in text
+    assert "PODMEDIC_TRACE_SAMPLING_RATIO='2': Input should be less than or equal to 1" in text
+    with pytest.raises(TelemetryError) as err:  # a bad flag is named by its flag
+        load_telemetry_settings("worker", env={}, prometheus_port=70000, otlp_endpoint="x:1")
     text = str(err.value)
-    assert "prometheus_port (--metrics-port / PODMEDIC_METRICS_PORT)" in text
-    assert "otlp_endpoint (--otlp-endpoint / OTEL_EXPORTER_OTLP_ENDPOINT)" in text and "http(s)://" in text
-    assert "sampling_ratio (--trace-sampling-ratio / PODMEDIC_TRACE_SAMPLING_RATIO)" in text
+    assert "prometheus_port (--metrics-port): Input should be less than or equal to 65535" in text
+    assert "otlp_endpoint (--otlp-endpoint)" in text and "http(s)://" in text
 
 
 def test_the_worker_refuses_a_bad_setting(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PODMEDIC_TRACE_SAMPLING_RATIO", "-1")
-    args = build_parser().parse_args(["worker"])
+    assert main(["worker"]) == 2  # refused before anything connects
+    assert capsys.readouterr().err == ("podmedic worker: refusing to start: PODMEDIC_TRACE_SAMPLING_RATIO='-1': "
+                                       "Input should be greater than or equal to 0\n")
+    monkeypatch.delenv("PODMEDIC_TRACE_SAMPLING_RATIO")
     with pytest.raises(SystemExit) as stop:
-        start_telemetry(args, "worker")
+        start_telemetry(parse(["worker", "--trace-sampling-ratio", "2"]), "worker")
     assert stop.value.code == 2
-    assert "sampling_ratio" in capsys.readouterr().err
+    assert "sampling_ratio (--trace-sampling-ratio): Input should be less than" in capsys.readouterr().err
 
 
 @pytest.fixture

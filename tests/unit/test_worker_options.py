@@ -8,7 +8,8 @@ import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from podmedic.cli.main import build_parser
+from podmedic.cli.main import parse
+from podmedic.settings import SettingsError
 from workers.worker import GC_THRESHOLDS, tune_gc, worker_options
 
 
@@ -19,10 +20,13 @@ def test_workflows_run_unsandboxed_unless_asked() -> None:
 
 def test_sandbox_flag_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PODMEDIC_WORKFLOW_SANDBOX", raising=False)
-    assert build_parser().parse_args(["worker"]).sandbox is False
-    assert build_parser().parse_args(["worker", "--sandbox"]).sandbox is True
+    assert parse(["worker"]).sandbox is False
+    assert parse(["worker", "--sandbox"]).sandbox is True
     monkeypatch.setenv("PODMEDIC_WORKFLOW_SANDBOX", "1")
-    assert build_parser().parse_args(["worker"]).sandbox is True
+    assert parse(["worker"]).sandbox is True
+    monkeypatch.setenv("PODMEDIC_WORKFLOW_SANDBOX", "maybe")  # refused, not read as off
+    with pytest.raises(SettingsError, match="PODMEDIC_WORKFLOW_SANDBOX='maybe'"):
+        parse(["worker"])
 
 
 def test_gc_tuning_raises_the_thresholds_and_freezes_what_is_alive() -> None:

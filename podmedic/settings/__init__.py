@@ -1,0 +1,15 @@
+"""Every ``PODMEDIC_*`` environment variable, as typed settings: one model per process."""
+
+from podmedic.settings.base import ProcessSettings, SettingsError
+from podmedic.settings.processes import (
+    PROCESSES,
+    AgentSettings,
+    CliSettings,
+    CodecServerSettings,
+    IngestSettings,
+    StackSettings,
+    WorkerSettings,
+)
+
+__all__ = ["PROCESSES", "AgentSettings", "CliSettings", "CodecServerSettings", "IngestSettings", "ProcessSettings",
+           "SettingsError", "StackSettings", "WorkerSettings"]
