@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from podmedic.cli.output import add_output_flag, render
+from podmedic.domain.policy_file import PolicyError, load_policy
+from podmedic.domain.ticket_policy import ticket_variables
 from podmedic.settings import PROCESSES, SettingsError
 from podmedic.settings.describe import settings_rows
 
@@ -32,6 +36,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"podmedic config show {args.process}: {exc}", file=sys.stderr)
         return 2
     rows = settings_rows(settings)
+    if args.process == "worker":
+        try:
+            rows += _policy_rows(getattr(settings, "policy", None))
+        except PolicyError as exc:
+            print(f"podmedic config show {args.process}: {exc}", file=sys.stderr)
+            return 2
     output = args.output or "table"
     if output in ("json", "yaml"):
         print(render([{k: r[k] for k in ("setting", "variables", "value", "source", "default")} for r in rows],
@@ -47,6 +57,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         line = f"{row['variables'][0]:<36} {shown:<28} {_origin(row)}"
         print(f"{line}  {row['description']}" if wide else line)
     return 0
+
+
+def _policy_rows(policy: Path | None) -> list[dict[str, Any]]:
+    """The variables the policy's ticket backends name (their values stay hidden: URLs carry credentials)."""
+    named: dict[str, set[str]] = {}
+    for driver in load_policy(policy).drivers.values():
+        for variable, what in ticket_variables(driver.ticket).items():
+            named.setdefault(variable, set()).add(what)
+    group = f"Named by the policy ({policy or 'embedded'}): read by the worker when it files a ticket"
+    return [{"group": group, "setting": variable, "variables": [variable],
+             "value": "(set)" if os.environ.get(variable) else None,
+             "shown": "(set)" if os.environ.get(variable) else "(unset)",
+             "source": variable if os.environ.get(variable) else "default", "default": "unset",
+             "description": "; ".join(sorted(what))} for variable, what in sorted(named.items())]
 
 
 def _origin(row: dict[str, Any]) -> str:

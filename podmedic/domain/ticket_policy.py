@@ -8,6 +8,7 @@ variable), never written into the policy, so they stay out of workflow history.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -132,3 +133,28 @@ class Ticket(ConfigModel):
                 f"(about 11 history events each; Temporal warns at 10,240 events): raise poll_max_s to at least "
                 f"{self.wait_resolution_s / (MAX_VENDOR_POLLS - 20):.0f} or shorten wait_resolution_s")
         return self
+
+
+_TEMPLATE_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def ticket_variables(ticket: Ticket) -> dict[str, str]:
+    """The environment variables the worker reads to file ``ticket``'s backend: name -> what it holds.
+
+    Only the chosen backend's: its ``*_env`` secrets, and every ``${VAR}`` in its URL, user or email.
+    """
+    section: ConfigModel | None = {"webhook": ticket, "jira": ticket.jira, "servicenow": ticket.servicenow}.get(
+        ticket.backend)
+    if section is None:
+        return {}
+    where = "ticket" if section is ticket else f"ticket.{ticket.backend}"
+    found: dict[str, str] = {}
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        if not isinstance(value, str):
+            continue
+        if name.endswith("_env"):
+            found[value] = f"{ticket.backend} {name.removesuffix('_env').replace('_', ' ')} ({where}.{name})"
+        for variable in _TEMPLATE_VARIABLE.findall(value):
+            found.setdefault(variable, f"{ticket.backend} {name} (in {where}.{name})")
+    return found

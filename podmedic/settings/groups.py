@@ -8,9 +8,10 @@ these variables; ``podmedic config show PROCESS`` prints them with their values.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from podmedic.settings.base import ProcessSettings, var
 
@@ -149,7 +150,7 @@ def parse_host_port(value: object) -> tuple[str, int] | None:
 class WorkerOnly(ProcessSettings):
     TITLE: ClassVar[str] = "Worker"
 
-    health_listen: tuple[str, int] | None = var(None, "PODMEDIC_WORKER_HEALTH_LISTEN",
+    health_listen: Annotated[tuple[str, int] | None, NoDecode] = var(None, "PODMEDIC_WORKER_HEALTH_LISTEN",
                                     description="serve /healthz and /readyz here, HOST:PORT (--health-listen)")
     sandbox: bool = var(False, "PODMEDIC_WORKFLOW_SANDBOX",
                         description="run workflow code in the Temporal SDK's sandbox (--sandbox)")

@@ -13,6 +13,9 @@ from podmedic.cli.main import build_parser
 from podmedic.domain import search
 from podmedic.domain.base import Obj
 from podmedic.domain.policy_file import load_policy, parse_policy
+from podmedic.domain.ticket_policy import ticket_variables
+from podmedic.settings import PROCESSES
+from podmedic.settings.base import variables
 from tests.deploy.conftest import ROOT, kustomize
 
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
@@ -95,3 +98,25 @@ def test_kind_dev_server_registers_every_search_attribute() -> None:
     args = _find(objs, "Deployment", "temporal-dev")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--search-attribute")] == search.dev_server_flags()
     assert not [o for o in objs if o["kind"] == "DaemonSet"], "kind has no NVML: the agent stays out"
+
+
+# Variables set for a reason other than podmedic's settings: the NVIDIA container runtime and Python.
+NOT_PODMEDIC = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "PYTHONUNBUFFERED"}
+
+
+def test_every_variable_the_manifests_set_is_read_and_valid(rendered: list[Obj]) -> None:
+    """A misspelt variable would be ignored silently in the cluster; a bad value would crash-loop."""
+    maps = {o["metadata"]["name"]: o.get("data", {}) for o in rendered if o["kind"] == "ConfigMap"}
+    named = {v for d in load_policy(None).drivers.values() for v in ticket_variables(d.ticket)}
+    for obj in (o for o in _workloads(rendered) if o["metadata"]["name"].startswith("podmedic-")):
+        container = obj["spec"]["template"]["spec"]["containers"][0]
+        literal = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+        for source in container.get("envFrom", []):
+            literal.update(maps[source["configMapRef"]["name"]])
+        given = {e["name"] for e in container.get("env", [])} | set(literal)
+        model = PROCESSES[container["args"][0]]
+        reads = {v for field in model.model_fields.values() for v in variables(field)}
+        everyone = {v for m in PROCESSES.values() for field in m.model_fields.values() for v in variables(field)}
+        unread = given - everyone - named - NOT_PODMEDIC
+        assert not unread, f"{obj['metadata']['name']}: no podmedic process reads {sorted(unread)}"
+        model.load({k: v for k, v in literal.items() if k in reads})  # raises SettingsError naming the variable

@@ -14,6 +14,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tests.e2e_operators.stack import Ops
+from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -67,11 +68,15 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     assert done[0]["outcome"]["outcome"] == "resolved_by_vendor"
     assert done[1]["outcome"]["outcome"] == "recovered_in_place"
 
-    events = _events(ops, permanent)
-    reasons = Counter(e.reason for e in events)
-    assert set(reasons) == {"PodmedicIncidentOpened", "PodmedicCheckpointed", "PodmedicAwaitingApproval",
-                            "PodmedicDeviceTainted", "PodmedicTaintRaised", "PodmedicRescheduled",
-                            "PodmedicTicketed", "PodmedicIncidentClosed"}
+    async def every_step_recorded() -> list[Any]:
+        # Read until complete: under a loaded machine one list came back empty right after the close.
+        found = _events(ops, permanent)
+        assert {e.reason for e in found} == {
+            "PodmedicIncidentOpened", "PodmedicCheckpointed", "PodmedicAwaitingApproval", "PodmedicDeviceTainted",
+            "PodmedicTaintRaised", "PodmedicRescheduled", "PodmedicTicketed", "PodmedicIncidentClosed"}
+        return found
+
+    events = await assert_eventually(every_step_recorded, timeout=30)
     replacement = done[0]["outcome"]["pod"]["name"]
     assert replacement != permanent_pod["name"]
     per_pod = Counter((e.reason, e.involved_object.name) for e in events)
