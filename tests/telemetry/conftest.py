@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,9 @@ class Run:
     open_while_running: dict[tuple[str, str, str], int]
     open_after: dict[tuple[str, str, str], int]
     statuses: list[int] = field(default_factory=list)
+    ages_while_running: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    ages_after: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    seconds_since_post: float = 0.0
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +117,7 @@ async def run(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Ru
     statuses = []
     async with build_worker(client, task_queue, kube):
         url = await ready
+        posted = time.monotonic()
         # A hardware fault (transient, not in the table) that a restart clears: the incident reports to its
         # node's watch, which the open-incidents gauge counts (a workload's XID would not: no watch).
         sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=94,
@@ -127,6 +132,7 @@ async def run(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Ru
                     statuses.append(response.status)
         open_while_running = await _count_until(
             counter, lambda c: any(k[:2] == ("device", driver) and n > 0 for k, n in c.items()), "the incident open")
+        ages_while_running, since_post = counter.ages(), time.monotonic() - posted
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{resource_id}")
         outcome = await asyncio.wait_for(handle.result(), timeout=90)
         open_after = await _count_until(
@@ -135,5 +141,6 @@ async def run(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Ru
         await ingest
     kube.close()
     telemetry.flush()
-    yield Run(telemetry, spans, reader, resource_id, node, outcome, open_while_running, open_after, statuses)
+    yield Run(telemetry, spans, reader, resource_id, node, outcome, open_while_running, open_after, statuses,
+              ages_while_running, counter.ages(), since_post)
     telemetry.shutdown()

@@ -105,6 +105,10 @@ async def test_open_incidents_gauge_follows_visibility(run: Run) -> None:
     driver = run.resource_id.split("/")[0]
     assert sum(n for (kind, d, _), n in run.open_while_running.items() if kind == "device" and d == driver) == 1
     assert sum(n for (kind, d, _), n in run.open_after.items() if kind == "device" and d == driver) == 0
+    # Its age: since it opened (started after the events were posted), back to 0 once it closed.
+    [age] = [a for (kind, d, _), a in run.ages_while_running.items() if kind == "device" and d == driver and a]
+    assert 0 < age <= run.seconds_since_post + 1
+    assert all(a == 0 for (kind, d, _), a in run.ages_after.items() if kind == "device" and d == driver)
     # The node's correlation watch stays open after the device incident: counted as kind "node".
     assert any(kind == "node" and n > 0 for (kind, _, _), n in run.open_after.items())
 
@@ -122,7 +126,8 @@ async def test_prometheus_endpoint_serves_podmedic_and_temporal_metrics(run: Run
         text = response.read().decode()
     for wanted in ('podmedic_ingest_events_total{', 'outcome="accepted"', "podmedic_actions_total{",
                    "podmedic_time_to_quarantine_seconds_bucket{", "podmedic_time_to_recover_seconds_count{",
-                   "podmedic_incidents_open{", "podmedic_incidents_closed_total{",
+                   "podmedic_incidents_open{", "podmedic_incidents_oldest_age_seconds{",
+                   "podmedic_incidents_closed_total{",
                    "temporal_workflow_completed_total{"):
         assert wanted in text, wanted
 
