@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := podmedic podmedic_sim workflows activities workers benchmarks
 
-.PHONY: install demo test fuzz mutants lint clean
+.PHONY: install demo test fuzz mutants lint image image-tools clean
 
 install: $(STAMP)
 
@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/podmedic demo
 
-test: install
+# The image's smoke test (tests/image) runs when the Debian tools are here: installed as root, else skipped.
+test: install image-tools
 	$(BIN)/pytest -q -m "not slow"
 
 # The long property-based runs (10,000 generated cases each).
@@ -36,7 +37,25 @@ mutants: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(PACKAGES)
+	$(BIN)/mypy deploy/image/build.py deploy/image/oci.py deploy/image/sbom.py
 	$(BIN)/lint-imports
 
+# The container image from Debian packages and the locked wheels, without Docker (deploy/image/build.py):
+# build/image/podmedic-VERSION.oci.tar, its CycloneDX SBOM, and image.json with the digest.
+image: install image-tools
+	$(BIN)/python deploy/image/build.py
+
+# mmdebstrap builds the image; podman and runc run it (the smoke test). apt-get installs them as root.
+IMAGE_TOOLS := mmdebstrap podman runc
+image-tools:
+	@missing=""; for t in $(IMAGE_TOOLS); do command -v $$t >/dev/null || [ -x /usr/sbin/$$t ] || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing (Debian packages for make image)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing >/dev/null) \
+	      || echo "could not install$$missing: the image test will be skipped"; \
+	  else echo "missing$$missing (Debian packages): make image needs them; the image test will be skipped"; fi; \
+	fi
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache state build

@@ -43,7 +43,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     load_policy_or_exit(args.policy)
     try:
         with Stack(StackOptions(state_dir=args.state_dir, policy=args.policy, nodes=args.nodes,
-                                devices_per_node=args.devices_per_node)) as stack:
+                                devices_per_node=args.devices_per_node, worker=not args.no_worker)) as stack:
             stack.wait_forever()
     except StackError as err:
         print(f"podmedic up: {err}", file=sys.stderr)
@@ -88,6 +88,9 @@ def register(sub: Any) -> None:
             policy_flag(p)
             p.add_argument("--nodes", type=int, default=4, help="simulated GPU nodes (default %(default)s)")
             p.add_argument("--devices-per-node", type=int, default=8, help="GPUs per node (default %(default)s)")
+            p.add_argument("--no-worker", action="store_true",
+                           help="start no worker: run your own (e.g. from the image, docs/deploy.md) with the "
+                                "Temporal address, task queue and kubeconfig in STATE_DIR/endpoints.json")
             p.set_defaults(func=cmd_up)
         else:
             p.add_argument("--faults", type=int, default=6, help="device faults to inject (default %(default)s)")

@@ -42,6 +42,9 @@ class StackOptions:
     """Restart children that die; a fault suite turns it off to kill and restart them itself."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment for every child."""
+    worker: bool = True
+    """Start ``podmedic worker``; off, the operator runs one (from the image, in a debugger) against
+    the endpoints in ``endpoints.json``."""
 
 
 def ingest_token(state_dir: Path) -> Path:
@@ -103,7 +106,7 @@ class Stack:
             "ticket_url": ticket_url, "state_dir": str(d),
             "ingest_url": f"http://127.0.0.1:{ingest}", "ingest_token_file": str(token_file),
         }
-        return [
+        children = [
             Child("temporal", [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1",
                                "--port", str(tp), "--ui-port", str(ui), "--db-filename", str(d / "temporal.db"),
                                "--log-level", "error", "--sqlite-pragma", "journal_mode=WAL",
@@ -127,6 +130,7 @@ class Stack:
                             "--interval", "2", *(["--policy", str(self.o.policy.resolve())] if self.o.policy else [])],
                   ""),
         ]
+        return [c for c in children if self.o.worker or c.role != "worker"]
 
     def _spawn(self, child: Child) -> None:
         logfile = open(self.dir / "logs" / f"{child.role}.log", "ab")  # noqa: SIM115 - owned by the child
