@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # podmedic end to end on a real cluster: kind with the DRA feature gates, the dra-example-driver,
 # podmedic from deploy/kustomize/overlays/kind, one injected device fault, then the e2e tests.
-# Needs docker, kind, kubectl, helm and git. Not run in CI (no Docker there). Usage:
+# Needs docker, kind v0.33.0, kubectl, helm and git; the image itself is built by `make image` (no
+# Docker build). Not run in CI (kind needs Docker and its node image from a registry). Usage:
 #   deploy/kind/e2e.sh            # create the cluster, install, inject, test
 #   KEEP=1 deploy/kind/e2e.sh     # keep the cluster afterwards (kind delete cluster --name podmedic)
 set -euo pipefail
@@ -24,9 +25,11 @@ git clone --depth 1 --branch "$DRIVER_REF" https://github.com/kubernetes-sigs/dr
 helm upgrade -i --create-namespace -n dra-example-driver dra-example-driver \
   "$src/deployments/helm/dra-example-driver" --wait --timeout 5m
 
-echo "== podmedic image and manifests"
-docker build -f "$ROOT/deploy/Dockerfile" -t podmedic:dev "$ROOT"
-kind load docker-image podmedic:dev --name "$CLUSTER"
+echo "== podmedic image (make image) and manifests"
+make -C "$ROOT" image
+archive=$("$ROOT/.venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["archive"])' \
+  "$ROOT/build/image/image.json")
+kind load image-archive "$archive" --name "$CLUSTER"   # containerd names it docker.io/library/podmedic:<version>
 kubectl create namespace podmedic --dry-run=client -o yaml | kubectl apply -f -
 kubectl -n podmedic create secret generic podmedic-ingest-token \
   --from-literal=token="$(head -c 24 /dev/urandom | base64)" --dry-run=client -o yaml | kubectl apply -f -

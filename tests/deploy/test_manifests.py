@@ -4,6 +4,7 @@ Kubernetes 1.37 strict schemas, and keep the properties the docs promise."""
 from __future__ import annotations
 
 import copy
+import re
 
 import kubernetes_validate
 import pytest
@@ -120,3 +121,17 @@ def test_every_variable_the_manifests_set_is_read_and_valid(rendered: list[Obj])
         unread = given - everyone - named - NOT_PODMEDIC
         assert not unread, f"{obj['metadata']['name']}: no podmedic process reads {sorted(unread)}"
         model.load({k: v for k, v in literal.items() if k in reads})  # raises SettingsError naming the variable
+
+
+def test_the_image_is_named_as_make_image_names_it(rendered: list[Obj], request: pytest.FixtureRequest) -> None:
+    """Production and base: by tag and digest. kind: the name containerd gives `make image`'s archive on
+    `kind load image-archive` (its io.containerd.image.name, docker.io/library/podmedic:<version>)."""
+    version = (ROOT / "podmedic" / "__init__.py").read_text().split('__version__ = "')[1].split('"')[0]
+    images = {c["image"] for o in _workloads(rendered) if o["metadata"]["name"].startswith("podmedic-")
+              for c in o["spec"]["template"]["spec"]["containers"]}
+    target = request.node.callspec.params["rendered"]
+    if target == "overlays/kind":
+        assert images == {f"podmedic:{version}"}
+    else:
+        [image] = images
+        assert re.fullmatch(rf"ghcr\.io/podmedic/podmedic:{re.escape(version)}@sha256:[0-9a-f]{{64}}", image), image
