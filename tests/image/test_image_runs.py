@@ -86,6 +86,8 @@ def test_the_image_runs_podmedic_as_uid_10001_with_its_labels(podman: Podman, bu
     assert podman("run", "--rm", "--network", "host", IMAGE, "--version").stdout.strip() == f"podmedic {VERSION}"
     assert podman("run", "--rm", "--network", "host", "--entrypoint", "id", IMAGE).stdout.startswith(
         "uid=10001(podmedic) gid=10001(podmedic)")
+    for role in (["ingest"], ["agent", "nvml"], ["codec-server"]):  # one image for every role the manifests run
+        assert "environment (flags win" in podman("run", "--rm", "--network", "host", IMAGE, *role, "--help").stdout
     [inspected] = json.loads(podman("image", "inspect", IMAGE).stdout)
     labels = inspected["Labels"]
     inputs = ["pyproject.toml", "README.md", "podmedic", "workflows", "activities", "workers", "deploy/image",
