@@ -8,15 +8,17 @@ from pathlib import Path
 
 from podmedic.domain.policy_checks import policy_warnings
 from podmedic.domain.policy_file import PolicyError, PolicySet, load_policy_layers
-from podmedic.settings.groups import DEFAULT_TASK_QUEUE, DEFAULT_TEMPORAL_ADDRESS, TemporalTarget
+from podmedic.settings.groups import DEFAULT_TASK_QUEUE, DEFAULT_TEMPORAL_ADDRESS, TemporalTarget, parse_host_port
 
 
 def host_port(text: str) -> tuple[str, int]:
-    """Parse ``HOST:PORT`` for argparse."""
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 0.0.0.0:8088)")
-    return host, int(port)
+    """Parse ``HOST:PORT`` for argparse, as the settings parse the variables."""
+    try:
+        parsed = parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    assert parsed is not None
+    return parsed
 
 
 def connection_flags(p: argparse.ArgumentParser) -> None:

@@ -143,7 +143,7 @@ def parse_host_port(value: object) -> tuple[str, int] | None:
         return value
     host, _, port = str(value).rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{value!r} is not HOST:PORT (e.g. 0.0.0.0:8081)")
+        raise ValueError(f"{value!r} is not HOST:PORT (e.g. 0.0.0.0:8088)")
     return host, int(port)
 
 
