@@ -20,6 +20,7 @@ from aiohttp import web
 from podmedic_sim.api_faults import ApiFault, ApiFaults
 from podmedic_sim.config import SimConfig
 from podmedic_sim.engine import SimEngine
+from podmedic_sim.flow_control import FlowControl
 from podmedic_sim.handlers_request import ApiContext
 from podmedic_sim.kubeconfig import write_kubeconfig
 from podmedic_sim.ledger import RequestLedger
@@ -104,6 +105,7 @@ class SimCluster:
         self.store = Store(history_size=history_size)
         self.engine: Any = ApiOnlyEngine(self.store, self.config) if api_only else SimEngine(self.store, self.config)
         self.faults = ApiFaults()
+        self.flow = FlowControl()
         self.ledger = RequestLedger()
         self.context = ApiContext(self.store, getattr(self.engine, "evict", None), bookmark_interval_s,
                                   api=ServedApi(self.config.taint_rule_version))
@@ -143,7 +145,7 @@ class SimCluster:
         self.engine.bootstrap()
         self._engine_task = asyncio.get_running_loop().create_task(self.engine.run())
         first = self.engine.proxy_routes() if hasattr(self.engine, "proxy_routes") else []
-        app = build_app(self.context, self.faults, self.engine.routes(), first, self.ledger)
+        app = build_app(self.context, self.faults, self.engine.routes(), first, self.ledger, self.flow)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)

@@ -19,6 +19,8 @@ def _serve(args: argparse.Namespace) -> int:
                        checkpoint_every_steps=args.checkpoint_every_steps, taint_rule_version=args.taint_rule_version,
                        device_plugins=dict(args.device_plugin or []))
     sim = SimCluster(config, api_only=args.api_only)
+    if args.apf_qps:
+        sim.flow.configure(args.apf_qps, args.apf_burst)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
     sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig)
     stopped = threading.Event()
@@ -71,6 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="a device plugin serving COUNT devices of an extended resource on every node "
                             "(repeatable), e.g. nvidia.com/gpu=8: node capacity, pod limits, and the devices' "
                             "health in allocatedResourcesStatus; fail one with POST /sim/v1/faults/plugin-device")
+    serve.add_argument("--apf-qps", type=float, metavar="QPS",
+                       help="API Priority and Fairness as a client sees it: each user (User-Agent) gets QPS "
+                            "requests a second, the rest 429 with Retry-After (default: no limit)")
+    serve.add_argument("--apf-burst", type=int, default=10, metavar="N",
+                       help="requests a user may make at once above that rate (default %(default)s)")
     serve.set_defaults(func=_serve)
     bench = sub.add_parser("bench", help="measure the simulator's API server")
     from podmedic_sim.bench import add_arguments

@@ -11,6 +11,7 @@ from podmedic_sim import handlers_discovery as discovery
 from podmedic_sim.api_faults import ApiFaults
 from podmedic_sim.audit import middlewares_from_env
 from podmedic_sim.exec_ws import handle_exec
+from podmedic_sim.flow_control import FlowControl
 from podmedic_sim.handlers_common import ApiError, error_response, json_response
 from podmedic_sim.handlers_pods import handle_eviction
 from podmedic_sim.handlers_read import handle_get, handle_list
@@ -113,14 +114,17 @@ def build_app(
     extra_routes: Iterable[web.RouteDef] = (),
     first_routes: Iterable[web.RouteDef] = (),
     ledger: RequestLedger | None = None,
+    flow: FlowControl | None = None,
 ) -> web.Application:
     """The application serving the Kubernetes API, the fault API and ``extra_routes``;
     ``first_routes`` (proxy subresources) are matched before the generic API routes. The
     ``ledger`` (one is made when not given) counts podmedic's requests with the answers they
-    got, injected faults included, so it sits outside the fault middleware."""
+    got, injected faults included, so it sits outside the fault middleware; ``flow`` (API Priority
+    and Fairness's 429s) sits between them: a throttled request is counted, and no fault is drawn for it."""
     ledger = ledger or RequestLedger()
+    flow = flow or FlowControl()
     app = web.Application(
-        middlewares=[*middlewares_from_env(), ledger.middleware, faults.middleware, status_errors],
+        middlewares=[*middlewares_from_env(), ledger.middleware, flow.middleware, faults.middleware, status_errors],
         client_max_size=16 * 1024 * 1024,
     )
     app[CONTEXT_KEY] = context
@@ -149,6 +153,7 @@ def build_app(
         ]
     )
     app.add_routes(faults.routes())
+    app.add_routes(flow.routes())
     app.add_routes(ledger.routes())
     app.add_routes(list(extra_routes))
     return app

@@ -25,6 +25,8 @@ from podmedic.kube.errors import (
     Throttled,
     from_answer,
 )
+from podmedic.kube.throttle import MAX_RETRIES, TokenBucket, sleep_for_retry, throttle_wait
+from podmedic.settings.groups import Cluster
 
 FIELD_MANAGER = "podmedic"
 # Every request carries ``podmedic-<component>/<version>`` (``podmedic/<version>`` when no component is set),
@@ -50,7 +52,17 @@ def translate(exc: ApiException, what: str) -> KubeError:
 class GatewayCore:
     """One API client and the two ways a call goes through it: ``_call`` and ``_read`` (retried)."""
 
-    def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0, component: str = "") -> None:
+    def __init__(self, kubeconfig: Path | None = None, *, timeout_s: float = 15.0, component: str = "",
+                 qps: float | None = None, burst: int | None = None) -> None:
+        """Connect as ``kubeconfig`` says (else in-cluster, else ``~/.kube/config``).
+
+        ``qps`` and ``burst`` limit this process's requests (client-side, as client-go's rate limiter);
+        unset, they come from ``PODMEDIC_KUBE_QPS`` and ``PODMEDIC_KUBE_BURST``.
+        """
+        if qps is None or burst is None:
+            limits = Cluster.load()
+            qps, burst = (limits.kube_qps if qps is None else qps), (limits.kube_burst if burst is None else burst)
+        self.limiter = TokenBucket(qps, burst)
         settings = client.Configuration()
         settings.connection_pool_maxsize = POOL_CONNECTIONS
         if kubeconfig is not None and not kubeconfig.is_file():
@@ -131,12 +143,21 @@ class GatewayCore:
             self._api.close()
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
-        try:
-            resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
-        except ApiException as exc:
-            raise translate(exc, what) from exc
-        except OSError as exc:
-            raise ServerError(f"{what}: {exc}") from exc
+        """One request, after a token of the QPS budget; a throttling 429 is tried again after its
+        ``Retry-After`` (``podmedic/kube/throttle.py``): the server refused it before acting, so a write too."""
+        slept = 0.0
+        for attempt in range(MAX_RETRIES + 1):
+            self.limiter.take()
+            try:
+                resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
+                break
+            except ApiException as exc:
+                wait = throttle_wait(int(exc.status or 0), exc.headers, exc.body) if attempt < MAX_RETRIES else None
+                if wait is None or not sleep_for_retry(wait, slept):
+                    raise translate(exc, what) from exc
+                slept += wait
+            except OSError as exc:
+                raise ServerError(f"{what}: {exc}") from exc
         data = resp.data
         result: Obj = json.loads(data) if data else {}
         return result

@@ -1,0 +1,103 @@
+"""A light touch on a shared API server: client-side QPS and burst, and the server's ``Retry-After``.
+
+As client-go does (k8s.io/client-go/util/flowcontrol/throttle.go, ``NewTokenBucketRateLimiter(qps,
+burst)``; rest/request.go retries a 429 that carries ``Retry-After``, at most 10 times): every
+request of a process first takes a token from one bucket that refills at ``qps`` a second and holds
+at most ``burst``; a 429 from API Priority and Fairness (or max-in-flight) is tried again after the
+seconds its ``Retry-After`` asks. A 429 that refuses an eviction because of a PodDisruptionBudget is
+not throttling: it is returned at once, and the recovery ladder's PDB rule decides.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+MAX_RETRIES = 10
+"""client-go's ``maxRetries`` for answers with ``Retry-After``."""
+MAX_WAIT_S = 60.0
+"""At most this long asleep on ``Retry-After`` per call; then the call fails as throttled and the step's
+own retry policy (Temporal) takes over, so one call never outlives its activity's timeout by much."""
+
+
+@dataclass
+class TokenBucket:
+    """``qps`` tokens a second, at most ``burst`` saved; ``take`` blocks until one is there.
+
+    ``qps`` 0 turns the limit off. Thread-safe: the worker's activities call from many threads.
+    """
+
+    qps: float
+    burst: int
+    _tokens: float = field(init=False)
+    _at: float = field(init=False)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    waited_s: float = field(init=False, default=0.0)
+    """Time spent waiting for tokens since the start (for the benchmarks' reports)."""
+
+    def __post_init__(self) -> None:
+        if self.qps < 0 or self.burst < 1:
+            raise ValueError(f"qps must be >= 0 and burst >= 1 (got qps={self.qps}, burst={self.burst})")
+        self._tokens = float(self.burst)
+        self._at = time.monotonic()
+
+    def take(self) -> float:
+        """Take one token, sleeping until there is one; returns the seconds slept."""
+        if self.qps == 0:
+            return 0.0
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
+            self._at = now
+            self._tokens -= 1.0  # reserve now; a negative balance is the queue ahead of us
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+            self.waited_s += wait
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+
+def throttle_wait(status: int, headers: object, body: str | None) -> float | None:
+    """Seconds to wait before trying again, when ``status`` is throttling with ``Retry-After``; else ``None``.
+
+    A PodDisruptionBudget refusal (a Status whose causes name ``DisruptionBudget``) is not throttling.
+    """
+    if status != 429:
+        return None
+    value = _header(headers, "Retry-After")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    if _refused_by_budget(body):
+        return None
+    return max(0.0, seconds)
+
+
+def _header(headers: object, name: str) -> str | None:
+    getter = getattr(headers, "get", None)
+    if getter is None:
+        return None
+    value = getter(name)
+    return str(value) if value is not None else None
+
+
+def _refused_by_budget(body: str | None) -> bool:
+    try:
+        status = json.loads(body or "")
+    except ValueError:
+        return False  # APF answers in plain text ("Too many requests, please try again later.")
+    causes = ((status.get("details") or {}).get("causes") or []) if isinstance(status, dict) else []
+    return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes)
+
+
+def sleep_for_retry(seconds: float, slept_so_far: float) -> bool:
+    """Sleep ``seconds`` unless that would pass ``MAX_WAIT_S`` in all; whether it slept."""
+    if slept_so_far + seconds > MAX_WAIT_S:
+        return False
+    time.sleep(seconds)
+    return True
