@@ -54,7 +54,7 @@ def test_a_spent_budget_is_answered_as_apf_answers(sim: SimCluster) -> None:
     try:
         answers = [_get(sim, "tool-a/1") for _ in range(3)]
         assert [a[0] for a in answers] == [200, 200, 429]
-        status, headers, body = answers[2]
+        _, headers, body = answers[2]
         assert body == "Too many requests, please try again later.\n"
         assert headers["Content-Type"].startswith("text/plain")
         assert headers["Retry-After"] == "1"
