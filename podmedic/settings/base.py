@@ -17,7 +17,7 @@ from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, ValidationErro
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-# The environment a ``load(env=...)`` reads instead of ``os.environ`` (tests, `config show --env`).
+# The environment a ``load(env=...)`` reads instead of ``os.environ`` (tests, the manifests check).
 _ENVIRON: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("podmedic_environ",
                                                                                     default=None)
 
