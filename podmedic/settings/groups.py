@@ -82,9 +82,9 @@ class Cluster(ProcessSettings):
     kubeconfig: Path | None = var(None, "PODMEDIC_KUBECONFIG",
                                   description="kubeconfig of the cluster (--kubeconfig; unset: in-cluster, "
                                               "then ~/.kube/config)")
-    kube_qps: float = Field(50.0, ge=0, validation_alias="PODMEDIC_KUBE_QPS",
-                            description="API requests a second this process makes at most (0: no limit; "
-                                        "kube-scheduler's default)")
+    kube_qps: float = Field(0.0, ge=0, validation_alias="PODMEDIC_KUBE_QPS",
+                            description="API requests a second this process makes at most (0: no limit; the "
+                                        "manifests set 50, kube-scheduler's)")
     kube_burst: int = Field(100, ge=1, validation_alias="PODMEDIC_KUBE_BURST",
                             description="requests it may make at once above that rate")
 
