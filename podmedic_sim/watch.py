@@ -125,9 +125,13 @@ async def _pump(
         if bookmarks:
             wait = min(wait, max(0.0, next_bookmark - now))
         try:
-            event = await asyncio.wait_for(queue.get(), timeout=wait)
+            event = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), timeout=wait)
         except TimeoutError:
-            if bookmarks and time.monotonic() >= next_bookmark:
+            # A change can land between the timeout and this line; the bookmark must not overtake it
+            # (the apiserver's cacher sends bookmarks through the same ordered channel as events:
+            # staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go dispatchEvents), else a client
+            # would record a resourceVersion past an event it has not processed.
+            if bookmarks and time.monotonic() >= next_bookmark and queue.empty():
                 mark = {
                     "kind": target.rt.kind,
                     "apiVersion": target.rt.api_version,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -10,6 +12,10 @@ import pytest
 from kubernetes import client, watch
 
 from podmedic_sim import SimCluster
+from podmedic_sim.handlers_request import Target
+from podmedic_sim.resources import RESOURCES
+from podmedic_sim.store import WatchEvent
+from podmedic_sim.watch import _pump
 from tests.sim.conftest import Raw, pod_manifest
 
 
@@ -138,3 +144,23 @@ def test_watch_of_resource_api(api: client.ApiClient) -> None:
         w.stop()
     thread.join()
     r1.delete_device_taint_rule("watched")
+
+
+async def test_a_bookmark_never_overtakes_a_queued_event() -> None:
+    """Upstream's cacher sends bookmarks through the same ordered channel as events (cacher.go
+    ``dispatchEvents``), so a bookmark's resourceVersion is never ahead of an event the watcher has
+    not been sent. Here a change is queued just as a bookmark falls due (interval 0): the event must
+    go out first, else a client records resourceVersion 5 before processing the change at 5."""
+    pods = next(r for r in RESOURCES if r.plural == "pods")
+    written: list[dict[str, Any]] = []
+
+    class Sink:
+        async def write(self, data: bytes) -> None:
+            written.extend(json.loads(line) for line in data.splitlines())
+
+    queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
+    queue.put_nowait(WatchEvent("MODIFIED", "pods", {"metadata": {"name": "p", "resourceVersion": "5"}}, 5))
+    await _pump(Sink(), queue, time.monotonic() + 0.3, True, 0.0,  # type: ignore[arg-type]
+                Target(pods, "default", None, None), lambda: 5)
+    assert written[0]["type"] == "MODIFIED", [e["type"] for e in written[:3]]
+    assert any(e["type"] == "BOOKMARK" for e in written), "bookmarks still flow once the queue is empty"
