@@ -60,6 +60,16 @@ class Front:
         """Runs of the device's incident ever started (open or closed)."""
         return (await self.client.count_workflows(f'WorkflowId = "{self.wid(device)}"')).count
 
+    async def settled_count(self, device: str) -> int:
+        """``count`` once visibility has caught up: it is written after the start returns (seen lagging
+        under CI load), so wait for the first run to show, then give a second run time to show too."""
+        async def shown() -> None:
+            assert await self.count(device) >= 1, f"no run of {device} visible yet"
+
+        await assert_eventually(shown, timeout=10)
+        await asyncio.sleep(1.0)
+        return await self.count(device)
+
     async def state(self, device: str) -> IncidentState:
         handle = self.client.get_workflow_handle_for(DeviceIncidentWorkflow.run, self.wid(device))
 
@@ -185,7 +195,7 @@ async def test_a_bare_report_after_a_telling_one_adds_nothing(front: Front) -> N
     assert status == 202 and body["deduplicated"] == 0, body
     status, body = await front.post(ce(front.pool, "gpu-6", "xid", code=79))  # then the XID: news too
     assert status == 202 and body["deduplicated"] == 0, body
-    assert await front.count("gpu-5") == 1
+    assert await front.settled_count("gpu-5") == 1
 
 
 async def test_an_xid_that_happens_again_is_news_and_a_repeated_post_of_one_is_not(front: Front) -> None:
@@ -210,4 +220,4 @@ async def test_the_agents_batch_then_the_kubelets_bare_report_open_one_incident(
     assert status == 202 and body["deduplicated"] == 1, body  # the reading waits for the XID on its way
     status, body = await front.post(ce(front.pool, "gpu-9", "kubelet", reason="allocatedResourcesStatus"))
     assert status == 202 and body["deduplicated"] == 1, body
-    assert await front.count("gpu-9") == 1
+    assert await front.settled_count("gpu-9") == 1
