@@ -68,6 +68,8 @@ RESOURCES: tuple[ResourceType, ...] = (
         "resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", False, ("status",), True
     ),
     ResourceType("batch", "v1", "Job", "jobs", True, ("status",), True),
+    # Leader election of podmedic's replicas (client-go's LeaseLock).
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
 )
 
 TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")

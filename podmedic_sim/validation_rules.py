@@ -12,6 +12,7 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import Cause
+from podmedic_sim.validation_lease import lease_causes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -288,6 +289,7 @@ RULES: dict[str, Callable[[Obj], list[Cause]]] = {
     "DeviceTaintRule": _device_taint_rule,
     "Node": _node,
     "PodDisruptionBudget": _pdb,
+    "Lease": lease_causes,
 }
 
 
