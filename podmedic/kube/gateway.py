@@ -29,6 +29,7 @@ from podmedic.kube.errors import (
     ServerError,
     Throttled,
 )
+from podmedic.kube.leases import LeaseCalls
 from podmedic.kube.streams import StreamCalls
 
 # The errors are defined in podmedic/kube/errors.py and imported from here by callers.
@@ -36,7 +37,7 @@ __all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway",
            "ProxyTimeout", "ServerError", "Throttled", "user_agent"]
 
 
-class KubeGateway(StreamCalls):
+class KubeGateway(StreamCalls, LeaseCalls):
     """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread)."""
 
     # -- reads -------------------------------------------------------------------------------
