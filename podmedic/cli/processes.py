@@ -8,14 +8,18 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podmedic.cli.exiting import exit_now
 from podmedic.cli.flags import connection_flags, host_port, load_policy_or_exit
 from podmedic.cli.settings_args import use_settings
 from podmedic.settings import IngestSettings, WorkerSettings
+from podmedic.settings.groups import lease_timings_problem
 from podmedic.telemetry.process import add_telemetry_flags
 from podmedic.temporal.connect import connect_patiently
+
+if TYPE_CHECKING:
+    from podmedic.ingest.leader import LeaseConfig
 
 INGEST_HELP = """\
 Turn every health signal into exactly one incident per device.
@@ -115,6 +119,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.no_watch and (problem := _start_problem("ingest", args.kubeconfig)) is not None:
         print(problem, file=sys.stderr)
         return 2
+    try:
+        election = _election(args, settings.state_dir)
+    except ValueError as exc:
+        print(f"podmedic: refusing to start: {exc}", file=sys.stderr)
+        return 2
     telemetry = start_telemetry(args, "ingest")
 
     async def main() -> None:
@@ -124,7 +133,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         try:
             async with telemetry_running(telemetry):
                 await run_ingest(client, kube, policies, settings, args.task_queue, stop,
-                                 watch=not args.no_watch, http=not args.no_http)
+                                 watch=not args.no_watch, http=not args.no_http, election=election)
         finally:
             kube.close()
 
@@ -173,5 +182,38 @@ def register(sub: Any) -> None:
     p.add_argument("--state-dir", type=Path, help="keep watch cursors here, to resume after a restart")
     p.add_argument("--no-http", action="store_true", help="cluster watches only")
     p.add_argument("--no-watch", action="store_true", help="HTTP front only (e.g. for a cluster without access)")
+    _leader_flags(p)
     add_telemetry_flags(p)
     p.set_defaults(func=cmd_ingest)
+
+
+def _leader_flags(p: argparse.ArgumentParser) -> None:
+    """kube-controller-manager's leader-election flags, same names and meaning."""
+    g = p.add_argument_group("leader election (more than one replica; docs/deploy.md)")
+    g.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the cluster watches only while holding a coordination.k8s.io Lease, so that of "
+                        "several replicas one watches and the rest stand by; the HTTP front serves on all "
+                        "(env PODMEDIC_LEADER_ELECT; default on)")
+    g.add_argument("--leader-elect-resource-namespace", dest="leader_election_namespace", metavar="NAMESPACE",
+                   help="namespace of the Lease (env PODMEDIC_LEADER_ELECTION_NAMESPACE; default 'default')")
+    g.add_argument("--leader-elect-resource-name", dest="leader_election_id", metavar="NAME",
+                   help="name of the Lease (env PODMEDIC_LEADER_ELECTION_ID; default podmedic-ingest)")
+    g.add_argument("--leader-elect-lease-duration", dest="lease_duration_s", type=float, metavar="SECONDS",
+                   help="a standby takes over this long after the leader's last renewal (default 15)")
+    g.add_argument("--leader-elect-renew-deadline", dest="renew_deadline_s", type=float, metavar="SECONDS",
+                   help="the leader stops watching when it could not renew for this long (default 10)")
+    g.add_argument("--leader-elect-retry-period", dest="retry_period_s", type=float, metavar="SECONDS",
+                   help="how often candidates try to acquire and the leader renews (default 2)")
+
+
+def _election(args: argparse.Namespace, state_dir: Path | None) -> LeaseConfig | None:
+    """The Lease to campaign for, from the flags and variables; ``None`` when leader election is off."""
+    from podmedic.ingest.leader import LeaseConfig, default_identity
+
+    if not args.leader_elect or args.no_watch:
+        return None
+    problem = lease_timings_problem(args.lease_duration_s, args.renew_deadline_s, args.retry_period_s)
+    if problem:
+        raise ValueError(problem)
+    return LeaseConfig(args.leader_election_namespace, args.leader_election_id, default_identity(state_dir),
+                       args.lease_duration_s, args.renew_deadline_s, args.retry_period_s)

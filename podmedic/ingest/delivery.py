@@ -37,6 +37,7 @@ from podmedic.domain.models import (
 from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
+from podmedic.ingest.handled import closed_run_that_saw
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
 from workflows import describe
@@ -188,14 +189,18 @@ class Deliverer:
         """Round trips to Temporal under way now: observations in hand, not yet delivered."""
         return len(self._in_flight)
 
-    async def deliver(self, item: Observation) -> Delivered:
-        """Deliver one observation; raises when Temporal cannot be reached (retry it)."""
+    async def deliver(self, item: Observation, *, listed: bool = False) -> Delivered:
+        """Deliver one observation; raises when Temporal cannot be reached (retry it).
+
+        ``listed``: a cluster source listed it (``podmedic.ingest.types.Emit``); a failure the device's
+        last, closed incident already saw is then not opened again (``podmedic/ingest/handled.py``).
+        """
         with DeliverySpan(item, self.openers) as span:
-            done = await self._deliver(item)
+            done = await self._deliver(item, listed)
             span.done(done.incident_id, done.run_id, done.deduplicated)
             return done
 
-    async def _deliver(self, item: Observation) -> Delivered:
+    async def _deliver(self, item: Observation, listed: bool = False) -> Delivered:
         key, state = self._key(item)
         told = self._told(item)
         if told is None and (telling := self._telling.get(key)) is not None:
@@ -218,7 +223,10 @@ class Deliverer:
         if told is not None:
             self._telling[key] = future
         try:
-            result = await self._round_trip(item)
+            handled = await closed_run_that_saw(self.client, item, self._key) if listed else None
+            result = (Delivered(event_id=item.event_id, incident_id=key, deduplicated=True, run_id=handled,
+                                note=f"listed again; run {handled} saw this state and closed: not reopened")
+                      if handled else await self._round_trip(item))
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved here so an unshared failure is not logged as lost
@@ -230,7 +238,10 @@ class Deliverer:
         self.recent.remember(key, state)
         if told is not None:
             self.recent.remember(f"{key}#told", told)
-        self.delivered += 1
+        if result.deduplicated:
+            self.deduplicated += 1
+        else:
+            self.delivered += 1
         future.set_result(result)
         return result
 

@@ -21,6 +21,7 @@ from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.delivery import Deliverer
 from podmedic.ingest.http.app import build_app, start_site
+from podmedic.ingest.leader import LeaderElector, LeaseConfig
 from podmedic.ingest.settings import IngestSettings
 from podmedic.ingest.sources import cluster_sources
 from podmedic.ingest.types import Observation, Source, Stopping
@@ -43,8 +44,8 @@ class BlockingEmitter:
         self.loop = loop
         self.halt = halt
 
-    def __call__(self, obs: Observation) -> None:
-        future = asyncio.run_coroutine_threadsafe(self._deliver(obs), self.loop)
+    def __call__(self, obs: Observation, *, listed: bool = False) -> None:
+        future = asyncio.run_coroutine_threadsafe(self._deliver(obs, listed), self.loop)
         while True:
             try:
                 future.result(timeout=0.5)
@@ -56,11 +57,11 @@ class BlockingEmitter:
             except concurrent.futures.CancelledError:
                 raise Stopping(f"stopped before {obs.event_id} was delivered") from None
 
-    async def _deliver(self, obs: Observation) -> None:
+    async def _deliver(self, obs: Observation, listed: bool) -> None:
         delay = RETRY_FIRST_S
         while True:
             try:
-                done = await self.deliverer.deliver(obs)
+                done = await self.deliverer.deliver(obs, listed=listed)
             except Exception as exc:  # Temporal unreachable or overloaded: keep the event, retry
                 if self.halt.is_set():
                     raise Stopping(str(exc)) from exc
@@ -107,14 +108,18 @@ def _run_source(source: Source, emit: BlockingEmitter, halt: threading.Event) ->
             delay = min(delay * 2, 30.0)
 
 
-def _checks(client: Client, kube: KubeGateway, sources: Sequence[Source]) -> dict[str, Check]:
+def _checks(client: Client, kube: KubeGateway, sources: Sequence[Source],
+            elector: LeaderElector | None = None) -> dict[str, Check]:
     """What the ingest needs to turn signals into incidents: Temporal, and with watches the API
-    server and every watch having listed once (before that, a device's state may be unseen)."""
+    server and every watch having listed once (before that, a device's state may be unseen).
+    A standby replica is ready: its HTTP front serves, and the leader's watches are not its own."""
     checks: dict[str, Check] = {"temporal": temporal_check(client)}
     if not sources:
         return checks
 
     async def synced() -> str | None:
+        if elector is not None and not elector.leading:
+            return None
         waiting = [s.name for s in sources if (stats := getattr(s, "stats", None)) is not None
                    and stats.lists == 0 and stats.watches == 0]
         return f"not listed yet: {', '.join(waiting)}" if waiting else None
@@ -134,15 +139,19 @@ async def run_ingest(
     watch: bool = True,
     http: bool = True,
     on_ready: Callable[[str | None], None] | None = None,
+    election: LeaseConfig | None = None,
 ) -> None:
     """The whole ingest service until ``stop``: cluster watches and the HTTP front, one Deliverer.
 
-    ``on_ready`` receives the HTTP front's base URL (``None`` without one) once serving.
+    ``on_ready`` receives the HTTP front's base URL (``None`` without one) once serving. With
+    ``election``, the cluster watches run only while this replica holds the Lease (``leader.py``);
+    the HTTP front serves on every replica.
     """
     deliverer = Deliverer(client, policies, task_queue,
                           dedup=RecentStates(settings.dedup.ttl_s, settings.dedup.max_entries))
     sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
-    readiness = Readiness(_checks(client, kube, sources))
+    elector = LeaderElector(kube, election) if election is not None and sources else None
+    readiness = Readiness(_checks(client, kube, sources, elector))
     runner = None
     url = None
     if http:
@@ -154,7 +163,13 @@ async def run_ingest(
         await say_health_status(kube)
     try:
         async with readiness.running():
-            await run_sources(sources, deliverer, stop)
+            if elector is None:
+                await run_sources(sources, deliverer, stop)
+            else:
+                lease = elector.config
+                log.info("cluster watches run on the leader of Lease %s/%s; this replica is %s",
+                         lease.namespace, lease.name, lease.identity)
+                await elector.run(stop, lambda lost: run_sources(sources, deliverer, lost))
     finally:
         if runner is not None:
             await runner.cleanup()

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Protocol
 
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, PluginDevice, UnresolvedDevice
 
 Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice | PluginDevice
 
-# Blocks until the observation is durably delivered; raises ``Stopping`` when the service stops first.
-Emit = Callable[[Observation], None]
+
+
+class Emit(Protocol):
+    """Blocks until the observation is durably delivered; raises ``Stopping`` when the service stops first.
+
+    ``listed``: the observation comes from a list, not a watch event (a first start, a relist after
+    410 Gone, a new leader): the source cannot tell whether it delivered this state before.
+    """
+
+    def __call__(self, obs: Observation, *, listed: bool = False) -> None: ...
 
 
 class Stopping(Exception):

@@ -194,6 +194,44 @@ class IngestOnly(ProcessSettings):
                                          description="bearer token every POST must carry (unless http.token_file)")
 
 
+class LeaderElection(ProcessSettings):
+    """client-go's leader election (tools/leaderelection) with kube-controller-manager's defaults."""
+
+    TITLE: ClassVar[str] = "Leader election (cluster watches run on one ingest replica)"
+
+    leader_elect: bool = var(True, "PODMEDIC_LEADER_ELECT",
+                             description="watch the cluster only while holding the Lease (0: always, one replica)")
+    leader_election_namespace: str = var("default", "PODMEDIC_LEADER_ELECTION_NAMESPACE",
+                                         description="namespace of the Lease (the manifests: the pod's own)")
+    leader_election_id: str = Field("podmedic-ingest", min_length=1, validation_alias="PODMEDIC_LEADER_ELECTION_ID",
+                                    description="name of the Lease the ingest replicas share")
+    lease_duration_s: float = Field(15.0, gt=0, validation_alias="PODMEDIC_LEASE_DURATION_S",
+                                    description="a standby takes over this long after the leader's last renewal")
+    renew_deadline_s: float = Field(10.0, gt=0, validation_alias="PODMEDIC_RENEW_DEADLINE_S",
+                                    description="the leader stops watching when it could not renew for this long")
+    retry_period_s: float = Field(2.0, gt=0, validation_alias="PODMEDIC_RETRY_PERIOD_S",
+                                  description="how often candidates try to acquire and the leader renews")
+
+    @model_validator(mode="after")
+    def _lease_timings_ordered(self) -> Self:
+        problem = lease_timings_problem(self.lease_duration_s, self.renew_deadline_s, self.retry_period_s)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def lease_timings_problem(lease_duration_s: float, renew_deadline_s: float, retry_period_s: float) -> str | None:
+    """What is wrong with the three timings, as client-go's ``NewLeaderElector`` refuses them: a leader
+    must give up before a standby may take over, and must get more than one try before giving up."""
+    if lease_duration_s <= renew_deadline_s:
+        return (f"the lease duration ({lease_duration_s:g}s) must be greater than the renew deadline "
+                f"({renew_deadline_s:g}s)")
+    if renew_deadline_s <= 1.2 * retry_period_s:
+        return (f"the renew deadline ({renew_deadline_s:g}s) must be greater than 1.2 x the retry period "
+                f"({retry_period_s:g}s)")
+    return None
+
+
 class AgentOnly(ProcessSettings):
     TITLE: ClassVar[str] = "Node agent"
 

@@ -12,6 +12,7 @@ from podmedic.settings.groups import (
     Cluster,
     Development,
     IngestOnly,
+    LeaderElection,
     Logging,
     PayloadEncryption,
     PolicyFile,
@@ -31,7 +32,7 @@ class WorkerSettings(TemporalTarget, TemporalCredentials, Cluster, PolicyFile,
 
 
 class IngestSettings(TemporalTarget, TemporalCredentials, Cluster, PolicyFile,
-                     IngestOnly, Telemetry, Logging, Development):
+                     IngestOnly, LeaderElection, Telemetry, Logging, Development):
     """``podmedic ingest``: cluster watches and the HTTP front that open incidents."""
 
 

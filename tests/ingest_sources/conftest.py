@@ -32,6 +32,8 @@ class Running:
     def __init__(self, source: ClusterSource, fail: Callable[[Observation], bool] | None = None) -> None:
         self.source = source
         self.seen: list[Observation] = []
+        self.listed: list[Observation] = []
+        """What was emitted from a list (``Emit``'s ``listed``), not a watch event."""
         self.fail = fail
         self.stop = threading.Event()
         self._lock = threading.Lock()
@@ -39,11 +41,13 @@ class Running:
                                        name=f"test-{source.name}")
         self.thread.start()
 
-    def _emit(self, obs: Observation) -> None:
+    def _emit(self, obs: Observation, *, listed: bool = False) -> None:
         if self.fail is not None and self.fail(obs):
             raise RuntimeError(f"cannot deliver {obs.event_id}")
         with self._lock:
             self.seen.append(obs)
+            if listed:
+                self.listed.append(obs)
 
     def matching(self, predicate: Callable[[Observation], bool]) -> list[Observation]:
         """What was emitted so far and matches ``predicate``."""

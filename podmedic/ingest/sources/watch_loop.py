@@ -154,11 +154,11 @@ class WatchLoop:
         self.stop.wait(delay)
         return min(delay * 2, self.source.backoff_s[1])
 
-    def _deliver(self, change: Change) -> None:
+    def _deliver(self, change: Change, *, listed: bool = False) -> None:
         for obs in change.observations:
             if self.stop.is_set():
                 raise _Stopped
-            self.emit(obs)
+            self.emit(obs, listed=listed)
             self.stats.observations += 1
         change.apply()
 
@@ -169,8 +169,8 @@ class WatchLoop:
         items, version = self.kube.list_objects(self.source.kind, field_selector=self.source.field_selector)
         self.stats.lists += 1
         for obj in items:
-            self._deliver(self.source.change("ADDED", obj))
-        self._deliver(self.source.missing(items))
+            self._deliver(self.source.change("ADDED", obj), listed=True)
+        self._deliver(self.source.missing(items), listed=True)
         self.version = version
         self._consistent = True
         self._advance()
