@@ -37,10 +37,11 @@ ROLES = {"worker": "podmedic-worker", "ingest": "podmedic-ingest"}
 
 
 def granted(rendered: str) -> dict[str, set[Rule]]:
-    """Every (verb, group, resource) each podmedic ClusterRole grants; wildcards are refused outright."""
+    """Every (verb, group, resource) each podmedic ClusterRole grants, with its namespaced Role of the same
+    name (the ingest's Lease); wildcards are refused outright."""
     roles: dict[str, set[Rule]] = {}
     for doc in yaml.safe_load_all(rendered):
-        if not doc or doc.get("kind") != "ClusterRole":
+        if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
             continue
         rules: set[Rule] = set()
         for rule in doc.get("rules") or []:
@@ -48,7 +49,7 @@ def granted(rendered: str) -> dict[str, set[Rule]]:
                 assert "*" not in rule.get(field, []), f"{doc['metadata']['name']}: wildcard in {field}: {rule}"
             assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
             rules |= {(v, g, r) for v in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
-        roles[doc["metadata"]["name"]] = rules
+        roles[doc["metadata"]["name"]] = roles.get(doc["metadata"]["name"], set()) | rules
     return roles
 
 
