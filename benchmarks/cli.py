@@ -96,6 +96,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
                     "  worker-kill:    the worker SIGKILLed at every stage of an incident, then restarted\n"
                     "  server-restart: the dev server stopped (SIGTERM, SIGKILL) and restarted on the same DB\n"
                     "  ingest-kill:    the ingest SIGKILLed right after a 202, and while a device fails\n"
+                    "  ingest-leader-kill: two ingest replicas, the watching leader SIGKILLed mid-burst\n"
                     "  api-faults:     latency, 429/500/503 on 30% of calls, 409s, watch disconnects\n"
                     "  fail-fast:      403 and 422 on the taint step fail it at once\n"
                     "Duplicated effects are counted by the simulator's request ledger and the vendor desk. "
@@ -103,7 +104,8 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
                     "completed. Full: about 5 minutes; --quick: about 2.")
     f.add_argument("--quick", action="store_true", help="a smaller run of every scenario (make test)")
     f.add_argument("--only", action="append", default=[], metavar="SCENARIO",
-                   choices=["worker-kill", "server-restart", "ingest-kill", "api-faults", "fail-fast"],
+                   choices=["worker-kill", "server-restart", "ingest-kill", "ingest-leader-kill", "api-faults",
+                            "fail-fast"],
                    help="run only this scenario (repeatable)")
     f.add_argument("--out", type=Path, default=Path("bench/results/faults.json"),
                    help="JSON results (default %(default)s)")

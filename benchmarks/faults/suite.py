@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.faults import api_faults, fail_fast, ingest_kill, server_restart, worker_kill
+from benchmarks.faults import api_faults, fail_fast, ingest_kill, ingest_leader_kill, server_restart, worker_kill
 from benchmarks.faults.effects import ScenarioResult
 from benchmarks.faults.harness import Harness
 from benchmarks.faults.policy import POLICY
@@ -29,6 +29,7 @@ SCENARIOS: dict[str, Scenario] = {
     "worker-kill": worker_kill.run,
     "server-restart": server_restart.run,
     "ingest-kill": ingest_kill.run,
+    "ingest-leader-kill": ingest_leader_kill.run,
     "api-faults": api_faults.run,
     "fail-fast": fail_fast.run,
 }

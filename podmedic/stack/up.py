@@ -93,10 +93,6 @@ class Stack:
         kubeconfig = d / "kubeconfig"
         attrs = search.dev_server_flags()
         temporal_addr = f"127.0.0.1:{tp}"
-        conn = ["--temporal-address", temporal_addr, "--task-queue", self.o.task_queue,
-                "--kubeconfig", str(kubeconfig)]
-        if self.o.policy:
-            conn += ["--policy", str(self.o.policy.resolve())]
         ticket_url = f"http://127.0.0.1:{vendor}/tickets"
         token_file = ingest_token(d)
         self.endpoints = {
@@ -106,6 +102,7 @@ class Stack:
             "ticket_url": ticket_url, "state_dir": str(d),
             "ingest_url": f"http://127.0.0.1:{ingest}", "ingest_token_file": str(token_file),
         }
+        conn = self._connection()
         children = [
             Child("temporal", [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1",
                                "--port", str(tp), "--ui-port", str(ui), "--db-filename", str(d / "temporal.db"),
@@ -120,9 +117,7 @@ class Stack:
                   f"http://127.0.0.1:{vendor}/healthz", ports=("vendor",)),
             Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url,
                                                              "PODMEDIC_UI_URL": f"http://127.0.0.1:{ui}"}),
-            Child("ingest", [*py, "ingest", *conn, "--listen", f"127.0.0.1:{ingest}", "--token-file", str(token_file),
-                             "--state-dir", str(d / "ingest")], f"http://127.0.0.1:{ingest}/healthz",
-                  ports=("ingest",)),
+            self._ingest("ingest", ingest),
             # The node agent as every GPU node runs it, reading the simulated GPUs (NVML's view of them):
             # the only source that sees a GPU fail while no pod holds it.
             Child("agent", [*py, "agent", "nvml", "--sim-url", f"http://127.0.0.1:{sim}", "--node", "all",
@@ -131,6 +126,35 @@ class Stack:
                   ""),
         ]
         return [c for c in children if self.o.worker or c.role != "worker"]
+
+    def _connection(self) -> list[str]:
+        """The worker's and the ingest's flags: Temporal, task queue, kubeconfig, policy."""
+        conn = ["--temporal-address", str(self.endpoints["temporal_address"]), "--task-queue", self.o.task_queue,
+                "--kubeconfig", str(self.dir / "kubeconfig")]
+        return conn + (["--policy", str(self.o.policy.resolve())] if self.o.policy else [])
+
+    def _ingest(self, role: str, port: int) -> Child:
+        """An ingest replica: its own port and state directory (cursors, leader identity)."""
+        d, py = self.dir, [sys.executable, "-m", "podmedic.cli.main"]
+        return Child(role, [*py, "ingest", *self._connection(), "--listen", f"127.0.0.1:{port}", "--token-file",
+                            str(ingest_token(d)), "--state-dir", str(d / role)], f"http://127.0.0.1:{port}/healthz",
+                     ports=("ingest",) if role == "ingest" else ())
+
+    def add_ingest_replica(self, role: str = "ingest-2") -> str:
+        """Start one more ingest replica (the replicas elect a leader for the watches); its base URL."""
+        port = free_port()
+        child = self._ingest(role, port)
+        self.children.append(child)
+        self._spawn(child)
+        self._write_endpoints()
+        wait_ready(child.ready, 60, role, child.proc, self.dir / "logs" / f"{role}.log")
+        return f"http://127.0.0.1:{port}"
+
+    def remove(self, role: str) -> None:
+        """Stop ``role`` as on a rollout (SIGTERM) and forget it."""
+        self.kill(role, signal.SIGTERM)
+        self.children = [c for c in self.children if c.role != role]
+        self._write_endpoints()
 
     def _spawn(self, child: Child) -> None:
         logfile = open(self.dir / "logs" / f"{child.role}.log", "ab")  # noqa: SIM115 - owned by the child

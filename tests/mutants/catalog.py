@@ -183,4 +183,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "        wf.placements.enabled = wf.patches.patched(MOVE_OFF)",
         "        wf.placements.enabled = False",
         ("tests/e2e_node/test_move_off_e2e.py",)),
+    Mutant(
+        "listed-failure-reopened", "two ingest replicas: a hand-over opens no second incident for a device",
+        "podmedic/ingest/delivery.py",
+        "            handled = await closed_run_that_saw(self.client, item, self._key) if listed else None",
+        "            handled = None",
+        ("tests/e2e_ingest/test_replicas.py",)),
+    Mutant(
+        "leader-never-steps-down", "two ingest replicas: a leader that cannot renew stops watching",
+        "podmedic/ingest/leader.py",
+        "            elif self._clock() - renewed >= c.renew_deadline_s:",
+        "            elif False:",
+        ("tests/ingest_sources/test_leader_election.py",)),
 )

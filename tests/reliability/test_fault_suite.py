@@ -35,7 +35,8 @@ def _row(report: Report, scenario: str) -> Any:
 @pytest.mark.timeout(900)
 def test_quick_suite_has_no_duplicate_no_loss_and_every_incident_completed(report: Report) -> None:
     assert {r.scenario for r in report.results} == {
-        "worker SIGKILL", "dev server restart", "ingest SIGKILL", "API faults", "403/422 fail fast"}
+        "worker SIGKILL", "dev server restart", "ingest SIGKILL", "ingest leader SIGKILL", "API faults",
+        "403/422 fail fast"}
     for r in report.results:
         assert r.incidents > 0 and r.faults_injected > 0, (r.scenario, r.notes)
         assert r.duplicated_effects == 0, (r.scenario, r.details)
@@ -48,6 +49,12 @@ def test_worker_kills_leave_one_rule_one_reschedule_one_ticket(report: Report) -
     assert row.faults_injected == len(row.details) >= 3
     for d in row.details:
         assert (d["taint_rules_created"], d["recoveries"], d["tickets"]) == (1, 1, 1), d
+
+
+def test_a_killed_ingest_leader_is_replaced_and_no_device_gets_a_second_incident(report: Report) -> None:
+    row = _row(report, "ingest leader SIGKILL")
+    assert [d["incident_runs"] for d in row.details] == [1] * row.incidents, row.details
+    assert any("the standby led" in note for note in row.notes), row.notes
 
 
 def test_403_and_422_fail_the_taint_step_at_once_with_the_status_named(report: Report) -> None:
