@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from podmedic.domain.base import Obj
 from podmedic.kube.errors import KubeError
+from podmedic.telemetry.metrics import metrics
 
 log = logging.getLogger("podmedic.ingest.leader")
 
@@ -176,11 +177,14 @@ class LeaderElector:
         return soon after. On ``stop`` the Lease is released.
         """
         c = self.config
+        lease = {"lease": f"{c.namespace}/{c.name}"}
+        metrics().ingest_leader.set(0, lease)
         while not stop.is_set():
             if not await asyncio.to_thread(self.try_acquire_or_renew):
                 await _wait(stop, c.retry_period_s * random.uniform(1.0, JITTER))
                 continue
             self.leading, self.terms = True, self.terms + 1
+            metrics().ingest_leader.set(1, lease)
             log.info("became the leader: Lease %s/%s held as %s", c.namespace, c.name, c.identity)
             lost = asyncio.Event()
             leading = asyncio.create_task(lead(lost))
@@ -189,6 +193,7 @@ class LeaderElector:
             finally:
                 lost.set()
                 self.leading = False
+                metrics().ingest_leader.set(0, lease)
             # Released before the watch threads have wound down (a watch notices within its timeout): what
             # they still had in flight is not emitted, and a delivery both replicas make is harmless.
             if stop.is_set():

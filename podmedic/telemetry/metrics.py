@@ -27,6 +27,10 @@ class PodmedicMetrics:
                                                        "DRA device (each is reported on its pod), by source.")
         self.ingest_rejected = meter.create_counter(
             "podmedic_ingest_rejected", description="HTTP requests the ingest refused, by route and status.")
+        self.ingest_leader = meter.create_gauge(
+            "podmedic_ingest_leader", description="1 while this ingest replica holds the Lease and runs the "
+                                                  "cluster watches, 0 while it stands by (client-go's "
+                                                  "leader_election_master_status), by lease.")
         self.actions = meter.create_counter(
             "podmedic_actions", description="Activity executions (actions on the cluster, tickets, notices) "
                                             "by kind, driver and outcome.")

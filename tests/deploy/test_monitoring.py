@@ -20,7 +20,7 @@ from tests.deploy.conftest import ROOT, kustomize
 Obj = dict[str, Any]
 MONITORING = ROOT / "deploy" / "kustomize" / "monitoring"
 ALERTS = {"PodmedicGuardTripped", "PodmedicApprovalWaiting", "PodmedicDeviceQuarantinedLong",
-          "PodmedicIngestRejecting", "PodmedicTaskQueueBackingUp", "PodmedicTicketsFailing"}
+          "PodmedicIngestRejecting", "PodmedicIngestLeader", "PodmedicTaskQueueBackingUp", "PodmedicTicketsFailing"}
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from podmedic.domain.models import Outcome
 from podmedic.telemetry import set_guard_state
+from podmedic.telemetry.metrics import metrics
 from tests.telemetry.conftest import Run
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -154,6 +155,7 @@ async def test_every_alert_and_dashboard_query_names_a_metric_the_endpoint_serve
     assert run.telemetry.prometheus_url is not None
     # This module's policy has no fleet guard; publish its gauges through the hook the ask_guard activity calls.
     set_guard_state("ok", devices_tainted=1, nodes_disrupted=1, limits=(50, 10))
+    metrics().ingest_leader.set(1, {"lease": "default/podmedic-ingest"})  # what leader.py sets (no election here)
     with urllib.request.urlopen(run.telemetry.prometheus_url, timeout=5) as response:
         served = {line.split("{")[0].split(" ")[0] for line in response.read().decode().splitlines()
                   if line and not line.startswith("#")}
