@@ -45,6 +45,13 @@ def _orchestration(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cost(args: argparse.Namespace) -> int:
+    from benchmarks.cost import run_and_print
+
+    run_and_print(args.incidents, args.server, args.json)
+    return 0
+
+
 def _single(args: argparse.Namespace) -> int:
     from benchmarks.orchestration import run_and_print
 
@@ -114,6 +121,13 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--servers", **servers)
     p.add_argument("--json", type=Path, default=RESULTS / "orchestration.json")
     p.set_defaults(func=_orchestration)
+    p = which.add_parser("cost", help="one incident's cost, process by process (CPU, API requests, history "
+                                      "events), against bare Temporal workflows of as many activities")
+    p.add_argument("--incidents", type=_at_least_one, default=200, help="incidents, and bare workflows "
+                                                                         "(default %(default)s)")
+    p.add_argument("--server", choices=SERVER_CHOICES, default="tuned")
+    p.add_argument("--json", type=Path, default=RESULTS / "cost.json")
+    p.set_defaults(func=_cost)
     p = which.add_parser("single", help="one incident at a time: event -> taint latency, per server")
     p.add_argument("--incidents", type=int, default=30, help="incidents, one after the other (default %(default)s)")
     p.add_argument("--servers", **servers)

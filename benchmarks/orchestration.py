@@ -127,19 +127,20 @@ async def _round(stack: BenchStack, sim: Sim, pods: list[dict[str, Any]], k: int
     """One bare run of ``len(pods)`` workflows, then as many incidents on ``pods``."""
     cpu = cpu_seconds(stack.pids)
     bare = await run_bare(stack.client, len(pods), k, concurrency)
-    bare["cpu_s"] = _since(cpu, stack.pids)
+    bare["cpu_s"] = cpu_since(cpu, stack.pids)
     bare["load_1m"] = load_1m()
     delivery = deliverer(stack.client, bench_policy(), stack.task_queue)
     cpu = cpu_seconds(stack.pids)
     timings = await fire(sim, delivery, pods, Fault(), concurrency)
     still = await wait_closed(stack.client, 600)
-    cpu_used = _since(cpu, stack.pids)
+    cpu_used = cpu_since(cpu, stack.pids)
     figures = incident_figures(await collect(stack.client, timings))
     figures.update(cpu_s=cpu_used, load_1m=load_1m(), still_running_at_timeout=still)
     return bare, figures
 
 
-def _since(before: dict[str, float], pids: dict[str, int]) -> dict[str, float]:
+def cpu_since(before: dict[str, float], pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds each process used since ``before`` (``cpu_seconds``); this process is ``bench``."""
     after = cpu_seconds(pids)
     # cpu_seconds calls this process "ingest" (the detection bench serves the ingest here); here it only sends.
     return {("bench" if role == "ingest" else role): round(after[role] - before.get(role, 0.0), 1) for role in after}

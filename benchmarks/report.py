@@ -25,6 +25,7 @@ RUNS: dict[str, list[str]] = {
     # The same incidents 8 to a node: every node is a node incident too (node_correlation).
     "orchestration-packed": ["orchestration", "--incidents", "100", "--per-node", "8", "--servers", "tuned"],
     "single": ["single", "--incidents", "10"],
+    "cost": ["cost", "--incidents", "200"],
     "storm": ["storm", "--nodes", "125"],
     "storm-node": ["storm", "--nodes", "125", "--node-quarantine"],
     "goodput": ["goodput"],  # 32 jobs, 16 faults at Llama 3's rate: 93 s per run, 8 seeds x 3 policies + control
@@ -38,6 +39,7 @@ QUICK: dict[str, list[str]] = {
     "orchestration": ["orchestration", "--incidents", "10"],
     "orchestration-packed": ["orchestration", "--incidents", "10", "--per-node", "8", "--servers", "tuned"],
     "single": ["single", "--incidents", "3"],
+    "cost": ["cost", "--incidents", "5"],
     "storm": ["storm", "--nodes", "4"],
     "storm-node": ["storm", "--nodes", "4", "--node-quarantine"],
     "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20", "--seeds", "2"],

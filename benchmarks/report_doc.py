@@ -123,6 +123,28 @@ def _sensitivity(r: dict[str, Any]) -> list[str]:
     return out
 
 
+def _cost(r: dict[str, Any]) -> list[str]:
+    rows = [["Kubernetes API requests per incident", r["api_requests_per_incident"],
+             f"≤ {r['targets']['api_requests_per_incident']}"],
+            ["worker CPU ms per incident", r["worker_cpu_ms_per_incident"], ""],
+            ["bare worker CPU ms per workflow (same activities)", r["bare_worker_cpu_ms_per_workflow"], ""],
+            ["worker CPU, ratio to bare", r["worker_cpu_ratio_to_bare"],
+             f"≤ {r['targets']['worker_cpu_ratio_to_bare']}"],
+            ["history events per incident (bare workflow)",
+             f"{r['history_events_per_incident']} ({r['bare_history_events_per_workflow']})", ""],
+            ["Temporal server CPU ms per incident (bare workflow)",
+             f"{r['server_cpu_ms_per_incident']} ({r['server_cpu_ms_per_bare_workflow']})", ""],
+            ["simulator CPU ms per incident", r["simulator_cpu_ms_per_incident"], ""],
+            ["bench process (delivers the events, as the ingest) CPU ms per incident", r["bench_cpu_ms_per_incident"],
+             ""]]
+    kinds = [[kind, n] for kind, n in r["api_requests_by_kind"].items()]
+    return [f"{r['incidents']} incidents of {r['activities_per_incident']} activities (XID 94, in-place restart), "
+            f"and as many bare workflows; server {r['server']}, load {r['load_1m']}. CPU from /proc per process, "
+            "requests from the simulator's ledger (the worker's User-Agent).", "",
+            table(["figure", "measured", "target"], rows), "", "Requests per incident, by kind (non-2xx apart):", "",
+            table(["request", "per incident"], kinds)]
+
+
 def _memory(r: dict[str, Any]) -> list[str]:
     rows = [[row["what"], row["rss_mib"]] for row in r["rows"]]
     return [r["description"], "", table(["process, state", "RSS MiB"], rows)]
@@ -130,7 +152,9 @@ def _memory(r: dict[str, Any]) -> list[str]:
 
 SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orchestration),
             "orchestration-packed": ("Orchestration with 8 failing devices per node (node incidents)", _orchestration),
-            "single": ("Single incident latency", _single), "storm": ("Storm: a fleet failing at once", _storm),
+            "single": ("Single incident latency", _single),
+            "cost": ("Cost of one incident, process by process", _cost),
+            "storm": ("Storm: a fleet failing at once", _storm),
             "storm-node": ("Storm with node quarantine (the default policy)", _storm),
             "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),
             "goodput-llama3": ("Goodput of synchronous multi-node Jobs (Llama 3's shape), "

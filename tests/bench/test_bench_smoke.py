@@ -61,6 +61,22 @@ def test_single_with_two_incidents(tmp_path: Path) -> None:
     assert run["bare_1_activity_ms"]["p50"] > 0
 
 
+def test_cost_counts_each_process_and_each_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cost.json"
+    assert main(["cost", "--incidents", "3", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["closed"] == 3 and r["activities_per_incident"] >= 5
+    # The kinds add up to the total, and an in-place restart makes at least its fence and its restart.
+    assert sum(r["api_requests_by_kind"].values()) == pytest.approx(r["api_requests_per_incident"], abs=0.05)
+    assert r["api_requests_by_kind"]["create devicetaintrules"] >= 1 and r["api_requests_by_kind"]["patch pods"] >= 1
+    for key in ("worker_cpu_ms_per_incident", "bare_worker_cpu_ms_per_workflow", "server_cpu_ms_per_incident",
+                "history_events_per_incident", "bare_history_events_per_workflow"):
+        assert r[key] > 0, key
+    assert r["worker_cpu_ratio_to_bare"] == pytest.approx(
+        r["worker_cpu_ms_per_incident"] / r["bare_worker_cpu_ms_per_workflow"], abs=0.01)
+    assert "Kubernetes API requests per incident" in capsys.readouterr().out
+
+
 def test_storm_with_node_quarantine_counts_the_node_taint(tmp_path: Path) -> None:
     # One node's 8 GPUs fail at once: each device is fenced by a rule of its own before its report
     # reaches the node's watch, and the third report makes the node the incident, which quarantines it.

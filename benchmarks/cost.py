@@ -1,0 +1,134 @@
+"""``python -m benchmarks cost``: what one incident costs, process by process, against bare Temporal.
+
+One stack (``benchmarks.stack``: the Temporal dev server, the simulator, podmedic's worker and the
+bare baseline's worker, each its own process). After a warm-up incident (its history says how many
+activities an incident schedules, K), N bare workflows of K no-op activities run, then N incidents
+(XID 94 on N single-GPU training pods: discover, checkpoint, taint, in-place restart, verify,
+untaint, close). CPU time is read from ``/proc/<pid>/stat`` of each process around each half, so
+the simulator's and the server's work is not charged to podmedic; the Kubernetes requests are
+counted by the simulator's ledger (podmedic's User-Agent only), and the history events from the
+server. The bench process itself stands in for the ingest (it delivers the events, and drives the
+simulator): its CPU is reported as ``bench``, not as podmedic's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from temporalio.client import Client
+
+from benchmarks.bare import run_bare
+from benchmarks.detection import cpu_seconds
+from benchmarks.fleet import Fault, Sim, deliverer, fire, wait_closed
+from benchmarks.orchestration import cpu_since, nodes_for, prepared
+from benchmarks.settings import bench_policy, stack_config
+from benchmarks.stack import running_stack
+from benchmarks.stats import load_1m, machine, ratio
+
+TARGET_REQUESTS = 12
+TARGET_CPU_RATIO = 1.5
+
+
+async def _ledger(sim: Sim, method: str) -> list[dict[str, Any]]:
+    async with sim.session.request(method, f"{sim.url}/sim/v1/ledger") as answer:
+        found: list[dict[str, Any]] = (await answer.json())["entries"]
+        return found
+
+
+async def _history_events(client: Client, query: str) -> list[int]:
+    """Events in the history of every closed workflow ``query`` finds."""
+    counts = []
+    async for wf in client.list_workflows(query):
+        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        counts.append(len(history.events))
+    return counts
+
+
+def _per(total: float, n: int) -> float:
+    return round(total * 1000 / n, 2) if n else 0.0
+
+
+def requests_table(entries: list[dict[str, Any]], incidents: int) -> dict[str, float]:
+    """Requests per incident by ``verb resource[/sub]``, largest first; answers other than 2xx apart, by status."""
+    kinds: Counter[str] = Counter()
+    for e in entries:
+        status = "" if 200 <= int(e["status"]) < 300 else f" ({e['status']})"
+        kinds[f"{e['verb']} {e['resource']}{'/' + e['subresource'] if e['subresource'] else ''}{status}"] += \
+            int(e["count"])
+    return {kind: round(n / incidents, 2) for kind, n in kinds.most_common()}
+
+
+async def run_cost(incidents: int, server: str = "tuned", progress: Any = print) -> dict[str, Any]:
+    """The cost figures of ``incidents`` incidents and as many bare workflows."""
+    async with running_stack(stack_config(server, nodes_for(incidents), bare=True)) as stack, \
+            Sim(stack.sim_url) as sim:
+        pods, k = await prepared(stack, sim, incidents, "cost")
+        await run_bare(stack.client, 1, k)  # the bare worker warm too
+        progress(f"[{server}] {len(pods)} training pods Ready; an incident schedules {k} activities")
+        cpu = cpu_seconds(stack.pids)
+        bare = await run_bare(stack.client, incidents, k)
+        bare_cpu = cpu_since(cpu, stack.pids)
+        bare_events = await _history_events(stack.client, "WorkflowType = 'BareWorkflow' AND ExecutionStatus = "
+                                                          "'Completed'")
+        await _ledger(sim, "DELETE")
+        cpu = cpu_seconds(stack.pids)
+        timings = await fire(sim, deliverer(stack.client, bench_policy(), stack.task_queue), pods, Fault())
+        still = await wait_closed(stack.client, 600)
+        used = cpu_since(cpu, stack.pids)
+        entries = [e for e in await _ledger(sim, "GET") if e["component"] == "worker"]
+        events = await _history_events(stack.client, "WorkflowType = 'DeviceIncident' AND ExecutionStatus != "
+                                                     "'Running'")
+    requests = sum(int(e["count"]) for e in entries)
+    worker_ms, bare_ms = _per(used.get("worker", 0.0), incidents), _per(bare_cpu.get("bare-worker", 0.0), incidents)
+    return {
+        "benchmark": "cost", "machine": machine(), "server": server, "incidents": incidents,
+        "activities_per_incident": k, "closed": len(timings) - still, "load_1m": load_1m(),
+        "api_requests_per_incident": round(requests / incidents, 2),
+        "api_requests_by_kind": requests_table(entries, incidents),
+        "worker_cpu_ms_per_incident": worker_ms,
+        "bare_worker_cpu_ms_per_workflow": bare_ms,
+        "worker_cpu_ratio_to_bare": ratio(worker_ms, bare_ms),
+        # Every closed incident's history, the warm-up's included (it is one more of the same).
+        "history_events_per_incident": round(sum(events) / max(1, len(events)), 1),
+        "bare_history_events_per_workflow": round(sum(bare_events) / max(1, len(bare_events)), 1),
+        "server_cpu_ms_per_incident": _per(used.get("temporal", 0.0), incidents),
+        "server_cpu_ms_per_bare_workflow": _per(bare_cpu.get("temporal", 0.0), incidents),
+        "simulator_cpu_ms_per_incident": _per(used.get("simulator", 0.0), incidents),
+        "bench_cpu_ms_per_incident": _per(used.get("bench", 0.0), incidents),
+        "bare_workflows_per_s": bare.get("workflows_per_s"),
+        "targets": {"api_requests_per_incident": TARGET_REQUESTS, "worker_cpu_ratio_to_bare": TARGET_CPU_RATIO},
+    }
+
+
+def cost_table(r: dict[str, Any]) -> str:
+    """The figures as the command prints them."""
+    rows = [
+        ("Kubernetes API requests per incident", r["api_requests_per_incident"], f"<= {TARGET_REQUESTS}"),
+        ("worker CPU ms per incident", r["worker_cpu_ms_per_incident"], ""),
+        ("bare worker CPU ms per workflow", r["bare_worker_cpu_ms_per_workflow"], ""),
+        ("worker CPU, ratio to bare", r["worker_cpu_ratio_to_bare"], f"<= {TARGET_CPU_RATIO}"),
+        ("history events per incident (bare)", f"{r['history_events_per_incident']} "
+                                               f"({r['bare_history_events_per_workflow']})", ""),
+        ("server CPU ms per incident (bare)", f"{r['server_cpu_ms_per_incident']} "
+                                              f"({r['server_cpu_ms_per_bare_workflow']})", ""),
+        ("simulator CPU ms per incident", r["simulator_cpu_ms_per_incident"], ""),
+        ("bench process (ingest) CPU ms per incident", r["bench_cpu_ms_per_incident"], ""),
+    ]
+    lines = [f"cost of one incident: {r['incidents']} incidents, {r['activities_per_incident']} activities each, "
+             f"server {r['server']}, load {r['load_1m']}", ""]
+    lines += [f"  {name:<44} {value!s:>14}  {target}" for name, value, target in rows]
+    lines += ["", "  requests per incident by kind:"]
+    lines += [f"    {kind:<40} {n:>6}" for kind, n in r["api_requests_by_kind"].items()]
+    return "\n".join(lines)
+
+
+def run_and_print(incidents: int, server: str, out: Any) -> dict[str, Any]:
+    """The command's body: run, print the table, write the JSON."""
+    from benchmarks.results import write
+
+    results = asyncio.run(run_cost(incidents, server))
+    print(cost_table(results))
+    write(results, out)
+    return results
