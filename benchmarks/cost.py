@@ -3,8 +3,8 @@
 One stack (``benchmarks.stack``: the Temporal dev server, the simulator, podmedic's worker and the
 bare baseline's worker, each its own process). After a warm-up incident (its history says how many
 activities an incident schedules, K), N bare workflows of K no-op activities run, then N incidents
-(XID 94 on N single-GPU training pods: discover, checkpoint, taint, in-place restart, verify,
-untaint, close). CPU time is read from ``/proc/<pid>/stat`` of each process around each half, so
+(XID 94 on N single-GPU training pods, one per node: discover, checkpoint, taint, in-place
+restart, verify, untaint, close). CPU time is read from ``/proc/<pid>/stat`` of each process around each half, so
 the simulator's and the server's work is not charged to podmedic; the Kubernetes requests are
 counted by the simulator's ledger (podmedic's User-Agent only), and the history events from the
 server. The bench process itself stands in for the ingest (it delivers the events, and drives the
@@ -62,9 +62,11 @@ def requests_table(entries: list[dict[str, Any]], incidents: int) -> dict[str, f
 
 async def run_cost(incidents: int, server: str = "tuned", progress: Any = print) -> dict[str, Any]:
     """The cost figures of ``incidents`` incidents and as many bare workflows."""
-    async with running_stack(stack_config(server, nodes_for(incidents), bare=True)) as stack, \
+    # One failing device per node: independent device incidents, the everyday case (a node losing 3 or more
+    # devices together is a node incident as well, which the storm benchmark measures).
+    async with running_stack(stack_config(server, nodes_for(incidents, 1), bare=True)) as stack, \
             Sim(stack.sim_url) as sim:
-        pods, k = await prepared(stack, sim, incidents, "cost")
+        pods, k = await prepared(stack, sim, incidents, "cost", per_node=1)
         await run_bare(stack.client, 1, k)  # the bare worker warm too
         progress(f"[{server}] {len(pods)} training pods Ready; an incident schedules {k} activities")
         cpu = cpu_seconds(stack.pids)
