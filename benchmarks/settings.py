@@ -71,9 +71,12 @@ def bench_policy(**overrides: Any) -> PolicySet:
     return parse_policy(yaml.safe_dump(raw), "benchmark policy")
 
 
-def unguarded_default_policy() -> PolicySet:
-    """The embedded default policy as it is, but for the fleet guard (``python -m benchmarks detection``)."""
-    return parse_policy(yaml.safe_dump(_unguarded_default()), "default policy without the fleet guard")
+def unguarded_default_policy(**overrides: Any) -> PolicySet:
+    """The embedded default policy as it is, but for the fleet guard (``python -m benchmarks detection``);
+    ``overrides`` go over the driver default (``python -m benchmarks cost``)."""
+    raw = _unguarded_default()
+    raw["drivers"]["default"] = overlay(raw["drivers"]["default"], overrides)
+    return parse_policy(yaml.safe_dump(raw), "default policy without the fleet guard")
 
 
 def _unguarded_default() -> dict[str, Any]:
