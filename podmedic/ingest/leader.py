@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from podmedic.domain.base import Obj
-from podmedic.kube.errors import KubeError
 from podmedic.telemetry.metrics import metrics
 
 log = logging.getLogger("podmedic.ingest.leader")
@@ -153,7 +152,7 @@ class LeaderElector:
                 record["leaseTransitions"] = int(self._observed.get("leaseTransitions") or 0) + 1
             self._observe(self.kube.replace_lease(lease, record))
             return True
-        except KubeError as exc:
+        except Exception as exc:  # as client-go: any failed round (an API error, no answer) is "not now"
             log.info("lease %s/%s: %s", c.namespace, c.name, exc)
             return False
 
@@ -166,7 +165,7 @@ class LeaderElector:
         try:
             self._observe(self.kube.replace_lease(self._lease, record))
             log.info("lease %s/%s released", self.config.namespace, self.config.name)
-        except KubeError as exc:  # another replica takes over once it expires
+        except Exception as exc:  # another replica takes over once it expires
             log.warning("lease %s/%s not released (%s): a standby takes over within %gs", self.config.namespace,
                         self.config.name, exc, self.config.lease_duration_s)
 

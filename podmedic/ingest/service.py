@@ -112,14 +112,14 @@ def _checks(client: Client, kube: KubeGateway, sources: Sequence[Source],
             elector: LeaderElector | None = None) -> dict[str, Check]:
     """What the ingest needs to turn signals into incidents: Temporal, and with watches the API
     server and every watch having listed once (before that, a device's state may be unseen).
-    A standby replica is ready: its HTTP front serves, and the leader's watches are not its own."""
+    A standby replica is ready once it knows who leads: its HTTP front serves, and the watches are the leader's."""
     checks: dict[str, Check] = {"temporal": temporal_check(client)}
     if not sources:
         return checks
 
     async def synced() -> str | None:
         if elector is not None and not elector.leading:
-            return None
+            return None if elector.holder else "no Lease holder known yet (electing a leader)"
         waiting = [s.name for s in sources if (stats := getattr(s, "stats", None)) is not None
                    and stats.lists == 0 and stats.watches == 0]
         return f"not listed yet: {', '.join(waiting)}" if waiting else None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -156,7 +157,7 @@ class GatewayCore:
                 if wait is None or not sleep_for_retry(wait, slept):
                     raise translate(exc, what) from exc
                 slept += wait
-            except OSError as exc:
+            except (OSError, urllib3.exceptions.HTTPError) as exc:  # unreachable: urllib3 gave up its retries
                 raise ServerError(f"{what}: {exc}") from exc
         data = resp.data
         result: Obj = json.loads(data) if data else {}
