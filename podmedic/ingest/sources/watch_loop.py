@@ -160,6 +160,10 @@ class WatchLoop:
                 raise _Stopped
             self.emit(obs, listed=listed)
             self.stats.observations += 1
+        if self.stop.is_set():
+            # A stopped loop changes nothing more: a deposed leader's thread can linger in its watch while
+            # the next term's thread runs the same source.
+            raise _Stopped
         change.apply()
 
     def _relist(self) -> None:
