@@ -42,7 +42,7 @@ class SuiteOptions:
     quick: bool = False
     only: tuple[str, ...] = ()
     keep_dir: Path | None = None
-    nodes: int = 6
+    nodes: int = 8
     devices_per_node: int = 4
     vendor_resolve_s: float = 4.0
 

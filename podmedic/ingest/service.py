@@ -150,7 +150,8 @@ async def run_ingest(
     deliverer = Deliverer(client, policies, task_queue,
                           dedup=RecentStates(settings.dedup.ttl_s, settings.dedup.max_entries))
     sources = cluster_sources(kube, policies, settings.state_dir) if watch else []
-    elector = LeaderElector(kube, election) if election is not None and sources else None
+    # Its requests say they are the ingest's, as the sources' do (the RBAC proof: tests/deploy).
+    elector = LeaderElector(kube.for_component("ingest"), election) if election is not None and sources else None
     readiness = Readiness(_checks(client, kube, sources, elector))
     runner = None
     url = None
