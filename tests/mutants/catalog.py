@@ -188,7 +188,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "podmedic/ingest/delivery.py",
         "            handled = await closed_run_that_saw(self.client, item, self._key) if listed else None",
         "            handled = None",
-        ("tests/e2e_ingest/test_replicas.py",)),
+        ("tests/e2e_ingest/test_listed_failures.py", "tests/e2e_ingest/test_replicas.py")),
     Mutant(
         "leader-never-steps-down", "two ingest replicas: a leader that cannot renew stops watching",
         "podmedic/ingest/leader.py",
