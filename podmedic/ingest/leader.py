@@ -112,8 +112,6 @@ class LeaderElector:
         self.leading = False
         self.holder = ""
         """Who holds the Lease as last read (ourselves while leading)."""
-        self.terms = 0
-        """How many times this process became the leader."""
 
     @property
     def _is_holder(self) -> bool:
@@ -182,7 +180,7 @@ class LeaderElector:
             if not await asyncio.to_thread(self.try_acquire_or_renew):
                 await _wait(stop, c.retry_period_s * random.uniform(1.0, JITTER))
                 continue
-            self.leading, self.terms = True, self.terms + 1
+            self.leading = True
             metrics().ingest_leader.set(1, lease)
             log.info("became the leader: Lease %s/%s held as %s", c.namespace, c.name, c.identity)
             lost = asyncio.Event()
