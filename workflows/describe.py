@@ -15,6 +15,7 @@ from podmedic.domain.incident import IncidentState, Phase
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, UnresolvedDevice
 from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_recovery import LadderRung
+from podmedic.domain.policy_ref import PolicyRef
 
 CLI = "podmedic incidents"
 
@@ -51,8 +52,9 @@ def policy_lines(policy: DriverPolicy) -> list[str]:
     ]
 
 
-def static_details(event: DeviceHealthEvent, policy: DriverPolicy) -> str:
-    """Markdown set once at start: the device, the first signal, its classification and the policy."""
+def static_details(event: DeviceHealthEvent, policy: DriverPolicy, ref: PolicyRef | None = None) -> str:
+    """Markdown set once at start: the device, the first signal, its classification and the policy
+    (with ``ref``, the digest the incident's input names it by)."""
     device = event.device
     verdict = classify(event, policy)
     pod = f"`{event.pod.namespace}/{event.pod.name}`" if event.pod else "found by the incident (see current details)"
@@ -78,7 +80,7 @@ def static_details(event: DeviceHealthEvent, policy: DriverPolicy) -> str:
     lines += [
         f"- **Classification**: {classification}",
         "",
-        f"#### Policy in force ({policy.driver})",
+        f"#### Policy in force ({ref.short if ref else policy.driver})",
         *policy_lines(policy),
         "",
         f"Steer it: `{CLI} show|approve|skip|abort|resolve {device.workflow_id} ...`; "

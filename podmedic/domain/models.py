@@ -12,9 +12,10 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from podmedic.domain.policy import DriverPolicy
+from podmedic.domain.policy_ref import PolicyRef
 
 
 class Health(StrEnum):
@@ -237,12 +238,21 @@ class PluginDevice(BaseModel):
 
 
 class IncidentInput(BaseModel):
-    """Start argument of an incident. The policy in force at opening travels with it,
-    so editing the policy file never changes a running incident's replay."""
+    """Start argument of an incident. The policy in force at opening travels with it, by reference
+    (``podmedic/domain/policy_ref.py``), so editing the policy file never changes a running incident's
+    replay and the Temporal UI's Input stays a few lines."""
 
     device: DeviceRef
-    policy: DriverPolicy
+    policy_ref: PolicyRef | None = Field(None, description="The driver's policy in force at opening, by digest.")
+    policy: DriverPolicy | None = Field(None, description="The policy inlined: incidents opened before "
+                                                          "policy_ref (their recorded histories replay on it).")
     search_attributes: bool = Field(True, description="Off only on servers without podmedic's attributes.")
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> IncidentInput:
+        if (self.policy is None) == (self.policy_ref is None):
+            raise ValueError("an incident names its policy exactly once: policy_ref, or (recorded before it) policy")
+        return self
 
 
 class PodRef(BaseModel):

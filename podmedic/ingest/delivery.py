@@ -38,6 +38,7 @@ from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.handled import closed_run_that_saw
+from podmedic.ingest.policy_records import recorded
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
 from workflows import describe
@@ -92,9 +93,10 @@ async def deliver_event(
     if event.health is Health.HEALTHY:
         return await _tell_open(client, device.workflow_id, DeviceIncidentWorkflow.health_event, event)
     policy = policies.for_driver(device.driver)
+    ref = await recorded(client, policy, task_queue)
     handle = await client.start_workflow(
         DeviceIncidentWorkflow.run,
-        IncidentInput(device=device, policy=policy, search_attributes=search_attributes),
+        IncidentInput(device=device, policy_ref=ref, search_attributes=search_attributes),
         id=device.workflow_id,
         task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
@@ -103,7 +105,7 @@ async def deliver_event(
         start_signal_args=[event],
         search_attributes=search.initial(device.driver, device.resource_id, event.node)
         if search_attributes else None,
-        static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy),
+        static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy, ref),
     )
     return handle.result_run_id
 

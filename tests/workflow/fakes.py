@@ -9,7 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
 from activities.history import PreviousIncident, PreviousIncidentsInput
 from podmedic.domain.incident import StepNotice, StepNoticeResult
@@ -42,6 +44,17 @@ from podmedic.domain.steps import (
     UntaintInput,
     UntaintResult,
 )
+
+
+def incident_worker(client: Client, task_queue: str, workflows: Sequence[type],
+                    activities: Sequence[Callable[..., Any]]) -> Worker:
+    """A worker for ``workflows`` with fake ``activities``, plus the real policy records and their loader:
+    incidents name their policy by digest, and the ingest's delivery records it in Temporal."""
+    from workers.worker import POLICY_RECORDS, policy_activities
+
+    return Worker(client, task_queue=task_queue, workflows=[*workflows, *POLICY_RECORDS],
+                  activities=[*activities, *policy_activities(client)])
+
 
 DEVICE = DeviceRef(driver="gpu.nvidia.com", pool="node-0000", device="gpu-0")
 POD = PodRef(namespace="default", name="train-abcde", uid="uid-1", node="node-0000", job="train",

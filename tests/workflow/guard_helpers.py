@@ -22,7 +22,7 @@ from podmedic.domain.fleet_guard.messages import (
 )
 from podmedic.kube.gateway import KubeGateway
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster
+from tests.workflow.fakes import FakeCluster, incident_worker
 from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
@@ -53,9 +53,9 @@ def guard_worker(client: Client, task_queue: str, fake: FakeCluster, fleet: Flee
     real = NodeActivities(client)
     names = {"report_to_node", "device_incidents_status", "request_node_quarantine"}
     activities = [a for a in fake.activities() if getattr(a, "__name__", "") not in names]
-    return Worker(client, task_queue=task_queue,
-                  workflows=[DeviceIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow, FleetIncidentWorkflow],
-                  activities=[*activities, real.report_to_node, real.device_incidents_status,
+    return incident_worker(client, task_queue,
+                           [DeviceIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow, FleetIncidentWorkflow],
+                           [*activities, real.report_to_node, real.device_incidents_status,
                               real.request_node_quarantine, fleet.ask_guard, fleet.release_guard, fleet.fleet_size])
 
 

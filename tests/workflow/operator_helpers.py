@@ -23,7 +23,7 @@ from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.delivery import deliver_event
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow
 
 Handle = WorkflowHandle[DeviceIncidentWorkflow, IncidentOutcome]
@@ -40,7 +40,7 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
 
 def worker(client: Client, task_queue: str, fake: FakeCluster) -> Worker:
     """A worker with the incident workflow and the fake cluster."""
-    return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities())
+    return incident_worker(client, task_queue, [DeviceIncidentWorkflow], fake.activities())
 
 
 async def open_incident(client: Client, task_queue: str, device: DeviceRef, policy: PolicySet,

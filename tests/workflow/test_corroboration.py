@@ -20,7 +20,7 @@ from podmedic.domain.models import DeviceHealthEvent, DeviceRef, FailureMode, He
 from podmedic.domain.policy_file import parse_policy
 from podmedic.ingest.delivery import deliver_event
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -53,7 +53,7 @@ async def _send(client: Client, tq: str, ev: DeviceHealthEvent) -> None:
 
 
 def _worker(client: Client, tq: str, fake: FakeCluster) -> Worker:
-    return Worker(client, task_queue=tq, workflows=[DeviceIncidentWorkflow], activities=list(fake.activities()))
+    return incident_worker(client, tq, [DeviceIncidentWorkflow], fake.activities())
 
 
 async def _outcome(client: Client, device: DeviceRef) -> IncidentOutcome:

@@ -20,7 +20,7 @@ from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
 from podmedic.domain.policy_file import parse_policy
 from podmedic.ingest.delivery import deliver_event
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 
@@ -47,8 +47,7 @@ def _worker(client: Client, task_queue: str, fake: FakeCluster, real_node_activi
         names = {"report_to_node", "device_incidents_status", "request_node_quarantine"}
         activities = [a for a in activities if getattr(a, "__name__", "") not in names]
         activities += [real.report_to_node, real.device_incidents_status, real.request_node_quarantine]
-    return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow, NodeIncidentWorkflow],
-                  activities=activities)
+    return incident_worker(client, task_queue, [DeviceIncidentWorkflow, NodeIncidentWorkflow], activities)
 
 
 async def _send(client: Client, tq: str, *events: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -14,7 +15,7 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic.ingest.delivery import deliver_event
-from tests.workflow.fakes import DEVICE, POD, FakeCluster, event
+from tests.workflow.fakes import DEVICE, POD, FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import outcome_of
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -39,7 +40,7 @@ AMD = DeviceRef(driver="gpu.amd.com", pool="node-0001", device="gpu-3")
 
 
 def _worker(client: Client, task_queue: str, fake: FakeCluster) -> Worker:
-    return Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow], activities=fake.activities())
+    return incident_worker(client, task_queue, [DeviceIncidentWorkflow], fake.activities())
 
 
 async def _open(client: Client, tq: str, device: DeviceRef = DEVICE, code: int | None = None,
@@ -149,9 +150,15 @@ async def test_transient_path_and_replay(time_skipping_env: WorkflowEnvironment,
     assert {k: priorities[k] for k in ("report_to_node", "discover_device", "request_checkpoints",
                                        "notify_step")} == {"report_to_node": 1, "discover_device": 1,
                                                            "request_checkpoints": 4, "notify_step": 5}, priorities
-    # The fence is a local activity in the task that opened the incident: no task queue before it.
+    # The fence is a local activity in the task that opened the incident: no task queue before it, only
+    # the policy the input names by digest, loaded in the same task.
     assert "taint_device" not in priorities
-    assert [t for e in history.events if (t := local_activity_type(e))] == ["taint_device"]
+    assert [t for e in history.events if (t := local_activity_type(e))] == ["load_policy", "taint_device"]
+    kinds = [e.event_type for e in history.events]
+    first_task = kinds.index(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    next_task = kinds.index(EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, first_task)
+    assert [t for e in history.events[first_task:next_task] if (t := local_activity_type(e))] == \
+        ["load_policy", "taint_device"]
     await Replayer(workflows=[DeviceIncidentWorkflow], data_converter=client.data_converter).replay_workflow(history)
 
 

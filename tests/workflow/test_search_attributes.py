@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Replayer
 
 from podmedic.domain import search
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
 from podmedic.ingest.delivery import deliver_event
-from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -29,8 +29,7 @@ async def test_attributes_end_with_the_outcome_and_each_task_writes_them_once(de
                                                                             task_queue: str) -> None:
     client = dev_env.client
     fake = FakeCluster()
-    async with Worker(client, task_queue=task_queue, workflows=[DeviceIncidentWorkflow],
-                      activities=fake.activities()):
+    async with incident_worker(client, task_queue, [DeviceIncidentWorkflow], fake.activities()):
         await deliver_event(client, event(device=DEVICE, event_id="sa-1"), POLICY, task_queue=task_queue)
         handle = client.get_workflow_handle(DEVICE.workflow_id)
         await handle.result()

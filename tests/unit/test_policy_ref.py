@@ -1,0 +1,32 @@
+"""A driver policy's reference (``podmedic/domain/policy_ref.py``): the digest follows the content."""
+
+from __future__ import annotations
+
+import pytest
+
+from podmedic.domain.models import DeviceRef, IncidentInput
+from podmedic.domain.policy_file import parse_policy
+from podmedic.domain.policy_ref import ref_of
+
+ACTING = parse_policy("""
+drivers:
+  default:
+    close: {anti_flap_s: 5}
+""")
+DEVICE_A = DeviceRef(driver="gpu.nvidia.com", pool="node-0100", device="gpu-0")
+
+
+def test_an_input_names_its_policy_exactly_once() -> None:
+    policy = ACTING.for_driver("gpu.nvidia.com")
+    with pytest.raises(ValueError, match="exactly once"):
+        IncidentInput(device=DEVICE_A)
+    with pytest.raises(ValueError, match="exactly once"):
+        IncidentInput(device=DEVICE_A, policy=policy, policy_ref=ref_of(policy))
+
+
+def test_the_digest_follows_the_content_not_the_order_or_the_object() -> None:
+    policy = ACTING.for_driver("gpu.nvidia.com")
+    again = type(policy).model_validate_json(policy.model_dump_json())
+    assert ref_of(again) == ref_of(policy)
+    assert ref_of(policy.model_copy(update={"dry_run": True})).digest != ref_of(policy).digest
+    assert ref_of(ACTING.for_driver("gpu.amd.com")).record_id.startswith("podmedic-policy/gpu.amd.com/")
