@@ -195,4 +195,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "            elif self._clock() - renewed >= c.renew_deadline_s:",
         "            elif False:",
         ("tests/ingest_sources/test_leader_election.py",)),
+    Mutant(
+        "policy-by-digest-not-loaded", "an incident runs under the policy its input names by digest",
+        "workflows/incident.py",
+        "        if self.policy_loaded or ref is None:\n            return",
+        "        if True:\n            return",
+        ("tests/workflow/test_policy_by_reference.py",)),
+    Mutant(
+        "policy-record-trusted-without-digest", "a policy record whose content is not the digest named is refused",
+        "activities/policy.py",
+        "        if digest_of(policy) != ref.digest:",
+        "        if False:",
+        ("tests/workflow/test_policy_by_reference.py",)),
 )
