@@ -1,6 +1,6 @@
 """Loading the policy an incident names by digest (``podmedic/domain/policy_ref.py``).
 
-The incident's first workflow task runs this as a local activity; its answer is kept in the
+The incident's first activity (urgent priority) runs this; its answer is kept in the
 incident's history, so a replay never asks again. The worker reads the ``PodmedicPolicy`` record's
 result and keeps it by digest: a digest's content never changes, so the cache needs no expiry.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -35,16 +35,13 @@ class PolicyActivities:
         if (cached := self._cache.get(ref.digest)) is not None:
             self._cache.move_to_end(ref.digest)
             return cached
-        handle = self.client.get_workflow_handle(ref.record_id, result_type=DriverPolicy)
         try:
-            policy: DriverPolicy = await handle.result(follow_runs=False)
+            policy = await self._recorded(ref)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise ApplicationError(f"policy {ref.short} is not recorded in Temporal ({ref.record_id} not "
                                        "found); the ingest records it before opening an incident") from None
             raise
-        except WorkflowFailureError as err:
-            raise ApplicationError(f"policy record {ref.record_id} failed: {err.cause}") from None
         if digest_of(policy) != ref.digest:
             # A record's id carries only part of the digest: never act on a policy the incident did not name.
             raise ApplicationError(f"policy record {ref.record_id} holds {digest_of(policy)}, not {ref.digest}",
@@ -53,3 +50,15 @@ class PolicyActivities:
         while len(self._cache) > CACHED:
             self._cache.popitem(last=False)
         return policy
+
+    async def _recorded(self, ref: PolicyRef) -> DriverPolicy:
+        """The record's input: its first history event, there as soon as the ingest's start returned (its
+        result would wait for the record's own workflow task)."""
+        handle = self.client.get_workflow_handle(ref.record_id)
+        async for event in handle.fetch_history_events(page_size=1):
+            started = event.workflow_execution_started_event_attributes
+            decoded = await self.client.data_converter.decode(started.input.payloads, [DriverPolicy])
+            if decoded and isinstance(decoded[0], DriverPolicy):
+                return decoded[0]
+            break
+        raise ApplicationError(f"policy record {ref.record_id} holds no driver policy", non_retryable=True)

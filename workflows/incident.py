@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
@@ -57,8 +57,7 @@ __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 LOAD_POLICY_TIMEOUT = timedelta(seconds=10)
 LOAD_POLICY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                                 non_retryable_error_types=[])
-"""A missing record is retried without end (on a durable timer past the first second): the incident
-waits for its policy rather than acting on another."""
+"""A missing record is retried without end: the incident waits for its policy rather than acting on another."""
 
 CONCURRENT_OPEN = "concurrent-open"
 """Patch: correlation, the repeat-offender check and discovery run at once (they ran one by one)."""
@@ -72,7 +71,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     @workflow.init
     def __init__(self, inp: IncidentInput) -> None:
         self.inp = inp
-        # Named by digest (policy_ref) since incidents stopped inlining it: loaded in run()'s first task.
+        # Named by digest (policy_ref) since incidents stopped inlining it: loaded by run()'s first activity.
         self.policy = inp.policy if inp.policy is not None else DriverPolicy(driver=inp.device.driver)
         self.policy_loaded = inp.policy is not None
         self.state = IncidentState(incident_id=inp.device.workflow_id, device=inp.device)
@@ -186,17 +185,18 @@ class DeviceIncidentWorkflow(OperatorHandlers):
 
     async def _load_policy(self) -> None:
         """The policy the input names by digest, from its record (``activities/policy.py``); kept in the
-        history as the local activity's result, so a replay reads it from there."""
+        history as the activity's result, so a replay reads it from there."""
         ref = self.inp.policy_ref
         if self.policy_loaded or ref is None:
             return
         try:
-            self.policy = await workflow.execute_local_activity_method(
+            # An activity, not a local one: a local activity ahead of the run's first commands, with a query
+            # arriving meanwhile, left histories the SDK could not replay (tests/e2e_checkpoint saw it).
+            self.policy = await workflow.execute_activity_method(
                 PolicyActivities.load_policy, ref, start_to_close_timeout=LOAD_POLICY_TIMEOUT,
-                retry_policy=LOAD_POLICY_RETRY, local_retry_threshold=LOAD_POLICY_RETRY.initial_interval,
-                summary=f"load policy {ref.short}")
-        except (ActivityError, ApplicationError) as err:  # a local activity's failure may arrive unwrapped
-            cause = err.cause if isinstance(err, ActivityError) and err.cause else err
+                retry_policy=LOAD_POLICY_RETRY, priority=URGENT, summary=f"load policy {ref.short}")
+        except ActivityError as err:
+            cause = err.cause or err
             raise IncidentStopped(Outcome.FAILED, f"policy {ref.short} cannot be loaded, so nothing was done: "
                                                   f"{cause}") from None
         self.policy_loaded = True
@@ -239,6 +239,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.track_pods()
         names = ", ".join(f"{p.namespace}/{p.name}" for p in discovery.pods) or "none"
         self.note("detect", f"device {discovery.reading.health.value} ({discovery.reading.message}); pods: {names}")
+        if (workload := discovery.workload) is not None:
+            self.note("detect", describe.workload_line(workload, len(discovery.job_pods)))
         return discovery
 
     # -- helpers shared with recovery and closing ------------------------------------------

@@ -2,8 +2,8 @@
 
 The ingest starts one per driver policy it opens incidents with (``podmedic/ingest/policy_records.py``),
 id ``podmedic-policy/<driver>/<digest>``; its input is the policy and its result the same policy, so
-a worker reads it with the workflow's result (``activities/policy.py``) once the record has closed,
-which it does in its first task. Nothing else runs: it is a record, not a process.
+a worker reads its input (``activities/policy.py``) as soon as the ingest's start returned. It closes in
+its first task: it is a record, not a process.
 """
 
 from __future__ import annotations

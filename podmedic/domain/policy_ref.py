@@ -3,10 +3,10 @@
 The policy in force when an incident opens must travel with it (editing the file never changes a
 running incident), but inlining every field into every workflow's Input made the Temporal UI's
 Input pane a page of YAML per incident. The ingest records each resolved driver policy once, as
-the input and result of a ``PodmedicPolicy`` workflow whose id is its digest
-(``workflows/policy_record.py``); an incident's input names it by ``PolicyRef`` and the worker
-loads it in the incident's first workflow task (``activities/policy.py``), where the history keeps
-it for replay. The content behind a digest never changes, so the record can be read any time.
+the input of a ``PodmedicPolicy`` workflow whose id is its digest (``workflows/policy_record.py``);
+an incident's input names it by ``PolicyRef`` and the incident's first activity loads it
+(``activities/policy.py``), whose result the history keeps for replay. The content behind a digest
+never changes, so the record can be read any time.
 """
 
 from __future__ import annotations
