@@ -6,9 +6,11 @@ from temporalio import activity
 
 from activities.base import KubeActivities
 from activities.claim_cache import ReservedClaims
+from podmedic.domain import workloads
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodKey
 from podmedic.domain.steps import DeviceHealthReading, DeviceInput, DiscoverInput, Discovery
+from podmedic.domain.workloads import WorkloadRef
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
 
@@ -97,30 +99,72 @@ class DiscoverActivities(KubeActivities):
             return DeviceHealthReading(health=Health.UNHEALTHY, message=text, source="ResourceSlice taints")
         return DeviceHealthReading(health=Health.UNKNOWN, message="no pod reports this device", source="")
 
-    def _job_siblings(self, pods: list[Obj]) -> list[Obj]:
-        """The other live pods of the affected pods' Jobs: a synchronous job saves together."""
+    def _workload(self, pod: Obj) -> WorkloadRef | None:
+        """The top workload above ``pod``, walking controller ownerReferences while the kind is known
+        (``podmedic/domain/workloads.py``); None for a bare pod. An owner of a kind podmedic does not
+        know ends the walk below it, and says so in ``how``."""
+        meta = pod["metadata"]
+        namespace, chain, top, unknown = meta.get("namespace", ""), [], None, ""
+        current = pod
+        for _ in range(workloads.MAX_DEPTH):
+            ref = workloads.controller_of(current)
+            if ref is None:
+                break
+            kind = workloads.known_kind(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
+            if kind is None:
+                unknown = f"{ref.get('kind')} {ref.get('name')} ({ref.get('apiVersion')})"
+                break
+            if kind.kind == "Job" and workloads.JOBSET_LABEL not in (meta.get("labels") or {}):
+                # A Job of no JobSet (its pods would carry the JobSet's label): the reference says all we use.
+                chain.append(f"Job {ref.get('name')}")
+                top = {"apiVersion": ref["apiVersion"], "kind": "Job", "metadata": {"name": ref.get("name", "")}}
+                break
+            owner = self.kube.get_owner(str(ref["apiVersion"]), kind.plural, namespace, str(ref.get("name", "")))
+            if owner is None:
+                break
+            chain.append(f"{ref.get('kind')} {ref.get('name')}")
+            current = owner
+            if kind.kind != "Pod":
+                top = owner
+        if top is None:
+            return None if not unknown else WorkloadRef(
+                kind="Pod", api_version="v1", namespace=namespace, name=meta["name"], chain=chain,
+                how=f"owned by {unknown}, a kind podmedic does not know: handled as a bare pod")
+        found = workloads.describe_top(top, namespace, chain, meta.get("labels") or {})
+        if unknown:
+            found.how += f"; above it {unknown}, a kind podmedic does not know"
+        return found
+
+    def _siblings(self, pods: list[Obj], workload: WorkloadRef | None) -> list[Obj]:
+        """The other live pods of the affected pods' workload (the JobSet, the LeaderWorkerSet group,
+        the StatefulSet, the Job): a synchronous job saves together."""
         known = {p["metadata"].get("uid") for p in pods}
         siblings: list[Obj] = []
-        jobs = {(p["metadata"].get("namespace", ""), job) for p in pods if (job := podview.job_name(p))}
-        for namespace, job in sorted(jobs):
-            for pod in self.kube.list_pods(namespace, f"{podview.JOB_NAME_LABEL}={job}"):
+        if workload is not None and workload.pods_selector:
+            groups = {(workload.namespace, workload.pods_selector)}
+        else:
+            groups = {(p["metadata"].get("namespace", ""), f"{podview.JOB_NAME_LABEL}={job}")
+                      for p in pods if (job := podview.job_name(p))}
+        for namespace, selector in sorted(groups):
+            for pod in self.kube.list_pods(namespace, selector):
                 meta = pod["metadata"]
                 phase = (pod.get("status") or {}).get("phase", "")
                 if meta.get("uid") in known or meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
                     continue
-                if podview.job_name(pod) == job:
-                    known.add(meta.get("uid"))
-                    siblings.append(pod)
+                known.add(meta.get("uid"))
+                siblings.append(pod)
         return siblings
 
     def _discover(self, device: DeviceRef, reported_by: list[PodKey]) -> Discovery:
         pods = self._pods_on(device, reported_by)
         nodes = {p.get("spec", {}).get("nodeName") for p in pods} - {None}
+        workload = self._workload(pods[0]) if pods else None
         return Discovery(
             node=next(iter(nodes)) if len(nodes) == 1 else None,
             pods=[podview.pod_ref(p) for p in pods],
             reading=self._reading(device, pods),
-            job_pods=[podview.pod_ref(p) for p in self._job_siblings(pods)],
+            job_pods=[podview.pod_ref(p) for p in self._siblings(pods, workload)],
+            workload=workload,
         )
 
     @activity.defn(name="discover_device")

@@ -89,7 +89,7 @@ async def handle_create(request: web.Request, target: Target) -> web.Response:
         suffix = "".join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))
         meta["name"] = f"{meta['generateName']}{suffix}"
     apply_create_defaults(target.rt, obj)
-    validate_object(obj, target.rt.kind, target.rt.plural, target.rt.group)
+    validate_object(obj, target.rt.kind, target.rt.plural, target.rt.group, custom=target.rt.custom)
     _require_namespace(store, target)
     if dry_run(request):
         if store.find(target.rt.plural, target.namespace, meta["name"]) is not None:
@@ -131,7 +131,7 @@ def _merge_for_update(target: Target, old: Obj, new: Obj) -> Obj:
 def _write(request: web.Request, target: Target, old: Obj, new: Obj) -> Obj:
     store = context(request).store
     new = _merge_for_update(target, old, new)
-    validate_object(new, target.rt.kind, target.rt.plural, target.rt.group, old=old)
+    validate_object(new, target.rt.kind, target.rt.plural, target.rt.group, old=old, custom=target.rt.custom)
     if dry_run(request):
         return new
     stored = _store_call(target, store.replace, target.rt.plural, new)

@@ -23,6 +23,9 @@ class ResourceType:
     # The real API server answers DELETE of these with a Status rather than the object.
     delete_returns_status: bool = False
     short_names: tuple[str, ...] = ()
+    # Served by a CustomResourceDefinition (JobSet, LeaderWorkerSet, ...): the strict built-in schemas
+    # do not cover it (podmedic_sim/validation.py says what is checked instead).
+    custom: bool = False
 
     @property
     def api_version(self) -> str:
@@ -70,6 +73,13 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "Job", "jobs", True, ("status",), True),
     # Leader election of podmedic's replicas (client-go's LeaseLock).
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    # The workloads training and inference run as (podmedic walks pods' ownerReferences up to them):
+    ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, ("status",), True, ("sts",)),
+    ResourceType("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, ("status",), custom=True),
+    ResourceType("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", True, ("status",),
+                 short_names=("lws",), custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True, ("status",), custom=True),
+    ResourceType("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True, ("status",), custom=True),
 )
 
 TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")

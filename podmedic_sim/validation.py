@@ -66,6 +66,17 @@ def _path(parts: Any) -> str:
     return out
 
 
+def custom_causes(obj: Obj) -> list[Cause]:
+    """What the API server checks of any custom object: apiVersion/kind present, metadata an object,
+    spec and status objects when given (a structural schema's root types)."""
+    causes = [Cause("FieldValueRequired", "Required value", field) for field in ("apiVersion", "kind")
+              if not obj.get(field)]
+    for field in ("metadata", "spec", "status"):
+        if field in obj and not isinstance(obj[field], dict):
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {field} must be of type object", field))
+    return causes
+
+
 def schema_causes(obj: Obj) -> list[Cause]:
     """Causes for every way ``obj`` fails its strict schema (at most ``MAX_CAUSES``)."""
     validator = validator_for(str(obj.get("apiVersion")), str(obj.get("kind")))
@@ -94,10 +105,13 @@ def schema_causes(obj: Obj) -> list[Cause]:
     return causes
 
 
-def validate_object(obj: Obj, kind: str, plural: str, group: str = "", old: Obj | None = None) -> None:
+def validate_object(obj: Obj, kind: str, plural: str, group: str = "", old: Obj | None = None, *,
+                    custom: bool = False) -> None:
     """Raise 422 Invalid with all causes when ``obj`` fails schema or semantic checks, or, as an
-    update of ``old``, an update rule."""
-    causes = schema_causes(obj)
+    update of ``old``, an update rule. A ``custom`` resource (served by a CRD, which the strict
+    built-in schemas do not cover) gets the API server's checks for every custom object: its
+    metadata, and ``spec``/``status`` being objects; its CRD's own schema is not applied."""
+    causes = custom_causes(obj) if custom else schema_causes(obj)
     causes += name_causes(obj, kind)
     if not causes:
         causes += semantic_causes(obj, kind)

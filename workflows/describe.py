@@ -16,8 +16,19 @@ from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, UnresolvedD
 from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_recovery import LadderRung
 from podmedic.domain.policy_ref import PolicyRef
+from podmedic.domain.workloads import WorkloadRef
 
 CLI = "podmedic incidents"
+
+
+def workload_line(workload: WorkloadRef, others: int) -> str:
+    """The timeline's line on what the affected pod belongs to and how its controller replaces it."""
+    way = f" (via {' > '.join(workload.chain)})" if workload.chain else ""
+    if workload.kind == "Pod":
+        return f"workload: none podmedic knows{way}; {workload.how}"
+    group = "; one failed pod restarts its group" if workload.restarts_group else ""
+    return (f"workload: {workload.label}{way}; its controller {workload.how}{group}; "
+            f"{others} other live pod(s) of it")
 
 
 def static_summary(event: DeviceHealthEvent) -> str:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from podmedic.domain.models import DeviceRef, Health, PodKey, PodRef
 from podmedic.domain.policy_recovery import Effect, Eviction, InPlace
 from podmedic.domain.ticket_policy import Ticket
+from podmedic.domain.workloads import WorkloadRef
 
 
 class DiscoverInput(BaseModel):
@@ -39,8 +40,11 @@ class Discovery(BaseModel):
     reading: DeviceHealthReading
     job_pods: list[PodRef] = Field(
         default_factory=list,
-        description="Other pods of the affected pods' Jobs (not on the device): checkpointed together, not recovered.",
+        description="Other pods of the affected pods' workload (not on the device): checkpointed together, "
+                    "not recovered.",
     )
+    workload: WorkloadRef | None = Field(None, description="What the first affected pod belongs to, from its "
+                                                           "ownerReferences; None for a bare pod.")
 
 
 class CheckpointStatus(StrEnum):

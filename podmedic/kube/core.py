@@ -88,6 +88,7 @@ class GatewayCore:
         api_client.user_agent = user_agent(component)
         self.core = client.CoreV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)  # apps, batch and CRD kinds by group/version/plural
         self.timeout_s = timeout_s
         self._taint_rules: TaintRuleApi | None = None
 
@@ -102,7 +103,8 @@ class GatewayCore:
         api.rest_client = self._api.rest_client
         api.user_agent = user_agent(component)
         clone._api, clone._owns_pool, clone.component = api, False, component
-        clone.core, clone.resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        clone.core, clone.resource, clone.custom = client.CoreV1Api(api), client.ResourceV1Api(api), \
+            client.CustomObjectsApi(api)
         return clone
 
     def server_version(self) -> Obj:

@@ -63,6 +63,18 @@ class KubeGateway(StreamCalls, LeaseCalls):
         except NotFound:
             return None
 
+    def get_owner(self, api_version: str, plural: str, namespace: str, name: str) -> Obj | None:
+        """A pod's owner (a Job, JobSet, StatefulSet, LeaderWorkerSet, ...: any namespaced kind, by its
+        ownerReference's apiVersion), or ``None`` if it is gone."""
+        group, _, version = api_version.rpartition("/")
+        what = f"get {plural}.{group or 'core'} {namespace}/{name}"
+        try:
+            if not group:
+                return self._read(what, self.core.read_namespaced_pod, name, namespace)
+            return self._read(what, self.custom.get_namespaced_custom_object, group, version, namespace, plural, name)
+        except NotFound:
+            return None
+
     def list_pods(self, namespace: str, label_selector: str) -> list[Obj]:
         """Pods in ``namespace`` matching ``label_selector``."""
         items: list[Obj] = self._read(

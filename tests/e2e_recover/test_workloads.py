@@ -1,0 +1,197 @@
+"""The workload above an affected pod, found by walking ownerReferences on the simulator over HTTP.
+
+The objects are made as their controllers make them (upstream shapes, ``podmedic/domain/workloads.py``
+cites each): a TrainJob's JobSet (kubeflow/trainer names it after the TrainJob) owns Jobs whose pods
+carry ``jobset.sigs.k8s.io/jobset-name``; a LeaderWorkerSet owns its leader StatefulSet, each leader
+pod owns its group's worker StatefulSet (kubernetes-sigs/lws pkg/controllers/pod_controller.go,
+``setControllerReferenceWithStatefulSet``), and every pod carries ``leaderworkerset.sigs.k8s.io/name``
+and ``.../group-index``; a StatefulSet's pods match its selector. The simulator runs none of these
+controllers yet: the test creates the objects and pods they would, with real devices allocated.
+Discovery runs as the worker does (its User-Agent), so the RBAC proof sees these reads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from activities.discover import DiscoverActivities
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.steps import Discovery
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
+from tests.e2e_recover.conftest import DRIVER, IMAGE
+from tests.helpers import wait_until
+
+NS = "default"
+
+
+@pytest.fixture(scope="module")
+def api(sim: SimCluster) -> Iterator[client.ApiClient]:
+    assert sim.kubeconfig_path is not None
+    yield config.new_client_from_config(str(sim.kubeconfig_path))
+
+
+def _create(api: client.ApiClient, api_version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+    group, _, version = api_version.rpartition("/")
+    body = {"apiVersion": api_version, **body}
+    if not group:
+        return client.CoreV1Api(api).api_client.sanitize_for_serialization(
+            client.CoreV1Api(api).create_namespaced_pod(NS, body))  # type: ignore[no-any-return]
+    created: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        group, version, NS, plural, body)
+    return created
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _template(api: client.ApiClient, name: str) -> str:
+    _create(api, "resource.k8s.io/v1", "resourceclaimtemplates", {
+        "kind": "ResourceClaimTemplate", "metadata": {"name": f"{name}-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}}]}}}})
+    return f"{name}-gpu"
+
+
+def _pod_spec(template: str) -> dict[str, Any]:
+    return {"restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            "containers": [{"name": "trainer", "image": IMAGE, "command": ["python", "train.py"],
+                            "resources": {"claims": [{"name": "gpu"}]}}]}
+
+
+def _pod(api: client.ApiClient, name: str, template: str, owner: dict[str, Any] | None,
+         labels: dict[str, str]) -> dict[str, Any]:
+    return _create(api, "v1", "pods", {
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels, "ownerReferences": [_owner(owner)] if owner else []},
+        "spec": _pod_spec(template)})
+
+
+def _pod_of_job(sim: SimCluster, job: str) -> str:
+    def first() -> str | None:
+        return next((p["name"] for p in sim.state()["pods"] if p.get("job") == job and p["devices"]), None)
+    return wait_until(first, timeout=30, what=f"a pod of {job} with a device")
+
+
+def _device_of(sim: SimCluster, name: str) -> DeviceRef:
+    def held() -> str | None:
+        pod = next((p for p in sim.state()["pods"] if p["name"] == name), None)
+        return pod["devices"][0] if pod and pod["devices"] else None
+    driver, pool, device = wait_until(held, timeout=30, what=f"a device for {name}").split("/")
+    return DeviceRef(driver=driver, pool=pool, device=device)
+
+
+def _clean_up(api: client.ApiClient, prefix: str) -> None:
+    """Free the devices for the next test: the Jobs first (their controller would replace the pods)."""
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    for job in batch.list_namespaced_job(NS).items:
+        if job.metadata.name.startswith(prefix):
+            batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
+    for pod in core.list_namespaced_pod(NS).items:
+        if prefix in pod.metadata.name:
+            core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+
+
+def _discover(sim: SimCluster, name: str) -> Discovery:
+    assert sim.kubeconfig_path is not None
+    kube = KubeGateway(Path(sim.kubeconfig_path)).for_component("worker")
+    try:
+        return DiscoverActivities(kube)._discover(_device_of(sim, name), [])
+    finally:
+        kube.close()
+
+
+def test_a_trainjob_pod_belongs_to_the_whole_jobset(sim: SimCluster, api: client.ApiClient) -> None:
+    name = f"tj-{uuid.uuid4().hex[:5]}"
+    template = _template(api, name)
+    trainjob = _create(api, "trainer.kubeflow.org/v1alpha1", "trainjobs", {
+        "kind": "TrainJob", "metadata": {"name": name}, "spec": {"runtimeRef": {"name": "torch-distributed"}}})
+    jobset = _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets", {
+        "kind": "JobSet", "metadata": {"name": name, "ownerReferences": [_owner(trainjob)]},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 2, "template": {"spec": {}}}]}})
+    labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "node"}
+    for index in range(2):  # the JobSet controller's Jobs; the Job controller makes their pods
+        client.BatchV1Api(api).create_namespaced_job(NS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{name}-node-{index}", "labels": labels, "ownerReferences": [_owner(jobset)]},
+            "spec": {"parallelism": 1, "template": {"metadata": {"labels": labels}, "spec": _pod_spec(template)}}})
+    first, second = (_pod_of_job(sim, f"{name}-node-{index}") for index in range(2))
+    found = _discover(sim, first)
+    assert found.workload is not None
+    assert (found.workload.kind, found.workload.name) == ("TrainJob", name)
+    assert found.workload.chain == [f"Job {name}-node-0", f"JobSet {name}", f"TrainJob {name}"]
+    assert found.workload.restarts_group, "a JobSet without failurePolicy rules restarts every Job"
+    assert [p.name for p in found.job_pods] == [second], "the whole JobSet saves together"
+    _clean_up(api, name)
+
+
+def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: client.ApiClient) -> None:
+    name = f"lws-{uuid.uuid4().hex[:5]}"
+    template = _template(api, name)
+    lws = _create(api, "leaderworkerset.x-k8s.io/v1", "leaderworkersets", {
+        "kind": "LeaderWorkerSet", "metadata": {"name": name},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {}}}}})
+    leaders = _create(api, "apps/v1", "statefulsets", {
+        "kind": "StatefulSet", "metadata": {"name": name, "ownerReferences": [_owner(lws)]},
+        "spec": {"selector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": name,
+                                              "leaderworkerset.sigs.k8s.io/worker-index": "0"}},
+                 "serviceName": name, "template": {"metadata": {"labels": {
+                     "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/worker-index": "0"}},
+                     "spec": {"containers": [{"name": "leader", "image": IMAGE}]}}}})
+    for group in ("0", "1"):
+        group_labels = {"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": group}
+        leader = _pod(api, f"{name}-{group}", template, leaders,
+                      {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"})
+        workers = _create(api, "apps/v1", "statefulsets", {
+            "kind": "StatefulSet", "metadata": {"name": f"{name}-{group}", "ownerReferences": [_owner(leader)]},
+            "spec": {"selector": {"matchLabels": group_labels}, "serviceName": name,
+                     "template": {"metadata": {"labels": group_labels},
+                                  "spec": {"containers": [{"name": "worker", "image": IMAGE}]}}}})
+        _pod(api, f"{name}-{group}-1", template, workers,
+             {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"})
+    found = _discover(sim, f"{name}-1-1")
+    assert found.workload is not None and (found.workload.kind, found.workload.name) == ("LeaderWorkerSet", name)
+    assert found.workload.chain == [f"StatefulSet {name}-1", f"Pod {name}-1", f"StatefulSet {name}",
+                                    f"LeaderWorkerSet {name}"]
+    assert found.workload.restarts_group, "restartPolicy defaults to RecreateGroupOnPodRestart"
+    assert [p.name for p in found.job_pods] == [f"{name}-1"], "its group's leader, not the other group"
+    _clean_up(api, name)
+
+
+def test_a_statefulset_pod_a_pytorchjob_pod_and_an_unknown_owner(sim: SimCluster, api: client.ApiClient) -> None:
+    name = f"sts-{uuid.uuid4().hex[:5]}"
+    template = _template(api, name)
+    sts = _create(api, "apps/v1", "statefulsets", {
+        "kind": "StatefulSet", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "serviceName": name,
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "trainer", "image": IMAGE}]}}}})
+    for ordinal in (0, 1):
+        _pod(api, f"{name}-{ordinal}", template, sts, {"app": name, "apps.kubernetes.io/pod-index": str(ordinal)})
+    found = _discover(sim, f"{name}-1")
+    assert found.workload is not None and found.workload.label == f"StatefulSet {NS}/{name}"
+    assert not found.workload.restarts_group and "same name" in found.workload.how
+    assert [p.name for p in found.job_pods] == [f"{name}-0"]
+
+    pytorch = _create(api, "kubeflow.org/v1", "pytorchjobs", {
+        "kind": "PyTorchJob", "metadata": {"name": f"pt-{name}"}, "spec": {"pytorchReplicaSpecs": {}}})
+    _pod(api, f"pt-{name}-worker-0", template, pytorch, {"training.kubeflow.org/job-name": f"pt-{name}"})
+    found = _discover(sim, f"pt-{name}-worker-0")
+    assert found.workload is not None and found.workload.label == f"PyTorchJob {NS}/pt-{name}"
+
+    unknown = {"apiVersion": "example.com/v1", "kind": "Trainer", "metadata": {"name": "t", "uid": "u-1"}}
+    _pod(api, f"odd-{name}", template, unknown, {})
+    found = _discover(sim, f"odd-{name}")
+    assert found.workload is not None and found.workload.kind == "Pod"
+    assert "Trainer t (example.com/v1), a kind podmedic does not know" in found.workload.how
+    assert found.job_pods == []
+    _clean_up(api, name)
