@@ -21,7 +21,6 @@ from activities.fleet_guard import GuardActivities
 from activities.history import HistoryActivities
 from activities.node import NodeActivities
 from activities.notice import NoticeActivities
-from activities.policy import PolicyActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
 from activities.taint import TaintActivities
@@ -36,21 +35,12 @@ from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
-from workflows.policy_record import PolicyRecordWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
-POLICY_RECORDS = [PolicyRecordWorkflow]
-"""What every worker running device incidents needs beside them: the records their policies live in."""
-
 WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
-             FleetIncidentWorkflow, UnresolvedDeviceWorkflow, *POLICY_RECORDS]
-
-
-def policy_activities(client: Client) -> list[Any]:
-    """Loading the policy an incident names by digest (``activities/policy.py``)."""
-    return [PolicyActivities(client).load_policy]
+             FleetIncidentWorkflow, UnresolvedDeviceWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
@@ -73,7 +63,6 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         notice.notify_pod,
         notice.notify_step,
         NodeActivities(client).report_to_node,
-        *policy_activities(client),
         *node_activities(kube, client),
         *guard_activities(kube, client),
     ]

@@ -7,16 +7,14 @@ signals (signal-with-start), so duplicates and several ingest replicas join one 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
-    from activities.policy import PolicyActivities
     from podmedic.domain import search
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
@@ -37,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
         TimelineEntry,
     )
     from podmedic.domain.node import NodeIncidentNotice
-    from podmedic.domain.policy import DriverPolicy
     from podmedic.domain.steps import DiscoverInput, Discovery
     from workflows import describe, move_off, repeat, stages, telemetry
     from workflows import permits as guarded
@@ -49,15 +46,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.operators import OperatorHandlers
     from workflows.options import URGENT, activity_options
     from workflows.patches import Patches
+    from workflows.policy_memo import policy_in_force
     from workflows.recovery import run_ladder
     from workflows.settle import corroborate, settle
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
-
-LOAD_POLICY_TIMEOUT = timedelta(seconds=10)
-LOAD_POLICY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
-                                non_retryable_error_types=[])
-"""A missing record is retried without end: the incident waits for its policy rather than acting on another."""
 
 CONCURRENT_OPEN = "concurrent-open"
 """Patch: correlation, the repeat-offender check and discovery run at once (they ran one by one)."""
@@ -71,9 +64,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     @workflow.init
     def __init__(self, inp: IncidentInput) -> None:
         self.inp = inp
-        # Named by digest (policy_ref) since incidents stopped inlining it: loaded by run()'s first activity.
-        self.policy = inp.policy if inp.policy is not None else DriverPolicy(driver=inp.device.driver)
-        self.policy_loaded = inp.policy is not None
+        self.policy, self.policy_problem = policy_in_force(inp)
         self.state = IncidentState(incident_id=inp.device.workflow_id, device=inp.device)
         self.events: list[DeviceHealthEvent] = []
         self._seen: set[str] = set()
@@ -123,7 +114,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.patches.start()
         self.attributes.start(self.patches.patched(COALESCE_ATTRIBUTES))
         try:
-            await self._load_policy()
+            if self.policy_problem:
+                raise IncidentStopped(Outcome.FAILED, f"{self.policy_problem}; nothing was done")
             outcome = await self._pipeline()
         except IncidentStopped as stop:
             outcome = self.finish(stop.outcome, stop.explanation)
@@ -183,28 +175,9 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             return dry_run_close(self, self.permanent)
         return await Closer(self).close(self.permanent)
 
-    async def _load_policy(self) -> None:
-        """The policy the input names by digest, from its record (``activities/policy.py``); kept in the
-        history as the activity's result, so a replay reads it from there."""
-        ref = self.inp.policy_ref
-        if self.policy_loaded or ref is None:
-            return
-        try:
-            # An activity, not a local one: a local activity ahead of the run's first commands, with a query
-            # arriving meanwhile, left histories the SDK could not replay (tests/e2e_checkpoint saw it).
-            self.policy = await workflow.execute_activity_method(
-                PolicyActivities.load_policy, ref, start_to_close_timeout=LOAD_POLICY_TIMEOUT,
-                retry_policy=LOAD_POLICY_RETRY, priority=URGENT, summary=f"load policy {ref.short}")
-        except ActivityError as err:
-            cause = err.cause or err
-            raise IncidentStopped(Outcome.FAILED, f"policy {ref.short} cannot be loaded, so nothing was done: "
-                                                  f"{cause}") from None
-        self.policy_loaded = True
-        self._check_flapping()  # events that arrived before the policy was known
-
     def _check_flapping(self) -> None:
         rule = self.policy.detection.flapping
-        if self.state.flapping or not self.policy_loaded:
+        if self.state.flapping:
             return
         changes = transitions_within(self.events, rule.window_s)
         if changes >= rule.transitions:

@@ -24,7 +24,8 @@ class Checkpoint(ConfigModel):
     enabled: bool = True
     timeout_s: float = Field(60.0, gt=0, description="Wait for acknowledgements at most this long.")
     poll_s: float = Field(0.5, gt=0, description="How often the acknowledgement is looked for.")
-    whole_job: bool = Field(True, description="Also checkpoint the other pods of the affected pods' Jobs, together.")
+    whole_job: bool = Field(True, description="Also checkpoint the other pods of the affected pods' workload "
+                                              "(Job, JobSet, StatefulSet, LeaderWorkerSet group...), together.")
 
 
 class Taint(ConfigModel):

@@ -1,12 +1,11 @@
 """A driver's policy named by digest: what an incident's input carries instead of the policy itself.
 
 The policy in force when an incident opens must travel with it (editing the file never changes a
-running incident), but inlining every field into every workflow's Input made the Temporal UI's
-Input pane a page of YAML per incident. The ingest records each resolved driver policy once, as
-the input of a ``PodmedicPolicy`` workflow whose id is its digest (``workflows/policy_record.py``);
-an incident's input names it by ``PolicyRef`` and the incident's first activity loads it
-(``activities/policy.py``), whose result the history keeps for replay. The content behind a digest
-never changes, so the record can be read any time.
+running incident), but inlining every field into the workflow's input made the Temporal UI's Input
+pane a page of policy per incident. The input now names it (``PolicyRef``: driver, podmedic
+release, digest) and the policy itself rides in the start's memo under ``POLICY_MEMO``, which the
+workflow reads in its constructor (deterministic, no activity: the fence stays in the incident's
+first workflow task) and checks against the digest before acting on it.
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from podmedic import __version__
 from podmedic.domain.policy import DriverPolicy
 
-RECORD_PREFIX = "podmedic-policy"
-"""Workflow ids of policy records: ``podmedic-policy/<driver>/<first 16 hex digits of the digest>``."""
+POLICY_MEMO = "podmedic.policy"
+"""The memo key holding the driver policy an incident's ``policy_ref`` names."""
 
 
 class PolicyRef(BaseModel):
@@ -31,11 +30,6 @@ class PolicyRef(BaseModel):
     driver: str = Field(description="The DRA driver the policy was resolved for.")
     digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$", description="sha256 of the policy's canonical JSON.")
     version: str = Field(description="The podmedic release that resolved it (its embedded policy is the base).")
-
-    @property
-    def record_id(self) -> str:
-        """The workflow id of the record holding the policy."""
-        return f"{RECORD_PREFIX}/{self.driver}/{self.digest.removeprefix('sha256:')[:16]}"
 
     @property
     def short(self) -> str:

@@ -36,9 +36,9 @@ from podmedic.domain.models import (
 )
 from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
+from podmedic.domain.policy_ref import POLICY_MEMO, ref_of
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.handled import closed_run_that_saw
-from podmedic.ingest.policy_records import recorded
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
 from workflows import describe
@@ -93,7 +93,7 @@ async def deliver_event(
     if event.health is Health.HEALTHY:
         return await _tell_open(client, device.workflow_id, DeviceIncidentWorkflow.health_event, event)
     policy = policies.for_driver(device.driver)
-    ref = await recorded(client, policy, task_queue)
+    ref = ref_of(policy)
     handle = await client.start_workflow(
         DeviceIncidentWorkflow.run,
         IncidentInput(device=device, policy_ref=ref, search_attributes=search_attributes),
@@ -105,6 +105,7 @@ async def deliver_event(
         start_signal_args=[event],
         search_attributes=search.initial(device.driver, device.resource_id, event.node)
         if search_attributes else None,
+        memo={POLICY_MEMO: policy},  # the content the input names by digest (podmedic/domain/policy_ref.py)
         static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy, ref),
     )
     return handle.result_run_id

@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from temporalio.client import Client
 
 from activities.discover import DiscoverActivities
-from podmedic.domain.models import DeviceRef
+from podmedic.domain.models import DeviceRef, Outcome
 from podmedic.domain.steps import Discovery
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
-from tests.e2e_recover.conftest import DRIVER, IMAGE
+from tests.e2e_recover.conftest import DRIVER, IMAGE, fault, incident, notes, policy, ready_pod
+from tests.e2e_recover.test_in_place import IN_PLACE_ONLY
 from tests.helpers import wait_until
 
 NS = "default"
@@ -194,4 +196,38 @@ def test_a_statefulset_pod_a_pytorchjob_pod_and_an_unknown_owner(sim: SimCluster
     assert found.workload is not None and found.workload.kind == "Pod"
     assert "Trainer t (example.com/v1), a kind podmedic does not know" in found.workload.how
     assert found.job_pods == []
+    _clean_up(api, name)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_jobset_pod_incident_checkpoints_the_whole_jobset_first(
+        sim: SimCluster, api: client.ApiClient, worker: tuple[Client, str]) -> None:
+    """End to end with the real worker: the device of one pod of a two-Job JobSet fails; the incident names
+    the JobSet, asks both pods to save before it acts, and restarts the pod in place."""
+    temporal, queue = worker
+    name = f"js-{uuid.uuid4().hex[:5]}"
+    # A training Job of no pods lends its pod template (claims, trainer, checkpoint annotation) to the JobSet's.
+    proto = sim.call(lambda: sim.engine.create_training_job(f"{name}-proto", parallelism=0, image=IMAGE))
+    jobset = _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets", {
+        "kind": "JobSet", "metadata": {"name": name},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 2, "template": {"spec": {}}}]}})
+    labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "node"}
+    template = proto["spec"]["template"]
+    template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **labels}
+    for index in range(2):
+        client.BatchV1Api(api).create_namespaced_job(NS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{name}-node-{index}", "labels": labels, "ownerReferences": [_owner(jobset)]},
+            "spec": {"parallelism": 1, "backoffLimit": 100, "template": template}})
+    pods = [ready_pod(sim, lambda p, j=f"{name}-node-{i}": p.get("job") == j, "a Ready JobSet pod") for i in range(2)]
+    fault(sim, pods[0])
+    outcome = await incident(temporal, queue, pods[0], policy(IN_PLACE_ONLY))
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE, notes(outcome)
+    detect = notes(outcome, "detect")
+    assert f"workload: JobSet {NS}/{name} (via Job {name}-node-0 > JobSet {name})" in detect, detect
+    assert "one failed pod restarts its group" in detect, detect
+    assert outcome.checkpoint.startswith("complete: 2/2"), (outcome.checkpoint, notes(outcome, "checkpoint"))
+    assert len(outcome.checkpoint_ids) == 2, outcome.checkpoint_ids
+    order = [e.step for e in outcome.timeline]
+    assert order.index("checkpoint") < order.index("recover")
     _clean_up(api, name)

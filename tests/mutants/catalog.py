@@ -197,14 +197,14 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/ingest_sources/test_leader_election.py",)),
     Mutant(
         "policy-by-digest-not-loaded", "an incident runs under the policy its input names by digest",
-        "workflows/incident.py",
-        "        if self.policy_loaded or ref is None:\n            return",
-        "        if True:\n            return",
+        "workflows/policy_memo.py",
+        "    if inp.policy is not None:\n        return inp.policy, \"\"",
+        "    if True:\n        return DriverPolicy(driver=inp.device.driver), \"\"",
         ("tests/workflow/test_policy_by_reference.py",)),
     Mutant(
-        "policy-record-trusted-without-digest", "a policy record whose content is not the digest named is refused",
-        "activities/policy.py",
-        "        if digest_of(policy) != ref.digest:",
-        "        if False:",
+        "policy-memo-trusted-without-digest", "a memo that is not the policy the input names is refused",
+        "workflows/policy_memo.py",
+        "    if (digest := digest_of(policy)) != ref.digest:",
+        "    if (digest := digest_of(policy)) == '':",
         ("tests/workflow/test_policy_by_reference.py",)),
 )

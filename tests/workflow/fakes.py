@@ -48,12 +48,8 @@ from podmedic.domain.steps import (
 
 def incident_worker(client: Client, task_queue: str, workflows: Sequence[type],
                     activities: Sequence[Callable[..., Any]]) -> Worker:
-    """A worker for ``workflows`` with fake ``activities``, plus the real policy records and their loader:
-    incidents name their policy by digest, and the ingest's delivery records it in Temporal."""
-    from workers.worker import POLICY_RECORDS, policy_activities
-
-    return Worker(client, task_queue=task_queue, workflows=[*workflows, *POLICY_RECORDS],
-                  activities=[*activities, *policy_activities(client)])
+    """A worker for ``workflows`` with fake ``activities`` registered under the real names."""
+    return Worker(client, task_queue=task_queue, workflows=list(workflows), activities=list(activities))
 
 
 DEVICE = DeviceRef(driver="gpu.nvidia.com", pool="node-0000", device="gpu-0")

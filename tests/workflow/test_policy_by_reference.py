@@ -1,8 +1,7 @@
 """An incident names its policy by digest: a small Input in the Temporal UI, the same policy in force.
 
-The ingest records each driver policy as a ``PodmedicPolicy`` workflow before opening an incident
-(``podmedic/ingest/policy_records.py``); the incident's first task loads it (``activities/policy.py``).
-Time-skipping server, fake cluster activities, the real record workflow and loader.
+The ingest puts the policy in the start's memo and its digest in the input (``podmedic/domain/policy_ref.py``);
+the workflow reads and checks it (``workflows/policy_memo.py``). Time-skipping server, fake activities.
 """
 
 from __future__ import annotations
@@ -10,19 +9,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, IncidentInput, Outcome
 from podmedic.domain.policy_file import parse_policy
-from podmedic.domain.policy_ref import PolicyRef, ref_of
+from podmedic.domain.policy_ref import POLICY_MEMO, ref_of
 from podmedic.ingest.delivery import deliver_event
-from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows import describe
 from workflows.incident import DeviceIncidentWorkflow
-from workflows.policy_record import PolicyRecordWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -68,40 +65,29 @@ async def test_the_input_names_the_policy_and_the_incident_runs_under_it(
     inlined = IncidentInput(device=DEVICE_A, policy=DRY_RUN.for_driver("gpu.nvidia.com")).model_dump_json()
     # The inlined policy was every field of the driver's entry (about 8 KB); a reference is a few lines.
     assert len(raw) < 600 < 5 * len(raw) < len(inlined), (len(raw), len(inlined))
+    carried = json.loads(started.memo.fields[POLICY_MEMO].data)
+    assert carried == DRY_RUN.for_driver("gpu.nvidia.com").model_dump(mode="json")
     # The UI's Details pane names it the same way (the time-skipping server keeps no user metadata).
     details = describe.static_details(event(device=DEVICE_A), DRY_RUN.for_driver("gpu.nvidia.com"), expected)
     assert f"Policy in force ({expected.short})" in details
 
 
-async def test_an_incident_waits_for_a_missing_record_and_refuses_a_wrong_one(
+async def test_a_memo_that_is_not_the_named_policy_is_refused(
         time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
     client = time_skipping_env.client
-    acting = ACTING.for_driver("gpu.nvidia.com")
-    policy = acting.model_copy(update={"close": acting.close.model_copy(update={"anti_flap_s": 6.0})})
-    ref = ref_of(policy)  # a policy no other test records on this (shared) server
+    policy = ACTING.for_driver("gpu.nvidia.com")
+    ref = ref_of(policy)
+    other = policy.model_copy(update={"dry_run": True})
     fake = FakeCluster()
     async with incident_worker(client, task_queue, [DeviceIncidentWorkflow], fake.activities()):
-        # Opened before its policy was recorded (the record expired, say): it waits, acting on nothing.
-        handle = await client.start_workflow(
-            DeviceIncidentWorkflow.run, IncidentInput(device=DEVICE_A, policy_ref=ref, search_attributes=False),
-            id=DEVICE_A.workflow_id, task_queue=task_queue, start_signal="health_event",
-            start_signal_args=[event(device=DEVICE_A, event_id="a1")])
-
-        async def load_failed() -> None:
-            pending = (await handle.describe()).raw_description.pending_activities
-            assert any(a.activity_type.name == "load_policy" and a.attempt >= 2 for a in pending), pending
-        await assert_eventually(load_failed)
-        assert fake.calls["taint_device"] == 0 and fake.calls["discover_device"] == 0
-        await client.start_workflow(PolicyRecordWorkflow.run, policy, id=ref.record_id, task_queue=task_queue)
-        assert (await handle.result()).outcome is Outcome.RECOVERED_IN_PLACE
-
-        # A reference whose record (found by the digest's first 16 digits) holds other content: refused.
-        wrong = PolicyRef(driver=ref.driver, version=ref.version, digest=ref.digest[:-8] + "00000000")
-        assert wrong.record_id == ref.record_id and wrong.digest != ref.digest
-        bad = await client.start_workflow(
-            DeviceIncidentWorkflow.run, IncidentInput(device=DEVICE_B, policy_ref=wrong, search_attributes=False),
-            id=DEVICE_B.workflow_id, task_queue=task_queue, start_signal="health_event",
-            start_signal_args=[event(device=DEVICE_B, event_id="b1")])
-        failed = await bad.result()
-    assert failed.outcome is Outcome.FAILED and ref.digest in failed.explanation, failed.explanation
-    assert (await bad.describe()).status is WorkflowExecutionStatus.COMPLETED
+        outcomes = []
+        for device, memo in ((DEVICE_A, {POLICY_MEMO: other}), (DEVICE_B, {})):
+            handle = await client.start_workflow(
+                DeviceIncidentWorkflow.run, IncidentInput(device=device, policy_ref=ref, search_attributes=False),
+                id=device.workflow_id, task_queue=task_queue, start_signal="health_event", memo=memo,
+                start_signal_args=[event(device=device, event_id=f"{device.device}-1")])
+            outcomes.append(await handle.result())
+    wrong, missing = outcomes
+    assert wrong.outcome is Outcome.FAILED and "not the digest the input names" in wrong.explanation, wrong
+    assert missing.outcome is Outcome.FAILED and "no memo" in missing.explanation, missing
+    assert fake.calls["taint_device"] == 0 and fake.calls["discover_device"] == 0, "it acted on nothing"

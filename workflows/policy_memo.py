@@ -1,0 +1,34 @@
+"""The driver policy an incident runs under: named by digest in its input, carried in its memo.
+
+``podmedic/domain/policy_ref.py`` says why. Incidents recorded before ``policy_ref`` carry the
+policy inline in the input and replay on it unchanged.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from podmedic.domain.models import IncidentInput
+    from podmedic.domain.policy import DriverPolicy
+    from podmedic.domain.policy_ref import POLICY_MEMO, digest_of
+
+
+def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
+    """The policy, and why it cannot be used (``""`` when it can): the memo missing, unreadable, or not
+    the content the input's digest names. An unusable policy is replaced by the built-in defaults only
+    so that the incident can close and say why; it acts on nothing."""
+    if inp.policy is not None:
+        return inp.policy, ""
+    ref = inp.policy_ref
+    assert ref is not None  # IncidentInput names its policy exactly once
+    fallback = DriverPolicy(driver=ref.driver)
+    try:
+        policy = workflow.memo_value(POLICY_MEMO, None, type_hint=DriverPolicy)
+    except Exception as exc:  # a memo of another shape: said, not raised (a raise would retry the task forever)
+        return fallback, f"policy {ref.short}: the memo {POLICY_MEMO!r} cannot be read: {exc}"
+    if not isinstance(policy, DriverPolicy):
+        return fallback, f"policy {ref.short}: the start carried no memo {POLICY_MEMO!r}"
+    if (digest := digest_of(policy)) != ref.digest:
+        return fallback, f"policy {ref.short}: the memo holds {digest}, not the digest the input names"
+    return policy, ""
