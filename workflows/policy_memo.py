@@ -11,7 +11,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import IncidentInput
     from podmedic.domain.policy import DriverPolicy
-    from podmedic.domain.policy_ref import POLICY_MEMO, digest_of
+    from podmedic.domain.policy_ref import POLICY_MEMO, digest_of, unpack
 
 
 def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
@@ -24,10 +24,11 @@ def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
     assert ref is not None  # IncidentInput names its policy exactly once
     fallback = DriverPolicy(driver=ref.driver)
     try:
-        policy = workflow.memo_value(POLICY_MEMO, None, type_hint=DriverPolicy)
+        packed = workflow.memo_value(POLICY_MEMO, None, type_hint=bytes)
+        policy = unpack(packed) if packed is not None else None
     except Exception as exc:  # a memo of another shape: said, not raised (a raise would retry the task forever)
         return fallback, f"policy {ref.short}: the memo {POLICY_MEMO!r} cannot be read: {exc}"
-    if not isinstance(policy, DriverPolicy):
+    if policy is None:
         return fallback, f"policy {ref.short}: the start carried no memo {POLICY_MEMO!r}"
     if (digest := digest_of(policy)) != ref.digest:
         return fallback, f"policy {ref.short}: the memo holds {digest}, not the digest the input names"

@@ -23,6 +23,7 @@ from podmedic.cli import connection
 from podmedic.cli.exiting import exit_now
 from podmedic.cli.output import add_output_flag, render
 from podmedic.domain.incident import STEPS, AbortRequest, ApprovalRequest, Phase, Resolution, SkipRequest
+from podmedic.domain.policy_ref import ref_of
 from podmedic.incidents.query import (
     KINDS,
     OperatorError,
@@ -90,6 +91,8 @@ def _print_shown(s: Shown, link: str) -> None:
         print(f"summary: {s.summary}")
     if link:
         print(f"ui: {link}")
+    if s.policy is not None:
+        print(f"policy: {ref_of(s.policy).short} (-o yaml prints it whole)")
     st = s.state
     if st is not None:
         print(f"phase: {st.phase.value} — {st.doing}")

@@ -7,6 +7,7 @@ through its result; steering goes through the workflow's validated updates.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 from typing import Any
@@ -17,6 +18,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
 from podmedic.domain.incident import IncidentOutcome, IncidentState, OperatorAnswer
+from podmedic.domain.policy import DriverPolicy
+from podmedic.domain.policy_ref import POLICY_MEMO, unpack
 
 KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident",
          "pod-device": "UnresolvedDeviceIncident"}
@@ -98,6 +101,8 @@ class Shown(BaseModel):
     state: IncidentState | None = None
     outcome: IncidentOutcome | None = None
     other: Any = None
+    policy: DriverPolicy | None = None
+    """The driver policy a device incident runs under (its memo; ``podmedic/domain/policy_ref.py``)."""
 
 
 async def show(client: Client, wid: str, run_id: str | None = None) -> Shown:
@@ -112,6 +117,9 @@ async def show(client: Client, wid: str, run_id: str | None = None) -> Shown:
                   summary=await desc.static_summary(), details=await desc.static_details())
     running = desc.status == WorkflowExecutionStatus.RUNNING
     if desc.workflow_type == KINDS["device"]:
+        packed = await desc.memo_value(POLICY_MEMO, None, type_hint=bytes)
+        with contextlib.suppress(ValueError):  # an incident opened before the memo carried the policy
+            shown.policy = unpack(packed) if packed else None
         if running:
             shown.state = await handle.query("get_state", result_type=IncidentState,
                                              rpc_timeout=dt.timedelta(seconds=10))

@@ -36,7 +36,7 @@ from podmedic.domain.models import (
 )
 from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
-from podmedic.domain.policy_ref import POLICY_MEMO, ref_of
+from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.handled import closed_run_that_saw
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
@@ -105,7 +105,7 @@ async def deliver_event(
         start_signal_args=[event],
         search_attributes=search.initial(device.driver, device.resource_id, event.node)
         if search_attributes else None,
-        memo={POLICY_MEMO: policy},  # the content the input names by digest (podmedic/domain/policy_ref.py)
+        memo={POLICY_MEMO: pack(policy)},  # the content the input names by digest (podmedic/domain/policy_ref.py)
         static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy, ref),
     )
     return handle.result_run_id

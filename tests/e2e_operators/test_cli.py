@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     shown = await ops.wait_phase(wid, "AwaitingApproval")
     assert shown["state"]["pending_approval"]["step"] == "taint"
     assert shown["summary"].startswith("gpu.nvidia.com/rack-9/gpu-0 Unhealthy")
-    assert "Policy in force (gpu.nvidia.com)" in shown["details"]
+    assert "Policy in force (gpu.nvidia.com@" in shown["details"]
+    # The input names the policy by digest; show reads the policy itself from the incident's memo.
+    assert shown["policy"]["driver"] == "gpu.nvidia.com" and shown["policy"]["taint"]["permanent"] == "NoExecute"
 
     listed = ops.cli("incidents", "list", "--phase", "AwaitingApproval", "--driver", "gpu.nvidia.com", "-o", "json")
     assert listed.returncode == 0, listed.stderr
@@ -46,6 +49,7 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     assert text.returncode == 0, text.stderr
     assert "PENDING APPROVAL: taint" in text.stdout and f"podmedic incidents approve {wid} taint" in text.stdout
     assert "/namespaces/default/workflows/device%2Fgpu.nvidia.com%2Frack-9%2Fgpu-0/" in text.stdout
+    assert re.search(r"^policy: gpu\.nvidia\.com@\S+ sha256:[0-9a-f]{12} ", text.stdout, re.M), text.stdout
 
     wrong = ops.cli("incidents", "approve", wid, "ticket")
     assert wrong.returncode == 1

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, IncidentInput, Outcome
 from podmedic.domain.policy_file import parse_policy
-from podmedic.domain.policy_ref import POLICY_MEMO, ref_of
+from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of, unpack
 from podmedic.ingest.delivery import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows import describe
@@ -65,8 +65,9 @@ async def test_the_input_names_the_policy_and_the_incident_runs_under_it(
     inlined = IncidentInput(device=DEVICE_A, policy=DRY_RUN.for_driver("gpu.nvidia.com")).model_dump_json()
     # The inlined policy was every field of the driver's entry (about 8 KB); a reference is a few lines.
     assert len(raw) < 600 < 5 * len(raw) < len(inlined), (len(raw), len(inlined))
-    carried = json.loads(started.memo.fields[POLICY_MEMO].data)
-    assert carried == DRY_RUN.for_driver("gpu.nvidia.com").model_dump(mode="json")
+    carried = started.memo.fields[POLICY_MEMO].data
+    assert unpack(carried) == DRY_RUN.for_driver("gpu.nvidia.com")
+    assert len(carried) < 2048, "under the memo size at which Temporal warns"
     # The UI's Details pane names it the same way (the time-skipping server keeps no user metadata).
     details = describe.static_details(event(device=DEVICE_A), DRY_RUN.for_driver("gpu.nvidia.com"), expected)
     assert f"Policy in force ({expected.short})" in details
@@ -81,7 +82,7 @@ async def test_a_memo_that_is_not_the_named_policy_is_refused(
     fake = FakeCluster()
     async with incident_worker(client, task_queue, [DeviceIncidentWorkflow], fake.activities()):
         outcomes = []
-        for device, memo in ((DEVICE_A, {POLICY_MEMO: other}), (DEVICE_B, {})):
+        for device, memo in ((DEVICE_A, {POLICY_MEMO: pack(other)}), (DEVICE_B, {})):
             handle = await client.start_workflow(
                 DeviceIncidentWorkflow.run, IncidentInput(device=device, policy_ref=ref, search_attributes=False),
                 id=device.workflow_id, task_queue=task_queue, start_signal="health_event", memo=memo,
