@@ -36,6 +36,7 @@ from podmedic.incidents.query import (
     steer,
 )
 from podmedic.incidents.report import fetch_report, markdown
+from podmedic.temporal.connect import connect_failure
 
 INCIDENTS_HELP = """\
 Find, read and steer incidents (Temporal visibility, queries and validated updates).
@@ -131,7 +132,8 @@ def _run(args: argparse.Namespace, job: Callable[[connection.Target], Coroutine[
     except RuntimeError as exc:  # the SDK's "Failed client connect"
         if "connect" not in str(exc).lower():
             raise
-        print(f"podmedic: cannot reach Temporal at {target.address}: {exc}", file=sys.stderr)
+        print(f"podmedic: cannot reach Temporal at {target.address} (namespace {target.namespace}): "
+              f"{connect_failure(exc)}", file=sys.stderr)
         return exit_now(3)
 
 

@@ -63,7 +63,7 @@ async def connect_patiently(address: str, namespace: str = "default", wait_s: fl
         try:
             return await connect(address, namespace, security, announce=first)
         except RuntimeError as exc:  # the SDK's bridge reports connect failures as RuntimeError
-            why = _first_line(exc)
+            why = connect_failure(exc)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TemporalUnreachable(f"cannot reach Temporal at {address} (namespace {namespace}) within "
@@ -74,7 +74,7 @@ async def connect_patiently(address: str, namespace: str = "default", wait_s: fl
             gap = min(gap * 2, 15.0)
 
 
-def _first_line(exc: BaseException) -> str:
+def connect_failure(exc: BaseException) -> str:
     """The useful part of a bridge error: "Failed client connect: ... ConnectionRefused ..." shortened."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     for marker in ("Connection refused", "ConnectionRefused", "dns error", "timed out", "certificate"):

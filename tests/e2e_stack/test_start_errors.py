@@ -57,6 +57,16 @@ def test_temporal_down_is_retried_then_one_line(role: str, tmp_path: Path) -> No
     assert result.stderr.count("not reachable (connection refused); trying again") >= 2, result.stderr
 
 
+@pytest.mark.parametrize("command", [["incidents", "list"], ["incidents", "show", "nope"], ["guard", "status"]])
+def test_an_operator_command_with_temporal_down_is_one_line(command: list[str]) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    result = subprocess.run([*PODMEDIC, *command, "--temporal-address", address], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
+    assert _errors(result) == [f"podmedic: cannot reach Temporal at {address} (namespace default): connection refused"]
+    assert result.stdout == ""
+
+
 async def test_a_server_that_comes_up_within_the_wait_is_used(tmp_path: Path) -> None:
     port = free_port()
 
