@@ -56,6 +56,16 @@ def _owner(obj: dict[str, Any]) -> dict[str, Any]:
             "controller": True, "blockOwnerDeletion": True}
 
 
+def _statefulset(api: client.ApiClient, name: str, labels: dict[str, str],
+                 owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A StatefulSet selecting ``labels`` (as its controller's pods carry them), controlled by ``owner``."""
+    return _create(api, "apps/v1", "statefulsets", {
+        "kind": "StatefulSet", "metadata": {"name": name, "ownerReferences": [_owner(owner)] if owner else []},
+        "spec": {"selector": {"matchLabels": labels}, "serviceName": name,
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "trainer", "image": IMAGE}]}}}})
+
+
 def _template(api: client.ApiClient, name: str) -> str:
     _create(api, "resource.k8s.io/v1", "resourceclaimtemplates", {
         "kind": "ResourceClaimTemplate", "metadata": {"name": f"{name}-gpu"},
@@ -142,22 +152,13 @@ def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: cli
     lws = _create(api, "leaderworkerset.x-k8s.io/v1", "leaderworkersets", {
         "kind": "LeaderWorkerSet", "metadata": {"name": name},
         "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {}}}}})
-    leaders = _create(api, "apps/v1", "statefulsets", {
-        "kind": "StatefulSet", "metadata": {"name": name, "ownerReferences": [_owner(lws)]},
-        "spec": {"selector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": name,
-                                              "leaderworkerset.sigs.k8s.io/worker-index": "0"}},
-                 "serviceName": name, "template": {"metadata": {"labels": {
-                     "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/worker-index": "0"}},
-                     "spec": {"containers": [{"name": "leader", "image": IMAGE}]}}}})
+    leaders = _statefulset(api, name, {"leaderworkerset.sigs.k8s.io/name": name,
+                                       "leaderworkerset.sigs.k8s.io/worker-index": "0"}, lws)
     for group in ("0", "1"):
         group_labels = {"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": group}
         leader = _pod(api, f"{name}-{group}", template, leaders,
                       {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"})
-        workers = _create(api, "apps/v1", "statefulsets", {
-            "kind": "StatefulSet", "metadata": {"name": f"{name}-{group}", "ownerReferences": [_owner(leader)]},
-            "spec": {"selector": {"matchLabels": group_labels}, "serviceName": name,
-                     "template": {"metadata": {"labels": group_labels},
-                                  "spec": {"containers": [{"name": "worker", "image": IMAGE}]}}}})
+        workers = _statefulset(api, f"{name}-{group}", group_labels, leader)
         _pod(api, f"{name}-{group}-1", template, workers,
              {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"})
     found = _discover(sim, f"{name}-1-1")
@@ -172,11 +173,7 @@ def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: cli
 def test_a_statefulset_pod_a_pytorchjob_pod_and_an_unknown_owner(sim: SimCluster, api: client.ApiClient) -> None:
     name = f"sts-{uuid.uuid4().hex[:5]}"
     template = _template(api, name)
-    sts = _create(api, "apps/v1", "statefulsets", {
-        "kind": "StatefulSet", "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": name}}, "serviceName": name,
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "trainer", "image": IMAGE}]}}}})
+    sts = _statefulset(api, name, {"app": name})
     for ordinal in (0, 1):
         _pod(api, f"{name}-{ordinal}", template, sts, {"app": name, "apps.kubernetes.io/pod-index": str(ordinal)})
     found = _discover(sim, f"{name}-1")
