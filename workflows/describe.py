@@ -21,14 +21,16 @@ from podmedic.domain.workloads import WorkloadRef
 CLI = "podmedic incidents"
 
 
-def workload_line(workload: WorkloadRef, others: int) -> str:
-    """The timeline's line on what the affected pod belongs to and how its controller replaces it."""
+def workload_line(workload: WorkloadRef, others: list[str]) -> str:
+    """The timeline's line on what the affected pod belongs to, how its controller replaces it, and its
+    other live pods (``namespace/name``; the first five named)."""
     way = f" (via {' > '.join(workload.chain)})" if workload.chain else ""
     if workload.kind == "Pod":
         return f"workload: none podmedic knows{way}; {workload.how}"
     group = "; one failed pod restarts its group" if workload.restarts_group else ""
+    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
     return (f"workload: {workload.label}{way}; its controller {workload.how}{group}; "
-            f"{others} other live pod(s) of it")
+            f"other live pods: {', '.join(others[:5]) or 'none'}{more}")
 
 
 def static_summary(event: DeviceHealthEvent) -> str:

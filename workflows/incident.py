@@ -213,7 +213,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         names = ", ".join(f"{p.namespace}/{p.name}" for p in discovery.pods) or "none"
         self.note("detect", f"device {discovery.reading.health.value} ({discovery.reading.message}); pods: {names}")
         if (workload := discovery.workload) is not None:
-            self.note("detect", describe.workload_line(workload, len(discovery.job_pods)))
+            others = [f"{p.namespace}/{p.name}" for p in discovery.job_pods]
+            self.note("detect", describe.workload_line(workload, others))
         return discovery
 
     # -- helpers shared with recovery and closing ------------------------------------------

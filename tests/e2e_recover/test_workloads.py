@@ -7,30 +7,29 @@ pod owns its group's worker StatefulSet (kubernetes-sigs/lws pkg/controllers/pod
 ``setControllerReferenceWithStatefulSet``), and every pod carries ``leaderworkerset.sigs.k8s.io/name``
 and ``.../group-index``; a StatefulSet's pods match its selector. The simulator runs none of these
 controllers yet: the test creates the objects and pods they would, with real devices allocated.
-Discovery runs as the worker does (its User-Agent), so the RBAC proof sees these reads.
+Each incident runs on the real worker (so the RBAC proof sees its reads), in dry run where only the
+discovery is the point: the timeline says what it found.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 from temporalio.client import Client
 
-from activities.discover import DiscoverActivities
-from podmedic.domain.models import DeviceRef, Outcome
-from podmedic.domain.steps import Discovery
-from podmedic.kube.gateway import KubeGateway
+from podmedic.domain.models import Outcome
 from podmedic_sim import SimCluster
 from tests.e2e_recover.conftest import DRIVER, IMAGE, fault, incident, notes, policy, ready_pod
 from tests.e2e_recover.test_in_place import IN_PLACE_ONLY
 from tests.helpers import wait_until
 
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 NS = "default"
+DRY_RUN = policy(IN_PLACE_ONLY).model_copy(update={"dry_run": True})
 
 
 @pytest.fixture(scope="module")
@@ -94,12 +93,18 @@ def _pod_of_job(sim: SimCluster, job: str) -> str:
     return wait_until(first, timeout=30, what=f"a pod of {job} with a device")
 
 
-def _device_of(sim: SimCluster, name: str) -> DeviceRef:
-    def held() -> str | None:
-        pod = next((p for p in sim.state()["pods"] if p["name"] == name), None)
-        return pod["devices"][0] if pod and pod["devices"] else None
-    driver, pool, device = wait_until(held, timeout=30, what=f"a device for {name}").split("/")
-    return DeviceRef(driver=driver, pool=pool, device=device)
+def _sim_pod(sim: SimCluster, name: str) -> dict[str, Any]:
+    def held() -> dict[str, Any] | None:
+        return next((p for p in sim.state()["pods"] if p["name"] == name and p["devices"]), None)
+    return wait_until(held, timeout=30, what=f"a device for {name}")
+
+
+async def _found(sim: SimCluster, worker: tuple[Client, str], name: str) -> str:
+    """The detect lines of a dry-run incident on the device of pod ``name``: what discovery found."""
+    temporal, queue = worker
+    outcome = await incident(temporal, queue, _sim_pod(sim, name), DRY_RUN)
+    assert outcome.outcome is Outcome.DRY_RUN, notes(outcome)
+    return notes(outcome, "detect")
 
 
 def _clean_up(api: client.ApiClient, prefix: str) -> None:
@@ -113,16 +118,8 @@ def _clean_up(api: client.ApiClient, prefix: str) -> None:
             core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
 
 
-def _discover(sim: SimCluster, name: str) -> Discovery:
-    assert sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(sim.kubeconfig_path)).for_component("worker")
-    try:
-        return DiscoverActivities(kube)._discover(_device_of(sim, name), [])
-    finally:
-        kube.close()
-
-
-def test_a_trainjob_pod_belongs_to_the_whole_jobset(sim: SimCluster, api: client.ApiClient) -> None:
+async def test_a_trainjob_pod_belongs_to_the_whole_jobset(sim: SimCluster, api: client.ApiClient,
+                                                          worker: tuple[Client, str]) -> None:
     name = f"tj-{uuid.uuid4().hex[:5]}"
     template = _template(api, name)
     trainjob = _create(api, "trainer.kubeflow.org/v1alpha1", "trainjobs", {
@@ -137,16 +134,15 @@ def test_a_trainjob_pod_belongs_to_the_whole_jobset(sim: SimCluster, api: client
             "metadata": {"name": f"{name}-node-{index}", "labels": labels, "ownerReferences": [_owner(jobset)]},
             "spec": {"parallelism": 1, "template": {"metadata": {"labels": labels}, "spec": _pod_spec(template)}}})
     first, second = (_pod_of_job(sim, f"{name}-node-{index}") for index in range(2))
-    found = _discover(sim, first)
-    assert found.workload is not None
-    assert (found.workload.kind, found.workload.name) == ("TrainJob", name)
-    assert found.workload.chain == [f"Job {name}-node-0", f"JobSet {name}", f"TrainJob {name}"]
-    assert found.workload.restarts_group, "a JobSet without failurePolicy rules restarts every Job"
-    assert [p.name for p in found.job_pods] == [second], "the whole JobSet saves together"
+    found = await _found(sim, worker, first)
+    assert f"workload: TrainJob {NS}/{name} (via Job {name}-node-0 > JobSet {name} > TrainJob {name})" in found, found
+    assert "one failed pod restarts its group" in found, "a JobSet without failurePolicy rules restarts every Job"
+    assert f"other live pods: {NS}/{second}\n" in found + "\n", found
     _clean_up(api, name)
 
 
-def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: client.ApiClient) -> None:
+async def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: client.ApiClient,
+                                                             worker: tuple[Client, str]) -> None:
     name = f"lws-{uuid.uuid4().hex[:5]}"
     template = _template(api, name)
     lws = _create(api, "leaderworkerset.x-k8s.io/v1", "leaderworkersets", {
@@ -161,42 +157,39 @@ def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: cli
         workers = _statefulset(api, f"{name}-{group}", group_labels, leader)
         _pod(api, f"{name}-{group}-1", template, workers,
              {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"})
-    found = _discover(sim, f"{name}-1-1")
-    assert found.workload is not None and (found.workload.kind, found.workload.name) == ("LeaderWorkerSet", name)
-    assert found.workload.chain == [f"StatefulSet {name}-1", f"Pod {name}-1", f"StatefulSet {name}",
-                                    f"LeaderWorkerSet {name}"]
-    assert found.workload.restarts_group, "restartPolicy defaults to RecreateGroupOnPodRestart"
-    assert [p.name for p in found.job_pods] == [f"{name}-1"], "its group's leader, not the other group"
+    found = await _found(sim, worker, f"{name}-1-1")
+    way = f"StatefulSet {name}-1 > Pod {name}-1 > StatefulSet {name} > LeaderWorkerSet {name}"
+    assert f"workload: LeaderWorkerSet {NS}/{name} (via {way})" in found, found
+    assert "restartPolicy RecreateGroupOnPodRestart" in found, "the default restarts the group"
+    assert f"other live pods: {NS}/{name}-1\n" in found + "\n", "its group's leader, not the other group"
     _clean_up(api, name)
 
 
-def test_a_statefulset_pod_a_pytorchjob_pod_and_an_unknown_owner(sim: SimCluster, api: client.ApiClient) -> None:
+async def test_a_statefulset_pod_a_pytorchjob_pod_and_an_unknown_owner(sim: SimCluster, api: client.ApiClient,
+                                                                       worker: tuple[Client, str]) -> None:
     name = f"sts-{uuid.uuid4().hex[:5]}"
     template = _template(api, name)
     sts = _statefulset(api, name, {"app": name})
     for ordinal in (0, 1):
         _pod(api, f"{name}-{ordinal}", template, sts, {"app": name, "apps.kubernetes.io/pod-index": str(ordinal)})
-    found = _discover(sim, f"{name}-1")
-    assert found.workload is not None and found.workload.label == f"StatefulSet {NS}/{name}"
-    assert not found.workload.restarts_group and "same name" in found.workload.how
-    assert [p.name for p in found.job_pods] == [f"{name}-0"]
+    found = await _found(sim, worker, f"{name}-1")
+    assert f"workload: StatefulSet {NS}/{name} (via StatefulSet {name}); its controller recreates the failed pod " \
+           f"under the same name (its ordinal); other live pods: {NS}/{name}-0" in found, found
 
     pytorch = _create(api, "kubeflow.org/v1", "pytorchjobs", {
         "kind": "PyTorchJob", "metadata": {"name": f"pt-{name}"}, "spec": {"pytorchReplicaSpecs": {}}})
     _pod(api, f"pt-{name}-worker-0", template, pytorch, {"training.kubeflow.org/job-name": f"pt-{name}"})
-    found = _discover(sim, f"pt-{name}-worker-0")
-    assert found.workload is not None and found.workload.label == f"PyTorchJob {NS}/pt-{name}"
+    found = await _found(sim, worker, f"pt-{name}-worker-0")
+    assert f"workload: PyTorchJob {NS}/pt-{name} (via PyTorchJob pt-{name})" in found, found
 
     unknown = {"apiVersion": "example.com/v1", "kind": "Trainer", "metadata": {"name": "t", "uid": "u-1"}}
     _pod(api, f"odd-{name}", template, unknown, {})
-    found = _discover(sim, f"odd-{name}")
-    assert found.workload is not None and found.workload.kind == "Pod"
-    assert "Trainer t (example.com/v1), a kind podmedic does not know" in found.workload.how
-    assert found.job_pods == []
+    found = await _found(sim, worker, f"odd-{name}")
+    assert "workload: none podmedic knows; owned by Trainer t (example.com/v1), a kind podmedic does not know: " \
+           "handled as a bare pod" in found, found
     _clean_up(api, name)
 
 
-@pytest.mark.asyncio(loop_scope="session")
 async def test_a_jobset_pod_incident_checkpoints_the_whole_jobset_first(
         sim: SimCluster, api: client.ApiClient, worker: tuple[Client, str]) -> None:
     """End to end with the real worker: the device of one pod of a two-Job JobSet fails; the incident names
@@ -222,7 +215,7 @@ async def test_a_jobset_pod_incident_checkpoints_the_whole_jobset_first(
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE, notes(outcome)
     detect = notes(outcome, "detect")
     assert f"workload: JobSet {NS}/{name} (via Job {name}-node-0 > JobSet {name})" in detect, detect
-    assert "one failed pod restarts its group" in detect, detect
+    assert "one failed pod restarts its group" in detect and f"other live pods: {NS}/{pods[1]['name']}" in detect
     assert outcome.checkpoint.startswith("complete: 2/2"), (outcome.checkpoint, notes(outcome, "checkpoint"))
     assert len(outcome.checkpoint_ids) == 2, outcome.checkpoint_ids
     order = [e.step for e in outcome.timeline]
