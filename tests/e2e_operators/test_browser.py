@@ -85,7 +85,7 @@ async def test_operator_finds_the_incident_and_its_pending_approval_in_the_ui(
     chrome.save_screenshot(str(ARTIFACTS / "2-incident-user-metadata.png"))
     assert summary.strip() == f"{device} Unhealthy — XID 79: GPU has fallen off the bus"
     for text in (f"Device incident {device}", "Node: rack-8", "Classification: device_failed, permanent",
-                 "Policy in force (gpu.nvidia.com)", "Approval gates: taint_no_execute (900s, then abort)"):
+                 "Policy in force (gpu.nvidia.com@", "Approval gates: taint_no_execute (900s, then abort)"):
         assert text in details, f"{text!r} not in the details pane:\n{details}"
     for text in ("AwaitingApproval — waiting for an operator to approve taint",
                  "Pending approval: taint — DeviceTaintRule NoExecute on " + device,

@@ -125,15 +125,16 @@ async def test_a_same_node_replacement_the_scheduler_put_elsewhere_counts_as_ano
 async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_replaced_by_its_controller(
     sim: SimCluster, worker: tuple[Client, str]
 ) -> None:
-    # The same_node rung waits 3 s at an approval gate (then proceeds); meanwhile someone deletes the
+    # The same_node rung waits 10 s at an approval gate (then proceeds); meanwhile someone deletes the
     # pod (kubectl delete pod) and its Job controller replaces it. podmedic evicts nothing, and the
-    # recovery is the controller's, not a reschedule of podmedic's.
+    # recovery is the controller's, not a reschedule of podmedic's. (With 3 s, a loaded CI machine
+    # sometimes saw the gate pass before the test's delete landed.)
     client, queue = worker
     job, pod = await _job_on_node1(sim)
     fault(sim, pod, clears_on_restart=False)
     base = policy(SAME)
     gated = base.model_copy(update={"approvals": base.approvals.model_copy(update={
-        "gates": [Gate(action="same_node", timeout_s=3, on_timeout="proceed")]})})
+        "gates": [Gate(action="same_node", timeout_s=10, on_timeout="proceed")]})})
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, pod_device(pod).workflow_id)
     try:
         earlier = (await handle.describe()).run_id  # an earlier test's incident of the same device
