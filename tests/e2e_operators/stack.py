@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from podmedic.incidents.query import OperatorError, show
 from podmedic.stack.up import Stack
@@ -84,6 +85,8 @@ class Ops:
                 shown = await show(client, incident)
             except OperatorError as err:
                 raise AssertionError(str(err)) from err  # not opened yet
+            except RPCError as err:  # the query found no worker polling yet (a worker still starting)
+                raise AssertionError(f"{incident}: query unanswered: {err}") from err
             if phase == "Closed":
                 assert shown.status != "Running", f"{incident} still running in {shown.state and shown.state.phase}"
             else:
