@@ -13,8 +13,9 @@ Shapes and rules from upstream:
   label ``jobset.sigs.k8s.io/jobset-name`` on its Jobs and pods; a child Job's failure restarts the
   whole JobSet (every Job recreated) unless a ``failurePolicy.rules`` entry says ``RestartJob`` or
   ``FailJobSet`` ("If no matching rule is found, the RestartJobSet action is applied").
-- TrainJob ``trainer.kubeflow.org/v1alpha1`` (kubeflow/trainer): runs as a JobSet it owns, so its
-  pods are the JobSet's and its failures the JobSet's.
+- TrainJob ``trainer.kubeflow.org/v1alpha1`` (kubeflow/trainer): runs as a JobSet of its own name
+  that it owns, so its pods are the JobSet's and its failures the JobSet's (the JobSet's name is
+  from the trainer's docs, not checked against its source here).
 - LeaderWorkerSet ``leaderworkerset.x-k8s.io/v1`` (kubernetes-sigs/lws api/leaderworkerset/v1):
   label ``leaderworkerset.sigs.k8s.io/name`` on every pod, ``.../group-index`` per group;
   ``spec.leaderWorkerTemplate.restartPolicy`` defaults to ``RecreateGroupOnPodRestart`` (every pod
@@ -22,7 +23,8 @@ Shapes and rules from upstream:
 - StatefulSet ``apps/v1``: its pods match ``spec.selector.matchLabels``; one pod is replaced alone,
   under the same name (ordinal).
 - PyTorchJob ``kubeflow.org/v1`` (kubeflow/training-operator): pods carry
-  ``training.kubeflow.org/job-name``; a failed replica restarts alone per its ``restartPolicy``.
+  ``training.kubeflow.org/job-name``; a failed replica restarts alone per its ``restartPolicy``
+  (from the operator's docs, not checked against its source here).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ KINDS: tuple[WorkloadKind, ...] = (
 )
 _BY_KIND = {(k.group, k.kind): k for k in KINDS}
 MAX_DEPTH = 8
-"""Owners followed up from a pod at most (an LWS worker pod is five deep); a cycle stops there too."""
+"""Owners followed up from a pod at most (an LWS worker pod has four above it); a cycle stops there too."""
 
 
 def group_of(api_version: str) -> str:
