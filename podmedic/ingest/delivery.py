@@ -50,7 +50,6 @@ from workflows.unresolved_device import UnresolvedDeviceWorkflow
 log = logging.getLogger("podmedic.ingest.delivery")
 
 
-
 class Delivered(BaseModel):
     """What happened to one observation."""
 
