@@ -151,3 +151,18 @@ def test_missing_namespace_is_404(api: client.ApiClient) -> None:
     with pytest.raises(client.ApiException) as err:
         client.CoreV1Api(api).create_namespaced_pod("no-such-ns", pod_manifest("x"))
     assert err.value.status == 404 and "namespaces" in err.value.body
+
+
+def test_a_custom_object_gets_the_checks_every_custom_object_gets(api: client.ApiClient, ns: str) -> None:
+    # A CRD-served kind (JobSet): the API server checks apiVersion, kind, metadata and that spec/status are
+    # objects (a structural schema's root types) for every custom resource; podmedic_sim/validation.py.
+    custom = client.CustomObjectsApi(api)
+    good = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": []}}
+    assert custom.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", good)["spec"]
+    for bad, field in (({**good, "metadata": {"name": "js2"}, "spec": "all"}, "spec"),
+                       ({**good, "metadata": {"name": "Not_A_Name"}}, "metadata.name")):
+        with pytest.raises(client.ApiException) as err:
+            custom.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", bad)
+        assert err.value.status == 422, err.value.body
+        assert json.loads(err.value.body)["details"]["causes"][0]["field"] == field, err.value.body
