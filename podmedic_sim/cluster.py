@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
+from podmedic_sim.admission import PodAdmission
 from podmedic_sim.api_faults import ApiFault, ApiFaults
 from podmedic_sim.config import SimConfig
 from podmedic_sim.engine import SimEngine
@@ -109,6 +110,8 @@ class SimCluster:
         self.ledger = RequestLedger()
         self.context = ApiContext(self.store, getattr(self.engine, "evict", None), bookmark_interval_s,
                                   api=ServedApi(self.config.taint_rule_version))
+        self.admission: PodAdmission = getattr(self.engine, "admission", None) or PodAdmission(self.store)
+        self.context.admit_pod = self.admission.admit
         kubelet = getattr(self.engine, "kubelet", None)
         self.context.exec_signal = kubelet.exec_signal if kubelet is not None else None
         self.url = ""

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from podmedic.domain.base import Obj
 from podmedic_sim import training
+from podmedic_sim.admission import PodAdmission
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.device_plugins import PluginDevices
@@ -23,19 +24,23 @@ from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.eviction import EvictionController
 from podmedic_sim.health_stream import HealthStreams, Mode
 from podmedic_sim.jobs import JobController
+from podmedic_sim.jobsets import JobSetController
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_status import UNLISTED
+from podmedic_sim.leaderworkersets import LeaderWorkerSetController
 from podmedic_sim.nvml_view import NvmlView
 from podmedic_sim.parts import SimParts, set_pod_condition
 from podmedic_sim.proxy import Proxy
 from podmedic_sim.recorder import Recorder
 from podmedic_sim.scheduler import Scheduler
+from podmedic_sim.statefulsets import StatefulSetController
 from podmedic_sim.store import NotFound, Store, WatchEvent, now_rfc3339
 from podmedic_sim.timers import Timers
 from podmedic_sim.topology import bootstrap
 from podmedic_sim.workload import Workloads
 
-_WATCHED = frozenset({"nodes", "pods", "resourceslices", "resourceclaims", "devicetaintrules", "jobs"})
+_WATCHED = frozenset({"nodes", "pods", "resourceslices", "resourceclaims", "devicetaintrules", "jobs",
+                      "statefulsets", "jobsets", "leaderworkersets"})
 
 
 T = TypeVar("T")
@@ -65,12 +70,17 @@ class SimEngine:
         self.devices = DeviceRegistry(store)
         self.claims = ClaimBook(store, self.rng)
         self.plugin_devices = PluginDevices(store, config.device_plugins)
-        parts = SimParts(store, config, self.timers, self.devices, self.claims, self.recorder, self.plugin_devices)
+        self.admission = PodAdmission(store)
+        parts = SimParts(store, config, self.timers, self.devices, self.claims, self.recorder, self.plugin_devices,
+                         self.admission)
         self.scheduler = Scheduler(parts)
         self.kubelet = Kubelet(parts)
         self.kubelet.node_has_image = self.scheduler.node_has_image
         self.jobs = JobController(parts, self.rng, self._delete)
         self.eviction = EvictionController(parts, self._delete)
+        self.statefulsets = StatefulSetController(parts, self._delete)
+        self.jobsets = JobSetController(parts)
+        self.leaderworkersets = LeaderWorkerSetController(parts, self.statefulsets, self._delete)
         self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
         self.proxy = Proxy(self)
         self.nvml = NvmlView(store, self.devices)
@@ -85,6 +95,9 @@ class SimEngine:
             self.jobs.on_event,
             self.eviction.on_event,
             self.workloads.on_event,
+            self.statefulsets.on_event,
+            self.jobsets.on_event,
+            self.leaderworkersets.on_event,
         )
         for resource in (
             "nodes",
@@ -93,6 +106,9 @@ class SimEngine:
             "resourceclaims",
             "jobs",
             "pods",
+            "statefulsets",
+            "jobsets",
+            "leaderworkersets",
         ):
             for obj in store.list(resource):
                 self._on_event(WatchEvent("ADDED", resource, obj, store.resource_version))

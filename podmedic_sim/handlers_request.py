@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ class ApiContext:
     watches: set[asyncio.Task[Any]] = field(default_factory=set)
     # pods/exec of ``kill``: (namespace, pod, container, signal number) -> why not, or None.
     exec_signal: Callable[[str, str, str | None, int], str | None] | None = None
+    # Mutating admission of a pod CREATE: (pod, namespace, dry run) -> the pod the webhooks left.
+    admit_pod: Callable[[Obj, str, bool], Awaitable[Obj]] | None = None
     # The resource types and versions served (DeviceTaintRule's version follows the cluster's).
     api: ServedApi = DEFAULT_API
 

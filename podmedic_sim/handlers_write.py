@@ -89,6 +89,10 @@ async def handle_create(request: web.Request, target: Target) -> web.Response:
         suffix = "".join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))
         meta["name"] = f"{meta['generateName']}{suffix}"
     apply_create_defaults(target.rt, obj)
+    admit = context(request).admit_pod
+    if admit is not None and target.rt.plural == "pods" and target.namespace is not None:
+        obj = await admit(obj, target.namespace, dry_run(request))  # before validation, as upstream
+        meta = obj["metadata"]
     validate_object(obj, target.rt.kind, target.rt.plural, target.rt.group, custom=target.rt.custom)
     _require_namespace(store, target)
     if dry_run(request):

@@ -49,6 +49,8 @@ class JobController:
         self._last_phase: dict[PodKey, tuple[str, str, bool]] = {}  # pod -> (uid, phase, deleting)
         self._lost: dict[JobKey, set[str]] = {}  # uids of pods deleted before finishing
         self._counted: dict[JobKey, set[str]] = {}
+        self._admission = parts.admission
+        self._expected: dict[JobKey, int] = {}  # pod creations in flight (admission webhooks)
         self.on_pod_created: list[Callable[[Obj, Obj], None]] = []
 
     def on_event(self, ev: WatchEvent) -> None:
@@ -74,6 +76,11 @@ class JobController:
             return
         key = (meta.get("namespace", "default"), owner[0])
         pkey = (key[0], meta["name"])
+        job = self._store.find("jobs", *key)
+        if job is None or job["metadata"].get("uid") != owner[1]:
+            # A deleted Job's pod (one of the same name may exist again: a JobSet restart): not counted.
+            self.job_pods.get(key, set()).discard(pkey)
+            return
         state = (
             meta.get("uid", ""),
             ev.obj.get("status", {}).get("phase", "Pending"),
@@ -167,7 +174,7 @@ class JobController:
                 if completions is None
                 else min(parallelism, int(completions) - succeeded)
             )
-            missing = max(want - len(active), 0)
+            missing = max(want - len(active) - self._expected.get(key, 0), 0)
             if failed > int(status.get("failed", 0)):
                 self._failed_at[key] = self._timers.now()
             delay = self._replacement_delay(key, failed)
@@ -175,7 +182,9 @@ class JobController:
                 self._timers.call_later(delay, lambda: self._mark(key))
             else:
                 for _ in range(missing):
-                    active.append(self._create_pod(job))
+                    made = self._create_pod(job)
+                    if made is not None:
+                        active.append(made)
         ready = sum(
             1
             for p in active
@@ -202,7 +211,8 @@ class JobController:
             except NotFound:
                 return
 
-    def _create_pod(self, job: Obj) -> Obj:
+    def _create_pod(self, job: Obj) -> Obj | None:
+        """Create one pod of the Job: now, or (``None``) once admission webhooks answered."""
         jmeta = job["metadata"]
         template = json_copy(job.get("spec", {}).get("template") or {})
         tmeta = template.get("metadata") or {}
@@ -237,6 +247,17 @@ class JobController:
             "status": {"phase": "Pending", "qosClass": "BestEffort"},
         }
         pod["spec"].setdefault("restartPolicy", "Never")
+        key = (jmeta.get("namespace", "default"), jmeta["name"])
+        made = self._admission.create(pod, lambda p: self._created(job, p), lambda p: self._settled(key))
+        if made is None:
+            self._expected[key] = self._expected.get(key, 0) + 1
+        return made
+
+    def _settled(self, key: JobKey) -> None:
+        self._expected[key] = max(0, self._expected.get(key, 0) - 1)
+        self._mark(key)
+
+    def _created(self, job: Obj, pod: Obj) -> Obj:
         created = self._store.create("pods", pod)
         self._recorder.event(
             job,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from podmedic.domain.base import Obj
+from podmedic_sim.admission import PodAdmission
 from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.device_plugins import PluginDevices
@@ -30,6 +31,8 @@ class SimParts:
     claims: ClaimBook
     recorder: Recorder
     plugin_devices: PluginDevices
+    # Pods the controllers create go through the mutating webhooks, as real controllers' do.
+    admission: PodAdmission
 
 
 def set_pod_condition(pod: Obj, cond: dict[str, str]) -> None:

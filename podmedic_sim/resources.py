@@ -53,6 +53,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Node", "nodes", False, ("status",), True, ("no",)),
     ResourceType("", "v1", "Pod", "pods", True, ("status", "eviction", "exec"), short_names=("po",)),
     ResourceType("", "v1", "Event", "events", True, (), True, ("ev",)),
+    ResourceType("", "v1", "ConfigMap", "configmaps", True, (), True, ("cm",)),
     ResourceType(
         "policy",
         "v1",
@@ -71,6 +72,8 @@ RESOURCES: tuple[ResourceType, ...] = (
         "resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", False, ("status",), True
     ),
     ResourceType("batch", "v1", "Job", "jobs", True, ("status",), True),
+    ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+                 "mutatingwebhookconfigurations", False, (), True),
     # Leader election of podmedic's replicas (client-go's LeaseLock).
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     # The workloads training and inference run as (podmedic walks pods' ownerReferences up to them):
