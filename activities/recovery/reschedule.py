@@ -1,20 +1,20 @@
 """Reschedule rungs: evict through the Eviction API and verify the replacement.
 
-``same_node`` makes the replacement prefer the pod's node (its image is there: no pull):
+``same_node`` puts the replacement on the pod's node (its image is there: no pull), on another device:
 
-- **Job pods**: the Job template opts in with a preferred node affinity on a label
-  ``prefer.podmedic.io/<name>`` (``operator: Exists``). Before evicting, podmedic labels the
-  node with that key; the Job controller's replacement carries the same preference and the
-  scheduler places it there when a healthy device is free. The label comes off once the
-  replacement is verified (or the rung fails), so later pods are not biased.
-- **Bare pods**: nobody recreates them, so podmedic does. Before evicting, it creates the
-  replacement from the pod's spec (node-specific bits removed, preferred node affinity to the
-  node) held by a scheduling gate; once the old pod is gone, the gate is removed. The spec
-  lives in the cluster, not in workflow history, and a retry finds the replacement it made.
+- **Pods a controller replaces** (a Job's or JobSet's, a StatefulSet's or LeaderWorkerSet's): a
+  placement hold pins the replacement to the node through podmedic's admission webhook
+  (``same_node.py``), proven by a dry-run probe before anything is evicted. When the probe fails,
+  a Job template's opt-in preference is the fallback: a preferred node affinity on a label
+  ``prefer.podmedic.io/<name>`` that podmedic sets on the node for the time of the rung. Either way
+  the note says which. Recovered means the replacement verified and the workload's own status
+  running whole (``workload_status.py``).
+- **Bare pods**: nobody recreates them, so podmedic does, from the pod's spec, gated until the old
+  pod is gone, preferring the node; a retry finds the replacement it made.
 
-``any_node`` does the same without the preference. A PodDisruptionBudget that blocks the
-eviction (429) is retried every ``eviction.retry_s`` with a note and a pod Event each time,
-until ``eviction.max_wait_s``; then the rung fails with the budget's reason.
+``any_node`` does the same without the node. A PodDisruptionBudget that blocks the eviction (429)
+is retried every ``eviction.retry_s`` with a note and a pod Event each time, until
+``eviction.max_wait_s``; then the rung fails with the budget's reason.
 """
 
 from __future__ import annotations
@@ -30,14 +30,19 @@ from temporalio import activity
 from activities.claim_cache import ReservedClaims
 from activities.notice import event_body
 from activities.recovery import placement
+from activities.recovery.same_node import SameNodeHold
 from activities.recovery.verify import Verification, poll
+from activities.recovery.workload_status import workload_not_ready
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
+from podmedic.domain.placement_holds import identity_of
 from podmedic.domain.steps import REPLACED_BY_CONTROLLER, PodNoticeInput, RecoverInput, RecoveryResult
 from podmedic.kube import podview
 from podmedic.kube.gateway import Conflict, KubeError, KubeGateway
 
 Run = Callable[..., Awaitable[Any]]
+# Controllers that make a new pod for an evicted one (JobSets run Jobs, LeaderWorkerSets StatefulSets).
+REPLACING_CONTROLLERS = ("Job", "StatefulSet")
 
 
 class Rescheduler:
@@ -62,9 +67,9 @@ class Rescheduler:
         if pod is not None and pod["metadata"].get("uid") != inp.pod.uid:
             pod = None
         owner = placement.controller_of(pod) if pod is not None else (("Job", inp.pod.job) if inp.pod.job else None)
-        if owner is not None and owner[0] != "Job":
+        if owner is not None and owner[0] not in REPLACING_CONTROLLERS:
             return self._result(False, f"pod is controlled by a {owner[0]} ({owner[1]}): podmedic reschedules "
-                                       "Job-owned and bare pods only")
+                                       "pods of Jobs (JobSets), StatefulSets (LeaderWorkerSets) and bare pods")
         node = inp.pod.node if self.action == "same_node" else None
         if node:
             why_not = await self.run(self._capacity, pod)
@@ -74,7 +79,7 @@ class Rescheduler:
             if pod is None:
                 return self._result(False, "bare pod is gone before podmedic could copy its spec")
             return await self._bare(pod, node)
-        return await self._job(pod, node)
+        return await self._owned(pod, node)
 
     # -- placement ---------------------------------------------------------------------
     def _capacity(self, pod: Obj | None) -> str | None:
@@ -137,22 +142,35 @@ class Rescheduler:
             self.kube.create_event(self.inp.pod.namespace, event_body(
                 notice, self.inp.pod.uid, f"{self.inp.request_id}/evict/{tries}"))
 
-    # -- Job-owned pods ----------------------------------------------------------------
-    async def _job(self, pod: Obj | None, node: str | None) -> RecoveryResult:
+    # -- pods a controller replaces -------------------------------------------------------
+    async def _owned(self, pod: Obj | None, node: str | None) -> RecoveryResult:
         inp = self.inp
+        identity = identity_of(pod) if pod is not None else {}
+        self.selector = ",".join(f"{k}={v}" for k, v in sorted(identity.items())) or \
+            f"batch.kubernetes.io/job-name={inp.pod.job}"
         details = activity.info().heartbeat_details
         if details and isinstance(details[0], list):
             known = set(details[0])
         else:
             # Pods that existed with the affected one are not replacements; later ones are.
-            known = {p["metadata"]["uid"] for p in await self.run(self._job_pods)
+            known = {p["metadata"]["uid"] for p in await self.run(self._owned_pods)
                      if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}
-        label = placement.prefer_label_key(pod) if (pod is not None and node) else None
-        if node and label is None and pod is not None:
-            self.notes.append("the Job template has no preferred node affinity on a prefer.podmedic.io/ label: "
-                              "the replacement's node is left to the scheduler")
+        hold = SameNodeHold(self.kube, self.run, inp, pod) if (pod is not None and node) else None
+        label = None
+        if hold is not None and node:
+            why_not = await hold.place(node)
+            if why_not is None:
+                self.notes.append(f"replacement held on {node} (podmedic's admission webhook pins pods labelled "
+                                  f"{self.selector}; a dry-run probe came back pinned)")
+            else:
+                self.notes.append(f"same node not held: {why_not}; falling back to a preference")
+                label = placement.prefer_label_key(pod) if pod is not None else None
+                if label is None:
+                    self.notes.append("the pod template has no preferred node affinity on a prefer.podmedic.io/ "
+                                      "label: the replacement's node is left to the scheduler")
         if label and node:
             await self.run(self._label, node, label, True)
+        found = None
         try:
             if pod is not None:
                 blocked = await self._evict()
@@ -161,12 +179,32 @@ class Rescheduler:
             check = Verification(inp.verify_progress)
             found = await poll(self.run, lambda: check.offer(self._replacement(known)), inp.timeout_s, inp.poll_s,
                                sorted(known), "replacement")
+            if found is not None:
+                workload, why = await self._workload(found)
+                if why is not None:
+                    return self._result(False, f"replacement {found['metadata']['name']} Ready, but {workload} "
+                                               f"not running whole within {inp.timeout_s:g}s: {why}", found)
+                if workload:
+                    self.notes.append(f"{workload} running whole again (its status)")
         finally:
             if label and node:
                 await self.run(self._label, node, label, False)
+            if hold is not None:
+                self.notes.extend(await hold.release(verified=found is not None))
         if found is None:
             return self._result(False, check.failure(inp.timeout_s, "replacement"))
         return self._attributed(found, replaced_before=pod is None, progress=check.progress_note(found))
+
+    async def _workload(self, pod: Obj) -> tuple[str, str | None]:
+        """The pod's workload and why it is not running whole after the timeout (``None``: it is)."""
+        last: list[tuple[str, str | None]] = []
+
+        def ready() -> bool | None:
+            last[:] = [workload_not_ready(self.kube, pod)]
+            return True if last[0][1] is None else None
+
+        await poll(self.run, ready, self.inp.timeout_s, self.inp.poll_s, "workload")
+        return last[0] if last else ("", None)
 
     def _attributed(self, found: Obj, replaced_before: bool, progress: str) -> RecoveryResult:
         """The verified result, named for what happened: the Job controller replaced a pod that was gone
@@ -185,11 +223,11 @@ class Rescheduler:
             return self._result(True, f"replacement {placed}", found).model_copy(update={"action": "any_node"})
         return self._result(True, f"replacement {placed}", found)
 
-    def _job_pods(self) -> list[Obj]:
-        return self.kube.list_pods(self.inp.pod.namespace, f"batch.kubernetes.io/job-name={self.inp.pod.job}")
+    def _owned_pods(self) -> list[Obj]:
+        return self.kube.list_pods(self.inp.pod.namespace, self.selector)
 
     def _replacement(self, known: set[str]) -> Obj | None:
-        for pod in self._job_pods():
+        for pod in self._owned_pods():
             if pod["metadata"].get("uid") in known or not podview.is_ready(pod) or not podview.devices_healthy(pod):
                 continue
             if self.inp.device not in self.claims.device_health(pod).devices:

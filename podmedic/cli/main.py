@@ -7,7 +7,7 @@ import logging
 import sys
 
 from podmedic import __version__
-from podmedic.cli import agent, config, guard, incidents, policy, processes, setup, stack
+from podmedic.cli import admission, agent, config, guard, incidents, policy, processes, setup, stack
 from podmedic.cli.settings_args import apply_settings
 from podmedic.settings import SettingsError
 from podmedic.telemetry.logs import FORMATS, configure
@@ -24,6 +24,7 @@ Start here:
   podmedic policy validate FILE   check a per-driver policy file
   podmedic ingest --help          the detection service: cluster watches, CloudEvents, Alertmanager
   podmedic agent nvml --help      the NVIDIA node agent (XID, ECC, thermal, NVLink -> ingest)
+  podmedic admission --help       the webhook that keeps a replacement pod on its node
   podmedic incidents --help       list, show, approve, skip, abort, resolve incidents
   podmedic report ID              an incident's post-mortem (Markdown or JSON)
   podmedic setup temporal         create the namespace and search attributes podmedic needs
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "every line about an incident (env PODMEDIC_LOG_FORMAT; default text)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     processes.register(sub)
+    admission.register(sub)
     policy.register(sub)
     stack.register(sub)
     agent.add_agent_parser(sub)

@@ -29,6 +29,7 @@ from podmedic.kube.errors import (
     ServerError,
     Throttled,
 )
+from podmedic.kube.holds import HoldCalls
 from podmedic.kube.leases import LeaseCalls
 from podmedic.kube.streams import StreamCalls
 
@@ -37,7 +38,7 @@ __all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway",
            "ProxyTimeout", "ServerError", "Throttled", "user_agent"]
 
 
-class KubeGateway(StreamCalls, LeaseCalls):
+class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
     """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread)."""
 
     # -- reads -------------------------------------------------------------------------------

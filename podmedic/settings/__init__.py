@@ -3,6 +3,7 @@
 from podmedic.settings.base import ProcessSettings, SettingsError
 from podmedic.settings.processes import (
     PROCESSES,
+    AdmissionSettings,
     AgentSettings,
     CliSettings,
     CodecServerSettings,
@@ -11,5 +12,6 @@ from podmedic.settings.processes import (
     WorkerSettings,
 )
 
-__all__ = ["PROCESSES", "AgentSettings", "CliSettings", "CodecServerSettings", "IngestSettings", "ProcessSettings",
+__all__ = ["PROCESSES", "AdmissionSettings",
+           "AgentSettings", "CliSettings", "CodecServerSettings", "IngestSettings", "ProcessSettings",
            "SettingsError", "StackSettings", "WorkerSettings"]

@@ -6,6 +6,7 @@ lists its variables with their defaults.
 
 from __future__ import annotations
 
+from podmedic.settings.admission import AdmissionOnly
 from podmedic.settings.base import ProcessSettings
 from podmedic.settings.groups import (
     AgentOnly,
@@ -49,6 +50,10 @@ class CodecServerSettings(PayloadEncryption, Logging, Development):
     """``podmedic codec-server``: decrypts payloads for the Temporal UI."""
 
 
+class AdmissionSettings(Cluster, AdmissionOnly, Logging, Development):
+    """``podmedic admission``: the webhook that keeps a replacement pod on its node during an incident."""
+
+
 class StackSettings(PolicyFile, Simulator, Logging, Development):
     """``podmedic up``, ``demo`` and ``sim``: the local stack (its children read their own settings)."""
 
@@ -59,5 +64,6 @@ PROCESSES: dict[str, type[ProcessSettings]] = {
     "agent": AgentSettings,
     "cli": CliSettings,
     "codec-server": CodecServerSettings,
+    "admission": AdmissionSettings,
     "stack": StackSettings,
 }

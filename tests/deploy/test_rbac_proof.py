@@ -33,7 +33,7 @@ COVERING = (
     "tests/e2e_node",
     "tests/e2e_ingest/test_cluster_sources.py",
 )
-ROLES = {"worker": "podmedic-worker", "ingest": "podmedic-ingest"}
+ROLES = {"worker": "podmedic-worker", "ingest": "podmedic-ingest", "admission": "podmedic-admission"}
 
 
 def granted(rendered: str) -> dict[str, set[Rule]]:
@@ -133,7 +133,7 @@ def test_exec_upgrades_count_for_the_worker_and_test_setup_calls_for_nobody() ->
                               "ingest": {("watch", "", "pods")}}
 
 
-LABELLED = re.compile(r"""component\s*=\s*["'](worker|ingest)["']|for_component\(""")
+LABELLED = re.compile(r"""component\s*=\s*["'](worker|ingest|admission)["']|for_component\(""")
 
 
 def test_only_the_real_processes_speak_as_a_component() -> None:

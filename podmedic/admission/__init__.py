@@ -1,0 +1,1 @@
+"""``podmedic admission``: the mutating webhook that holds a replacement pod on its node."""

@@ -1,0 +1,109 @@
+"""Placement holds: "the next pod like this one goes to that node", for the time of an incident.
+
+A same-node reschedule writes a hold before it evicts: the namespace, the labels that name the
+pod's place in its workload (they come back on the replacement: a StatefulSet pod's
+``statefulset.kubernetes.io/pod-name``, a Job pod's ``batch.kubernetes.io/job-name`` and
+completion index), the node, and an expiry. podmedic's mutating admission webhook
+(``podmedic admission``) reads the holds and gives a matching new pod a *required* node affinity
+to the node, so the controller's replacement (Job, JobSet, StatefulSet, LeaderWorkerSet) lands
+there or stays Pending: it never drifts to another node. The holds live in one ConfigMap in
+podmedic's namespace (one data key per hold, JSON), so any webhook replica answers alike and a
+worker that dies leaves nothing that outlives the expiry.
+
+Pure functions: no I/O here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from podmedic.domain.base import Obj
+
+CONFIGMAP = "podmedic-placement-holds"
+PINNED_BY = "podmedic.io/pinned-by"
+PINNED_NODE = "podmedic.io/pinned-node"
+# The labels that name a pod's place in its workload: a controller's replacement carries them again.
+IDENTITY_LABELS = (
+    "statefulset.kubernetes.io/pod-name",  # StatefulSet (and LeaderWorkerSet) pods: the same name
+    "batch.kubernetes.io/job-name",  # Job (and JobSet child Job) pods
+    "batch.kubernetes.io/job-completion-index",  # Indexed Jobs: which index
+)
+
+
+class Hold(BaseModel):
+    """One pinned place: pods created in ``namespace`` whose labels include ``labels`` go to ``node``."""
+
+    namespace: str
+    labels: dict[str, str] = Field(min_length=1)
+    node: str
+    incident_id: str
+    reason: str = ""
+    expires_at: float = Field(description="Unix seconds; an expired hold pins nothing")
+
+
+def hold_key(request_id: str) -> str:
+    """The hold's ConfigMap data key (keys allow ``[-._a-zA-Z0-9]``): derived from the recovery
+    request, so a retried attempt rewrites the same hold."""
+    return "hold-" + hashlib.sha256(request_id.encode()).hexdigest()[:20]
+
+
+def identity_of(pod: Obj) -> dict[str, str]:
+    """The labels of ``pod`` that its controller's replacement will carry too (empty: none known)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return {k: str(labels[k]) for k in IDENTITY_LABELS if k in labels}
+
+
+def parse_holds(data: dict[str, str] | None) -> tuple[list[Hold], list[str]]:
+    """The holds of the ConfigMap's data, and what was wrong with each entry that is not one."""
+    holds, errors = [], []
+    for key, text in sorted((data or {}).items()):
+        try:
+            holds.append(Hold.model_validate(json.loads(text)))
+        except (ValueError, ValidationError) as err:
+            errors.append(f"{CONFIGMAP} data[{key}]: {str(err).splitlines()[0]}")
+    return holds, errors
+
+
+def matching_hold(pod: Obj, namespace: str, holds: list[Hold], now: float) -> Hold | None:
+    """The first unexpired hold that names this pod's place."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for hold in holds:
+        if hold.namespace == namespace and hold.expires_at > now and \
+                all(labels.get(k) == v for k, v in hold.labels.items()):
+            return hold
+    return None
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def pin_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:
+    """RFC 6902 operations giving ``pod`` a required node affinity to the hold's node.
+
+    ``nodeSelectorTerms`` are ORed and the requirements inside one term ANDed (k8s.io/api core/v1
+    ``NodeSelector``), so the node is added to every existing term: the pod keeps its own
+    constraints and can only land on the hold's node.
+    """
+    spec = pod.get("spec") or {}
+    affinity = json.loads(json.dumps(spec.get("affinity") or {}))
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    field = {"key": "metadata.name", "operator": "In", "values": [hold.node]}
+    required["nodeSelectorTerms"] = [{**t, "matchFields": [*(t.get("matchFields") or []), field]} for t in terms]
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/spec/affinity", "value": affinity}]
+    if not (pod.get("metadata") or {}).get("annotations"):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    for key, value in ((PINNED_BY, hold.incident_id), (PINNED_NODE, hold.node)):
+        ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
+    return ops
+
+
+def pinned_to(pod: Obj) -> str | None:
+    """The node podmedic's webhook pinned this pod to, if it did."""
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(PINNED_NODE)
