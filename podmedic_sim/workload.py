@@ -54,6 +54,12 @@ class _PodWork:
     waiters: dict[str, list[asyncio.Future[HttpAnswer]]] = field(default_factory=dict)
 
 
+def _group_of(pod: Obj) -> str:
+    """The training group of a pod no Job owns: its controller's name (a StatefulSet), else itself."""
+    owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    return str(owner["name"]) if owner else str(pod["metadata"]["name"])
+
+
 class Workloads:
     """Training progress, checkpoints and restart requests of all training Jobs."""
 
@@ -69,6 +75,8 @@ class Workloads:
         self.progress: dict[JobKey, Progress] = {}
         self._work: dict[str, _PodWork] = {}  # by pod uid
         self._ticking = False
+        # Training pods of other controllers (StatefulSets): the pods of each group, by group key.
+        self._group_pods: dict[JobKey, set[PodKey]] = {}
         kubelet.hooks.append(self)
         jobs.on_pod_created.append(self._pod_created)
 
@@ -90,12 +98,18 @@ class Workloads:
         uid = meta.get("uid", "")
         if ev.type == "DELETED":
             self._timers.call_later(1.0, lambda: self._drop(uid))
+            for members in self._group_pods.values():
+                members.discard((meta.get("namespace", "default"), meta["name"]))
             return
         owner = owning_job(obj)
         work = self._work.get(uid)
         if work is None:
-            job = (meta.get("namespace", "default"), owner[0] if owner else meta["name"])
+            job = (meta.get("namespace", "default"), owner[0] if owner else _group_of(obj))
             work = self._work[uid] = _PodWork(job)
+            if owner is None:  # a StatefulSet's (LeaderWorkerSet's) training pods: one group per set
+                self.progress.setdefault(job, Progress(*job))
+                self._group_pods.setdefault(job, set()).add((job[0], meta["name"]))
+                self._ensure_ticking()
         ann = meta.get("annotations") or {}
         seen = (ann.get(CKPT_REQUEST, ""), ann.get(RESTART_REQUEST, ""))
         if seen != work.seen:
@@ -252,7 +266,7 @@ class Workloads:
         saving_jobs = {w.job for w in self._work.values() if w.saving}
         every = self._config.checkpoint_every_steps
         for key, prog in self.progress.items():
-            pods = [self._kubelet.pods.get(p) for p in self._jobs.job_pods.get(key, ())]
+            pods = [self._kubelet.pods.get(p) for p in self._pods_of(key)]
             ready = sum(1 for rt in pods if rt is not None and rt.ready())
             if ready and ready >= prog.parallelism and key not in saving_jobs and not prog.stalled:
                 prog.step += 1
@@ -276,17 +290,21 @@ class Workloads:
                 }
             )
 
-        try:
-            self._store.mutate("jobs", key[0], key[1], annotate)
-        except NotFound:
-            return
+        if key not in self._group_pods:
+            try:
+                self._store.mutate("jobs", key[0], key[1], annotate)
+            except NotFound:
+                return
         prog.written, prog.last_write = values, now
         self._report_on_pods(key, values[0])
+
+    def _pods_of(self, key: JobKey) -> set[PodKey]:
+        return self._jobs.job_pods.get(key) or self._group_pods.get(key) or set()
 
     def _report_on_pods(self, key: JobKey, step: int) -> None:
         """Each running pod of the Job shows the step it reached (``podmedic.io/progress``),
         as a training loop or its sidecar would; podmedic verifies "progressing" on it."""
-        for pkey in self._jobs.job_pods.get(key, ()):
+        for pkey in self._pods_of(key):
             rt = self._kubelet.pods.get(pkey)
             if rt is None or not rt.ready():
                 continue

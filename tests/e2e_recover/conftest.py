@@ -107,6 +107,24 @@ async def wait_progress(sim: SimCluster, job: str, steps: int) -> None:
     await asyncio.to_thread(wait_until, lambda: step() >= start + steps or None, timeout=20, what="progress")
 
 
+def block_node(sim: SimCluster, node: str, devices: int) -> str:
+    """Occupy ``devices`` GPUs of ``node`` with a pinned job; returns its name."""
+    name = f"blocker-{uuid.uuid4().hex[:6]}"
+    sim.call(lambda: sim.engine.create_training_job(name, image=IMAGE, devices_per_pod=devices, node_name=node,
+                                                    checkpoint_method=None, prefer_node_label=False))
+    ready_pod(sim, lambda p: p.get("job") == name, f"{name} running")
+    return name
+
+
+def delete_job(sim: SimCluster, name: str) -> None:
+    sim.call(lambda: sim.store.delete("jobs", "default", name))
+
+    def gone() -> bool | None:
+        return not [p for p in sim.state()["pods"] if p.get("job") == name] or None
+
+    wait_until(gone, timeout=10, what=f"{name}'s pods gone")
+
+
 def fault(sim: SimCluster, pod: dict[str, Any], *, clears_on_restart: bool = True, code: int = 31) -> None:
     """The pod's device turns Unhealthy (XID ``code``, 31 by default); a restart heals it when
     ``clears_on_restart``."""

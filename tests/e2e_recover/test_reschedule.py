@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,8 @@ from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
 from tests.e2e_recover.conftest import (
     IMAGE,
+    block_node,
+    delete_job,
     fault,
     incident,
     notes,
@@ -63,31 +64,12 @@ def clean(sim: SimCluster) -> Iterator[None]:
     sim.call(reset)
 
 
-def _block(sim: SimCluster, node: str, devices: int) -> str:
-    """Occupy ``devices`` GPUs of ``node`` with a pinned job; returns its name."""
-    name = f"blocker-{uuid.uuid4().hex[:6]}"
-    sim.call(lambda: sim.engine.create_training_job(name, image=IMAGE, devices_per_pod=devices, node_name=node,
-                                                    checkpoint_method=None, prefer_node_label=False))
-    ready_pod(sim, lambda p: p.get("job") == name, f"{name} running")
-    return name
-
-
-def _delete_job(sim: SimCluster, name: str) -> None:
-    sim.call(lambda: sim.store.delete("jobs", "default", name))
-
-    def gone() -> bool | None:
-        return not [p for p in sim.state()["pods"] if p.get("job") == name] or None
-
-    from tests.helpers import wait_until
-    wait_until(gone, timeout=10, what=f"{name}'s pods gone")
-
-
 async def _job_on_node1(sim: SimCluster) -> tuple[str, dict[str, Any]]:
     """A training job whose pod runs on node-0001 while node-0000 has free GPUs again."""
-    blocker = await asyncio.to_thread(_block, sim, "node-0000", 3)
+    blocker = await asyncio.to_thread(block_node, sim, "node-0000", 3)
     job, pod = await start_job(sim)
     assert pod["node"] == "node-0001"
-    await asyncio.to_thread(_delete_job, sim, blocker)
+    await asyncio.to_thread(delete_job, sim, blocker)
     await wait_progress(sim, job, 3)
     return job, pod
 
@@ -110,10 +92,10 @@ async def test_a_same_node_replacement_the_scheduler_put_elsewhere_counts_as_ano
     # No prefer.podmedic.io/ affinity in the Job's template: where the replacement goes is the scheduler's
     # choice, and node-0000 has free GPUs again. Recovered, but not on the same node: said so.
     client, queue = worker
-    blocker = await asyncio.to_thread(_block, sim, "node-0000", 3)
+    blocker = await asyncio.to_thread(block_node, sim, "node-0000", 3)
     job, pod = await start_job(sim, prefer_node_label=False)
     assert pod["node"] == "node-0001"
-    await asyncio.to_thread(_delete_job, sim, blocker)
+    await asyncio.to_thread(delete_job, sim, blocker)
     await wait_progress(sim, job, 3)
     fault(sim, pod, clears_on_restart=False)
     outcome = await incident(client, queue, pod, policy(SAME))
@@ -162,12 +144,12 @@ async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_
 
 async def test_bare_pod_is_recreated_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
     client, queue = worker
-    blocker = await asyncio.to_thread(_block, sim, "node-0000", 3)
+    blocker = await asyncio.to_thread(block_node, sim, "node-0000", 3)
     sim.call(lambda: sim.store.create("resourceclaimtemplates", gpu_template("bare-gpu")))
     sim.call(lambda: sim.store.create("pods", gpu_pod("bare", template="bare-gpu", image=IMAGE)))
     pod = await asyncio.to_thread(ready_pod, sim, lambda p: p["name"] == "bare", "the bare pod Ready")
     assert pod["node"] == "node-0001"
-    await asyncio.to_thread(_delete_job, sim, blocker)
+    await asyncio.to_thread(delete_job, sim, blocker)
     fault(sim, pod, clears_on_restart=False)
     outcome = await incident(client, queue, pod, policy(SAME))
     assert outcome.recovered_by == "same_node", notes(outcome)
@@ -241,7 +223,7 @@ async def test_any_node_when_the_node_has_no_free_healthy_device(sim: SimCluster
                                                                  worker: tuple[Client, str]) -> None:
     client, queue = worker
     job, pod = await _job_on_node1(sim)
-    await asyncio.to_thread(_block, sim, "node-0001", 2)  # node-0001: failed gpu + 2 taken
+    await asyncio.to_thread(block_node, sim, "node-0001", 2)  # node-0001: failed gpu + 2 taken
     fault(sim, pod, clears_on_restart=False)
     rungs = "[{action: same_node, timeout_s: 10}, {action: any_node, timeout_s: 10}]"
     outcome = await incident(client, queue, pod, policy(rungs))

@@ -1,0 +1,255 @@
+"""Same node that holds, for JobSet, LeaderWorkerSet and StatefulSet pods, end to end.
+
+Real parts: the Temporal dev server, the real worker, ``podmedic admission`` as its own process
+serving HTTPS with its self-signed CA (which it writes into the MutatingWebhookConfiguration
+itself), and the simulator running the JobSet, LeaderWorkerSet and StatefulSet controllers and
+calling the webhook as the API server does (shapes and rules: podmedic_sim/jobsets.py,
+leaderworkersets.py, statefulsets.py and admission.py cite their upstream sources). A device fails
+under one pod of each workload; each incident must checkpoint the whole workload first, evict,
+and see the controller's replacement pinned to the same node on another device, the workload's
+own status running whole, and only then the ``same_node`` rung verified.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from temporalio.client import Client
+
+from podmedic.domain.placement_holds import PINNED_BY
+from podmedic_sim import SimCluster
+from podmedic_sim.store import NotFound
+from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+NS = "default"
+SAME = "[{action: same_node, timeout_s: 30}]"
+WEBHOOK = "podmedic-placement-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def api(sim: SimCluster) -> Iterator[client.ApiClient]:
+    assert sim.kubeconfig_path is not None
+    yield config.new_client_from_config(str(sim.kubeconfig_path))
+
+
+@pytest.fixture(scope="module")
+def admission(sim: SimCluster, api: client.ApiClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``podmedic admission`` on a free port, registered as the deploy/ manifest registers it, but
+    by URL (the simulator runs no Services) and without a caBundle: the process writes its CA."""
+    port, certs = _free_port(), tmp_path_factory.mktemp("admission-tls")
+    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK},
+        "webhooks": [{"name": "placement.podmedic.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                      "failurePolicy": "Ignore", "timeoutSeconds": 2,
+                      "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-pods"},
+                      "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                 "resources": ["pods"], "scope": "Namespaced"}]}]})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "podmedic.cli.main", "admission", "--kubeconfig", str(sim.kubeconfig_path),
+         "--listen", f"127.0.0.1:{port}", "--self-signed-dir", str(certs), "--extra-names", "127.0.0.1",
+         "--webhook-configuration", WEBHOOK], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def serving() -> bool | None:
+        hook = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(WEBHOOK).webhooks[0]
+        if not hook.client_config.ca_bundle:
+            return None
+        context = ssl.create_default_context(cadata=base64.b64decode(hook.client_config.ca_bundle).decode())
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as r:
+                return r.status == 200 or None
+        except OSError:
+            return None
+
+    try:
+        wait_until(serving, timeout=30, what="podmedic admission serving with its CA in the configuration")
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(f"podmedic admission did not come up:\n{proc.communicate()[0]}") from None
+    yield proc
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def clean(sim: SimCluster) -> Iterator[None]:
+    """Each test starts with every GPU free and healthy: workloads first (their controllers would
+    replace the pods), then what they left."""
+    yield
+
+    def reset() -> None:
+        for kind in ("jobsets", "leaderworkersets", "statefulsets", "jobs", "pods", "devicetaintrules",
+                     "resourceclaimtemplates"):
+            for obj in list(sim.store.list(kind)):
+                with contextlib.suppress(NotFound):
+                    sim.store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        for dev in sim.state()["devices"]:
+            if dev["health"] != "Healthy":
+                sim.engine.set_device_health(dev["driver"], dev["pool"], dev["device"], "Healthy")
+
+    sim.call(reset)
+    wait_until(lambda: not sim.state()["pods"] or None, timeout=30, what="every pod gone")
+
+
+def _template(sim: SimCluster, name: str, restart_policy: str) -> dict[str, Any]:
+    """A training pod template (checkpoint by annotation, one GPU by claim template), lent by a Job of no pods."""
+    proto = sim.call(lambda: sim.engine.create_training_job(f"{name}-proto", parallelism=0, image=IMAGE,
+                                                            prefer_node_label=False))
+    template: dict[str, Any] = proto["spec"]["template"]
+    template["spec"]["restartPolicy"] = restart_policy
+    return template
+
+
+def _create(api: client.ApiClient, group: str, version: str, plural: str, body: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(group, version, NS, plural, body)
+
+
+def _get(api: client.ApiClient, group: str, version: str, plural: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(group, version, NS, plural, name)
+    return found
+
+
+def _pod(sim: SimCluster, name: str) -> dict[str, Any]:
+    return ready_pod(sim, lambda p: p["name"] == name, f"{name} Ready with a device")
+
+
+def _free(sim: SimCluster, blocker: str, pods: list[dict[str, Any]]) -> None:
+    """The workload runs on node-0001; node-0000 has free GPUs again, and the scheduler breaks ties
+    toward it (every node has the image): a replacement lands on node-0001 only if podmedic holds it there."""
+    assert {p["node"] for p in pods} == {"node-0001"}, [p["node"] for p in pods]
+    delete_job(sim, blocker)
+
+
+def _api_pod(api: client.ApiClient, name: str) -> dict[str, Any]:
+    core = client.CoreV1Api(api)
+    found: dict[str, Any] = core.api_client.sanitize_for_serialization(core.read_namespaced_pod(name, NS))
+    return found
+
+
+def _assert_held(sim: SimCluster, outcome: Any, failed: dict[str, Any], whole: int) -> Any:
+    """The shared half of every scenario: the whole workload checkpointed before the eviction, the rung
+    verified on the same node with another device, the hold proven first and the workload's status read.
+    Returns the replacement (the incident's pod)."""
+    recover = notes(outcome)
+    # The device stays broken (it does not heal on a restart): recovered by same_node, device quarantined.
+    assert outcome.recovered_by == "same_node", (outcome.outcome, recover)
+    assert outcome.checkpoint.startswith(f"complete: {whole}/{whole}"), \
+        (outcome.checkpoint, notes(outcome, "checkpoint"))
+    order = [e.step for e in outcome.timeline]
+    assert order.index("checkpoint") < order.index("recover"), order
+    pod = outcome.pod
+    assert pod is not None and pod.uid != failed["uid"] and pod.node == failed["node"], pod
+    now = next(p for p in sim.state()["pods"] if p["uid"] == pod.uid)
+    assert now["devices"] and failed["devices"][0] not in now["devices"], (failed["devices"], now["devices"])
+    assert f"replacement held on {failed['node']}" in recover, recover
+    assert "running whole again (its status)" in recover, recover
+    return pod
+
+
+async def test_a_jobset_pod_comes_back_on_its_node_after_the_jobset_restarts(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str]) -> None:
+    """JobSet with backoffLimit 0 and a failurePolicy: evicting one pod fails its Job, and the JobSet
+    controller recreates every Job (status.restarts 1). Only the replaced pod's Job is pinned."""
+    temporal, queue = worker
+    name = f"js-{uuid.uuid4().hex[:5]}"
+    blocker = block_node(sim, "node-0000", 3)
+    job = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": _template(sim, name, "Never")}}
+    _create(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+        "spec": {"failurePolicy": {"maxRestarts": 3},
+                 "replicatedJobs": [{"name": "node", "replicas": 2, "template": job}]}})
+    pods = [ready_pod(sim, lambda p, j=f"{name}-node-{i}": p.get("job") == j, "a Ready JobSet pod") for i in range(2)]
+    _free(sim, blocker, pods)
+    fault(sim, pods[0], clears_on_restart=False)
+    outcome = await incident(temporal, queue, pods[0], policy(SAME))
+    replacement = _assert_held(sim, outcome, pods[0], whole=2)
+    assert f"JobSet {name} running whole" in notes(outcome)
+    jobset = _get(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", name)
+    assert jobset["status"]["restarts"] == 1, jobset["status"]
+    assert _api_pod(api, replacement.name)["metadata"]["annotations"][PINNED_BY] == outcome.incident_id
+    other = [p for p in sim.state()["pods"] if p.get("job") == f"{name}-node-1" and not p["deleting"]]
+    assert other and all(PINNED_BY not in (_api_pod(api, p["name"])["metadata"].get("annotations") or {})
+                         for p in other), "only the replaced pod's place is pinned"
+
+
+async def test_a_leaderworkerset_worker_comes_back_on_its_node_with_its_group(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str]) -> None:
+    """LeaderWorkerSet (RecreateGroupOnPodRestart by default): evicting the worker recreates the group."""
+    temporal, queue = worker
+    name = f"lws-{uuid.uuid4().hex[:5]}"
+    blocker = block_node(sim, "node-0000", 3)
+    _create(api, "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": _template(sim, name, "Always")}}})
+    leader, member = _pod(sim, f"{name}-0"), _pod(sim, f"{name}-0-1")
+    _free(sim, blocker, [leader, member])
+    fault(sim, member, clears_on_restart=False)
+    outcome = await incident(temporal, queue, member, policy(SAME))
+    replacement = _assert_held(sim, outcome, member, whole=2)
+    assert replacement.name == f"{name}-0-1", "a StatefulSet's pod comes back under its name"
+    assert _api_pod(api, f"{name}-0")["metadata"]["uid"] != leader["uid"], "the group was recreated"
+    assert f"LeaderWorkerSet {name} running whole" in notes(outcome)
+
+
+async def test_a_statefulset_pod_comes_back_on_its_node_under_its_name(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str]) -> None:
+    temporal, queue = worker
+    name = f"sts-{uuid.uuid4().hex[:5]}"
+    blocker = block_node(sim, "node-0000", 3)
+    template = _template(sim, name, "Always")
+    template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), "app": name}
+    client.AppsV1Api(api).create_namespaced_stateful_set(NS, {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+        "spec": {"replicas": 2, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                 "template": template}})
+    failed = _pod(sim, f"{name}-1")
+    _free(sim, blocker, [_pod(sim, f"{name}-0"), failed])
+    fault(sim, failed, clears_on_restart=False)
+    outcome = await incident(temporal, queue, failed, policy(SAME))
+    replacement = _assert_held(sim, outcome, failed, whole=2)
+    assert replacement.name == f"{name}-1", "under its ordinal's name"
+    assert f"StatefulSet {name} running whole" in notes(outcome)
+
+
+async def test_with_the_webhook_down_the_incident_falls_back_to_a_preference_and_says_so(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str]) -> None:
+    """Last in the module: it stops the webhook. failurePolicy Ignore lets every pod through unpinned
+    (the simulated API server records the failed-open call); the dry-run probe shows it before the
+    eviction, and the Job template's opt-in preference places the replacement."""
+    temporal, queue = worker
+    admission.terminate()
+    admission.wait(timeout=10)
+    name = f"train-{uuid.uuid4().hex[:5]}"
+    blocker = block_node(sim, "node-0000", 3)
+    sim.call(lambda: sim.engine.create_training_job(name, image=IMAGE))
+    pod = ready_pod(sim, lambda p: p.get("job") == name, f"a Ready pod of {name}")
+    _free(sim, blocker, [pod])
+    fault(sim, pod, clears_on_restart=False)
+    outcome = await incident(temporal, queue, pod, policy(SAME))
+    recover = notes(outcome)
+    assert outcome.recovered_by == "same_node", (outcome.outcome, recover)
+    assert "same node not held: a dry-run pod came back without podmedic's pin" in recover, recover
+    assert "falling back to a preference" in recover, recover
+    assert sim.admission.log.failed_open, "the API server called the webhook and failed open"
+    assert outcome.pod is not None and outcome.pod.node == pod["node"], "the preference placed it"
+    assert PINNED_BY not in (_api_pod(api, outcome.pod.name)["metadata"].get("annotations") or {})
+
