@@ -70,7 +70,8 @@ def _goodput(args: argparse.Namespace) -> int:
     from benchmarks.goodput import run_and_print
 
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
-                  pods_per_job=args.pods_per_job, policies=tuple(args.policy or POLICY_CHOICES), reuse=args.reuse)
+                  pods_per_job=args.pods_per_job, policies=tuple(args.policy or POLICY_CHOICES), reuse=args.reuse,
+                  jobset=args.jobset)
     return 0
 
 
@@ -157,6 +158,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--pods-per-job", type=_at_least_one, default=1, metavar="N",
                    help="1 (default): single-GPU Jobs; more: synchronous Jobs shaped like Llama 3's, N pods of 8 "
                         "GPUs on a node each, every rank needed for a step, the trainer saving on SIGTERM")
+    p.add_argument("--jobset", action="store_true",
+                   help="with --pods-per-job N: each job a JobSet of N one-pod Jobs (backoffLimit 0, failurePolicy "
+                        "RestartJobSet: one failed pod restarts them all, as JobSet training runs)")
     p.add_argument("--policy", action="append", choices=POLICY_CHOICES,
                    help="run only this policy (repeatable; default: all); the others come from --reuse")
     p.add_argument("--reuse", type=Path, metavar="FILE",

@@ -105,9 +105,10 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, seeds: list[int
     """The runs of the policies not re-run, from an earlier result of the same setup and seeds (a
     policy's runs do not depend on another's: each has a stack of its own); refuses another setup."""
     wanted = {"jobs": setup.jobs, "pods_per_job": setup.pods_per_job, "faults": faults, "seeds": seeds,
-              "duration_s": setup.duration_s, "repair_s": setup.repair_s}
-    differs = [f"{k} {earlier.get(k, 1 if k == 'pods_per_job' else None)!r} != {v!r}" for k, v in wanted.items()
-               if earlier.get(k, 1 if k == "pods_per_job" else None) != v]
+              "duration_s": setup.duration_s, "repair_s": setup.repair_s, "jobset": setup.jobset}
+    absent = {"pods_per_job": 1, "jobset": False}
+    differs = [f"{k} {earlier.get(k, absent.get(k))!r} != {v!r}" for k, v in wanted.items()
+               if earlier.get(k, absent.get(k)) != v]
     if differs:
         raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
     return {p["policy"]: p["runs"] for p in earlier["policies"] if p["policy"] not in policies}
@@ -115,6 +116,10 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, seeds: list[int
 
 def shape_words(setup: Setup) -> str:
     """The jobs of a setup, in words."""
+    if setup.jobset:
+        return (f"{setup.jobs} training JobSets of {setup.pods_per_job} one-pod Jobs of 8 GPUs (a node each, every "
+                f"rank needed for a step; backoffLimit 0 and failurePolicy RestartJobSet: one failed pod restarts "
+                f"every Job; the trainer saving on SIGTERM within the {GRACE_REAL_S:g} s grace period)")
     if setup.llama3_shape:
         return (f"{setup.jobs} synchronous training Jobs shaped like Llama 3's ({setup.pods_per_job} pods of 8 GPUs, "
                 f"a node each, every rank needed for a step, the trainer saving on SIGTERM within the "
@@ -137,6 +142,7 @@ async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any
     if earlier is not None:
         found["reused"] = {"measured": earlier["machine"]["when"], "policies": [*sorted(reused or {}), "control"]}
     return {"benchmark": "goodput", "machine": machine(), "jobs": jobs, "pods_per_job": setup.pods_per_job,
+            **({"jobset": True} if setup.jobset else {}),
             "faults": faults, "seeds": seeds, "duration_s": duration_s, "repair_s": setup.repair_s,
             "step_s": STEP_S, "checkpoint_every": CHECKPOINT_EVERY,
             "scale": SCALE, "interval_h": round(interval_h, 2), "llama3_interval_h": round(LLAMA3_INTERVAL_H, 2),
@@ -167,12 +173,14 @@ def goodput_table(r: dict[str, Any]) -> str:
 
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
                   out: Path, pods_per_job: int = 1, policies: tuple[str, ...] = POLICIES,
-                  reuse: Path | None = None) -> dict[str, Any]:
+                  reuse: Path | None = None, jobset: bool = False) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1``; without ``duration_s`` it follows from
     ``interval_h``; ``reuse`` takes the runs of the policies not named, and the control, from that file."""
     if duration_s is None:
         duration_s = duration_for(faults, jobs, interval_h)
-    setup = Setup(jobs=jobs, duration_s=duration_s, pods_per_job=pods_per_job)
+    if jobset and pods_per_job < 2:
+        raise SystemExit("goodput: --jobset needs --pods-per-job 2 or more (a JobSet of one-pod Jobs, a node each)")
+    setup = Setup(jobs=jobs, duration_s=duration_s, pods_per_job=pods_per_job, jobset=jobset)
     earlier = json.loads(reuse.read_text()) if reuse is not None else None
     results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds)), policies=policies,
                                       earlier=earlier))

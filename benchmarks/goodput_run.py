@@ -62,6 +62,7 @@ class Setup:
     repair_s: float = 15.0
     checkpoint_save_real_s: float = CHECKPOINT_SAVE_REAL_S
     warn_share: float | None = None
+    jobset: bool = False  # each job a JobSet of one-pod Jobs, gang-restarted (pods_per_job > 1)
 
     @property
     def llama3_shape(self) -> bool:
@@ -187,7 +188,7 @@ async def _repair(run: _Run, http: aiohttp.ClientSession, dev: tuple[str, ...], 
 async def _all_ranks_ready(sim: Sim, setup: Setup, names: list[str], timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
-        pods = [p for p in (await sim.state())["pods"] if p.get("job") in names and p["ready"]]
+        pods = [p for p in (await sim.state())["pods"] if (p.get("jobset") or p.get("job")) in names and p["ready"]]
         if len(pods) >= len(names) * setup.pods_per_job:
             return
         if time.monotonic() > deadline:
@@ -208,11 +209,16 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
     names = [f"train-{i:02d}" for i in range(setup.jobs)]
     shape: dict[str, Any] = {"parallelism": setup.pods_per_job, "devices_per_pod": DEVICES_PER_NODE,
              "checkpoint_on_sigterm": True} if setup.llama3_shape else {}
+    if setup.jobset:
+        shape["jobset"] = True
     # The repair is the vendor's: under podmedic a GPU that failed for good comes back through its ticket
     # (the desk resolves it when the repair is done), as the shipped policy expects of a vendor.
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim, \
             running_desk(stack.sim_url, setup.repair_s) as (_, ticket_url):
-        await sim.start_jobs(names, **shape)
+        if setup.jobset:  # a JobSet's pods are its Jobs' (<name>-node-<i>): waited for by the JobSet's name
+            await asyncio.gather(*(sim.post("workloads/training", {"name": n, **shape}) for n in names))
+        else:
+            await sim.start_jobs(names, **shape)
         await _all_ranks_ready(sim, setup, names)
         stop, ingest, kube = asyncio.Event(), None, None
         if policy == "podmedic":
@@ -220,7 +226,7 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
             ingest = asyncio.create_task(run_ingest_and_agent(
                 stack.client, kube, shipped_policy_scaled(SCALE, ticket_url), stack.task_queue, stop, stack.sim_url))
         run = _Run(policy, setup, sim, stack.sim_url)
-        before = {j["name"]: j for j in (await sim.state())["jobs"]}
+        before = {j["name"]: j for j in (await sim.state())["jobs"] if j["name"] in names}
         started = time.monotonic()
         hit, _ = await asyncio.gather(_inject(run, faults, started), asyncio.sleep(setup.duration_s))
         await asyncio.sleep(max(0.0, started + setup.duration_s - time.monotonic()))

@@ -32,6 +32,9 @@ RUNS: dict[str, list[str]] = {
     # Llama 3's shape: 2 synchronous Jobs of 4 nodes x 8 GPUs, 4 faults in 46 s (8x Llama 3's rate, so a
     # run is short enough for 8 seeds): the per-interruption loss is the figure that compares.
     "goodput-llama3": ["goodput", "--jobs", "2", "--pods-per-job", "4", "--faults", "4", "--duration-s", "46"],
+    # One JobSet of 4 one-pod Jobs x 8 GPUs, gang-restarted: 2 faults in 46 s (the rate per job of the run above).
+    "goodput-jobset": ["goodput", "--jobs", "1", "--pods-per-job", "4", "--jobset", "--faults", "2", "--duration-s",
+                       "46", "--seeds", "4"],
     "goodput-sensitivity": ["goodput-sensitivity", "--seeds", "1"],  # 8 jobs, 16 faults in 45 s: 7 points x 3 policies
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
@@ -45,6 +48,8 @@ QUICK: dict[str, list[str]] = {
     "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20", "--seeds", "2"],
     "goodput-llama3": ["goodput", "--jobs", "1", "--pods-per-job", "2", "--faults", "1", "--duration-s", "10",
                        "--seeds", "1"],
+    "goodput-jobset": ["goodput", "--jobs", "1", "--pods-per-job", "2", "--jobset", "--faults", "1", "--duration-s",
+                       "10", "--seeds", "1"],
     "goodput-sensitivity": ["goodput-sensitivity", "--jobs", "2", "--faults", "2", "--duration-s", "10", "--seeds",
                             "1", "--knob", "repair_s"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],

@@ -159,6 +159,8 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),
             "goodput-llama3": ("Goodput of synchronous multi-node Jobs (Llama 3's shape), "
                                "cordon-and-drain with a SIGTERM checkpoint", _goodput),
+            "goodput-jobset": ("Goodput of a multi-node JobSet (4 nodes x 8 GPUs, gang-restarted on failure)",
+                               _goodput),
             "goodput-sensitivity": ("Goodput: how far it rests on its assumptions", _sensitivity),
             "memory": ("Memory", _memory)}
 

@@ -104,6 +104,7 @@ class TrainingJob(_Strict):
     sidecar: bool = False
     prefer_node_label: bool = True
     checkpoint_on_sigterm: bool = False
+    jobset: bool = False
 
 
 class Crash(_Strict):

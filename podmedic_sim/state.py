@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from podmedic_sim.devices import DevKey
 from podmedic_sim.jobs import JOB_NAME_LABEL
+from podmedic_sim.workload import JOBSET_NAME
 
 if TYPE_CHECKING:
     from podmedic_sim.engine import SimEngine
@@ -56,6 +57,7 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
                 "restart_count": restarts,
                 "devices": ["/".join(d) for _, _, d in engine.claims.pod_devices(pod)],
                 "job": (meta.get("labels") or {}).get(JOB_NAME_LABEL),
+                "jobset": (meta.get("labels") or {}).get(JOBSET_NAME),
                 "deleting": "deletionTimestamp" in meta,
             }
         )
@@ -85,6 +87,12 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
             }
         )
         jobs.append(entry)
+    for jobset in engine.store.iter("jobsets"):  # a training JobSet trains as one job
+        meta, status = jobset["metadata"], jobset.get("status") or {}
+        prog = engine.workloads.progress.get((meta.get("namespace", "default"), meta["name"]))
+        if prog is not None:
+            jobs.append({**prog.to_json(), "training": True, "kind": "JobSet",
+                         "restarts_of_jobset": int(status.get("restarts") or 0)})
     rules = [
         {"name": r["metadata"]["name"], "spec": r.get("spec"), "status": r.get("status") or {}}
         for r in engine.devices.rules.values()

@@ -37,6 +37,7 @@ def create_training_job(
     sidecar: bool = False,
     prefer_node_label: bool = True,
     checkpoint_on_sigterm: bool = False,
+    jobset: bool = False,
 ) -> Obj:
     """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job.
 
@@ -46,7 +47,9 @@ def create_training_job(
     ``prefer_node_label`` adds the preferred node affinity on ``prefer.podmedic.io/<name>``
     that podmedic's same-node reschedule sets on the node (docs/recovery-restart.md);
     ``checkpoint_on_sigterm`` makes the trainer save when it is sent SIGTERM (a graceful deletion
-    or a signal) if the grace period covers ``checkpoint_save_s``.
+    or a signal) if the grace period covers ``checkpoint_save_s``. ``jobset`` makes a JobSet
+    ``<name>`` of ``parallelism`` one-pod Jobs instead (``backoffLimit`` 0, failurePolicy
+    ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job.
     """
     template_name = f"{name}-gpu"
     store.create(
@@ -121,19 +124,20 @@ def create_training_job(
         pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
         node_affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [pinned]}
+    template = {"metadata": {"labels": {"app": name}, "annotations": annotations}, "spec": pod_spec}
+    if jobset:
+        job = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": template}}
+        return store.create("jobsets", {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+            "spec": {"failurePolicy": {"maxRestarts": backoff_limit},
+                     "replicatedJobs": [{"name": "node", "replicas": parallelism, "template": job}]}})
     return store.create(
         "jobs",
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-            "spec": {
-                "parallelism": parallelism,
-                "backoffLimit": backoff_limit,
-                "template": {
-                    "metadata": {"labels": {"app": name}, "annotations": annotations},
-                    "spec": pod_spec,
-                },
-            },
+            "spec": {"parallelism": parallelism, "backoffLimit": backoff_limit, "template": template},
         },
     )

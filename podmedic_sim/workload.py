@@ -16,6 +16,7 @@ from podmedic.domain.base import Obj
 from podmedic_sim import workload_http
 from podmedic_sim.config import SimConfig
 from podmedic_sim.jobs import JobController, JobKey, owning_job
+from podmedic_sim.jobsets import PREFIX as JOBSET_PREFIX
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_pods import KILL_EXIT_CODE
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
@@ -52,6 +53,9 @@ class _PodWork:
     seen: tuple[str, str] = ("", "")
     answers: dict[str, tuple[str, str]] = field(default_factory=dict)  # request -> (id, location)
     waiters: dict[str, list[asyncio.Future[HttpAnswer]]] = field(default_factory=dict)
+
+
+JOBSET_NAME = JOBSET_PREFIX + "jobset-name"
 
 
 def _group_of(pod: Obj) -> str:
@@ -104,18 +108,34 @@ class Workloads:
         owner = owning_job(obj)
         work = self._work.get(uid)
         if work is None:
-            job = (meta.get("namespace", "default"), owner[0] if owner else _group_of(obj))
+            jobset = (meta.get("labels") or {}).get(JOBSET_NAME)
+            group = jobset or (_group_of(obj) if owner is None else None)
+            name = group if group is not None else (owner[0] if owner else meta["name"])
+            job = (meta.get("namespace", "default"), name)
             work = self._work[uid] = _PodWork(job)
-            if owner is None:  # a StatefulSet's (LeaderWorkerSet's) training pods: one group per set
-                self.progress.setdefault(job, Progress(*job))
-                self._group_pods.setdefault(job, set()).add((job[0], meta["name"]))
-                self._ensure_ticking()
+            if group is not None:  # a JobSet's, or a StatefulSet's (LeaderWorkerSet's) pods: one group
+                self._join_group(job, obj, jobset)
         ann = meta.get("annotations") or {}
         seen = (ann.get(CKPT_REQUEST, ""), ann.get(RESTART_REQUEST, ""))
         if seen != work.seen:
             work.seen = seen
             pkey = (meta.get("namespace", "default"), meta["name"])
             self._timers.call_later(0, lambda: self._check(pkey, uid))
+
+    def _join_group(self, key: JobKey, pod: Obj, jobset: str | None) -> None:
+        """Training pods no single Job holds train as one group: a JobSet synchronously (every pod of
+        every replicated Job needed for a step), a StatefulSet's pods alike."""
+        prog = self.progress.get(key)
+        if prog is None:
+            prog = self.progress[key] = Progress(*key)
+            ann = pod["metadata"].get("annotations") or {}
+            prog.saves_on_sigterm = ann.get(SIGTERM_CHECKPOINT) == "true"
+            found = self._store.find("jobsets", *key) if jobset else None
+            rjobs = ((found or {}).get("spec") or {}).get("replicatedJobs") or []
+            prog.parallelism = sum(int(r.get("replicas", 1)) * int(((r.get("template") or {}).get("spec") or {})
+                                                                   .get("parallelism") or 1) for r in rjobs) or 1
+        self._group_pods.setdefault(key, set()).add((key[0], pod["metadata"]["name"]))
+        self._ensure_ticking()
 
     def _drop(self, uid: str) -> None:
         self._work.pop(uid, None)

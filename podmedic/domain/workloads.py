@@ -10,9 +10,11 @@ whole job asked to checkpoint) and whether one failed pod makes the controller r
 Shapes and rules from upstream:
 - batch/v1 Job: pods carry ``batch.kubernetes.io/job-name`` (kubernetes/kubernetes, pkg/apis/batch).
 - JobSet ``jobset.x-k8s.io/v1alpha2`` (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go):
-  label ``jobset.sigs.k8s.io/jobset-name`` on its Jobs and pods; a child Job's failure restarts the
-  whole JobSet (every Job recreated) unless a ``failurePolicy.rules`` entry says ``RestartJob`` or
-  ``FailJobSet`` ("If no matching rule is found, the RestartJobSet action is applied").
+  label ``jobset.sigs.k8s.io/jobset-name`` on its Jobs and pods. A child Job's failure fails the
+  whole JobSet when it has no ``failurePolicy`` (pkg/controllers/failure_policy.go
+  ``executeFailurePolicy``: "If no failure policy is defined, mark the JobSet as failed"); with one,
+  it restarts the whole JobSet (every Job recreated, up to ``maxRestarts``) unless a rule says
+  ``RestartJob`` or ``FailJobSet`` (``defaultFailurePolicyRuleAction`` is ``RestartJobSet``).
 - TrainJob ``trainer.kubeflow.org/v1alpha1`` (kubeflow/trainer): runs as a JobSet of its own name
   that it owns, so its pods are the JobSet's and its failures the JobSet's (the JobSet's name is
   from the trainer's docs, not checked against its source here).
@@ -111,6 +113,9 @@ def describe_top(top: Obj, namespace: str, chain: list[str], pod_labels: dict[st
         labels = (spec.get("selector") or {}).get("matchLabels") or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
         how = "recreates the failed pod under the same name (its ordinal)"
+    elif kind == "JobSet" and spec.get("failurePolicy") is None:
+        how = ("marks the whole JobSet Failed when one Job fails (no failurePolicy): nothing recreates it, "
+               "so a pod whose Job has no backoffLimit left ends the job")
     elif kind in ("JobSet", "TrainJob"):
         rules = ((spec.get("failurePolicy") or {}).get("rules") or []) if kind == "JobSet" else []
         actions = {str(r.get("action", "")) for r in rules}

@@ -64,10 +64,12 @@ def admission(sim: SimCluster, api: client.ApiClient, tmp_path_factory: pytest.T
                       "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-pods"},
                       "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                                  "resources": ["pods"], "scope": "Namespaced"}]}]})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "podmedic.cli.main", "admission", "--kubeconfig", str(sim.kubeconfig_path),
-         "--listen", f"127.0.0.1:{port}", "--self-signed-dir", str(certs), "--extra-names", "127.0.0.1",
-         "--webhook-configuration", WEBHOOK], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = certs / "admission.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "podmedic.cli.main", "admission", "--kubeconfig", str(sim.kubeconfig_path),
+             "--listen", f"127.0.0.1:{port}", "--self-signed-dir", str(certs), "--extra-names", "127.0.0.1",
+             "--webhook-configuration", WEBHOOK], stdout=out, stderr=subprocess.STDOUT)
 
     def serving() -> bool | None:
         hook = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(WEBHOOK).webhooks[0]
@@ -84,7 +86,8 @@ def admission(sim: SimCluster, api: client.ApiClient, tmp_path_factory: pytest.T
         wait_until(serving, timeout=30, what="podmedic admission serving with its CA in the configuration")
     except AssertionError:
         proc.kill()
-        raise AssertionError(f"podmedic admission did not come up:\n{proc.communicate()[0]}") from None
+        proc.wait(timeout=10)
+        raise AssertionError(f"podmedic admission did not come up:\n{log.read_text()}") from None
     yield proc
     proc.terminate()
     proc.wait(timeout=10)

@@ -1,14 +1,15 @@
 """The workload above an affected pod, found by walking ownerReferences on the simulator over HTTP.
 
-The objects are made as their controllers make them (upstream shapes, ``podmedic/domain/workloads.py``
-cites each): a TrainJob's JobSet (kubeflow/trainer names it after the TrainJob) owns Jobs whose pods
-carry ``jobset.sigs.k8s.io/jobset-name``; a LeaderWorkerSet owns its leader StatefulSet, each leader
-pod owns its group's worker StatefulSet (kubernetes-sigs/lws pkg/controllers/pod_controller.go,
-``setControllerReferenceWithStatefulSet``), and every pod carries ``leaderworkerset.sigs.k8s.io/name``
-and ``.../group-index``; a StatefulSet's pods match its selector. The simulator runs none of these
-controllers yet: the test creates the objects and pods they would, with real devices allocated.
-Each incident runs on the real worker (so the RBAC proof sees its reads), in dry run where only the
-discovery is the point: the timeline says what it found.
+The simulator's controllers make the objects as the real ones do (podmedic_sim/jobsets.py,
+leaderworkersets.py and statefulsets.py cite their upstream sources; podmedic/domain/workloads.py
+what podmedic reads from each): a TrainJob's JobSet (kubeflow/trainer names it after the TrainJob)
+makes Jobs whose pods carry ``jobset.sigs.k8s.io/jobset-name``; a LeaderWorkerSet makes its leader
+StatefulSet, each leader pod owns its group's worker StatefulSet (kubernetes-sigs/lws
+pkg/controllers/pod_controller.go), and every pod carries ``leaderworkerset.sigs.k8s.io/name`` and
+``.../group-index``; a StatefulSet's pods match its selector. The PyTorchJob's pod and the unknown
+owner's are made by the test (no such controller runs). Each incident runs on the real worker (so
+the RBAC proof sees its reads), in dry run where only the discovery is the point: the timeline says
+what it found.
 """
 
 from __future__ import annotations
@@ -55,16 +56,6 @@ def _owner(obj: dict[str, Any]) -> dict[str, Any]:
             "controller": True, "blockOwnerDeletion": True}
 
 
-def _statefulset(api: client.ApiClient, name: str, labels: dict[str, str],
-                 owner: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A StatefulSet selecting ``labels`` (as its controller's pods carry them), controlled by ``owner``."""
-    return _create(api, "apps/v1", "statefulsets", {
-        "kind": "StatefulSet", "metadata": {"name": name, "ownerReferences": [_owner(owner)] if owner else []},
-        "spec": {"selector": {"matchLabels": labels}, "serviceName": name,
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "trainer", "image": IMAGE}]}}}})
-
-
 def _template(api: client.ApiClient, name: str) -> str:
     _create(api, "resource.k8s.io/v1", "resourceclaimtemplates", {
         "kind": "ResourceClaimTemplate", "metadata": {"name": f"{name}-gpu"},
@@ -108,7 +99,16 @@ async def _found(sim: SimCluster, worker: tuple[Client, str], name: str) -> str:
 
 
 def _clean_up(api: client.ApiClient, prefix: str) -> None:
-    """Free the devices for the next test: the Jobs first (their controller would replace the pods)."""
+    """Free the devices for the next test: the workloads first (their controllers would replace what
+    they own), then Jobs and pods."""
+    custom = client.CustomObjectsApi(api)
+    for group, version, plural in (("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+                                   ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+                                   ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+                                   ("apps", "v1", "statefulsets"), ("kubeflow.org", "v1", "pytorchjobs")):
+        for obj in custom.list_namespaced_custom_object(group, version, NS, plural)["items"]:
+            if obj["metadata"]["name"].startswith(prefix) or prefix in obj["metadata"]["name"]:
+                custom.delete_namespaced_custom_object(group, version, NS, plural, obj["metadata"]["name"])
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     for job in batch.list_namespaced_job(NS).items:
         if job.metadata.name.startswith(prefix):
@@ -118,45 +118,43 @@ def _clean_up(api: client.ApiClient, prefix: str) -> None:
             core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
 
 
+def _jobset(name: str, replicas: int, pod_template: dict[str, Any], owner: dict[str, Any] | None = None,
+            failure_policy: dict[str, Any] | None = None, backoff_limit: int = 6) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicatedJobs": [{"name": "node", "replicas": replicas, "template": {
+        "spec": {"parallelism": 1, "backoffLimit": backoff_limit, "template": pod_template}}}]}
+    if failure_policy is not None:
+        spec["failurePolicy"] = failure_policy
+    return {"kind": "JobSet", "metadata": {"name": name, "ownerReferences": [_owner(owner)] if owner else []},
+            "spec": spec}
+
+
 async def test_a_trainjob_pod_belongs_to_the_whole_jobset(sim: SimCluster, api: client.ApiClient,
                                                           worker: tuple[Client, str]) -> None:
     name = f"tj-{uuid.uuid4().hex[:5]}"
-    template = _template(api, name)
+    pod_template = {"spec": _pod_spec(_template(api, name))}
     trainjob = _create(api, "trainer.kubeflow.org/v1alpha1", "trainjobs", {
         "kind": "TrainJob", "metadata": {"name": name}, "spec": {"runtimeRef": {"name": "torch-distributed"}}})
-    jobset = _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets", {
-        "kind": "JobSet", "metadata": {"name": name, "ownerReferences": [_owner(trainjob)]},
-        "spec": {"replicatedJobs": [{"name": "node", "replicas": 2, "template": {"spec": {}}}]}})
-    labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "node"}
-    for index in range(2):  # the JobSet controller's Jobs; the Job controller makes their pods
-        client.BatchV1Api(api).create_namespaced_job(NS, {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{name}-node-{index}", "labels": labels, "ownerReferences": [_owner(jobset)]},
-            "spec": {"parallelism": 1, "template": {"metadata": {"labels": labels}, "spec": _pod_spec(template)}}})
+    _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets", _jobset(name, 2, pod_template, trainjob, {"maxRestarts": 3}))
     first, second = (_pod_of_job(sim, f"{name}-node-{index}") for index in range(2))
     found = await _found(sim, worker, first)
     assert f"workload: TrainJob {NS}/{name} (via Job {name}-node-0 > JobSet {name} > TrainJob {name})" in found, found
-    assert "one failed pod restarts its group" in found, "a JobSet without failurePolicy rules restarts every Job"
+    assert "one failed pod restarts its group" in found, "the trainer's JobSet restarts every Job"
     assert f"other live pods: {NS}/{second}\n" in found + "\n", found
+
+    # A JobSet without failurePolicy fails as a whole when one Job fails (upstream executeFailurePolicy).
+    _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets", _jobset(f"{name}-np", 1, pod_template))
+    found = await _found(sim, worker, _pod_of_job(sim, f"{name}-np-node-0"))
+    assert "marks the whole JobSet Failed when one Job fails (no failurePolicy)" in found, found
     _clean_up(api, name)
 
 
 async def test_a_leaderworkerset_worker_belongs_to_its_group(sim: SimCluster, api: client.ApiClient,
                                                              worker: tuple[Client, str]) -> None:
     name = f"lws-{uuid.uuid4().hex[:5]}"
-    template = _template(api, name)
-    lws = _create(api, "leaderworkerset.x-k8s.io/v1", "leaderworkersets", {
+    spec = {**_pod_spec(_template(api, name)), "restartPolicy": "Always"}
+    _create(api, "leaderworkerset.x-k8s.io/v1", "leaderworkersets", {
         "kind": "LeaderWorkerSet", "metadata": {"name": name},
-        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {}}}}})
-    leaders = _statefulset(api, name, {"leaderworkerset.sigs.k8s.io/name": name,
-                                       "leaderworkerset.sigs.k8s.io/worker-index": "0"}, lws)
-    for group in ("0", "1"):
-        group_labels = {"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": group}
-        leader = _pod(api, f"{name}-{group}", template, leaders,
-                      {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"})
-        workers = _statefulset(api, f"{name}-{group}", group_labels, leader)
-        _pod(api, f"{name}-{group}-1", template, workers,
-             {**group_labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"})
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": spec}}}})
     found = await _found(sim, worker, f"{name}-1-1")
     way = f"StatefulSet {name}-1 > Pod {name}-1 > StatefulSet {name} > LeaderWorkerSet {name}"
     assert f"workload: LeaderWorkerSet {NS}/{name} (via {way})" in found, found
@@ -169,9 +167,12 @@ async def test_a_statefulset_pod_a_pytorchjob_pod_and_an_unknown_owner(sim: SimC
                                                                        worker: tuple[Client, str]) -> None:
     name = f"sts-{uuid.uuid4().hex[:5]}"
     template = _template(api, name)
-    sts = _statefulset(api, name, {"app": name})
-    for ordinal in (0, 1):
-        _pod(api, f"{name}-{ordinal}", template, sts, {"app": name, "apps.kubernetes.io/pod-index": str(ordinal)})
+    _create(api, "apps/v1", "statefulsets", {
+        "kind": "StatefulSet", "metadata": {"name": name},
+        "spec": {"replicas": 2, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {**_pod_spec(template), "restartPolicy": "Always"}}}})
+    _sim_pod(sim, f"{name}-0")
     found = await _found(sim, worker, f"{name}-1")
     assert f"workload: StatefulSet {NS}/{name} (via StatefulSet {name}); its controller recreates the failed pod " \
            f"under the same name (its ordinal); other live pods: {NS}/{name}-0" in found, found
@@ -198,17 +199,8 @@ async def test_a_jobset_pod_incident_checkpoints_the_whole_jobset_first(
     name = f"js-{uuid.uuid4().hex[:5]}"
     # A training Job of no pods lends its pod template (claims, trainer, checkpoint annotation) to the JobSet's.
     proto = sim.call(lambda: sim.engine.create_training_job(f"{name}-proto", parallelism=0, image=IMAGE))
-    jobset = _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets", {
-        "kind": "JobSet", "metadata": {"name": name},
-        "spec": {"replicatedJobs": [{"name": "node", "replicas": 2, "template": {"spec": {}}}]}})
-    labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "node"}
-    template = proto["spec"]["template"]
-    template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **labels}
-    for index in range(2):
-        client.BatchV1Api(api).create_namespaced_job(NS, {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{name}-node-{index}", "labels": labels, "ownerReferences": [_owner(jobset)]},
-            "spec": {"parallelism": 1, "backoffLimit": 100, "template": template}})
+    _create(api, "jobset.x-k8s.io/v1alpha2", "jobsets",
+            _jobset(name, 2, proto["spec"]["template"], failure_policy={"maxRestarts": 3}, backoff_limit=100))
     pods = [ready_pod(sim, lambda p, j=f"{name}-node-{i}": p.get("job") == j, "a Ready JobSet pod") for i in range(2)]
     fault(sim, pods[0])
     outcome = await incident(temporal, queue, pods[0], policy(IN_PLACE_ONLY))

@@ -160,6 +160,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:",
         ("tests/e2e_recover/test_reschedule.py",)),
     Mutant(
+        "webhook-pins-nothing", "a same_node replacement of a controller's pod is held on its node",
+        "podmedic/admission/review.py",
+        "    hold = matching_hold(pod, namespace, holds, now)",
+        "    hold = None",
+        ("tests/e2e_recover/test_same_node_workloads.py",)),
+    Mutant(
+        "probe-trusted-blindly", "with the webhook down, the rung falls back to a preference and says so",
+        "activities/recovery/same_node.py",
+        "        if pinned_to(probed) != node:",
+        "        if False:",
+        ("tests/e2e_recover/test_same_node_workloads.py",)),
+    Mutant(
         "stale-healthy-report-heals", "only a Healthy report newer than the failure heals a device",
         "workflows/closing.py",
         "        return stale and not self.wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)",
