@@ -39,7 +39,7 @@ class _Webhook:
         hook = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 hook.seen.append(body)
                 data = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",

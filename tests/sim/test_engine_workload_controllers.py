@@ -58,7 +58,7 @@ def test_a_statefulset_keeps_each_ordinal_under_its_name(api: client.ApiClient) 
         "spec": {"replicas": 2, "serviceName": name, "ordinals": {"start": 3}, "podManagementPolicy": "Parallel",
                  "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}}, "spec": SPEC}}})
-    pods = wait_until(lambda: (p := _pods(api, f"app={name}")) and len(p) == 2 and p or None, timeout=10,
+    pods = wait_until(lambda: ((p := _pods(api, f"app={name}")) and len(p) == 2 and p) or None, timeout=10,
                       what="two pods")
     assert sorted(pods) == [f"{name}-3", f"{name}-4"]
     first = pods[f"{name}-3"]
@@ -66,8 +66,8 @@ def test_a_statefulset_keeps_each_ordinal_under_its_name(api: client.ApiClient) 
     assert first.metadata.labels["apps.kubernetes.io/pod-index"] == "3"
     assert (first.spec.hostname, first.spec.subdomain) == (f"{name}-3", name)
     client.CoreV1Api(api).delete_namespaced_pod(f"{name}-3", NS, grace_period_seconds=0)
-    again = wait_until(lambda: (p := _pods(api, f"app={name}").get(f"{name}-3")) and
-                       p.metadata.uid != first.metadata.uid and p or None, timeout=10, what="the ordinal back")
+    again = wait_until(lambda: ((p := _pods(api, f"app={name}").get(f"{name}-3")) and
+                       p.metadata.uid != first.metadata.uid and p) or None, timeout=10, what="the ordinal back")
     assert again.metadata.name == f"{name}-3"
     client.AppsV1Api(api).delete_namespaced_stateful_set(name, NS)
 
@@ -94,8 +94,8 @@ def _condition(js: dict[str, Any], ctype: str) -> dict[str, Any] | None:
 def test_a_jobset_without_failure_policy_fails_when_a_job_fails(api: client.ApiClient, sim: SimCluster) -> None:
     name = f"j-{uuid.uuid4().hex[:5]}"
     _custom(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", _jobset(name, None))
-    jobs = wait_until(lambda: len(b := client.BatchV1Api(api).list_namespaced_job(
-        NS, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items) == 2 and b or None, timeout=10,
+    jobs = wait_until(lambda: (len(b := client.BatchV1Api(api).list_namespaced_job(
+        NS, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items) == 2 and b) or None, timeout=10,
         what="two Jobs")
     assert sorted(j.metadata.name for j in jobs) == [f"{name}-w-0", f"{name}-w-1"]
     labels = jobs[0].spec.template.metadata.labels
@@ -136,7 +136,7 @@ def test_a_leaderworkerset_recreates_the_group_of_a_deleted_worker(api: client.A
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
         "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": {"spec": SPEC}}}})
     selector = f"leaderworkerset.sigs.k8s.io/name={name}"
-    pods = wait_until(lambda: len(p := _pods(api, selector)) == 6 and p or None, timeout=15, what="two groups of 3")
+    pods = wait_until(lambda: (len(p := _pods(api, selector)) == 6 and p) or None, timeout=15, what="two groups of 3")
     assert sorted(pods) == sorted(f"{name}-{g}{w}" for g in (0, 1) for w in ("", "-1", "-2"))
     worker = pods[f"{name}-1-2"]
     assert (worker.metadata.labels["leaderworkerset.sigs.k8s.io/group-index"],
