@@ -63,8 +63,8 @@ class SameNodeHold:
             return f"the admission probe (a dry-run create) was refused: {err}"
         if pinned_to(probed) != node:
             return ("a dry-run pod came back without podmedic's pin: the admission webhook is not registered, "
-                    "not reachable or not trusted (podmedic admission, deploy/admission.yaml; failurePolicy "
-                    "Ignore lets pods through unpinned)")
+                    "not reachable or not trusted (podmedic admission, deploy/kustomize/base/admission.yaml; "
+                    "failurePolicy Ignore lets pods through unpinned)")
         return None
 
     async def release(self, verified: bool) -> list[str]:

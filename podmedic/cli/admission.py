@@ -21,7 +21,7 @@ pod's namespace) before it evicts; the API server calls this webhook for every n
 pod whose labels match a hold gets a required node affinity to the hold's node, so the Job,
 JobSet, StatefulSet or LeaderWorkerSet replacement lands there and nowhere else. Without a
 hold, or when the holds cannot be read, a pod is admitted unchanged (register it with
-failurePolicy: Ignore, deploy/admission.yaml): the webhook never stops pods being created.
+failurePolicy: Ignore, deploy/kustomize/base/admission.yaml): the webhook never stops pods being created.
 
 TLS: mount a Secret with tls.crt/tls.key (cert-manager, --cert-dir), or let the webhook make a
 self-signed CA and certificate for <service>.<namespace>.svc and write the CA into the

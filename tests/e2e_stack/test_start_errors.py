@@ -35,6 +35,20 @@ def test_a_missing_kubeconfig_is_one_line(role: str, tmp_path: Path) -> None:
     assert _errors(result) == [f"podmedic {role}: refusing to start: kubeconfig {tmp_path / 'nope'}: no such file"]
 
 
+def test_the_admission_webhook_refuses_to_start_in_one_line(tmp_path: Path) -> None:
+    """No kubeconfig, or a --cert-dir without the Secret's files: one line each, exit 2, nothing served."""
+    result = subprocess.run([*PODMEDIC, "admission", "--kubeconfig", str(tmp_path / "nope")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert _errors(result) == [f"podmedic admission: refusing to start: kubeconfig {tmp_path / 'nope'}: no such file"]
+    (tmp_path / "kc").write_text(UNREACHABLE_KUBECONFIG)
+    result = subprocess.run([*PODMEDIC, "admission", "--kubeconfig", str(tmp_path / "kc"), "--cert-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert _errors(result) == [f"podmedic admission: refusing to start: {tmp_path / 'tls.crt'}: no such file "
+                               "(the Secret must hold tls.crt and tls.key)"]
+
+
 def test_a_kubeconfig_that_is_no_kubeconfig_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "kc").write_text("just: text\n")
     result = subprocess.run([*PODMEDIC, "worker", "--kubeconfig", str(tmp_path / "kc")],
