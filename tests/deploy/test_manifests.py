@@ -4,7 +4,9 @@ Kubernetes 1.37 strict schemas, and keep the properties the docs promise."""
 from __future__ import annotations
 
 import copy
+import os
 import re
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -135,3 +137,33 @@ def test_the_image_is_named_as_make_image_names_it(rendered: list[Obj], request:
     else:
         [image] = images
         assert re.fullmatch(rf"ghcr\.io/podmedic/podmedic:{re.escape(version)}@sha256:[0-9a-f]{{64}}", image), image
+
+
+def test_the_cert_manager_component_serves_its_certificate(tmp_path: Path) -> None:
+    """deploy/kustomize/components/admission-cert-manager on the base: the webhook mounts the Certificate's
+    Secret, leaves caBundle to cert-manager's CA injector (``cert-manager.io/inject-ca-from``, cert-manager's
+    documented annotation), and its flags are the CLI's."""
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(KUSTOMIZE / "base", tmp_path)],
+        "components": [os.path.relpath(KUSTOMIZE / "components/admission-cert-manager", tmp_path)]}))
+    objs = [d for d in yaml.safe_load_all(kustomize(tmp_path)) if d]
+    cert = _find(objs, "Certificate", "podmedic-admission")
+    assert cert["metadata"]["namespace"] == "podmedic"
+    assert "podmedic-admission.podmedic.svc" in cert["spec"]["dnsNames"]
+    pod = _find(objs, "Deployment", "podmedic-admission")["spec"]["template"]["spec"]
+    args = build_parser().parse_args(pod["containers"][0]["args"])
+    assert (args.cert_dir, args.webhook_configuration) == (Path("/etc/podmedic/tls"), "")
+    secret = next(v["secret"]["secretName"] for v in pod["volumes"] if v["name"] == "tls")
+    assert secret == cert["spec"]["secretName"]
+    hooks = _find(objs, "MutatingWebhookConfiguration", "podmedic-placement")
+    assert hooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "podmedic/podmedic-admission"
+
+
+def test_the_placement_webhook_never_blocks_pods(rendered: list[Obj]) -> None:
+    """Registered so that a webhook that is down or slow never stops a pod being created, and never sees
+    podmedic's own pods or the control plane's."""
+    [hook] = _find(rendered, "MutatingWebhookConfiguration", "podmedic-placement")["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]
+    assert excluded["operator"] == "NotIn" and {"podmedic", "kube-system"} <= set(excluded["values"])
