@@ -13,6 +13,7 @@ from typing import Any
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import Cause
 from podmedic_sim.validation_lease import lease_causes
+from podmedic_sim.validation_webhooks import mutating_webhook_causes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -290,6 +291,7 @@ RULES: dict[str, Callable[[Obj], list[Cause]]] = {
     "Node": _node,
     "PodDisruptionBudget": _pdb,
     "Lease": lease_causes,
+    "MutatingWebhookConfiguration": mutating_webhook_causes,
 }
 
 

@@ -163,3 +163,24 @@ def test_an_object_selector_that_does_not_match_calls_nothing(webhook: _Webhook,
     _register(admission, {"service": {"namespace": "podmedic", "name": "gone"}},
               selector={"matchLabels": {"team": "a"}})
     assert core.create_namespaced_pod("default", _pod("unmatched", {"team": "b"})).metadata.name == "unmatched"
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    ({"sideEffects": "Some"}, "webhooks[0].sideEffects", 'Unsupported value: "Some"'),
+    ({"name": "pin"}, "webhooks[0].name", "at least three segments"),
+    ({"timeoutSeconds": 31}, "webhooks[0].timeoutSeconds", "between 1 and 30 seconds"),
+    ({"clientConfig": {"url": "http://127.0.0.1:1/m"}}, "webhooks[0].clientConfig.url", "'https' is the only"),
+    ({"clientConfig": {}}, "webhooks[0].clientConfig", "exactly one of url or service"),
+])
+def test_a_configuration_v1_refuses_is_refused_at_its_field(apis: Any, change: dict[str, Any], field: str,
+                                                             words: str) -> None:
+    _, admission = apis
+    hook = {"name": "pin.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "clientConfig": {"url": "https://127.0.0.1:1/m"}, **change}
+    with pytest.raises(ApiException) as refused:
+        admission.create_mutating_webhook_configuration({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "invalid"}, "webhooks": [hook]})
+    assert refused.value.status == 422
+    causes = json.loads(refused.value.body)["details"]["causes"]
+    assert any(c["field"] == field and words in c["message"] for c in causes), causes
