@@ -32,7 +32,7 @@ from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.same_node import SameNodeHold
 from activities.recovery.verify import Verification, poll
-from activities.recovery.workload_status import workload_not_ready
+from activities.recovery.workload_status import await_whole
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
 from podmedic.domain.placement_holds import identity_of
@@ -52,6 +52,7 @@ class Rescheduler:
         self.kube, self.run, self.inp, self.action = kube, run, inp, action
         self.claims = claims
         self.notes: list[str] = []
+        self.selector = ""  # the labels of the pod's place in its workload (``_owned``)
 
     def _result(self, verified: bool, detail: str, pod: Obj | None = None) -> RecoveryResult:
         ref = podview.pod_ref(pod) if pod is not None else self.inp.pod
@@ -155,9 +156,9 @@ class Rescheduler:
             # Pods that existed with the affected one are not replacements; later ones are.
             known = {p["metadata"]["uid"] for p in await self.run(self._owned_pods)
                      if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}
-        hold = SameNodeHold(self.kube, self.run, inp, pod) if (pod is not None and node) else None
+        hold = SameNodeHold(self.kube, self.run, inp, pod) if node else None
         label = None
-        if hold is not None and node:
+        if hold is not None and node and pod is not None:
             why_not = await hold.place(node)
             if why_not is None:
                 self.notes.append(f"replacement held on {node} (podmedic's admission webhook pins pods labelled "
@@ -180,7 +181,7 @@ class Rescheduler:
             found = await poll(self.run, lambda: check.offer(self._replacement(known)), inp.timeout_s, inp.poll_s,
                                sorted(known), "replacement")
             if found is not None:
-                workload, why = await self._workload(found)
+                workload, why = await await_whole(self.run, self.kube, found, inp.timeout_s, inp.poll_s)
                 if why is not None:
                     return self._result(False, f"replacement {found['metadata']['name']} Ready, but {workload} "
                                                f"not running whole within {inp.timeout_s:g}s: {why}", found)
@@ -194,17 +195,6 @@ class Rescheduler:
         if found is None:
             return self._result(False, check.failure(inp.timeout_s, "replacement"))
         return self._attributed(found, replaced_before=pod is None, progress=check.progress_note(found))
-
-    async def _workload(self, pod: Obj) -> tuple[str, str | None]:
-        """The pod's workload and why it is not running whole after the timeout (``None``: it is)."""
-        last: list[tuple[str, str | None]] = []
-
-        def ready() -> bool | None:
-            last[:] = [workload_not_ready(self.kube, pod)]
-            return True if last[0][1] is None else None
-
-        await poll(self.run, ready, self.inp.timeout_s, self.inp.poll_s, "workload")
-        return last[0] if last else ("", None)
 
     def _attributed(self, found: Obj, replaced_before: bool, progress: str) -> RecoveryResult:
         """The verified result, named for what happened: the Job controller replaced a pod that was gone

@@ -41,16 +41,18 @@ def probe_body(pod: Obj) -> Obj:
 class SameNodeHold:
     """The hold of one ``same_node`` attempt: placed and proven, then released."""
 
-    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, pod: Obj) -> None:
+    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, pod: Obj | None) -> None:
+        """``pod`` ``None``: a retried attempt whose pod was evicted already; the hold an earlier attempt
+        placed (same key) stays until its expiry and is only released here."""
         self.kube, self.run, self.inp, self.pod = kube, run, inp, pod
-        self.labels = identity_of(pod)
+        self.labels = identity_of(pod) if pod is not None else {}
         self.key = hold_key(inp.request_id)
-        self.placed = False
+        self.placed = pod is None
 
     async def place(self, node: str) -> str | None:
         """Write the hold and probe admission; ``None`` when the replacement will be pinned, else why not."""
         inp = self.inp
-        if not self.labels:
+        if self.pod is None or not self.labels:
             return "the pod carries no label its replacement will carry again (pod-name, job-name)"
         hold = Hold(namespace=inp.pod.namespace, labels=self.labels, node=node, incident_id=inp.incident_id,
                     reason=f"same-node replacement of {inp.pod.name}: device {inp.device.resource_id} failed",
@@ -73,7 +75,7 @@ class SameNodeHold:
         if not self.placed:
             return []
         await self.run(self.kube.drop_hold, self.inp.pod.namespace, self.key)
-        if verified:
+        if verified or not self.labels:
             return []
         notes: list[str] = await self.run(self._unpin_pending)
         return notes

@@ -15,6 +15,10 @@ A plain Job's pod, a bare pod or an unknown owner: the pod's own verification is
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from activities.recovery.verify import poll
 from podmedic.domain.base import Obj
 from podmedic.kube.gateway import KubeGateway
 
@@ -64,3 +68,17 @@ def workload_not_ready(kube: KubeGateway, pod: Obj) -> tuple[str, str | None]:
         sts = kube.get_owner("apps/v1", "statefulsets", ns, str(owner.get("name")))
         return f"StatefulSet {owner.get('name')}", ("it is gone" if sts is None else replicas_not_ready(sts, "pods"))
     return "", None
+
+
+async def await_whole(run: Callable[..., Awaitable[Any]], kube: KubeGateway, pod: Obj, timeout_s: float,
+                      poll_s: float) -> tuple[str, str | None]:
+    """Poll the pod's workload until it runs whole; its name (``""``: none to check) and why it still does
+    not after ``timeout_s`` (``None``: it does)."""
+    last: list[tuple[str, str | None]] = []
+
+    def whole() -> bool | None:
+        last[:] = [workload_not_ready(kube, pod)]
+        return True if last[0][1] is None else None
+
+    await poll(run, whole, timeout_s, poll_s, "workload")
+    return last[0] if last else ("", None)
