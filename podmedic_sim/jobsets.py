@@ -21,8 +21,8 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.parts import SimParts
+from podmedic_sim.reconciler import Reconciler
 from podmedic_sim.store import NotFound, StoreError, WatchEvent, json_copy, now_rfc3339
-from podmedic_sim.timers import Coalescer
 
 SetKey = tuple[str, str]
 PREFIX = "jobset.sigs.k8s.io/"
@@ -40,13 +40,12 @@ def _owned_by(job: Obj, uid: str) -> bool:
     return any(r.get("controller") and r.get("uid") == uid for r in job["metadata"].get("ownerReferences") or [])
 
 
-class JobSetController:
+class JobSetController(Reconciler):
     """Reconciles JobSets on their own and their Jobs' changes."""
 
     def __init__(self, parts: SimParts) -> None:
+        super().__init__(parts)
         self._store, self._recorder = parts.store, parts.recorder
-        self._dirty: set[SetKey] = set()
-        self._pass = Coalescer(parts.timers, parts.config.timings.job_requeue_s, self._reconcile_dirty)
 
     def on_event(self, ev: WatchEvent) -> None:
         """Store listener: JobSets and the Jobs they own."""
@@ -57,20 +56,11 @@ class JobSetController:
                 for job in self._children(ns, meta.get("uid", "")):
                     self._delete(job)
             else:
-                self._mark((ns, meta["name"]))
+                self.mark((ns, meta["name"]))
         elif ev.resource == "jobs":
             owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
             if owner and owner.get("kind") == "JobSet":
-                self._mark((ns, owner["name"]))
-
-    def _mark(self, key: SetKey) -> None:
-        self._dirty.add(key)
-        self._pass.kick()
-
-    def _reconcile_dirty(self) -> None:
-        dirty, self._dirty = self._dirty, set()
-        for key in sorted(dirty):
-            self.reconcile(key)
+                self.mark((ns, owner["name"]))
 
     def _children(self, ns: str, uid: str) -> list[Obj]:
         return [j for j in self._store.list("jobs", ns) if _owned_by(j, uid)]

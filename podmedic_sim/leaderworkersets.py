@@ -23,9 +23,9 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.parts import SimParts
+from podmedic_sim.reconciler import Reconciler
 from podmedic_sim.statefulsets import StatefulSetController
 from podmedic_sim.store import NotFound, StoreError, WatchEvent, json_copy, now_rfc3339
-from podmedic_sim.timers import Coalescer
 
 LwsKey = tuple[str, str]
 PREFIX = "leaderworkerset.sigs.k8s.io/"
@@ -42,15 +42,14 @@ def _restarted(pod: Obj) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp")) or any(int(c.get("restartCount") or 0) for c in statuses)
 
 
-class LeaderWorkerSetController:
+class LeaderWorkerSetController(Reconciler):
     """Reconciles LeaderWorkerSets through the StatefulSet controller."""
 
     def __init__(self, parts: SimParts, sets: StatefulSetController, delete_pod: Callable[[Obj, str], None]) -> None:
+        super().__init__(parts)
         self._store, self._delete_pod = parts.store, delete_pod
         sets.labelers.append(self._label)
-        self._dirty: set[LwsKey] = set()
         self._restarts: dict[LwsKey, list[Obj]] = {}  # pods seen deleting or restarted, until reconciled
-        self._pass = Coalescer(parts.timers, parts.config.timings.job_requeue_s, self._reconcile_dirty)
 
     def on_event(self, ev: WatchEvent) -> None:
         """Store listener: LeaderWorkerSets, and the pods and StatefulSets of their groups."""
@@ -61,21 +60,12 @@ class LeaderWorkerSetController:
                 with contextlib.suppress(StoreError):
                     self._store.delete("statefulsets", ns, meta["name"])
             else:
-                self._mark((ns, meta["name"]))
+                self.mark((ns, meta["name"]))
         elif ev.resource in ("pods", "statefulsets") and NAME in (meta.get("labels") or {}):
             key = (ns, meta["labels"][NAME])
             if ev.resource == "pods" and (ev.type == "DELETED" or _restarted(ev.obj)):
                 self._restarts.setdefault(key, []).append(ev.obj)  # seen now: gone by the next pass
-            self._mark(key)
-
-    def _mark(self, key: LwsKey) -> None:
-        self._dirty.add(key)
-        self._pass.kick()
-
-    def _reconcile_dirty(self) -> None:
-        dirty, self._dirty = self._dirty, set()
-        for key in sorted(dirty):
-            self.reconcile(key)
+            self.mark(key)
 
     def _label(self, sts: Obj, pod: Obj, ordinal: int) -> None:
         """LWS's pod webhook: the group and worker labels from the pod's StatefulSet and ordinal."""

@@ -22,8 +22,8 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.parts import SimParts
+from podmedic_sim.reconciler import Reconciler
 from podmedic_sim.store import NotFound, StoreError, WatchEvent, json_copy
-from podmedic_sim.timers import Coalescer
 
 SetKey = tuple[str, str]
 POD_NAME = "statefulset.kubernetes.io/pod-name"
@@ -42,17 +42,16 @@ def _ready(pod: Obj) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
-class StatefulSetController:
+class StatefulSetController(Reconciler):
     """Reconciles StatefulSets on their own and their pods' changes."""
 
     def __init__(self, parts: SimParts, delete_pod: Callable[[Obj, str], None]) -> None:
+        super().__init__(parts)
         self._store, self._recorder, self._admission = parts.store, parts.recorder, parts.admission
         self._delete_pod = delete_pod
         self._expected: dict[SetKey, set[str]] = {}  # pod names whose creation is in admission
         # Pod mutations a workload's own pod webhook would make (LeaderWorkerSet's group labels).
         self.labelers: list[Labeler] = []
-        self._dirty: set[SetKey] = set()
-        self._pass = Coalescer(parts.timers, parts.config.timings.job_requeue_s, self._reconcile_dirty)
 
     def on_event(self, ev: WatchEvent) -> None:
         """Store listener: StatefulSets, the pods they own, and pods that own sets."""
@@ -63,7 +62,7 @@ class StatefulSetController:
                 for pod in self._pods((ns, meta["name"]), meta.get("uid", "")):
                     self._delete_pod(pod, "StatefulSetDeleted")
             else:
-                self._mark((ns, meta["name"]))
+                self.mark((ns, meta["name"]))
             return
         if ev.resource != "pods":
             return
@@ -74,16 +73,7 @@ class StatefulSetController:
                     self._delete_set(sts)
         owner = _controller(ev.obj)
         if owner and owner.get("kind") == "StatefulSet":
-            self._mark((ns, owner["name"]))
-
-    def _mark(self, key: SetKey) -> None:
-        self._dirty.add(key)
-        self._pass.kick()
-
-    def _reconcile_dirty(self) -> None:
-        dirty, self._dirty = self._dirty, set()
-        for key in sorted(dirty):
-            self.reconcile(key)
+            self.mark((ns, owner["name"]))
 
     def _delete_set(self, sts: Obj) -> None:
         meta = sts["metadata"]
@@ -156,7 +146,7 @@ class StatefulSetController:
 
     def _settled(self, key: SetKey, name: str) -> None:
         self._expected.get(key, set()).discard(name)
-        self._mark(key)
+        self.mark(key)
 
     def _write_status(self, key: SetKey, sts: Obj, pods: list[Obj]) -> None:
         ready = sum(1 for p in pods if _ready(p))
