@@ -117,7 +117,8 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, seeds: list[int
 def shape_words(setup: Setup) -> str:
     """The jobs of a setup, in words."""
     if setup.jobset:
-        return (f"{setup.jobs} training JobSets of {setup.pods_per_job} one-pod Jobs of 8 GPUs (a node each, every "
+        return (f"{setup.jobs} training JobSet{'s' if setup.jobs > 1 else ''} of {setup.pods_per_job} one-pod Jobs "
+                f"of 8 GPUs (a node each, every "
                 f"rank needed for a step; backoffLimit 0 and failurePolicy RestartJobSet: one failed pod restarts "
                 f"every Job; the trainer saving on SIGTERM within the {GRACE_REAL_S:g} s grace period)")
     if setup.llama3_shape:
