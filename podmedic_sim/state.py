@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from podmedic_sim.devices import DevKey
 from podmedic_sim.jobs import JOB_NAME_LABEL
-from podmedic_sim.workload import JOBSET_NAME
+from podmedic_sim.training_groups import JOBSET_NAME
 
 if TYPE_CHECKING:
     from podmedic_sim.engine import SimEngine

@@ -16,12 +16,12 @@ from podmedic.domain.base import Obj
 from podmedic_sim import workload_http
 from podmedic_sim.config import SimConfig
 from podmedic_sim.jobs import JobController, JobKey, owning_job
-from podmedic_sim.jobsets import PREFIX as JOBSET_PREFIX
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_pods import KILL_EXIT_CODE
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
 from podmedic_sim.store import NotFound, Store, WatchEvent
 from podmedic_sim.timers import Timers
+from podmedic_sim.training_groups import TrainingGroups, group_of
 from podmedic_sim.workload_http import HttpAnswer
 from podmedic_sim.workload_protocol import (
     CHECKPOINTED_STEP,
@@ -55,15 +55,6 @@ class _PodWork:
     waiters: dict[str, list[asyncio.Future[HttpAnswer]]] = field(default_factory=dict)
 
 
-JOBSET_NAME = JOBSET_PREFIX + "jobset-name"
-
-
-def _group_of(pod: Obj) -> str:
-    """The training group of a pod no Job owns: its controller's name (a StatefulSet), else itself."""
-    owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
-    return str(owner["name"]) if owner else str(pod["metadata"]["name"])
-
-
 class Workloads:
     """Training progress, checkpoints and restart requests of all training Jobs."""
 
@@ -79,8 +70,7 @@ class Workloads:
         self.progress: dict[JobKey, Progress] = {}
         self._work: dict[str, _PodWork] = {}  # by pod uid
         self._ticking = False
-        # Training pods of other controllers (StatefulSets): the pods of each group, by group key.
-        self._group_pods: dict[JobKey, set[PodKey]] = {}
+        self._groups = TrainingGroups(store)  # JobSets', StatefulSets' training pods
         kubelet.hooks.append(self)
         jobs.on_pod_created.append(self._pod_created)
 
@@ -102,40 +92,24 @@ class Workloads:
         uid = meta.get("uid", "")
         if ev.type == "DELETED":
             self._timers.call_later(1.0, lambda: self._drop(uid))
-            for members in self._group_pods.values():
-                members.discard((meta.get("namespace", "default"), meta["name"]))
+            self._groups.leave((meta.get("namespace", "default"), meta["name"]))
             return
         owner = owning_job(obj)
         work = self._work.get(uid)
         if work is None:
-            jobset = (meta.get("labels") or {}).get(JOBSET_NAME)
-            group = jobset or (_group_of(obj) if owner is None else None)
+            group = group_of(obj, owned_by_job=owner is not None)
             name = group if group is not None else (owner[0] if owner else meta["name"])
             job = (meta.get("namespace", "default"), name)
             work = self._work[uid] = _PodWork(job)
             if group is not None:  # a JobSet's, or a StatefulSet's (LeaderWorkerSet's) pods: one group
-                self._join_group(job, obj, jobset)
+                self._groups.join(job, obj, self.progress)
+                self._ensure_ticking()
         ann = meta.get("annotations") or {}
         seen = (ann.get(CKPT_REQUEST, ""), ann.get(RESTART_REQUEST, ""))
         if seen != work.seen:
             work.seen = seen
             pkey = (meta.get("namespace", "default"), meta["name"])
             self._timers.call_later(0, lambda: self._check(pkey, uid))
-
-    def _join_group(self, key: JobKey, pod: Obj, jobset: str | None) -> None:
-        """Training pods no single Job holds train as one group: a JobSet synchronously (every pod of
-        every replicated Job needed for a step), a StatefulSet's pods alike."""
-        prog = self.progress.get(key)
-        if prog is None:
-            prog = self.progress[key] = Progress(*key)
-            ann = pod["metadata"].get("annotations") or {}
-            prog.saves_on_sigterm = ann.get(SIGTERM_CHECKPOINT) == "true"
-            found = self._store.find("jobsets", *key) if jobset else None
-            rjobs = ((found or {}).get("spec") or {}).get("replicatedJobs") or []
-            prog.parallelism = sum(int(r.get("replicas", 1)) * int(((r.get("template") or {}).get("spec") or {})
-                                                                   .get("parallelism") or 1) for r in rjobs) or 1
-        self._group_pods.setdefault(key, set()).add((key[0], pod["metadata"]["name"]))
-        self._ensure_ticking()
 
     def _drop(self, uid: str) -> None:
         self._work.pop(uid, None)
@@ -310,7 +284,7 @@ class Workloads:
                 }
             )
 
-        if key not in self._group_pods:
+        if key not in self._groups.pods:
             try:
                 self._store.mutate("jobs", key[0], key[1], annotate)
             except NotFound:
@@ -319,7 +293,7 @@ class Workloads:
         self._report_on_pods(key, values[0])
 
     def _pods_of(self, key: JobKey) -> set[PodKey]:
-        return self._jobs.job_pods.get(key) or self._group_pods.get(key) or set()
+        return self._jobs.job_pods.get(key) or self._groups.pods.get(key) or set()
 
     def _report_on_pods(self, key: JobKey, step: int) -> None:
         """Each running pod of the Job shows the step it reached (``podmedic.io/progress``),
