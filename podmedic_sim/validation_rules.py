@@ -266,13 +266,7 @@ def _node(obj: Obj) -> list[Cause]:
 def _pdb(obj: Obj) -> list[Cause]:
     spec = obj.get("spec") or {}
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-        return [
-            Cause(
-                "FieldValueInvalid",
-                "Invalid value: minAvailable and maxUnavailable cannot be both set",
-                "spec",
-            )
-        ]
+        return [Cause("FieldValueInvalid", "Invalid value: minAvailable and maxUnavailable cannot be both set", "spec")]
     return []
 
 

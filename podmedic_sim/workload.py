@@ -98,8 +98,7 @@ class Workloads:
         work = self._work.get(uid)
         if work is None:
             group = group_of(obj, owned_by_job=owner is not None)
-            name = group if group is not None else (owner[0] if owner else meta["name"])
-            job = (meta.get("namespace", "default"), name)
+            job = (meta.get("namespace", "default"), group or (owner[0] if owner else meta["name"]))
             work = self._work[uid] = _PodWork(job)
             if group is not None:  # a JobSet's, or a StatefulSet's (LeaderWorkerSet's) pods: one group
                 self._groups.join(job, obj, self.progress)

@@ -76,9 +76,8 @@ class HoldCalls(GatewayCore):
         ops = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
                for i, hook in enumerate(config.get("webhooks") or [])
                if (hook.get("clientConfig") or {}).get("caBundle") != bundle]
-        if ops:
-            ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion",
-                           "value": config["metadata"]["resourceVersion"]})
+        if ops:  # only if nobody changed it since read (a test of its resourceVersion comes first)
+            guard = {"op": "test", "path": "/metadata/resourceVersion", "value": config["metadata"]["resourceVersion"]}
             self._call(f"patch mutatingwebhookconfiguration {name}", api.patch_mutating_webhook_configuration,
-                       name, ops, field_manager=FIELD_MANAGER)
-        return len(ops) and len(ops) - 1
+                       name, [guard, *ops], field_manager=FIELD_MANAGER)
+        return len(ops)
