@@ -14,13 +14,20 @@ from podmedic.domain.workloads import WorkloadRef
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
 
+MAX_POOLS = 100_000
+"""Pool -> node entries kept (forgotten all at once past it: each is read again on its next use)."""
+
 
 class DiscoverActivities(KubeActivities):
     """Read-only activities: safe to retry any number of times."""
 
-    def __init__(self, kube: KubeGateway) -> None:
+    def __init__(self, kube: KubeGateway, claims: ReservedClaims | None = None) -> None:
         super().__init__(kube)
-        self.claims = ReservedClaims(kube.get_claim)
+        self.claims = claims if claims is not None else ReservedClaims(kube.get_claim)
+        # A node-local pool's node, once read: a pool is published by one node's driver for the node's
+        # life (the pool's name is the node's, by the DRA drivers' convention), so every health read of
+        # an incident after its discovery skips the ResourceSlice list.
+        self._pool_nodes: dict[tuple[str, str], str] = {}
 
     def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None) -> list[Obj]:
         """Pods whose claims hold the device, plus pods that reported it (their claim may
@@ -37,9 +44,15 @@ class DiscoverActivities(KubeActivities):
 
     def _pool_node(self, device: DeviceRef) -> str | None:
         """The node a node-local pool belongs to (its ResourceSlice's ``spec.nodeName``), else None."""
+        key = (device.driver, device.pool)
+        if key in self._pool_nodes:
+            return self._pool_nodes[key]
         for rslice in self.kube.list_slices(f"spec.driver={device.driver},spec.pool.name={device.pool}"):
             node = (rslice.get("spec") or {}).get("nodeName")
             if node:
+                if len(self._pool_nodes) >= MAX_POOLS:
+                    self._pool_nodes.clear()
+                self._pool_nodes[key] = str(node)
                 return str(node)
         return None
 

@@ -16,6 +16,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRu
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.checkpoints.checkpoint import CheckpointActivities
+from activities.claim_cache import ReservedClaims
 from activities.discover import DiscoverActivities
 from activities.fleet_guard import GuardActivities
 from activities.history import HistoryActivities
@@ -46,8 +47,9 @@ WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflo
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     """Every activity podmedic registers, bound to one cluster gateway and one Temporal client."""
     kube = kube.for_component("worker")  # requests say who made them (RBAC proof: tests/deploy)
-    discover, checkpoint = DiscoverActivities(kube), CheckpointActivities(kube)
-    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube), TicketActivities(kube, client)
+    claims = ReservedClaims(kube.get_claim)  # one cache: discovery's reads serve the health reads and recovery
+    discover, checkpoint = DiscoverActivities(kube, claims), CheckpointActivities(kube)
+    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube, claims), TicketActivities(kube, client)
     notice = NoticeActivities(kube)
     return [
         discover.discover_device,
@@ -160,10 +162,12 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxe
 
 async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
                      health: tuple[str, int] | None = None, *, sandboxed: bool = False,
-                     shutdown_grace_s: float = SHUTDOWN_GRACE_S) -> None:
+                     shutdown_grace_s: float = SHUTDOWN_GRACE_S, pod_cache: bool = True) -> None:
     """Run until SIGINT/SIGTERM, then drain (running activities get ``shutdown_grace_s``) and stop;
-    probes on ``health`` (host, port) if given."""
+    probes on ``health`` (host, port) if given; pod reads from a watch of every pod when ``pod_cache``."""
     kube = KubeGateway(kubeconfig)
+    if pod_cache:
+        kube.start_pod_cache()
     await say_taint_rules(kube)
     worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s)
     stop = asyncio.Event()

@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase, Resolution
+    from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase, Resolution, StepNotice
     from podmedic.domain.models import DeviceHealthEvent, Health, IncidentInput, Outcome, PodKey
     from podmedic.domain.node import NodeIncidentState, NodeWatchInput
     from podmedic.domain.policy import DriverPolicy
@@ -44,6 +44,7 @@ class IncidentContext(Protocol):
     woken: bool
     guard_asked: bool
     notices: asyncio.Task[None] | None
+    held_notice: StepNotice | None
     annotated: set[PodKey]
     placements: Placements
 

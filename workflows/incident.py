@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         IncidentStopped,
         Phase,
         Resolution,
+        StepNotice,
     )
     from podmedic.domain.models import (
         DeviceHealthEvent,
@@ -80,6 +81,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.guard_asked = False
         self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
         self.annotated: set[PodKey] = set()  # pods a notice of this run found and annotated (workflows/notices.py)
+        self.held_notice: StepNotice | None = None  # a step's notice riding on the next one (workflows/notices.py)
         self.placements = move_off.Placements()
 
     # -- operators and detectors ---------------------------------------------------------
@@ -156,8 +158,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             await repeat.check(self)
             discovery = await self._discover()
         permanent = self.permanent
-        plan = ("fenced (NoSchedule); podmedic will checkpoint and recover" if self.state.taint_rule
-                else "podmedic will checkpoint, taint and recover")
+        plan = (f"fenced: DeviceTaintRule {self.state.taint_rule} NoSchedule (no new pod gets it); podmedic will "
+                "checkpoint and recover" if self.state.taint_rule else "podmedic will checkpoint, taint and recover")
         await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
                                         f"{plan}", warning=True)
         await stages.checkpoint_and_taint(self, discovery, permanent, fenced)

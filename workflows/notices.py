@@ -8,6 +8,12 @@ rather than in its path: each notice waits for the one before it (so a pod's Eve
 order of the steps) but the step after it does not wait for the notice. Three notices used to
 stand between a device failing and its taint. ``drain`` waits for the last one before the
 incident closes.
+
+Since ``fold-step-notices`` a step in ``FOLDED`` (the checkpoint's, always followed by a
+recovery or the close) writes no Event of its own: its message leads the next notice to the
+same pods, so a pod's owner still reads every step, in order, in one Event fewer. A next notice
+to other pods (one pod of several recovered, a replacement) writes the held one first, as it
+was; ``drain`` writes one still held. Nothing told is dropped.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import PodKey
     from workflows.context import IncidentContext
     from workflows.options import BACKGROUND
+    from workflows.patches import FOLD_STEP_NOTICES
 
 
 REASONS = {
@@ -42,6 +49,7 @@ REASONS = {
 }
 
 PATCH = "background-notices"
+FOLDED = frozenset({"checkpointed"})
 
 
 def affected_pods(wf: IncidentContext) -> list[PodKey]:
@@ -61,14 +69,31 @@ async def tell_pods(wf: IncidentContext, step: str, message: str, *, pods: list[
         return
     notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,
                         reason=REASONS[step], message=message, pods=targets, warning=warning)
+    held, wf.held_notice = wf.held_notice, None
+    if held is not None and set(held.pods) == set(targets):
+        notice = notice.model_copy(update={"message": f"{held.message}; then {message}",
+                                           "warning": warning or held.warning})
+    elif held is not None:
+        _write(wf, held)
+    if step in FOLDED and wf.patches.patched(FOLD_STEP_NOTICES):
+        wf.held_notice = notice
+        return
     if wf.patches.patched(PATCH):
-        wf.notices = asyncio.create_task(_after(wf.notices, wf, notice))
+        _write(wf, notice)
         return
     await _record(wf, notice)
 
 
+def _write(wf: IncidentContext, notice: StepNotice) -> None:
+    """Write ``notice`` behind the ones told before it."""
+    wf.notices = asyncio.create_task(_after(wf.notices, wf, notice))
+
+
 async def drain(wf: IncidentContext) -> None:
-    """Wait until every notice told so far is written (or given up on)."""
+    """Write a notice still held, and wait until every notice told so far is written (or given up on)."""
+    held, wf.held_notice = wf.held_notice, None
+    if held is not None:
+        _write(wf, held)
     if wf.notices is not None:
         await wf.notices
 

@@ -4,12 +4,12 @@ Each ``workflow.patched`` call records a marker, and the SDK upserts the
 ``TemporalChangeVersion`` search attribute with it: one more history event and visibility write
 per patch per incident: five of the seventeen upserts of a storm incident (``python -m benchmarks
 storm``) were the patches'. An incident started
-since ``BUNDLE`` records that one marker and takes every patch in ``BUNDLED``; a run recorded
-before it has no such marker, so each patch is asked on its own, exactly as the run asked when
+since a bundle records that one marker and takes every patch in it (``BUNDLES``); a run recorded
+before any has no such marker, so each patch is asked on its own, exactly as the run asked when
 it was recorded (``tests/replay`` replays such histories).
 
-A new patch goes through ``Patches.patched`` like the others; it is added to ``BUNDLED`` only
-together with a new ``BUNDLE`` name (a run recorded under the old bundle must not take it).
+A new patch goes through ``Patches.patched`` like the others; it joins a bundle only as a new
+bundle, put first in ``BUNDLES`` (a run recorded under an older bundle must not take it).
 """
 
 from __future__ import annotations
@@ -33,27 +33,39 @@ SEEN_HEALTHY = "untaint-only-seen-healthy"
 an Unknown reading (nothing sees it) no longer passes, and the incident asks an operator instead
 (``workflows/ticketing.py``, ``workflows/unverified.py``); asked when a vendor's fix is verified."""
 
-BUNDLE = "incident-2026-11"
-"""Incidents started since take every patch below, with one marker."""
+FOLD_STEP_NOTICES = "fold-step-notices"
+"""A step whose notice can wait rides on the next notice to the same pods: one pod Event, not two
+(``workflows/notices.py``)."""
 
-BUNDLED = frozenset({
-    "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",
-    "ticket-verify-after-resolution", "fleet-guard", "coalesced-search-attributes",
-})
+BUNDLES: dict[str, frozenset[str]] = {
+    "incident-2026-12": frozenset({
+        "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",
+        "ticket-verify-after-resolution", "fleet-guard", "coalesced-search-attributes", FOLD_STEP_NOTICES,
+    }),
+    "incident-2026-11": frozenset({
+        "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",
+        "ticket-verify-after-resolution", "fleet-guard", "coalesced-search-attributes",
+    }),
+}
+"""Newest first. A new run records the newest bundle's marker and takes its patches; a run recorded
+under an older bundle finds that bundle's marker on replay and takes exactly its patches."""
 
 
 class Patches:
     """The patches of one incident run. ``start`` is called first thing in the run."""
 
     def __init__(self) -> None:
-        self._bundled = False
+        self._bundled: frozenset[str] = frozenset()
 
     def start(self) -> None:
-        """Ask for the bundle (records its marker in a new run)."""
-        self._bundled = workflow.patched(BUNDLE)
+        """Ask for the bundles, newest first (a new run records the newest's marker)."""
+        for name, patches in BUNDLES.items():
+            if workflow.patched(name):
+                self._bundled = patches
+                return
 
     def patched(self, patch_id: str) -> bool:
         """``workflow.patched(patch_id)``, answered without a marker of its own in a bundled run."""
-        if self._bundled and patch_id in BUNDLED:
+        if patch_id in self._bundled:
             return True
         return workflow.patched(patch_id)

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods
     from workflows.options import URGENT, activity_options, local_activity_options
+    from workflows.patches import FOLD_STEP_NOTICES
 
 
 TAINT_FIRST = "taint-first"
@@ -77,7 +78,8 @@ async def checkpoint_and_taint(wf: IncidentContext, discovery: Discovery, perman
     """Checkpoint the workload, then taint the device with the policy's effect (after a fence:
     raise the fence to it when it evicts, which is what had to wait for the checkpoint)."""
     effect = policy_effect(wf, permanent)
-    if fenced and wf.state.taint_rule:
+    # Since fold-step-notices the opening notice names the fence's rule: no Event of its own.
+    if fenced and wf.state.taint_rule and not wf.patches.patched(FOLD_STEP_NOTICES):
         await tell_pods(wf, "tainted", f"device {wf.inp.device.resource_id} tainted NoSchedule by DeviceTaintRule "
                                        f"{wf.state.taint_rule} (no new pod gets it): {wf.state.why}", warning=True)
     wf.state.checkpoint = await checkpoint(wf, discovery, permanent)

@@ -18,7 +18,7 @@ from activities.recovery.verify import Verification, poll
 from podmedic.domain.base import Obj
 from podmedic.domain.steps import RecoverInput, RecoveryResult
 from podmedic.kube import podview
-from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.gateway import Conflict, KubeGateway
 
 RESTART_BASELINE = inplace.BASELINE
 
@@ -26,34 +26,45 @@ RESTART_BASELINE = inplace.BASELINE
 class RecoverActivities(KubeActivities):
     """In-place restart, same-node and any-node reschedule; idempotent by request id."""
 
-    def __init__(self, kube: KubeGateway) -> None:
+    def __init__(self, kube: KubeGateway, claims: ReservedClaims | None = None) -> None:
         super().__init__(kube)
-        self.claims = ReservedClaims(kube.get_claim)
+        self.claims = claims if claims is not None else ReservedClaims(kube.get_claim)
 
     # -- in-place restart ----------------------------------------------------------------------
     def _request_restart(self, inp: RecoverInput) -> tuple[str, dict[str, int]] | str:
         """Record the request on the pod (once per request id), then act; returns the trigger
-        container and the restart counts before, or why the pod cannot restart in place."""
-        pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name)
-        if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
-            return "pod is gone"
-        planned = inplace.plan(pod, inp.in_place)
-        if isinstance(planned, str):
-            return planned
-        container, code = planned
-        baseline = inplace.already_requested(pod, inp.request_id, inp.in_place)
-        if baseline is not None:
-            return container, baseline  # a retry: acted already (or was about to); never twice
-        notes = inplace.request_annotations(pod, inp.request_id, inp.in_place, inp.incident_id, container, code)
-        self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes)
-        if inp.in_place.mechanism == "exec_signal":
-            command = [part.replace("{signal}", inp.in_place.signal) for part in inp.in_place.command]
-            # Short: the activity heartbeats only between calls, and a kill answers at once.
-            rc, output = self.kube.exec_in_container(inp.pod.namespace, inp.pod.name, container, command,
-                                                     timeout_s=5.0)
-            if rc != 0:
-                return f"exec {' '.join(command)} in {container} exited {rc}: {output or 'no output'}"
-        return container, inplace.container_restarts(pod)
+        container and the restart counts before, or why the pod cannot restart in place.
+
+        The pod is read from the pod cache first, which may be behind: the request is written
+        only over the version it was decided on (a merge patch naming its resourceVersion), so a
+        retry that read an old pod is refused and reads again instead of acting twice.
+        """
+        for fresh in (False, True, True):
+            pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name, fresh=fresh)
+            if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
+                return "pod is gone"
+            planned = inplace.plan(pod, inp.in_place)
+            if isinstance(planned, str):
+                return planned
+            container, code = planned
+            baseline = inplace.already_requested(pod, inp.request_id, inp.in_place)
+            if baseline is not None:
+                return container, baseline  # a retry: acted already (or was about to); never twice
+            notes = inplace.request_annotations(pod, inp.request_id, inp.in_place, inp.incident_id, container, code)
+            try:
+                self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes,
+                                                resource_version=pod["metadata"].get("resourceVersion"))
+            except Conflict:
+                continue  # changed since it was read: decide again on the pod as it is
+            if inp.in_place.mechanism == "exec_signal":
+                command = [part.replace("{signal}", inp.in_place.signal) for part in inp.in_place.command]
+                # Short: the activity heartbeats only between calls, and a kill answers at once.
+                rc, output = self.kube.exec_in_container(inp.pod.namespace, inp.pod.name, container, command,
+                                                         timeout_s=5.0)
+                if rc != 0:
+                    return f"exec {' '.join(command)} in {container} exited {rc}: {output or 'no output'}"
+            return container, inplace.container_restarts(pod)
+        raise Conflict(f"pod {inp.pod.namespace}/{inp.pod.name}: changed at every try to request its restart", 409)
 
     def _restarted(self, inp: RecoverInput, container: str, baseline: dict[str, int]) -> Obj | None:
         pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name)

@@ -87,7 +87,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         client = await connect_patiently(args.temporal_address, args.temporal_namespace, args.temporal_wait)
         async with telemetry_running(telemetry, client):
             await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox,
-                             shutdown_grace_s=args.shutdown_grace)
+                             shutdown_grace_s=args.shutdown_grace, pod_cache=args.pod_cache)
 
     return _run("worker", main)
 
@@ -161,6 +161,11 @@ def register(sub: Any) -> None:
                    help="on SIGTERM, stop taking tasks and give running activities this long to finish; the "
                         "rest are cancelled and retried on another worker (env PODMEDIC_SHUTDOWN_GRACE_S; "
                         "default 50: the manifests' terminationGracePeriodSeconds 60, less 10)")
+    p.add_argument("--pod-cache", action=argparse.BooleanOptionalAction, default=None,
+                   help="answer pod reads from one cluster-wide watch of pods (list + watch, as a client-go "
+                        "informer) instead of a GET or LIST per read; while the watch is broken every read "
+                        "goes to the API server (env PODMEDIC_POD_CACHE; default on). Costs the worker memory "
+                        "for every pod of the cluster")
     add_telemetry_flags(p)
     p.set_defaults(func=cmd_worker)
 

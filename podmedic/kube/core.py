@@ -26,6 +26,7 @@ from podmedic.kube.errors import (
     Throttled,
     from_answer,
 )
+from podmedic.kube.pod_cache import PodCache
 from podmedic.kube.throttle import MAX_RETRIES, TokenBucket, sleep_for_retry, throttle_wait
 from podmedic.settings.groups import Cluster
 
@@ -91,6 +92,7 @@ class GatewayCore:
         self.custom = client.CustomObjectsApi(api_client)  # apps, batch and CRD kinds by group/version/plural
         self.timeout_s = timeout_s
         self._taint_rules: TaintRuleApi | None = None
+        self.pods: PodCache | None = None  # the worker's watch-fed pod reads (start_pod_cache)
 
     def for_component(self, component: str) -> Self:
         """This gateway's connection, labelled as ``component`` (``worker``, ``ingest``) in the User-Agent.
@@ -140,8 +142,17 @@ class GatewayCore:
             raise NotServed(found.describe(), 404)
         return self._resource_api(found.version)
 
+    def start_pod_cache(self) -> PodCache:
+        """Serve this gateway's pod reads from one watch of every pod (``podmedic/kube/pod_cache.py``)."""
+        if self.pods is None:
+            self.pods = PodCache(self)  # type: ignore[arg-type]  # the stream calls are a mixin of the gateway
+            self.pods.start()
+        return self.pods
+
     def close(self) -> None:
-        """Release the connection pool."""
+        """Release the connection pool (and end the pod cache's watch)."""
+        if self.pods is not None and self._owns_pool:
+            self.pods.stop()
         if self._owns_pool:
             self._api.close()
 

@@ -57,8 +57,11 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
                                       **({"field_selector": field_selector} if field_selector else {}))["items"]
         return items
 
-    def get_pod(self, namespace: str, name: str) -> Obj | None:
-        """A pod, or ``None`` if it is gone."""
+    def get_pod(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None:
+        """A pod, or ``None`` if it is gone: from the pod cache when it holds the pod (``start_pod_cache``),
+        unless ``fresh`` asks the API server."""
+        if not fresh and self.pods is not None and (cached := self.pods.get(namespace, name)) is not None:
+            return cached
         try:
             return self._read(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
         except NotFound:
@@ -77,7 +80,9 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
             return None
 
     def list_pods(self, namespace: str, label_selector: str) -> list[Obj]:
-        """Pods in ``namespace`` matching ``label_selector``."""
+        """Pods in ``namespace`` matching ``label_selector`` (from the pod cache when it is current)."""
+        if self.pods is not None and (cached := self.pods.matching(namespace, label_selector)) is not None:
+            return cached
         items: list[Obj] = self._read(
             f"list pods {namespace} {label_selector}", self.core.list_namespaced_pod, namespace,
             label_selector=label_selector,
@@ -85,7 +90,10 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         return items
 
     def list_pods_on_node(self, node: str) -> list[Obj]:
-        """Pods of every namespace bound to ``node`` (field selector ``spec.nodeName``)."""
+        """Pods of every namespace bound to ``node`` (field selector ``spec.nodeName``; from the pod cache
+        when it is current)."""
+        if self.pods is not None and (cached := self.pods.on_node(node)) is not None:
+            return cached
         items: list[Obj] = self._read(f"list pods on {node}", self.core.list_pod_for_all_namespaces,
                                       field_selector=f"spec.nodeName={node}")["items"]
         return items
@@ -98,9 +106,12 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
             return None
 
     # -- writes ------------------------------------------------------------------------------
-    def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str | None]) -> Obj:
-        """Merge-patch annotations (``None`` removes one)."""
-        body = {"metadata": {"annotations": annotations}}
+    def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str | None], *,
+                              resource_version: str | None = None) -> Obj:
+        """Merge-patch annotations (``None`` removes one); with ``resource_version``, only over that version
+        of the pod (else ``Conflict``: the API server's optimistic concurrency for a patch naming it)."""
+        body: Obj = {"metadata": {"annotations": annotations,
+                                  **({"resourceVersion": resource_version} if resource_version else {})}}
         return self._call(
             f"annotate pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, body,
             field_manager=FIELD_MANAGER,

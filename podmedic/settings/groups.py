@@ -161,6 +161,9 @@ class WorkerOnly(ProcessSettings):
                         description="run workflow code in the Temporal SDK's sandbox (--sandbox)")
     shutdown_grace: float = Field(50.0, ge=0, validation_alias="PODMEDIC_SHUTDOWN_GRACE_S",
                                   description="seconds running activities get on SIGTERM (--shutdown-grace)")
+    pod_cache: bool = var(True, "PODMEDIC_POD_CACHE",
+                          description="read pods from one watch of every pod instead of a request per read "
+                                      "(--no-pod-cache turns it off)")
     @field_validator("health_listen", mode="before")
     @classmethod
     def _listen(cls, value: object) -> tuple[str, int] | None:

@@ -1,0 +1,187 @@
+"""Every pod of the cluster as one watch last saw it: the worker's reads without a request each.
+
+An incident used to read its pods by polling: the checkpoint handshake every second, the
+restart's verification every two, discovery's and every health read's lists. That was
+two thirds of its API requests (``python -m benchmarks cost``). The cache is client-go's
+reflector and indexer in miniature: list every pod, watch from the list's resourceVersion
+with bookmarks, relist on 410 Gone, back off on any other error. Pods are kept whole but
+for ``metadata.managedFields`` (what client-go's ``TransformStripManagedFields`` drops).
+
+Reads are answered from the cache only while it is *current*: listed, and its watch
+connected. Between a broken watch and the next list or watch, every read goes to the API
+server, so a partition never serves old pods as new. A pod the cache does not hold is
+read live too: it may be newer than the watch (a replacement just created); a selector
+the cache cannot evaluate (set-based) is listed live. ``GatewayReads`` in
+``podmedic/kube/gateway.py`` makes that choice for each read.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from podmedic.domain.base import Obj
+from podmedic.kube.errors import KubeError
+
+log = logging.getLogger("podmedic.kube.pod_cache")
+
+Key = tuple[str, str]
+
+
+class Lister(Protocol):
+    """The gateway's paged list and raw watch (``podmedic/kube/streams.py``)."""
+
+    def list_objects(self, kind: str, *, field_selector: str | None = None,
+                     page_size: int = 500) -> tuple[list[Obj], str]: ...
+
+    def watch_objects(self, kind: str, resource_version: str | None, *, timeout_s: int = 30,
+                      field_selector: str | None = None) -> Iterator[tuple[str, Obj]]: ...
+
+
+def equality_terms(selector: str) -> dict[str, str] | None:
+    """``a=b,c==d`` as ``{a: b, c: d}``; None for a selector with set-based or negated terms,
+    which the cache leaves to the API server."""
+    terms: dict[str, str] = {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term or "=" not in term or " in " in term or term.startswith("!"):
+            return None
+        key, _, value = term.replace("==", "=", 1).partition("=")
+        terms[key.strip()] = value.strip()
+    return terms
+
+
+class PodCache:
+    """The cluster's pods, by namespace and name and by node; thread-safe."""
+
+    def __init__(self, source: Lister, *, watch_timeout_s: int = 60, backoff_s: tuple[float, float] = (0.5, 30.0),
+                 on_error: Callable[[Exception], None] | None = None) -> None:
+        self.source = source
+        self.watch_timeout_s = watch_timeout_s
+        self.backoff_s = backoff_s
+        self.on_error = on_error
+        self._lock = threading.Lock()
+        self._pods: dict[Key, Obj] = {}
+        self._by_node: dict[str, set[Key]] = {}
+        self._current = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lists = 0
+        self.watches = 0
+
+    # -- reads: None means "not known here, ask the API server" -----------------------------
+    @property
+    def current(self) -> bool:
+        """Listed, and the watch since then unbroken."""
+        return self._current
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        """A copy of the pod, or None when the cache is not current or does not hold it."""
+        with self._lock:
+            pod = self._pods.get((namespace, name)) if self._current else None
+            return copy.deepcopy(pod) if pod is not None else None
+
+    def on_node(self, node: str) -> list[Obj] | None:
+        """Copies of the pods bound to ``node``; None when the cache is not current."""
+        with self._lock:
+            if not self._current:
+                return None
+            return [copy.deepcopy(self._pods[k]) for k in sorted(self._by_node.get(node, ()))]
+
+    def matching(self, namespace: str, label_selector: str) -> list[Obj] | None:
+        """Copies of ``namespace``'s pods matching an equality ``label_selector``; None when the cache
+        is not current or the selector is not one it evaluates."""
+        terms = equality_terms(label_selector)
+        with self._lock:
+            if terms is None or not self._current:
+                return None
+            found = [(key, pod) for key, pod in self._pods.items() if key[0] == namespace
+                     and all((pod["metadata"].get("labels") or {}).get(k) == v for k, v in terms.items())]
+            return [copy.deepcopy(pod) for _, pod in sorted(found, key=lambda item: item[0])]
+
+    # -- the reflector ---------------------------------------------------------------------
+    def start(self) -> None:
+        """List and watch in a daemon thread until ``stop``."""
+        self._thread = threading.Thread(target=self._run, name="pod-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the watch (at its next event or timeout); reads go live from now on."""
+        self._stop.set()
+        self._current = False
+
+    def _run(self) -> None:
+        version: str | None = None
+        delay = self.backoff_s[0]
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    version = self._relist()
+                version = self._watch(version)
+                delay = self.backoff_s[0]
+            except KubeError as exc:
+                self._current = False
+                if exc.status == 410:
+                    version = None  # too old to resume: list again
+                    continue
+                delay = self._back_off(exc, delay)
+            except Exception as exc:  # the cache must outlive any one bad answer
+                self._current = False
+                delay = self._back_off(exc, delay)
+
+    def _back_off(self, exc: Exception, delay: float) -> float:
+        log.warning("pod cache: %s; reading pods from the API server, watching again in %.3gs", exc, delay)
+        if self.on_error is not None:
+            self.on_error(exc)
+        self._stop.wait(delay)
+        return min(delay * 2, self.backoff_s[1])
+
+    def _relist(self) -> str:
+        items, version = self.source.list_objects("pods")
+        self.lists += 1
+        with self._lock:
+            self._pods.clear()
+            self._by_node.clear()
+            for pod in items:
+                self._put(pod)
+        return version
+
+    def _watch(self, version: str) -> str:
+        self.watches += 1
+        self._current = True
+        for kind, obj in self.source.watch_objects("pods", version, timeout_s=self.watch_timeout_s):
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if kind in ("ADDED", "MODIFIED"):
+                with self._lock:
+                    self._put(obj)
+            elif kind == "DELETED":
+                with self._lock:
+                    self._drop(_key(obj))
+            if self._stop.is_set():
+                break
+        return version
+
+    def _put(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        meta.pop("managedFields", None)
+        key = _key(pod)
+        self._drop(key)
+        self._pods[key] = pod
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self._by_node.setdefault(str(node), set()).add(key)
+
+    def _drop(self, key: Key) -> None:
+        old = self._pods.pop(key, None)
+        node = (old.get("spec") or {}).get("nodeName") if old is not None else None
+        if node and (keys := self._by_node.get(str(node))) is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_node[str(node)]
+
+
+def _key(pod: Obj) -> Key:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
