@@ -142,13 +142,18 @@ SHUTDOWN_GRACE_S = 50.0
 
 
 def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxed: bool = False,
-                 max_concurrent: int = 200, shutdown_grace_s: float = SHUTDOWN_GRACE_S) -> Worker:
+                 max_concurrent: int = 200, shutdown_grace_s: float = SHUTDOWN_GRACE_S,
+                 pod_cache: bool = True) -> Worker:
     """A worker for the incident workflow and its activities.
 
     On shutdown it stops polling at once and gives running activities ``shutdown_grace_s`` to
     finish; those still running are then cancelled, and Temporal retries them on another worker
-    (a heartbeating one resumes from its last heartbeat's details).
+    (a heartbeating one resumes from its last heartbeat's details). ``pod_cache``: the activities'
+    pod reads come from one watch of every pod (``podmedic/kube/pod_cache.py``), which ends
+    when ``kube`` is closed.
     """
+    if pod_cache:
+        kube.start_pod_cache("worker")
     return Worker(
         client,
         task_queue=task_queue,
@@ -166,10 +171,9 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
     """Run until SIGINT/SIGTERM, then drain (running activities get ``shutdown_grace_s``) and stop;
     probes on ``health`` (host, port) if given; pod reads from a watch of every pod when ``pod_cache``."""
     kube = KubeGateway(kubeconfig)
-    if pod_cache:
-        kube.start_pod_cache()
     await say_taint_rules(kube)
-    worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s)
+    worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s,
+                          pod_cache=pod_cache)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -142,10 +142,11 @@ class GatewayCore:
             raise NotServed(found.describe(), 404)
         return self._resource_api(found.version)
 
-    def start_pod_cache(self) -> PodCache:
-        """Serve this gateway's pod reads from one watch of every pod (``podmedic/kube/pod_cache.py``)."""
+    def start_pod_cache(self, component: str) -> PodCache:
+        """Serve the pod reads of this gateway, and of its copies made after, from one watch of every pod
+        (``podmedic/kube/pod_cache.py``), whose requests say they are ``component``'s."""
         if self.pods is None:
-            self.pods = PodCache(self)  # type: ignore[arg-type]  # the stream calls are a mixin of the gateway
+            self.pods = PodCache(self.for_component(component))  # type: ignore[arg-type]  # the streams' mixin
             self.pods.start()
         return self.pods
 

@@ -32,6 +32,7 @@ COVERING = (
     "tests/e2e_checkpoint/test_checkpoint_methods.py",
     "tests/e2e_node",
     "tests/e2e_ingest/test_cluster_sources.py",
+    "tests/e2e_ingest/test_replicas.py",  # the ingest replicas' Lease
 )
 ROLES = {"worker": "podmedic-worker", "ingest": "podmedic-ingest", "admission": "podmedic-admission"}
 
