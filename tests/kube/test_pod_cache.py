@@ -1,0 +1,142 @@
+"""The worker's pod cache against the simulator over HTTP: reads without requests, never stale on a break.
+
+The shape it copies is client-go's reflector (k8s.io/client-go/tools/cache/reflector.go): list, then
+watch from the list's resourceVersion; a watch answered 410 Gone ("too old resource version") lists
+again. What podmedic adds, and what these tests hold it to: a read is answered from memory only while
+the watch is unbroken, and anything the cache cannot answer goes to the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from podmedic.kube.gateway import Conflict, KubeGateway
+from podmedic_sim import SimCluster
+from podmedic_sim.audit import UNSCOPED
+from tests.helpers import wait_until
+from tests.ingest_sources.conftest import start_pod
+from tests.simkit import fast_config
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    """A simulator whose watch history holds 50 changes, so a watch that falls behind is answered 410."""
+    cluster = SimCluster(fast_config(nodes=2, devices_per_node=4), history_size=50, bookmark_interval_s=0.1)
+    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("pod-cache") / "kubeconfig")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def api(sim: SimCluster) -> Iterator[client.ApiClient]:
+    """The unmodified ``kubernetes`` client: the cluster's other writers."""
+    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
+    yield api_client
+    api_client.close()
+
+
+@pytest.fixture
+def kube(sim: SimCluster) -> Iterator[KubeGateway]:
+    """A gateway whose pod reads the cache answers (a short watch, so a broken one is noticed fast)."""
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)))
+    cache = gateway.start_pod_cache("worker")
+    cache.watch_timeout_s, cache.backoff_s = 2, (0.3, 0.3)
+    wait_until(lambda: cache.current, what="the pod cache listed and watching")
+    yield gateway
+    gateway.close()
+    sim.clear_api_faults()
+
+
+def _requests(sim: SimCluster, verb: str) -> int:
+    return sum(int(e["count"]) for e in sim.ledger.entries()  # type: ignore[call-overload]
+               if e["verb"] == verb and e["resource"] == "pods" and e["component"] == UNSCOPED)
+
+
+def _annotate(api: client.ApiClient, pod: dict[str, str], value: str) -> None:
+    client.CoreV1Api(api).patch_namespaced_pod(pod["name"], "default", {"metadata": {"annotations": {"t": value}}})
+
+
+def _labelled(sim: SimCluster, api: client.ApiClient) -> dict[str, str]:
+    pod = start_pod(sim, api)
+    client.CoreV1Api(api).patch_namespaced_pod(pod["name"], "default", {"metadata": {"labels": {"app": pod["name"]}}})
+    return pod
+
+
+def test_reads_come_from_the_watch_and_follow_other_writers(sim: SimCluster, api: client.ApiClient,
+                                                            kube: KubeGateway) -> None:
+    pod = _labelled(sim, api)
+    gets, lists = _requests(sim, "get"), _requests(sim, "list")
+    _annotate(api, pod, "one")
+    seen = wait_until(lambda: (p := kube.get_pod("default", pod["name"])) and
+                      p["metadata"].get("annotations", {}).get("t") == "one" and p, what="the write seen")
+    assert "managedFields" not in seen["metadata"]
+    on_node = kube.list_pods_on_node(pod["node"])
+    by_label = kube.list_pods("default", f"app={pod['name']}")
+    assert pod["name"] in {p["metadata"]["name"] for p in on_node}
+    # The API server's own answers to the same questions (the unmodified client, not podmedic's gateway).
+    live = client.CoreV1Api(api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={pod['node']}")
+    assert sorted(p["metadata"]["name"] for p in on_node) == sorted(p.metadata.name for p in live.items)
+    assert [p["metadata"]["name"] for p in by_label] == [pod["name"]]
+    assert (_requests(sim, "get"), _requests(sim, "list")) == (gets, lists), "answered without a request"
+
+
+def test_a_set_based_selector_and_an_unknown_pod_are_asked_of_the_api_server(
+        sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
+    pod = _labelled(sim, api)
+    wait_until(lambda: kube.list_pods("default", f"app={pod['name']}"), what="the label seen")
+    gets, lists = _requests(sim, "get"), _requests(sim, "list")
+    assert kube.get_pod("default", "no-such-pod") is None
+    found = kube.list_pods("default", f"app in ({pod['name']})")
+    assert [p["metadata"]["name"] for p in found] == [pod["name"]]
+    assert (_requests(sim, "get"), _requests(sim, "list")) == (gets + 1, lists + 1)
+
+
+def test_a_broken_watch_sends_every_read_to_the_api_server_until_it_is_back(
+        sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
+    pod = start_pod(sim, api)
+    cache = kube.pods
+    assert cache is not None
+    sim.add_api_fault(verbs=["watch"], resources=["pods"], disconnect_after_ms=1)
+    sim.add_api_fault(verbs=["watch", "list"], resources=["pods"], components=["worker"], status=500)
+    wait_until(lambda: not cache.current, what="the cache noticing its watch broke")
+    _annotate(api, pod, "while-broken")
+    gets = _requests(sim, "get")
+    read = kube.get_pod("default", pod["name"])
+    assert read is not None and read["metadata"]["annotations"]["t"] == "while-broken"
+    assert _requests(sim, "get") == gets + 1, "read from the API server while the watch is broken"
+    sim.clear_api_faults()
+    wait_until(lambda: cache.current, timeout=15, what="the cache watching again")
+
+
+def test_a_watch_too_far_behind_lists_again_and_misses_nothing(
+        sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
+    pod = start_pod(sim, api)
+    cache = kube.pods
+    assert cache is not None
+    lists = cache.lists
+    sim.add_api_fault(verbs=["watch"], resources=["pods"], components=["worker"], status=500, count=1)
+    sim.add_api_fault(verbs=["watch"], resources=["pods"], disconnect_after_ms=1, count=1)
+    wait_until(lambda: not cache.current, what="the watch broken")
+    for i in range(60):  # more changes than the watch history holds, while the cache waits to watch again
+        _annotate(api, pod, f"v{i}")
+    wait_until(lambda: cache.lists > lists and cache.current, timeout=15, what="a relist after 410 Gone")
+    wait_until(lambda: (p := kube.get_pod("default", pod["name"])) and p["metadata"]["annotations"]["t"] == "v59",
+               what="the last write, from the new list")
+
+
+def test_a_patch_naming_an_old_version_is_refused(sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
+    # The in-place restart writes its request only over the version it decided on (recover.py): the API
+    # server's optimistic concurrency for a patch that names metadata.resourceVersion.
+    pod = start_pod(sim, api)
+    old = kube.get_pod("default", pod["name"], fresh=True)
+    assert old is not None
+    _annotate(api, pod, "moved-on")
+    with pytest.raises(Conflict):
+        kube.patch_pod_annotations("default", pod["name"], {"x": "y"},
+                                   resource_version=old["metadata"]["resourceVersion"])
