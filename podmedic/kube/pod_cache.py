@@ -5,7 +5,10 @@ restart's verification every two, discovery's and every health read's lists. Tha
 two thirds of its API requests (``python -m benchmarks cost``). The cache is client-go's
 reflector and indexer in miniature: list every pod, watch from the list's resourceVersion
 with bookmarks, relist on 410 Gone, back off on any other error. Pods are kept whole but
-for ``metadata.managedFields`` (what client-go's ``TransformStripManagedFields`` drops).
+for ``metadata.managedFields`` (what client-go's ``TransformStripManagedFields`` drops), each as
+its compact JSON text with its labels and node beside it: a parsed pod takes five times the
+memory of its text (a simulator pod: 11.9 KB against 2.2 KB), and a read parses only the pods
+it returns, each a fresh copy the caller may change.
 
 Reads are answered from the cache only while it is *current*: listed, and its watch
 connected. Between a broken watch and the next list or watch, every read goes to the API
@@ -17,7 +20,7 @@ the cache cannot evaluate (set-based) is listed live. ``GatewayReads`` in
 
 from __future__ import annotations
 
-import copy
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -29,6 +32,23 @@ from podmedic.kube.errors import KubeError
 log = logging.getLogger("podmedic.kube.pod_cache")
 
 Key = tuple[str, str]
+
+
+class _Kept:
+    """One pod as the cache holds it."""
+
+    __slots__ = ("labels", "node", "text")
+
+    def __init__(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        meta.pop("managedFields", None)
+        self.labels: dict[str, str] = dict(meta.get("labels") or {})
+        self.node = str((pod.get("spec") or {}).get("nodeName") or "")
+        self.text = json.dumps(pod, separators=(",", ":"))
+
+    def pod(self) -> Obj:
+        found: Obj = json.loads(self.text)
+        return found
 
 
 class Lister(Protocol):
@@ -63,7 +83,7 @@ class PodCache:
         self.backoff_s = backoff_s
         self.on_error = on_error
         self._lock = threading.Lock()
-        self._pods: dict[Key, Obj] = {}
+        self._pods: dict[Key, _Kept] = {}
         self._by_node: dict[str, set[Key]] = {}
         self._current = False
         self._stop = threading.Event()
@@ -80,15 +100,16 @@ class PodCache:
     def get(self, namespace: str, name: str) -> Obj | None:
         """A copy of the pod, or None when the cache is not current or does not hold it."""
         with self._lock:
-            pod = self._pods.get((namespace, name)) if self._current else None
-            return copy.deepcopy(pod) if pod is not None else None
+            kept = self._pods.get((namespace, name)) if self._current else None
+        return kept.pod() if kept is not None else None
 
     def on_node(self, node: str) -> list[Obj] | None:
         """Copies of the pods bound to ``node``; None when the cache is not current."""
         with self._lock:
             if not self._current:
                 return None
-            return [copy.deepcopy(self._pods[k]) for k in sorted(self._by_node.get(node, ()))]
+            kept = [self._pods[k] for k in sorted(self._by_node.get(node, ()))]
+        return [k.pod() for k in kept]
 
     def matching(self, namespace: str, label_selector: str) -> list[Obj] | None:
         """Copies of ``namespace``'s pods matching an equality ``label_selector``; None when the cache
@@ -97,9 +118,9 @@ class PodCache:
         with self._lock:
             if terms is None or not self._current:
                 return None
-            found = [(key, pod) for key, pod in self._pods.items() if key[0] == namespace
-                     and all((pod["metadata"].get("labels") or {}).get(k) == v for k, v in terms.items())]
-            return [copy.deepcopy(pod) for _, pod in sorted(found, key=lambda item: item[0])]
+            found = sorted((key, kept) for key, kept in self._pods.items() if key[0] == namespace
+                           and all(kept.labels.get(k) == v for k, v in terms.items()))
+        return [kept.pod() for _, kept in found]
 
     # -- the reflector ---------------------------------------------------------------------
     def start(self) -> None:
@@ -164,22 +185,18 @@ class PodCache:
         return version
 
     def _put(self, pod: Obj) -> None:
-        meta = pod.get("metadata") or {}
-        meta.pop("managedFields", None)
         key = _key(pod)
         self._drop(key)
-        self._pods[key] = pod
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node:
-            self._by_node.setdefault(str(node), set()).add(key)
+        kept = self._pods[key] = _Kept(pod)
+        if kept.node:
+            self._by_node.setdefault(kept.node, set()).add(key)
 
     def _drop(self, key: Key) -> None:
         old = self._pods.pop(key, None)
-        node = (old.get("spec") or {}).get("nodeName") if old is not None else None
-        if node and (keys := self._by_node.get(str(node))) is not None:
+        if old is not None and old.node and (keys := self._by_node.get(old.node)) is not None:
             keys.discard(key)
             if not keys:
-                del self._by_node[str(node)]
+                del self._by_node[old.node]
 
 
 def _key(pod: Obj) -> Key:
