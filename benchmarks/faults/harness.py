@@ -92,6 +92,11 @@ class Harness:
         state: dict[str, Any] = await self.http("GET", f"{self.sim_url}/sim/v1/state")
         return state
 
+    async def pod_annotations(self, incident: Incident) -> dict[str, str]:
+        """The incident's pod's annotations, read from the API server as a test client (no ledger entry)."""
+        pod = await self.http("GET", f"{self.sim_url}/api/v1/namespaces/default/pods/{incident.pod}")
+        return dict((pod.get("metadata") or {}).get("annotations") or {})
+
     async def api_fault(self, **rule: Any) -> None:
         """Inject an API fault rule into the simulator."""
         await self.http("POST", f"{self.sim_url}/sim/v1/faults/api", rule)

@@ -8,6 +8,10 @@ stage and the held call is in flight, SIGKILLs the worker, releases the call (th
 serves it) and starts a new worker. The killed attempt's request did reach the API server, so the
 new worker's retry meets the result of the old one: that is what must not be done twice.
 
+The checkpoint stage makes no call while it waits: its reads of the pod come from the worker's
+pod cache. Its in-flight mark is the pod itself: the request annotation written (the killed
+attempt acted) and no answer yet (the job answers slowly).
+
 The fence is a local activity, run inside the incident's first workflow task, so its phase is
 never published: the taint stage waits for ``Opened`` (the phase the incident starts with,
 shown until that task completes) or ``WaitingGrace`` (shown while a bare pod-status report waits
@@ -24,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.faults.effects import ScenarioResult, conclude
-from benchmarks.faults.harness import Harness, wait_for
+from benchmarks.faults.harness import Harness, Incident, wait_for
+from podmedic.workload import protocol
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class Stage:
     job: dict[str, Any] | None = None
     tickets: bool = False  # the vendor desk holds the create answer instead
     late: bool = False  # hold only once the phase shows: a call of that kind also comes before the stage
+    requested: bool = False  # in flight once the pod carries the checkpoint request and no answer (no held call)
 
 
 def _held(verb: str, resource: str) -> dict[str, Any]:
@@ -45,9 +51,8 @@ def _held(verb: str, resource: str) -> dict[str, Any]:
 
 STAGES = (
     Stage("detect", frozenset({"Discovering"}), _held("get", "resourceclaims")),  # discover reads the node's claims
-    # The job answers slowly; the checkpoint activity polls the pod for it (a pod GET), held then.
-    Stage("checkpoint", frozenset({"Checkpointing"}), _held("get", "pods"), job={"checkpoint_answer": "slow:4"},
-          late=True),
+    # The job answers slowly; the checkpoint activity waits for the answer on the pod meanwhile.
+    Stage("checkpoint", frozenset({"Checkpointing"}), job={"checkpoint_answer": "slow:8"}, requested=True),
     Stage("taint", frozenset({"Opened", "WaitingGrace"}), _held("create", "devicetaintrules")),
     Stage("recover", frozenset({"Recovering"}), _held("create", "pods/eviction")),
     Stage("ticket", frozenset({"Ticketing", "AwaitingVendor"}), tickets=True),
@@ -56,9 +61,13 @@ STAGES = (
 QUICK = ("checkpoint", "taint", "ticket")
 
 
-def _in_flight(h: Harness, stage: Stage) -> Callable[[], Awaitable[bool]]:
-    """Whether the stage's call is held now (by the simulator, or the desk for a ticket)."""
+def _in_flight(h: Harness, stage: Stage, incident: Incident) -> Callable[[], Awaitable[bool]]:
+    """Whether the stage's call is held now (by the simulator, or the desk for a ticket), or for the
+    checkpoint, whether its request is on the pod and not answered yet."""
     async def held() -> bool:
+        if stage.requested:
+            notes = await h.pod_annotations(incident)
+            return protocol.REQUEST in notes and protocol.ACK not in notes
         return await (h.held_tickets() if stage.tickets else h.held_calls()) > 0
     return held
 
@@ -80,10 +89,12 @@ async def run(h: Harness, quick: bool) -> ScenarioResult:
         seen = await h.wait_phase(incident, set(stage.phases), 120)
         if stage.rule and stage.late:
             await h.api_fault(**stage.rule)
-        await wait_for(_in_flight(h, stage), 120, f"{stage.name}: the stage's call held in flight")
+        await wait_for(_in_flight(h, stage, incident), 120, f"{stage.name}: the stage's call in flight",
+                       interval=0.2)
         code = h.stack.kill("worker", signal.SIGKILL)
         result.faults_injected += 1
-        result.notes.append(f"{stage.name}: worker SIGKILLed in phase {seen} with its call held (exit {code})")
+        how = "its request on the pod, unanswered" if stage.requested else "its call held"
+        result.notes.append(f"{stage.name}: worker SIGKILLed in phase {seen} with {how} (exit {code})")
         await h.clear_api_faults()  # released: the simulator serves the dead worker's call; not the retries
         await h.hold_tickets(False)
         h.stack.respawn("worker")

@@ -218,9 +218,11 @@ async def test_pod_notices_are_written_behind_the_pipeline_in_step_order(
         outcome = await _outcome(client, device)
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
     reasons = [n.reason for n in fake.notices]
-    assert "fenced (NoSchedule); podmedic will checkpoint and recover" in fake.notices[0].message
-    assert reasons == ["PodmedicIncidentOpened", "PodmedicDeviceTainted", "PodmedicCheckpointed",
-                       "PodmedicRestarted", "PodmedicIncidentClosed"]
+    # The fence is named in the opening Event and the checkpoint's notice rides on the restart's
+    # (fold-step-notices, workflows/notices.py).
+    assert f"fenced: DeviceTaintRule {device.object_name} NoSchedule" in fake.notices[0].message
+    assert reasons == ["PodmedicIncidentOpened", "PodmedicRestarted", "PodmedicIncidentClosed"]
+    assert fake.notices[1].message.startswith("checkpoint before remediation")
     # The taint came before the first notice was written, and the incident closed only after the last.
     assert fake.order.index("taint_device") < fake.order.index("PodmedicIncidentOpened")
     assert fake.order[-1] == "PodmedicIncidentClosed"

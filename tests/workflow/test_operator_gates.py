@@ -61,7 +61,8 @@ async def test_approved_gate_goes_on_and_records_who(env: WorkflowEnvironment, t
     assert decisions == [("taint", "approved", "alice"), ("ticket", "timed_out_proceed", "policy")]
     steps = [n.step for n in fake.notices]
     assert steps.count("awaiting_approval") == 2
-    assert (steps.index("tainted") < steps.index("awaiting_approval") < steps.index("taint_raised")
+    # The fence is told in the opening Event (fold-step-notices, workflows/notices.py).
+    assert (steps.index("opened") < steps.index("awaiting_approval") < steps.index("taint_raised")
             < steps.index("ticketed") < steps.index("closed"))
 
 
