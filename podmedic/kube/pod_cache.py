@@ -10,12 +10,13 @@ its compact JSON text with its labels and node beside it: a parsed pod takes fiv
 memory of its text (a simulator pod: 11.9 KB against 2.2 KB), and a read parses only the pods
 it returns, each a fresh copy the caller may change.
 
-Reads are answered from the cache only while it is *current*: listed, and its watch
-connected. Between a broken watch and the next list or watch, every read goes to the API
-server, so a partition never serves old pods as new. A pod the cache does not hold is
+Reads are answered from the cache only while it is *current*: listed, and a watch from
+there connected now. From a watch's end (its timeout, a dropped stream, an error) until the
+API server accepts the next one, every read goes to the API server, so a partition never
+serves old pods as new. A pod the cache does not hold is
 read live too: it may be newer than the watch (a replacement just created); a selector
-the cache cannot evaluate (set-based) is listed live. ``GatewayReads`` in
-``podmedic/kube/gateway.py`` makes that choice for each read.
+the cache cannot evaluate (set-based) is listed live. ``KubeGateway``'s pod reads
+(``podmedic/kube/gateway.py``) make that choice for each read.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ class _Kept:
 class Lister(Protocol):
     """The gateway's paged list and raw watch (``podmedic/kube/streams.py``)."""
 
-    def list_objects(self, kind: str, *, field_selector: str | None = None,
-                     page_size: int = 500) -> tuple[list[Obj], str]: ...
+    def list_pages(self, kind: str, *, field_selector: str | None = None,
+                   page_size: int = 500) -> Iterator[tuple[list[Obj], str]]: ...
 
     def watch_objects(self, kind: str, resource_version: str | None, *, timeout_s: int = 30,
-                      field_selector: str | None = None) -> Iterator[tuple[str, Obj]]: ...
+                      field_selector: str | None = None,
+                      on_connect: Callable[[], None] | None = None) -> Iterator[tuple[str, Obj]]: ...
 
 
 def equality_terms(selector: str) -> dict[str, str] | None:
@@ -76,12 +78,11 @@ def equality_terms(selector: str) -> dict[str, str] | None:
 class PodCache:
     """The cluster's pods, by namespace and name and by node; thread-safe."""
 
-    def __init__(self, source: Lister, *, watch_timeout_s: int = 60, backoff_s: tuple[float, float] = (0.5, 30.0),
-                 on_error: Callable[[Exception], None] | None = None) -> None:
+    def __init__(self, source: Lister, *, watch_timeout_s: int = 60,
+                 backoff_s: tuple[float, float] = (0.5, 30.0)) -> None:
         self.source = source
         self.watch_timeout_s = watch_timeout_s
         self.backoff_s = backoff_s
-        self.on_error = on_error
         self._lock = threading.Lock()
         self._pods: dict[Key, _Kept] = {}
         self._by_node: dict[str, set[Key]] = {}
@@ -94,7 +95,7 @@ class PodCache:
     # -- reads: None means "not known here, ask the API server" -----------------------------
     @property
     def current(self) -> bool:
-        """Listed, and the watch since then unbroken."""
+        """Listed, and a watch from there connected now."""
         return self._current
 
     def get(self, namespace: str, name: str) -> Obj | None:
@@ -154,25 +155,33 @@ class PodCache:
 
     def _back_off(self, exc: Exception, delay: float) -> float:
         log.warning("pod cache: %s; reading pods from the API server, watching again in %.3gs", exc, delay)
-        if self.on_error is not None:
-            self.on_error(exc)
         self._stop.wait(delay)
         return min(delay * 2, self.backoff_s[1])
 
     def _relist(self) -> str:
-        items, version = self.source.list_objects("pods")
-        self.lists += 1
+        # Page by page into new maps, swapped in at the end: the whole list is never held parsed.
+        pods: dict[Key, _Kept] = {}
+        version = ""
+        for page, first_version in self.source.list_pages("pods"):
+            version = first_version
+            for pod in page:
+                pods[_key(pod)] = _Kept(pod)
+        by_node: dict[str, set[Key]] = {}
+        for key, kept in pods.items():
+            if kept.node:
+                by_node.setdefault(kept.node, set()).add(key)
         with self._lock:
-            self._pods.clear()
-            self._by_node.clear()
-            for pod in items:
-                self._put(pod)
+            self._pods, self._by_node = pods, by_node
+        self.lists += 1
         return version
 
     def _watch(self, version: str) -> str:
+        # Current only while a watch is connected: between one watch's end and the next one's start
+        # (a timeout, a dropped stream, an error), reads go to the API server.
+        self._current = False
         self.watches += 1
-        self._current = True
-        for kind, obj in self.source.watch_objects("pods", version, timeout_s=self.watch_timeout_s):
+        for kind, obj in self.source.watch_objects("pods", version, timeout_s=self.watch_timeout_s,
+                                                   on_connect=self._connected):
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind in ("ADDED", "MODIFIED"):
                 with self._lock:
@@ -183,6 +192,9 @@ class PodCache:
             if self._stop.is_set():
                 break
         return version
+
+    def _connected(self) -> None:
+        self._current = not self._stop.is_set()
 
     def _put(self, pod: Obj) -> None:
         key = _key(pod)

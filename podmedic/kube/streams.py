@@ -42,29 +42,41 @@ class StreamCalls(GatewayCore):
         The first page's resourceVersion is returned: a watch from it replays anything that
         changed while later pages were read, so nothing falls between the list and the watch.
         """
+        items: list[Obj] = []
+        version = ""
+        for page, first_version in self.list_pages(kind, field_selector=field_selector, page_size=page_size):
+            items.extend(page)
+            version = first_version
+        return items, version
+
+    def list_pages(self, kind: str, *, field_selector: str | None = None,
+                   page_size: int = 500) -> Iterator[tuple[list[Obj], str]]:
+        """``list_objects`` one page at a time, each with the first page's resourceVersion: a caller
+        that keeps less than the whole answer never holds it all at once."""
         lister = self._lister(kind)
         selector = {"field_selector": field_selector} if field_selector else {}
-        items: list[Obj] = []
         token: str | None = None
         version = ""
         while True:
             paging: dict[str, Any] = {"limit": page_size, **({"_continue": token} if token else {})}
             data = self._read(f"list {kind}", lister, **selector, **paging)
-            items.extend(data.get("items") or [])
             meta = data.get("metadata") or {}
             version = version or str(meta.get("resourceVersion") or "")
             token = meta.get("continue") or None
+            yield data.get("items") or [], version
             if not token:
-                return items, version
+                return
 
     def watch_objects(self, kind: str, resource_version: str | None, *, timeout_s: int = 30,
-                      field_selector: str | None = None) -> Iterator[tuple[str, Obj]]:
+                      field_selector: str | None = None,
+                      on_connect: Callable[[], None] | None = None) -> Iterator[tuple[str, Obj]]:
         """Changes of ``kind`` across all namespaces as ``(type, object dict)``, bookmarks
         included, until the server ends the watch after ``timeout_s``.
 
         Lines are decoded as plain JSON (no client models: ten times cheaper on busy
         clusters). Raises ``KubeError`` with status 410 when ``resource_version`` is too old
-        (the caller relists) and ``ServerError`` when the stream breaks.
+        (the caller relists) and ``ServerError`` when the stream breaks. ``on_connect`` is called
+        once the API server has accepted the watch.
         """
         lister = self._lister(kind)
         selector = {"field_selector": field_selector} if field_selector else {}
@@ -76,6 +88,8 @@ class StreamCalls(GatewayCore):
             raise translate(exc, f"watch {kind}") from exc
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise ServerError(f"watch {kind}: {exc}") from exc
+        if on_connect is not None:
+            on_connect()  # the API server accepted the watch: from here on it streams every change
         try:
             for line in watch.watch.iter_resp_lines(resp):
                 event = json.loads(line)
