@@ -23,6 +23,7 @@ from activities.heartbeat import Heartbeat
 from podmedic.domain.base import Obj
 from podmedic.kube import podview
 from podmedic.kube.gateway import ServerError, Throttled
+from podmedic.kube.pod_cache import live_reads
 from podmedic.workload.protocol import PROGRESS, REPORTS_PROGRESS
 
 
@@ -95,20 +96,30 @@ async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callab
                poll_s: float, *details: Any) -> Any:
     """Call ``check`` (through ``run``, in a thread) until it returns a value or ``timeout_s``
     passes (``None``); ``details`` are heartbeated so a retried attempt resumes where this was
-    (after the first second of waiting: ``activities/heartbeat.py``)."""
+    (after the first second of waiting: ``activities/heartbeat.py``). The last call, at the
+    deadline, reads pods from the API server (``live_reads``)."""
     deadline = time.monotonic() + timeout_s
     heartbeat = Heartbeat()
     while True:
+        last = time.monotonic() >= deadline
         try:
-            found = await run(check)
+            if last:
+                # The pods polled come from the worker's watch (podmedic/kube/pod_cache.py); a verdict
+                # that fails the rung is taken from the API server itself, never from a watch that lags.
+                with live_reads():
+                    found = await run(check)
+            else:
+                found = await run(check)
         except (ServerError, Throttled) as err:
             # One failed read of a bounded poll is a poll that saw nothing yet: failing the whole
             # attempt for it would redo the rung's action bookkeeping and burn a retry on a blip.
             activity.logger.info("poll read failed, polling again: %s", err)
             found = None
         if found is not None:
+            if last:
+                activity.logger.warning("poll: found on the last look, read from the API server")
             return found
-        if time.monotonic() >= deadline:
+        if last:
             return None
         heartbeat(*details)
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))

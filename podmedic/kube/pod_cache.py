@@ -21,6 +21,8 @@ the cache cannot evaluate (set-based) is listed live. ``KubeGateway``'s pod read
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import threading
@@ -33,6 +35,20 @@ from podmedic.kube.errors import KubeError
 log = logging.getLogger("podmedic.kube.pod_cache")
 
 Key = tuple[str, str]
+
+_LIVE = contextvars.ContextVar("podmedic_pod_reads_live", default=False)
+
+
+@contextlib.contextmanager
+def live_reads() -> Iterator[None]:
+    """Within it, pod reads in this context (and threads started from it with its context, as
+    ``asyncio.to_thread`` does) go to the API server: for a verdict that must not rest on a watch
+    that may lag, such as a poll's last look before it fails a rung."""
+    token = _LIVE.set(True)
+    try:
+        yield
+    finally:
+        _LIVE.reset(token)
 
 
 class _Kept:
@@ -95,19 +111,19 @@ class PodCache:
     # -- reads: None means "not known here, ask the API server" -----------------------------
     @property
     def current(self) -> bool:
-        """Listed, and a watch from there connected now."""
-        return self._current
+        """Listed, a watch from there connected now, and reads not asked to go live (``live_reads``)."""
+        return self._current and not _LIVE.get()
 
     def get(self, namespace: str, name: str) -> Obj | None:
         """A copy of the pod, or None when the cache is not current or does not hold it."""
         with self._lock:
-            kept = self._pods.get((namespace, name)) if self._current else None
+            kept = self._pods.get((namespace, name)) if self.current else None
         return kept.pod() if kept is not None else None
 
     def on_node(self, node: str) -> list[Obj] | None:
         """Copies of the pods bound to ``node``; None when the cache is not current."""
         with self._lock:
-            if not self._current:
+            if not self.current:
                 return None
             kept = [self._pods[k] for k in sorted(self._by_node.get(node, ()))]
         return [k.pod() for k in kept]
@@ -117,7 +133,7 @@ class PodCache:
         is not current or the selector is not one it evaluates."""
         terms = equality_terms(label_selector)
         with self._lock:
-            if terms is None or not self._current:
+            if terms is None or not self.current:
                 return None
             found = sorted((key, kept) for key, kept in self._pods.items() if key[0] == namespace
                            and all(kept.labels.get(k) == v for k, v in terms.items()))

@@ -8,13 +8,18 @@ the watch is unbroken, and anything the cache cannot answer goes to the API serv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, config
+from temporalio.testing import ActivityEnvironment
 
+from activities.recovery.verify import poll
 from podmedic.kube.gateway import Conflict, KubeGateway
+from podmedic.kube.pod_cache import live_reads
 from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED
 from tests.helpers import wait_until
@@ -95,6 +100,34 @@ def test_a_set_based_selector_and_an_unknown_pod_are_asked_of_the_api_server(
     found = kube.list_pods("default", f"app in ({pod['name']})")
     assert [p["metadata"]["name"] for p in found] == [pod["name"]]
     assert (_requests(sim, "get"), _requests(sim, "list")) == (gets + 1, lists + 1)
+
+
+async def test_a_poll_takes_its_failing_verdict_from_the_api_server(
+        sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
+    # A watch may lag behind the API server (a busy worker, a slow stream); a poll that is about to
+    # fail a rung looks once more, live. Here the check sees a change only when it reads live, as a
+    # check on a lagging watch would.
+    pod = start_pod(sim, api)
+    wait_until(lambda: kube.get_pod("default", pod["name"]), what="the pod in the cache")
+    gets = _requests(sim, "get")
+    seen: list[int] = []
+
+    def check() -> str | None:
+        before = _requests(sim, "get")
+        found = kube.get_pod("default", pod["name"])
+        seen.append(_requests(sim, "get") - before)
+        return "live" if found is not None and seen[-1] else None
+
+    async def run(fn: Callable[[], Any]) -> Any:
+        return await asyncio.to_thread(fn)
+
+    # The SDK's ActivityEnvironment gives the poll a real activity context (its heartbeats, its logger).
+    assert await ActivityEnvironment().run(poll, run, check, 0.5, 0.1) == "live"
+    assert seen[-1] == 1 and sum(seen[:-1]) == 0 and len(seen) >= 3, seen
+    with live_reads():
+        kube.get_pod("default", pod["name"])
+    kube.get_pod("default", pod["name"])
+    assert _requests(sim, "get") == gets + 2
 
 
 def test_a_broken_watch_sends_every_read_to_the_api_server_until_it_is_back(
