@@ -4,7 +4,6 @@ answer or error is read. ``KubeGateway`` (``podmedic/kube/gateway.py``) builds e
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from podmedic.kube.errors import (
     Throttled,
     from_answer,
 )
+from podmedic.kube.json_text import parse
 from podmedic.kube.pod_cache import PodCache
 from podmedic.kube.throttle import MAX_RETRIES, TokenBucket, sleep_for_retry, throttle_wait
 from podmedic.settings.groups import Cluster
@@ -174,7 +174,7 @@ class GatewayCore:
             except (OSError, urllib3.exceptions.HTTPError) as exc:  # unreachable: urllib3 gave up its retries
                 raise ServerError(f"{what}: {exc}") from exc
         data = resp.data
-        result: Obj = json.loads(data) if data else {}
+        result: Obj = parse(data) if data else {}
         return result
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:

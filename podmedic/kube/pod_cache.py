@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from typing import Protocol
 
 from podmedic.domain.base import Obj
 from podmedic.kube.errors import KubeError
+from podmedic.kube.json_text import compact, parse
 
 log = logging.getLogger("podmedic.kube.pod_cache")
 
@@ -61,10 +61,10 @@ class _Kept:
         meta.pop("managedFields", None)
         self.labels: dict[str, str] = dict(meta.get("labels") or {})
         self.node = str((pod.get("spec") or {}).get("nodeName") or "")
-        self.text = json.dumps(pod, separators=(",", ":"))
+        self.text = compact(pod)
 
     def pod(self) -> Obj:
-        found: Obj = json.loads(self.text)
+        found: Obj = parse(self.text)
         return found
 
 

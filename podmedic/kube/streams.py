@@ -6,7 +6,6 @@ whatever the workload or kubelet answered; exec speaks the WebSocket channel pro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from podmedic.domain.base import Obj
 from podmedic.kube.core import GatewayCore, translate
 from podmedic.kube.errors import KubeError, ProxyTimeout, ServerError
+from podmedic.kube.json_text import parse
 
 
 class StreamCalls(GatewayCore):
@@ -92,7 +92,7 @@ class StreamCalls(GatewayCore):
             on_connect()  # the API server accepted the watch: from here on it streams every change
         try:
             for line in watch.watch.iter_resp_lines(resp):
-                event = json.loads(line)
+                event = parse(line)
                 obj: Obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
                     raise KubeError(f"watch {kind}: {obj.get('message')}", int(obj.get("code") or 0))

