@@ -10,15 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from podmedic.kube.gateway import KubeGateway
+from podmedic.telemetry.thread_names import name_os_thread
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-CALLS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
+CALLS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube", initializer=name_os_thread)
 """Threads for blocking API calls. asyncio's default pool has ``CPUs + 4`` threads (6 on a 2-core
 worker): in a 1,000-device storm every activity's calls queued behind six."""
 
-URGENT_CALLS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube-urgent")
+URGENT_CALLS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube-urgent", initializer=name_os_thread)
 """Threads for the calls a device's taint waits on, so a fence never queues behind other steps'
 reads and polls."""
 

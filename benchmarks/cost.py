@@ -15,6 +15,11 @@ The worker's pod cache watches every pod, so the worker spends CPU while no inci
 much as the cluster's pods change. That standing cost is read over ``IDLE_S`` before the
 incidents and reported apart (``worker_idle_cpu_ms_per_s``); ``worker_cpu_ms_per_incident``
 includes it, ``worker_cpu_ms_per_incident_above_idle`` does not.
+
+Each worker's CPU is also read thread by thread (``/proc/<pid>/task``, by kernel thread name:
+``benchmarks.detection.thread_cpu_seconds``): the Temporal SDK's core (``tokio-rt-worker``), its
+workflow threads (``workflow-proces``), the asyncio loop (``python``), the Kubernetes-call threads
+(``kube``, ``kube-urgent``) and the pod cache (``pod-cache``), so the difference to bare has an address.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 from temporalio.client import Client
 
 from benchmarks.bare import run_bare
-from benchmarks.detection import cpu_seconds
+from benchmarks.detection import cpu_seconds, thread_cpu_seconds
 from benchmarks.fleet import Fault, Sim, deliverer, fire, wait_closed
 from benchmarks.orchestration import cpu_since, nodes_for, prepared
 from benchmarks.settings import stack_config, unguarded_default_policy
@@ -61,6 +66,13 @@ def _per(total: float, n: int) -> float:
     return round(total * 1000 / n, 2) if n else 0.0
 
 
+def _threads_since(before: dict[str, float], pid: int, n: int) -> dict[str, float]:
+    """Milliseconds per workflow each thread group of ``pid`` used since ``before``, largest first."""
+    after = thread_cpu_seconds(pid)
+    spent = {group: _per(after[group] - before.get(group, 0.0), n) for group in after}
+    return dict(sorted(spent.items(), key=lambda kv: -kv[1]))
+
+
 def requests_table(entries: list[dict[str, Any]], incidents: int) -> dict[str, float]:
     """Requests per incident by ``verb resource[/sub]``, largest first; answers other than 2xx apart, by status."""
     kinds: Counter[str] = Counter()
@@ -84,9 +96,10 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         pods, k = await prepared(stack, sim, incidents, "cost", policy=policy, per_node=1)
         await run_bare(stack.client, 1, k)  # the bare worker warm too
         progress(f"[{server}] {len(pods)} training pods Ready; an incident schedules {k} activities")
-        cpu = cpu_seconds(stack.pids)
+        cpu, bare_threads = cpu_seconds(stack.pids), thread_cpu_seconds(stack.pids["bare-worker"])
         bare = await run_bare(stack.client, incidents, k)
         bare_cpu = cpu_since(cpu, stack.pids)
+        bare_threads = _threads_since(bare_threads, stack.pids["bare-worker"], incidents)
         bare_events = await _history_events(stack.client, "WorkflowType = 'BareWorkflow' AND ExecutionStatus = "
                                                           "'Completed'")
         await _ledger(sim, "DELETE")
@@ -95,10 +108,11 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         idle_from, cpu = time.monotonic(), cpu_seconds(stack.pids)
         await asyncio.sleep(IDLE_S)
         idle = cpu_since(cpu, stack.pids).get("worker", 0.0) / (time.monotonic() - idle_from)
-        began, cpu = time.monotonic(), cpu_seconds(stack.pids)
+        began, cpu, threads = time.monotonic(), cpu_seconds(stack.pids), thread_cpu_seconds(stack.pids["worker"])
         timings = await fire(sim, deliverer(stack.client, policy, stack.task_queue), pods, Fault())
         still = await wait_closed(stack.client, 600)
         used, took = cpu_since(cpu, stack.pids), time.monotonic() - began
+        threads = _threads_since(threads, stack.pids["worker"], incidents)
         entries = [e for e in await _ledger(sim, "GET") if e["component"] == "worker"]
         events = await _history_events(stack.client, "WorkflowType = 'DeviceIncident' AND ExecutionStatus != "
                                                      "'Running'")
@@ -114,6 +128,8 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         "worker_cpu_ms_per_incident": worker_ms,
         "bare_worker_cpu_ms_per_workflow": bare_ms,
         "worker_cpu_ratio_to_bare": ratio(worker_ms, bare_ms),
+        "worker_cpu_ms_per_incident_by_thread": threads,
+        "bare_worker_cpu_ms_per_workflow_by_thread": bare_threads,
         "worker_idle_cpu_ms_per_s": round(idle * 1000, 1),
         "pods_watched": len(pods) + 1,
         "incidents_phase_s": round(took, 1),
@@ -151,6 +167,10 @@ def cost_table(r: dict[str, Any]) -> str:
     lines = [f"cost of one incident: {r['incidents']} incidents, {r['activities_per_incident']} activities each, "
              f"server {r['server']}, load {r['load_1m']}", ""]
     lines += [f"  {name:<44} {value!s:>14}  {target}" for name, value, target in rows]
+    bare_threads = r.get("bare_worker_cpu_ms_per_workflow_by_thread", {})
+    lines += ["", "  worker CPU ms per incident by thread (bare worker's per workflow):"]
+    lines += [f"    {group:<40} {ms:>6} ({bare_threads.get(group, 0.0)})"
+              for group, ms in r.get("worker_cpu_ms_per_incident_by_thread", {}).items()]
     lines += ["", "  requests per incident by kind:"]
     lines += [f"    {kind:<40} {n:>6}" for kind, n in r["api_requests_by_kind"].items()]
     return "\n".join(lines)

@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import os
 import pstats
+import re
 import secrets
 import time
 from pathlib import Path
@@ -73,6 +74,24 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
         except OSError:
             continue
         used[role] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return used
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU time used so far by ``pid``'s live threads, summed by kernel name without its number
+    (``kube_3`` -> ``kube``; ``podmedic.telemetry.thread_names``). ``python`` is the main thread (the
+    asyncio loop, where the Temporal SDK handles tasks) and every thread left unnamed; a thread that
+    has ended takes its time with it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        group = re.sub(r"[_-]\d+$", "", name)
+        used[group] = used.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return used
 
 

@@ -31,6 +31,7 @@ from typing import Protocol
 from podmedic.domain.base import Obj
 from podmedic.kube.errors import KubeError
 from podmedic.kube.json_text import compact, parse
+from podmedic.telemetry.thread_names import name_os_thread
 
 log = logging.getLogger("podmedic.kube.pod_cache")
 
@@ -151,6 +152,7 @@ class PodCache:
         self._current = False
 
     def _run(self) -> None:
+        name_os_thread()
         version: str | None = None
         delay = self.backoff_s[0]
         while not self._stop.is_set():
