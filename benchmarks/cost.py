@@ -170,7 +170,8 @@ def cost_table(r: dict[str, Any]) -> str:
     bare_threads = r.get("bare_worker_cpu_ms_per_workflow_by_thread", {})
     lines += ["", "  worker CPU ms per incident by thread (bare worker's per workflow):"]
     lines += [f"    {group:<40} {ms:>6} ({bare_threads.get(group, 0.0)})"
-              for group, ms in r.get("worker_cpu_ms_per_incident_by_thread", {}).items()]
+              for group, ms in r.get("worker_cpu_ms_per_incident_by_thread", {}).items()
+              if ms or bare_threads.get(group)]
     lines += ["", "  requests per incident by kind:"]
     lines += [f"    {kind:<40} {n:>6}" for kind, n in r["api_requests_by_kind"].items()]
     return "\n".join(lines)

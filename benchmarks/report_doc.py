@@ -143,11 +143,18 @@ def _cost(r: dict[str, Any]) -> list[str]:
             ["bench process (delivers the events, as the ingest) CPU ms per incident", r["bench_cpu_ms_per_incident"],
              ""]]
     kinds = [[kind, n] for kind, n in r["api_requests_by_kind"].items()]
+    bare_threads = r.get("bare_worker_cpu_ms_per_workflow_by_thread", {})
+    threads = [[group, ms, bare_threads.get(group, 0.0)]
+               for group, ms in r.get("worker_cpu_ms_per_incident_by_thread", {}).items()
+               if ms or bare_threads.get(group)]
+    by_thread = ["", "Worker CPU by thread (kernel thread names; `python` is the asyncio loop, where the SDK handles "
+                     "activity and workflow tasks, and any unnamed thread):", "",
+                 table(["thread", "podmedic ms per incident", "bare ms per workflow"], threads)] if threads else []
     return [f"{r['incidents']} incidents of {r['activities_per_incident']} activities (XID 94, in-place restart), "
             f"and as many bare workflows; server {r['server']}, load {r['load_1m']}. CPU from /proc per process, "
             "requests from the simulator's ledger (the worker's User-Agent).", "",
-            table(["figure", "measured", "target"], rows), "", "Requests per incident, by kind (non-2xx apart):", "",
-            table(["request", "per incident"], kinds)]
+            table(["figure", "measured", "target"], rows), *by_thread, "",
+            "Requests per incident, by kind (non-2xx apart):", "", table(["request", "per incident"], kinds)]
 
 
 def _memory(r: dict[str, Any]) -> list[str]:

@@ -16,7 +16,9 @@ API server accepts the next one, every read goes to the API server, so a partiti
 serves old pods as new. A pod the cache does not hold is
 read live too: it may be newer than the watch (a replacement just created); a selector
 the cache cannot evaluate (set-based) is listed live. ``KubeGateway``'s pod reads
-(``podmedic/kube/gateway.py``) make that choice for each read.
+(``podmedic/kube/gateway.py``) make that choice for each read. A connected watch may still lag
+(a busy worker, a slow stream): within ``live_reads`` every read goes to the API server, for a
+verdict that must not rest on the watch (a poll's last look before it fails a rung).
 """
 
 from __future__ import annotations
