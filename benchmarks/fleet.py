@@ -11,6 +11,7 @@ time is read from the history instead (``fence_time``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 import uuid
@@ -21,6 +22,7 @@ from typing import Any
 import aiohttp
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.service import RPCError
 
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
@@ -211,17 +213,23 @@ def activities_in(history: WorkflowHistory) -> int:
 
 
 async def collect(client: Client, timings: list[Timing], timeout_s: float = 600) -> list[Timing]:
-    """Read every incident's outcome into its timing, waiting up to ``timeout_s`` for each: the
-    visibility count ``wait_closed`` reads lags, so an incident may still be closing."""
+    """Read every incident's outcome into its timing, waiting until ``timeout_s`` from now, for all
+    of them together: the visibility count ``wait_closed`` reads lags, so an incident may still be
+    closing. An incident still running then counts as unfinished, with its fence time (from its
+    history) all the same: a storm too large to recover in time still says when each device was
+    fenced, and a run never waits ``timeout_s`` per unfinished incident."""
     gate = asyncio.Semaphore(16)
+    deadline = time.monotonic() + timeout_s
 
     async def one(timing: Timing) -> Timing:
         async with gate:
             handle = client.get_workflow_handle(f"device/{timing.resource_id}", result_type=IncidentOutcome)
             try:
-                read_timeline(timing, await asyncio.wait_for(handle.result(), timeout_s))
-            except Exception as err:  # still running or failed: reported as such, not as a figure
+                read_timeline(timing, await asyncio.wait_for(handle.result(), max(0.1, deadline - time.monotonic())))
+            except Exception as err:  # still running or failed: reported as such, not as a recovery
                 timing.outcome = f"unfinished: {type(err).__name__}"
+                with contextlib.suppress(RPCError):  # no history at all: neither fenced nor recovered
+                    timing.tainted = fence_time(await handle.fetch_history())
                 return timing
             if timing.tainted is not None:
                 timing.tainted = fence_time(await handle.fetch_history()) or timing.tainted
