@@ -68,17 +68,22 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     assert done[0]["outcome"]["outcome"] == "resolved_by_vendor"
     assert done[1]["outcome"]["outcome"] == "recovered_in_place"
 
+    # What the incident noted about its notices (a notice it could not write says so on the timeline).
+    told = [e for e in done[0]["outcome"].get("timeline", []) if e.get("step") == "notice"]
+
     async def every_step_recorded() -> list[Any]:
-        # Read until complete: under a loaded machine one list came back empty right after the close.
+        # Read until complete: the run has completed, so every notice was written or noted as not written
+        # (``told``); yet under a loaded machine the list once came back empty for 30 s after the close
+        # (CI, with no notice noted as failed in what the test then showed; cause not known).
         found = _events(ops, permanent)
         # The fence is told in the opening Event, the checkpoint in the next Event to the same pod
         # (fold-step-notices, workflows/notices.py): here the approval the taint's raise waits for.
         assert {e.reason for e in found} == {
             "PodmedicIncidentOpened", "PodmedicAwaitingApproval", "PodmedicTaintRaised", "PodmedicRescheduled",
-            "PodmedicTicketed", "PodmedicIncidentClosed"}
+            "PodmedicTicketed", "PodmedicIncidentClosed"}, told
         return found
 
-    events = await assert_eventually(every_step_recorded, timeout=30)
+    events = await assert_eventually(every_step_recorded, timeout=90)
     replacement = done[0]["outcome"]["pod"]["name"]
     assert replacement != permanent_pod["name"]
     per_pod = Counter((e.reason, e.involved_object.name) for e in events)
@@ -92,7 +97,11 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     asked = [e for e in events if e.reason == "PodmedicAwaitingApproval"]
     raised = next(e for e in events if e.reason == "PodmedicTaintRaised")  # after the checkpoint: it evicts
     assert opened.type == "Warning" and "fenced: DeviceTaintRule " in opened.message and "NoSchedule" in opened.message
-    assert any(e.message.startswith("no checkpoint requested: device failed permanently") and "; then " in e.message
+    # The checkpoint's notice leads the approval's Event. The pod crashes with its XID (crash=True); whether
+    # the crash lands before the checkpoint step reads it is a race, and both answers are the design's
+    # (activities/checkpoints/: a permanent failure still asks every pod that is running).
+    assert any(e.message.startswith(("no checkpoint requested: device failed permanently",
+                                     "checkpoint before remediation")) and "; then " in e.message
                for e in asked), [e.message for e in asked]
     assert raised.type == "Warning" and "raised to NoExecute (evicts the pods using it)" in raised.message
 
