@@ -131,7 +131,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
                         warning=not good)
         await drain(self)
         self.attributes.stop()
-        return outcome
+        # The record closes with what the notices written at the close noted (one they could not write).
+        return outcome.model_copy(update={"timeline": list(self.state.timeline)})
 
     async def _pipeline(self) -> IncidentOutcome:
         await workflow.wait_condition(lambda: bool(self.events))

@@ -95,3 +95,27 @@ class Ops:
             return shown.model_dump(mode="json")
 
         return await assert_eventually(reached, timeout=timeout, interval=0.3)
+
+    async def notice_story(self, incident: str) -> str:
+        """What became of the incident's pod notices, for a failing assertion: each ``notify_step`` activity's
+        answer from the run's history, the stack's restarted children, and the Events the API server holds."""
+        history = await (await self.client()).get_workflow_handle(incident).fetch_history()
+        asked: dict[int, str] = {}
+        lines: list[str] = []
+        for ev in history.events:
+            field = ev.WhichOneof("attributes") or ""
+            attrs: Any = getattr(ev, field) if field else None
+            if field == "activity_task_scheduled_event_attributes" and attrs.activity_type.name == "notify_step":
+                asked[ev.event_id] = json.loads(attrs.input.payloads[0].data)["reason"]
+            elif field.startswith("activity_task_") and getattr(attrs, "scheduled_event_id", 0) in asked:
+                kind = field.removeprefix("activity_task_").removesuffix("_event_attributes")
+                if kind == "started":
+                    continue
+                said = (attrs.result.payloads[0].data.decode() if kind == "completed"
+                        else attrs.failure.message if kind in ("failed", "timed_out") else "")
+                lines.append(f"{asked[attrs.scheduled_event_id]}: {kind}: {said}")
+        restarted = [f"{c.role} x{c.restarts}" for c in self.stack.children if c.restarts]
+        with urllib.request.urlopen(f"{self.ep['sim_url']}/sim/v1/state", timeout=10) as resp:
+            pods = len(json.loads(resp.read())["pods"])
+        return (f"notify_step answers: {lines}; restarted children: {restarted or 'none'}; "
+                f"simulator pods now: {pods}")

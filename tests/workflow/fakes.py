@@ -78,6 +78,7 @@ class FakeCluster:
         self.checkpoint_error: str | None = None
         self.discover_delay_s = 0.0
         self.notice_delay_s = 0.0
+        self.notice_refused: set[str] = set()  # steps whose notice the API server refuses (non-retryable)
         self.order: list[str] = []  # discover, checkpoint, taint and each notice's end, as they happened
         self.taint_effects: list[str] = []
         self.pods: list[PodRef] = [POD]  # what discovery finds on the device
@@ -188,6 +189,9 @@ class FakeCluster:
             self.calls["notify_step"] += 1
             await self._pass("notify_step")
             await asyncio.sleep(self.notice_delay_s)
+            if notice.step in self.notice_refused:
+                raise ApplicationError(f"events is forbidden for {notice.reason}", type="Forbidden",
+                                       non_retryable=True)
             self.notices.append(notice)
             self.order.append(notice.reason)
             return StepNoticeResult(recorded=[f"{p.namespace}/{p.name}" for p in notice.pods])

@@ -94,3 +94,20 @@ def test_config_details_say_it_is_the_pods_own_configuration() -> None:
     text = describe.config_details(problem)
     assert "### Configuration problem of pod `team-a/infer-1`" in text
     assert "invalid opaque parameter sharing.strategy" in text and "never taints a device" in text
+
+
+async def test_a_closing_notice_that_could_not_be_written_is_in_the_outcome(env: WorkflowEnvironment,
+                                                                           task_queue: str) -> None:
+    # The closing Event is written after the outcome is decided (workflows/incident.py run): a refusal
+    # noted then must still reach the record an operator reads once the run has completed.
+    client = env.client
+    fake = FakeCluster()
+    fake.notice_refused = {"closed"}
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0400", device="gpu-closing")
+    async with worker(client, task_queue, fake):
+        handle = await open_incident(client, task_queue, device, POLICY, code=31)
+        result = await outcome_of(env, handle)
+    assert result.outcome is Outcome.RECOVERED_IN_PLACE
+    told = [e.message for e in result.timeline if e.step == "notice"]
+    assert len(told) == 1 and told[0].startswith("PodmedicIncidentClosed not recorded on the pods: "), told
+    assert "forbidden" in told[0]
