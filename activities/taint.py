@@ -29,8 +29,16 @@ _TRIES = 5  # optimistic-concurrency retries against other writers of the same r
 
 def rule_body(device: DeviceRef, incident_id: str, effect: Effect, reason: str, holder: str | None = None) -> Obj:
     """The DeviceTaintRule (resource.k8s.io/v1) podmedic creates for an incident."""
+    selector = {"driver": device.driver, "pool": device.pool, "device": device.device}
+    return selector_rule(device.object_name, selector, incident_id, effect, reason, holder)
+
+
+def selector_rule(name: str, selector: dict[str, str], incident_id: str, effect: Effect, reason: str,
+                  holder: str | None = None, changed_by: str = "podmedic worker (taint stage)") -> Obj:
+    """A DeviceTaintRule named ``name`` tainting what ``selector`` selects (a device, or a whole pool when it
+    names no device), held by ``holder`` (default the incident)."""
     spec: Obj = {
-        "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
+        "deviceSelector": selector,
         "taint": {
             "key": TAINT_KEY,
             "value": "true",
@@ -43,22 +51,22 @@ def rule_body(device: DeviceRef, incident_id: str, effect: Effect, reason: str, 
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceTaintRule",
         "metadata": {
-            "name": device.object_name,
-            "labels": {holders.MANAGED_BY: "podmedic", "podmedic.io/driver": device.driver[:63]},
+            "name": name,
+            "labels": {holders.MANAGED_BY: "podmedic", "podmedic.io/driver": selector["driver"][:63]},
             "annotations": {
                 holders.INCIDENT: incident_id,
                 holders.OWNER_RUN: holder,
                 holders.HOLDERS: json.dumps([holder]),
                 holders.SPEC_HASH: holders.spec_hash(spec),
                 holders.REASON: reason[:1000],
-                holders.CHANGED_BY: "podmedic worker (taint stage)",
+                holders.CHANGED_BY: changed_by,
             },
         },
         "spec": spec,
     }
 
 
-def _caller() -> str:
+def calling_run() -> str:
     """The incident run calling this activity: the name it holds rules under."""
     info = activity.info()
     return holders.holder_id(info.workflow_id or "", info.workflow_run_id or "")
@@ -69,14 +77,18 @@ class TaintActivities(KubeActivities):
 
     def ensure(self, inp: TaintInput, holder: str) -> TaintResult:
         """Create the rule held by ``holder``, or take over the one already there."""
-        body = rule_body(inp.device, inp.incident_id, inp.effect, inp.reason, holder)
+        return self.ensure_rule(rule_body(inp.device, inp.incident_id, inp.effect, inp.reason, holder), holder,
+                                inp.effect, inp.reason)
+
+    def ensure_rule(self, body: Obj, holder: str, effect: Effect, reason: str) -> TaintResult:
+        """Create the rule ``body``, or take over the one of its name already there."""
         name = body["metadata"]["name"]
         for _ in range(_TRIES):
             try:
                 self.kube.create_taint_rule(body)
-                return TaintResult(rule_name=name, created=True, effect=inp.effect)
+                return TaintResult(rule_name=name, created=True, effect=effect)
             except NotServed as exc:  # a feature gate is off: no retry can create it, the workflow falls back
-                return TaintResult(rule_name="", created=False, effect=inp.effect, unavailable=str(exc))
+                return TaintResult(rule_name="", created=False, effect=effect, unavailable=str(exc))
             except Conflict:
                 existing = self.kube.get_taint_rule(name)
             if existing is None:
@@ -84,7 +96,7 @@ class TaintActivities(KubeActivities):
             if holders.edited_by_operator(existing):
                 activity.logger.warning("rule %s was edited by an operator: used as it is", name)
                 return TaintResult(rule_name=name, created=False, effect=_effect(existing))
-            patch = holders.plan_take(existing, holder, inp.effect.value, inp.reason)
+            patch = holders.plan_take(existing, holder, effect.value, reason)
             if patch is None:
                 return TaintResult(rule_name=name, created=False, effect=_effect(existing))
             try:
@@ -139,22 +151,22 @@ class TaintActivities(KubeActivities):
     @activity.defn(name="taint_device")
     async def taint_device(self, inp: TaintInput) -> TaintResult:
         """Create the incident's DeviceTaintRule, or take over the one already there."""
-        return await self.run_urgent(self.ensure, inp, _caller())
+        return await self.run_urgent(self.ensure, inp, calling_run())
 
     @activity.defn(name="remove_taint")
     async def remove_taint(self, inp: UntaintInput) -> UntaintResult:
         """Release the rule: deleted only if no other incident still holds it."""
-        return await self.run(self.release, inp.rule_name, _caller(), f"{inp.incident_id} closed")
+        return await self.run(self.release, inp.rule_name, calling_run(), f"{inp.incident_id} closed")
 
     @activity.defn(name="hold_taints")
     async def hold_taints(self, inp: HoldTaintsInput) -> list[str]:
         """A node incident holds its devices' rules, so they stay while it does."""
-        return await self.run(self.hold, inp, _caller())
+        return await self.run(self.hold, inp, calling_run())
 
     @activity.defn(name="release_taints")
     async def release_taints(self, inp: HoldTaintsInput) -> list[UntaintResult]:
         """A node incident lets go of its devices' rules (each deleted if no one else holds it)."""
-        return [await self.run(self.release, d.object_name, _caller(), inp.reason) for d in inp.devices]
+        return [await self.run(self.release, d.object_name, calling_run(), inp.reason) for d in inp.devices]
 
 
 def _effect(rule: Obj) -> Effect:

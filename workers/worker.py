@@ -22,6 +22,7 @@ from activities.fleet_guard import GuardActivities
 from activities.history import HistoryActivities
 from activities.node import NodeActivities
 from activities.notice import NoticeActivities
+from activities.pool_fence import PoolFenceActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
 from activities.taint import TaintActivities
@@ -36,12 +37,13 @@ from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
+from workflows.pool_fence import PoolFenceWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
 WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
-             FleetIncidentWorkflow, UnresolvedDeviceWorkflow]
+             FleetIncidentWorkflow, UnresolvedDeviceWorkflow, PoolFenceWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
@@ -67,7 +69,14 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         NodeActivities(client).report_to_node,
         *node_activities(kube, client),
         *guard_activities(kube, client),
+        *pool_fence_activities(kube),
     ]
+
+
+def pool_fence_activities(kube: KubeGateway) -> list[Any]:
+    """A storm's pool fences (podmedic/ingest/storm_fence.py)."""
+    fence = PoolFenceActivities(kube)
+    return [fence.fence_pool, fence.unfence_pool, fence.devices_without_own_rule]
 
 
 def guard_activities(kube: KubeGateway, client: Client) -> list[Any]:

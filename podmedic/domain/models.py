@@ -80,6 +80,12 @@ DeviceName = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-
                                   description="A device name in its pool: a DNS label, e.g. gpu-3.")]
 
 
+def object_name(prefix: str, key: str) -> str:
+    """A DNS-subdomain-safe cluster object name for ``key``: readable, and unique by its digest."""
+    readable = _DNS_UNSAFE.sub("-", key.lower().replace(".", "-")).strip("-")
+    return f"{prefix}-{readable[:200]}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 class DeviceRef(BaseModel):
     """One device, named the way DRA names it: driver, pool and device."""
 
@@ -102,9 +108,7 @@ class DeviceRef(BaseModel):
     @property
     def object_name(self) -> str:
         """A DNS-subdomain-safe name for cluster objects that belong to this device."""
-        readable = _DNS_UNSAFE.sub("-", self.resource_id.lower().replace(".", "-")).strip("-")
-        digest = hashlib.sha256(self.resource_id.encode()).hexdigest()[:8]
-        return f"podmedic-{readable[:200]}-{digest}"
+        return object_name("podmedic", self.resource_id)
 
     @classmethod
     def parse(cls, resource_id: str) -> DeviceRef:

@@ -25,6 +25,27 @@ class NodeCorrelation(ConfigModel):
     window_s: float = Field(120.0, gt=0, description="The window the failures are counted in.")
 
 
+class StormFence(ConfigModel):
+    """Many devices of one driver failing at once (a power or fabric event): fence whole pools first.
+
+    Once ``devices`` distinct devices of the driver are reported Unhealthy within ``window_s``, the
+    ingest fences each pool with a failed device by one NoSchedule DeviceTaintRule that selects the
+    driver and pool (``workflows/pool_fence.py``), ahead of the device incidents, which still open one
+    per device and catch up behind it. The pool's rule stays until every failed device it was told of
+    has a rule of its own or its incident closed, and at least ``min_hold_s``; never past ``max_hold_s``.
+    """
+
+    enabled: bool = Field(True, description="Fence pools in a storm at all.")
+    devices: int = Field(50, ge=2, description="Distinct devices of the driver reported Unhealthy within "
+                                               "window_s that make a storm.")
+    window_s: float = Field(60.0, gt=0, description="The window the devices are counted in.")
+    min_hold_s: float = Field(300.0, ge=0, description="A pool's rule stays at least this long after the last "
+                                                       "failed device reported to it.")
+    max_hold_s: float = Field(3600.0, gt=0, description="A pool's rule goes after this long whatever is "
+                                                        "uncovered (the incidents fence their own devices).")
+    poll_s: float = Field(15.0, gt=0, description="How often the pool asks whether its devices are covered.")
+
+
 class PrepareFailures(ConfigModel):
     """Driver prepare failures (``FailedPrepareDynamicResources`` events), by message pattern.
 
@@ -68,6 +89,7 @@ class Detection(ConfigModel):
         "it is classified by the default rule; 0: classify at once.")
     flapping: Flapping = Field(default_factory=Flapping)
     node_correlation: NodeCorrelation = Field(default_factory=NodeCorrelation)
+    storm_fence: StormFence = Field(default_factory=StormFence)
     degradation: dict[str, float] = Field(
         default_factory=lambda: {
             "ecc_correctable_per_hour": 100.0,

@@ -39,6 +39,7 @@ from podmedic.domain.policy_file import PolicySet
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.handled import closed_run_that_saw
+from podmedic.ingest.storm_fence import StormFences
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
 from workflows import describe
@@ -185,6 +186,7 @@ class Deliverer:
         self.delivered = 0
         self.deduplicated = 0
         self.openers = IncidentOpeners()
+        self.storm = StormFences(client, task_queue)
 
     @property
     def in_flight(self) -> int:
@@ -263,6 +265,8 @@ class Deliverer:
             note = "healthy; no open node incident" if run_id is None else ""
             return Delivered(event_id=item.event_id, incident_id=item.workflow_id if run_id else None,
                              run_id=run_id, note=note)
+        # In a storm the device's pool is fenced first (podmedic/ingest/storm_fence.py).
+        await self.storm.before(item, self.policies.for_driver(item.device.driver).detection.storm_fence)
         run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
                                      search_attributes=self.search_attributes)
         if run_id is None:

@@ -1,0 +1,141 @@
+"""A storm's pool fence: the ingest starts it once the driver's devices fail fast enough, it fences the
+pool first, holds the rule until each device it was told of is fenced on its own, and lets go.
+
+Real time-skipping server and the real ingest counter (``StormFences``); the cluster side is faked
+under the real activity names (the rule itself is proven against the simulator in
+tests/e2e_node/test_storm_fence_e2e.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from podmedic.domain.models import DeviceRef
+from podmedic.domain.node import DeviceIncidentsInput, DeviceIncidentStatus
+from podmedic.domain.policy_detection import StormFence
+from podmedic.domain.policy_recovery import Effect
+from podmedic.domain.pool_fence import PoolDevicesInput, PoolFenceState, PoolRef, PoolRuleInput
+from podmedic.domain.steps import TaintResult, UntaintResult
+from podmedic.ingest.storm_fence import StormFences
+from tests.workflow.fakes import event, incident_worker
+from workflows.pool_fence import PoolFenceWorkflow
+
+RULE = StormFence(devices=3, window_s=60, min_hold_s=300, max_hold_s=3600, poll_s=15)
+
+
+def _device(pool: str, n: int) -> DeviceRef:
+    return DeviceRef(driver="gpu.nvidia.com", pool=pool, device=f"gpu-{n}")
+
+
+class FakePools:
+    """The cluster as the pool fence sees it: rules made and let go, devices' own rules, incidents."""
+
+    def __init__(self, covered_after_looks: int | None = 2) -> None:
+        self.calls: Counter[str] = Counter()
+        self.covered_after_looks = covered_after_looks  # None: never fenced on their own
+        self.fenced: list[PoolRef] = []
+
+    def activities(self) -> list[Any]:
+        @activity.defn(name="fence_pool")
+        async def fence_pool(inp: PoolRuleInput) -> TaintResult:
+            self.calls["fence_pool"] += 1
+            self.fenced.append(inp.pool)
+            return TaintResult(rule_name=inp.pool.rule_name, created=True, effect=Effect.NO_SCHEDULE)
+
+        @activity.defn(name="unfence_pool")
+        async def unfence_pool(inp: PoolRuleInput) -> UntaintResult:
+            self.calls["unfence_pool"] += 1
+            return UntaintResult(removed=True, detail=f"deleted {inp.pool.rule_name}")
+
+        @activity.defn(name="devices_without_own_rule")
+        async def devices_without_own_rule(inp: PoolDevicesInput) -> list[str]:
+            self.calls["devices_without_own_rule"] += 1
+            done = self.covered_after_looks is not None and self.calls["devices_without_own_rule"] > \
+                self.covered_after_looks
+            return [] if done else [d.resource_id for d in inp.devices]
+
+        @activity.defn(name="device_incidents_status")
+        async def device_incidents_status(inp: DeviceIncidentsInput) -> list[DeviceIncidentStatus]:
+            self.calls["device_incidents_status"] += 1
+            return [DeviceIncidentStatus(incident_id=i, running=True) for i in inp.incidents]
+
+        return [fence_pool, unfence_pool, devices_without_own_rule, device_incidents_status]
+
+
+async def _fence_of(env: WorkflowEnvironment, pool: str) -> PoolFenceState:
+    """The pool fence's end, moving time on in steps (the time-skipping server's result wait does not)."""
+    handle = env.client.get_workflow_handle_for(PoolFenceWorkflow.run,
+                                                PoolRef(driver="gpu.nvidia.com", pool=pool).workflow_id)
+    for _ in range(400):
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return await handle.result()
+        await env.sleep(timedelta(seconds=10))
+    raise AssertionError(f"{handle.id} still running after 4000 s")
+
+
+async def _storm(client: Client, task_queue: str, devices: list[DeviceRef]) -> StormFences:
+    fences = StormFences(client, task_queue)
+    for n, device in enumerate(devices):
+        await fences.before(event(device=device, event_id=f"e{n}"), RULE)
+    return fences
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_failure_is(
+        time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
+    client = time_skipping_env.client
+    fake = FakePools(covered_after_looks=0)
+    a0, a1, b0 = _device("node-a", 0), _device("node-a", 1), _device("node-b", 0)
+    async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
+        fences = await _storm(client, task_queue, [a0, a1])
+        assert fences.fences_told == 0  # two devices: under storm_fence.devices (3)
+        await fences.before(event(device=b0, event_id="e2"), RULE)
+        # The third device makes the storm: both pools with a failure are fenced, each by one round trip.
+        assert fences.fences_told == 2
+        await fences.before(event(device=a1, event_id="e3"), RULE)  # told already: no round trip
+        assert fences.fences_told == 2
+        state = await _fence_of(time_skipping_env, "node-a")
+    assert state.devices == [a0.resource_id, a1.resource_id]
+    assert state.released and state.rule_name == PoolRef.of(a0).rule_name
+    assert sorted(p.pool for p in fake.fenced) == ["node-a", "node-b"]
+    assert "storm: 3 devices of gpu.nvidia.com reported Unhealthy within 60s" in state.timeline[0].message
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_rule_stays_until_every_told_device_has_its_own_then_goes(
+        time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
+    client = time_skipping_env.client
+    fake = FakePools(covered_after_looks=2)
+    devices = [_device("node-c", n) for n in range(3)]
+    async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
+        await _storm(client, task_queue, devices)
+        state = await _fence_of(time_skipping_env, "node-c")
+    fenced_at, released_at = state.timeline[0].at, state.timeline[-1].at
+    # min_hold_s first, then two looks that found devices unfenced and running, 15 s apart, then the third.
+    assert (released_at - fenced_at).total_seconds() == pytest.approx(RULE.min_hold_s + 2 * RULE.poll_s, abs=2)
+    assert fake.calls["fence_pool"] == 1 and fake.calls["unfence_pool"] == 1
+    assert fake.calls["devices_without_own_rule"] == 3 and fake.calls["device_incidents_status"] == 2
+    assert [e.step for e in state.timeline] == ["fence", "hold", "release"]
+    assert state.released and state.uncovered == []
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_pool_whose_devices_never_get_their_own_rule_is_let_go_at_max_hold(
+        time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
+    client = time_skipping_env.client
+    fake = FakePools(covered_after_looks=None)
+    devices = [_device("node-d", n) for n in range(3)]
+    async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
+        await _storm(client, task_queue, devices)
+        state = await _fence_of(time_skipping_env, "node-d")
+    held = (state.timeline[-1].at - state.timeline[0].at).total_seconds()
+    assert held == pytest.approx(RULE.max_hold_s, abs=RULE.poll_s + 2)
+    assert "max_hold_s" in state.timeline[-2].message and devices[0].resource_id in state.timeline[-2].message
+    assert state.uncovered == [d.resource_id for d in devices] and fake.calls["unfence_pool"] == 1
