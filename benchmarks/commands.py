@@ -62,7 +62,8 @@ def _single(args: argparse.Namespace) -> int:
 def _storm(args: argparse.Namespace) -> int:
     from benchmarks.storm import run_and_print
 
-    run_and_print(args.nodes, args.devices_per_node, args.server, args.json, node_quarantine=args.node_quarantine)
+    run_and_print(args.nodes, args.devices_per_node, args.server, args.json, node_quarantine=args.node_quarantine,
+                  storm_fence=args.storm_fence)
     return 0
 
 
@@ -142,6 +143,10 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                    help="the default policy's node quarantine on: nodes whose devices fail together are cordoned "
                         "and tainted as one, and that counts as their devices' taint (default off: a "
                         "DeviceTaintRule per device)")
+    p.add_argument("--no-storm-fence", dest="storm_fence", action="store_false",
+                   help="the default policy's storm fence off: no pool is fenced ahead of its devices' incidents, "
+                        "each device waits for its own rule (default on: from 50 devices a minute, the ingest "
+                        "fences each pool with a failed device first)")
     p.add_argument("--json", type=Path, default=RESULTS / "storm.json")
     p.set_defaults(func=_storm)
     p = which.add_parser("goodput", help="training jobs under the Llama 3 fault mix: podmedic vs two baselines")

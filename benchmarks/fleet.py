@@ -60,6 +60,7 @@ class Timing:
     closed: float | None = None
     outcome: str = ""
     covered_by: str = ""  # the node incident that quarantined the device's node instead of a rule of its own
+    pool_fenced: bool = False  # its pool's storm fence came before a rule of its own (benchmarks/storm.py)
 
     def ms(self, at: float | None) -> float | None:
         """Milliseconds from the event to ``at``."""
@@ -189,9 +190,9 @@ def local_activity_type(event: Any) -> str | None:
     return None if data is None else str(data.get("activity_type"))
 
 
-def fence_time(history: WorkflowHistory) -> float | None:
-    """When the server recorded the incident's first taint done: the completion of the taint
-    activity, or the workflow task that carried the local activity's marker (the fence). Either
+def fence_time(history: WorkflowHistory, activity: str = TAINT) -> float | None:
+    """When the server recorded the incident's first taint done (a pool fence's: ``fence_pool``): the
+    completion of the taint activity, or the workflow task that carried the local activity's marker. Either
     is after the DeviceTaintRule was created: an upper bound, like the timeline's. (The
     timeline's own time for a local activity is the time its workflow task started, before the
     rule existed, so it is not used.)"""
@@ -200,8 +201,8 @@ def fence_time(history: WorkflowHistory) -> float | None:
         if e.HasField("activity_task_scheduled_event_attributes"):
             scheduled[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
         done = (e.HasField("activity_task_completed_event_attributes")
-                and scheduled.get(e.activity_task_completed_event_attributes.scheduled_event_id) == TAINT)
-        if done or local_activity_type(e) == TAINT:
+                and scheduled.get(e.activity_task_completed_event_attributes.scheduled_event_id) == activity)
+        if done or local_activity_type(e) == activity:
             return e.event_time.ToDatetime(tzinfo=dt.UTC).timestamp()
     return None
 

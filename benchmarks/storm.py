@@ -27,23 +27,25 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from benchmarks.detection import cpu_seconds
-from benchmarks.fleet import Fault, Sim, Timing, collect, deliverer, fire, wait_closed
+from benchmarks.fleet import Fault, Sim, Timing, collect, deliverer, fence_time, fire, wait_closed
 from benchmarks.orchestration import incident_figures, prepared
 from benchmarks.results import write
 from benchmarks.settings import SERVERS, STORM_POLLS, STORM_TIMINGS, bench_policy, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
 from podmedic.domain.node import NodeIncidentState, node_workflow_id
+from podmedic.domain.pool_fence import PoolRef
 
 TARGET_P99_TAINT_S = 20.0
 
 
 async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,
-                    node_quarantine: bool = False) -> dict[str, Any]:
+                    node_quarantine: bool = False, storm_fence: bool = True) -> dict[str, Any]:
     """Fail every device at once; returns the figures."""
     devices = nodes * devices_per_node
     config = stack_config(server, nodes + 1, timings=STORM_TIMINGS)
-    policy = bench_policy(**STORM_POLLS, **({"node_quarantine": {"enabled": True}} if node_quarantine else {}))
+    policy = bench_policy(**STORM_POLLS, **({"node_quarantine": {"enabled": True}} if node_quarantine else {}),
+                          detection={"storm_fence": {"enabled": storm_fence}})
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
         pods, k = await prepared(stack, sim, devices, "storm", policy)
         progress(f"[storm] {len(pods)} training pods Ready on {len({p['node'] for p in pods})} nodes")
@@ -56,7 +58,8 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
         after = cpu_seconds(stack.pids)
         collected = await collect(stack.client, timings)
         covered = await node_covered(stack.client, collected, {p["devices"][0]: p["node"] for p in pods})
-        own_rule = sum(1 for t in collected if t.tainted is not None and not t.covered_by)
+        by_pool, pool_fences = await pool_covered(stack.client, collected)
+        own_rule = sum(1 for t in collected if t.tainted is not None and not t.covered_by and not t.pool_fenced)
         nodes_quarantined = (sum([await _quarantined_at(stack.client, n) is not None
                                   for n in sorted({p["node"] for p in pods})]) if node_quarantine else 0)
         figures = incident_figures(collected)
@@ -66,6 +69,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
     return {"benchmark": "storm", "machine": machine(), "nodes": nodes, "devices": devices, "server": server,
             "server_flags": SERVERS[server], "activities_per_incident": k, "send_s": round(sent_s, 2),
             "node_quarantine": node_quarantine, "covered_by_node": covered, "own_rule": own_rule,
+            "storm_fence": storm_fence, "pool_fences": pool_fences, "fenced_by_pool_first": by_pool,
             "nodes_quarantined": nodes_quarantined,
             "polls": STORM_POLLS,
             "sim_pace": {"workload_step_s": STORM_TIMINGS.workload_step_s,
@@ -90,6 +94,27 @@ async def node_covered(client: Client, timings: list[Timing], node_of: dict[str,
             timing.tainted = max(at, timing.sent)
             count += 1
     return count
+
+
+async def pool_covered(client: Client, timings: list[Timing]) -> tuple[int, int]:
+    """Give each device its pool fence's time (``workflows/pool_fence.py``) where that came before its own
+    rule: a device whose pool was fenced before its event counts as fenced at its event. Returns how many
+    devices their pool fenced first, and how many pools were fenced."""
+    fenced: dict[str, float | None] = {}
+    count = 0
+    for timing in timings:
+        driver, pool, _ = timing.resource_id.split("/")
+        fence = PoolRef(driver=driver, pool=pool).workflow_id
+        if fence not in fenced:
+            try:
+                fenced[fence] = fence_time(await client.get_workflow_handle(fence).fetch_history(), "fence_pool")
+            except RPCError:  # no pool fence: not a storm, or the fence is off
+                fenced[fence] = None
+        at = fenced[fence]
+        if at is not None and (timing.tainted is None or max(at, timing.sent) < timing.tainted):
+            timing.tainted, timing.pool_fenced = max(at, timing.sent), True
+            count += 1
+    return count, sum(1 for at in fenced.values() if at is not None)
 
 
 async def _quarantined_at(client: Client, node: str) -> float | None:
@@ -121,6 +146,8 @@ def storm_table(r: dict[str, Any]) -> str:
            f"{r['covered_by_node']} devices tainted by their node's quarantine, "
            f"{r['own_rule']} by a DeviceTaintRule of their own, {r['devices'] - r['tainted']} by neither"]
           if r.get("node_quarantine") else []),
+        *([f"  storm fence on: {r.get('pool_fences', 0)} pools fenced; {r.get('fenced_by_pool_first', 0)} devices "
+           f"fenced by their pool's rule before one of their own"] if r.get("storm_fence") else []),
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),
         f"  target p99 to taint <= {TARGET_P99_TAINT_S:g} s: {verdict}; 1-min load {r['load_1m']}",
         "  NVSentinel, 150 nodes at once: cordon P50 16.75 s, P90 28.15 s (its figure, not measured here)",
@@ -128,9 +155,10 @@ def storm_table(r: dict[str, Any]) -> str:
 
 
 def run_and_print(nodes: int, devices_per_node: int, server: str, out: Path, *,
-                  node_quarantine: bool = False) -> dict[str, Any]:
+                  node_quarantine: bool = False, storm_fence: bool = True) -> dict[str, Any]:
     """The command's body."""
-    results = asyncio.run(run_storm(nodes, devices_per_node, server, node_quarantine=node_quarantine))
+    results = asyncio.run(run_storm(nodes, devices_per_node, server, node_quarantine=node_quarantine,
+                                    storm_fence=storm_fence))
     print(storm_table(results))
     write(results, out)
     return results

@@ -266,7 +266,8 @@ class Deliverer:
             return Delivered(event_id=item.event_id, incident_id=item.workflow_id if run_id else None,
                              run_id=run_id, note=note)
         # In a storm the device's pool is fenced first (podmedic/ingest/storm_fence.py).
-        await self.storm.before(item, self.policies.for_driver(item.device.driver).detection.storm_fence)
+        policy = self.policies.for_driver(item.device.driver)
+        await self.storm.before(item, policy.detection.storm_fence, dry_run=policy.dry_run)
         run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
                                      search_attributes=self.search_attributes)
         if run_id is None:

@@ -56,11 +56,12 @@ class StormFences:
         """How many distinct devices of ``driver`` failed within the last window (as last counted)."""
         return len(self._recent.get(driver, ()))
 
-    async def before(self, event: DeviceHealthEvent, rule: StormFence) -> None:
+    async def before(self, event: DeviceHealthEvent, rule: StormFence, *, dry_run: bool = False) -> None:
         """Count ``event``; in a storm, fence its pool (and pools counted before) before it is delivered.
+        ``dry_run``: the driver's incidents change nothing, and neither does this.
 
         Raises when Temporal cannot be reached, like the delivery itself: the caller retries."""
-        if not rule.enabled or event.health is not Health.UNHEALTHY:
+        if dry_run or not rule.enabled or event.health is not Health.UNHEALTHY:
             return
         now = self.clock()
         recent = self._recent.setdefault(event.device.driver, OrderedDict())

@@ -94,6 +94,10 @@ async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_fai
     fake = FakePools(covered_after_looks=0)
     a0, a1, b0 = _device("node-a", 0), _device("node-a", 1), _device("node-b", 0)
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
+        dry = StormFences(client, task_queue)
+        for n, device in enumerate([a0, a1, b0]):
+            await dry.before(event(device=device, event_id=f"d{n}"), RULE, dry_run=True)
+        assert dry.fences_told == 0  # a dry run changes nothing, not even in a storm
         fences = await _storm(client, task_queue, [a0, a1])
         assert fences.fences_told == 0  # two devices: under storm_fence.devices (3)
         await fences.before(event(device=b0, event_id="e2"), RULE)
