@@ -63,7 +63,7 @@ def _storm(args: argparse.Namespace) -> int:
     from benchmarks.storm import run_and_print
 
     run_and_print(args.nodes, args.devices_per_node, args.server, args.json, node_quarantine=args.node_quarantine,
-                  storm_fence=args.storm_fence)
+                  storm_fence=args.storm_fence, wait_s=args.wait_s)
     return 0
 
 
@@ -147,6 +147,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                    help="the default policy's storm fence off: no pool is fenced ahead of its devices' incidents, "
                         "each device waits for its own rule (default on: from 50 devices a minute, the ingest "
                         "fences each pool with a failed device first)")
+    p.add_argument("--wait-s", type=float, default=900,
+                   help="how long to wait for every incident to close before the figures are read (default 900); "
+                        "an incident still running then counts as unfinished, its fence read from its history")
     p.add_argument("--json", type=Path, default=RESULTS / "storm.json")
     p.set_defaults(func=_storm)
     p = which.add_parser("goodput", help="training jobs under the Llama 3 fault mix: podmedic vs two baselines")

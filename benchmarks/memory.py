@@ -28,11 +28,11 @@ from benchmarks.stats import load_1m, machine
 HEAL_WAIT_S = 3600.0
 
 
-def rss_mib(pid: int) -> float:
-    """VmRSS of ``pid`` in MiB (0 when it is gone)."""
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """VmRSS of ``pid`` in MiB (``VmHWM``: its peak so far; 0 when it is gone)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         pass

@@ -66,6 +66,14 @@ kept the simulator at 0.8 of a core before anything failed, CPU the 2-core machi
 (an in-place restart still verifies within about 4 s)."""
 
 
+def storm_timings(devices: int) -> SimTimings:
+    """``STORM_TIMINGS``, with the training steps and progress writes slowed past 2,000 devices so the
+    simulator writes at most 1,000 pods a second (10,000 jobs writing every 2 s would be 5,000 writes a
+    second, which the simulator and every pod watch would pay before anything failed)."""
+    pace = max(STORM_TIMINGS.progress_write_s, devices / 1000)
+    return STORM_TIMINGS.model_copy(update={"workload_step_s": pace, "progress_write_s": pace})
+
+
 def bench_policy(**overrides: Any) -> PolicySet:
     """The policy every orchestration benchmark delivers with; ``overrides`` go over the driver default."""
     raw = _unguarded_default()

@@ -28,9 +28,10 @@ from temporalio.service import RPCError
 
 from benchmarks.detection import cpu_seconds
 from benchmarks.fleet import Fault, Sim, Timing, collect, deliverer, fence_time, fire, wait_closed
+from benchmarks.memory import rss_mib
 from benchmarks.orchestration import incident_figures, prepared
 from benchmarks.results import write
-from benchmarks.settings import SERVERS, STORM_POLLS, STORM_TIMINGS, bench_policy, stack_config
+from benchmarks.settings import SERVERS, STORM_POLLS, bench_policy, stack_config, storm_timings
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
 from podmedic.domain.node import NodeIncidentState, node_workflow_id
@@ -40,10 +41,11 @@ TARGET_P99_TAINT_S = 20.0
 
 
 async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,
-                    node_quarantine: bool = False, storm_fence: bool = True) -> dict[str, Any]:
+                    node_quarantine: bool = False, storm_fence: bool = True, wait_s: float = 900) -> dict[str, Any]:
     """Fail every device at once; returns the figures."""
     devices = nodes * devices_per_node
-    config = stack_config(server, nodes + 1, timings=STORM_TIMINGS)
+    pace = storm_timings(devices)
+    config = stack_config(server, nodes + 1, timings=pace)
     policy = bench_policy(**STORM_POLLS, **({"node_quarantine": {"enabled": True}} if node_quarantine else {}),
                           detection={"storm_fence": {"enabled": storm_fence}})
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
@@ -54,9 +56,10 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
         timings = await fire(sim, delivery, pods, Fault(), concurrency=100)
         sent_s = max(t.sent for t in timings) - min(t.sent for t in timings)
         progress(f"[storm] {len(timings)} events sent over {sent_s:.1f} s; waiting for every incident to close")
-        still = await wait_closed(stack.client, 900)
+        still = await wait_closed(stack.client, wait_s)
         after = cpu_seconds(stack.pids)
-        collected = await collect(stack.client, timings)
+        worker_peak_rss = rss_mib(stack.pids["worker"], "VmHWM")
+        collected = await collect(stack.client, timings, min(600.0, wait_s))
         covered = await node_covered(stack.client, collected, {p["devices"][0]: p["node"] for p in pods})
         by_pool, pool_fences = await pool_covered(stack.client, collected)
         own_rule = sum(1 for t in collected if t.tainted is not None and not t.covered_by and not t.pool_fenced)
@@ -70,10 +73,10 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
             "server_flags": SERVERS[server], "activities_per_incident": k, "send_s": round(sent_s, 2),
             "node_quarantine": node_quarantine, "covered_by_node": covered, "own_rule": own_rule,
             "storm_fence": storm_fence, "pool_fences": pool_fences, "fenced_by_pool_first": by_pool,
+            "wait_s": wait_s, "worker_peak_rss_mib": worker_peak_rss,
             "nodes_quarantined": nodes_quarantined,
             "polls": STORM_POLLS,
-            "sim_pace": {"workload_step_s": STORM_TIMINGS.workload_step_s,
-                         "progress_write_s": STORM_TIMINGS.progress_write_s},
+            "sim_pace": {"workload_step_s": pace.workload_step_s, "progress_write_s": pace.progress_write_s},
             **figures, "still_running_at_timeout": still, "load_1m": load_1m(),
             "cpu_s": {("bench" if r == "ingest" else r): round(after[r] - before.get(r, 0.0), 1) for r in after},
             "p99_s_event_to_taint": figures["event_to_taint_s"]["p99"], "target_p99_taint_s": TARGET_P99_TAINT_S}
@@ -149,16 +152,18 @@ def storm_table(r: dict[str, Any]) -> str:
         *([f"  storm fence on: {r.get('pool_fences', 0)} pools fenced; {r.get('fenced_by_pool_first', 0)} devices "
            f"fenced by their pool's rule before one of their own"] if r.get("storm_fence") else []),
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),
+        f"  worker peak RSS {r.get('worker_peak_rss_mib', '?')} MiB; still running after "
+        f"{r.get('wait_s', 900):g} s: {r['still_running_at_timeout']}",
         f"  target p99 to taint <= {TARGET_P99_TAINT_S:g} s: {verdict}; 1-min load {r['load_1m']}",
         "  NVSentinel, 150 nodes at once: cordon P50 16.75 s, P90 28.15 s (its figure, not measured here)",
     ])
 
 
 def run_and_print(nodes: int, devices_per_node: int, server: str, out: Path, *,
-                  node_quarantine: bool = False, storm_fence: bool = True) -> dict[str, Any]:
+                  node_quarantine: bool = False, storm_fence: bool = True, wait_s: float = 900) -> dict[str, Any]:
     """The command's body."""
     results = asyncio.run(run_storm(nodes, devices_per_node, server, node_quarantine=node_quarantine,
-                                    storm_fence=storm_fence))
+                                    storm_fence=storm_fence, wait_s=wait_s))
     print(storm_table(results))
     write(results, out)
     return results
