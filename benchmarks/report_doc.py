@@ -76,6 +76,15 @@ def _storm(r: dict[str, Any]) -> list[str]:
            f"cordon and taint, {r.get('own_rule', '?')} by a DeviceTaintRule of their own, "
            f"{r['devices'] - r['tainted']} by neither"
            if r.get("node_quarantine") else "node quarantine off: a DeviceTaintRule per device")
+    if "storm_fence" not in r:
+        how += " (measured before the storm fence existed)"
+    elif r["storm_fence"]:
+        how += (f"; storm fence on: {r['pool_fences']} pools fenced whole, {r['fenced_by_pool_first']} devices "
+                f"fenced by their pool's rule before one of their own; worker peak RSS "
+                f"{r.get('worker_peak_rss_mib', '?')} MiB; {r['still_running_at_timeout']} incidents still "
+                f"running {r.get('wait_s', 900):g} s after the events")
+    else:
+        how += "; storm fence off"
     return [f"{r['devices']} devices on {r['nodes']} nodes fail at once ({r['server']} server); events sent over "
             f"{r['send_s']} s; {how}. Simulated training: a step every {pace.get('workload_step_s', '?')} s, "
             f"progress written every {pace.get('progress_write_s', '?')} s.{_polls(r.get('polls'))}", "",
@@ -168,6 +177,7 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "cost": ("Cost of one incident, process by process", _cost),
             "storm": ("Storm: a fleet failing at once", _storm),
             "storm-node": ("Storm with node quarantine (the default policy)", _storm),
+            "storm-10k": ("Storm: 10,000 devices at once (the storm fence)", _storm),
             "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),
             "goodput-llama3": ("Goodput of synchronous multi-node Jobs (Llama 3's shape), "
                                "cordon-and-drain with a SIGTERM checkpoint", _goodput),

@@ -38,6 +38,7 @@ from podmedic.domain.node import NodeIncidentState, node_workflow_id
 from podmedic.domain.pool_fence import PoolRef
 
 TARGET_P99_TAINT_S = 20.0
+TARGET_P99_TAINT_HALL_S = 60.0  # past 1,000 devices (issue 25: 10,000 devices on this 2-core machine)
 
 
 async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,
@@ -79,7 +80,12 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
             "sim_pace": {"workload_step_s": pace.workload_step_s, "progress_write_s": pace.progress_write_s},
             **figures, "still_running_at_timeout": still, "load_1m": load_1m(),
             "cpu_s": {("bench" if r == "ingest" else r): round(after[r] - before.get(r, 0.0), 1) for r in after},
-            "p99_s_event_to_taint": figures["event_to_taint_s"]["p99"], "target_p99_taint_s": TARGET_P99_TAINT_S}
+            "p99_s_event_to_taint": figures["event_to_taint_s"]["p99"], "target_p99_taint_s": target_p99(devices)}
+
+
+def target_p99(devices: int) -> float:
+    """The fence's p99 target: 20 s up to 1,000 devices, 60 s for a hall-wide event."""
+    return TARGET_P99_TAINT_S if devices <= 1000 else TARGET_P99_TAINT_HALL_S
 
 
 async def node_covered(client: Client, timings: list[Timing], node_of: dict[str, str]) -> int:
@@ -137,7 +143,8 @@ async def _quarantined_at(client: Client, node: str) -> float | None:
 def storm_table(r: dict[str, Any]) -> str:
     """The storm figures as plain text."""
     t, rec = r["event_to_taint_s"], r["event_to_recovered_s"]
-    verdict = "met" if r["tainted"] == r["devices"] and t["p99"] <= TARGET_P99_TAINT_S else "MISSED"
+    target = r.get("target_p99_taint_s", TARGET_P99_TAINT_S)
+    verdict = "met" if r["tainted"] == r["devices"] and t["p99"] <= target else "MISSED"
     return "\n".join([
         f"storm: {r['devices']} devices on {r['nodes']} nodes fail at once ({r['server']} server; "
         f"events sent over {r['send_s']} s)",
@@ -154,7 +161,7 @@ def storm_table(r: dict[str, Any]) -> str:
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),
         f"  worker peak RSS {r.get('worker_peak_rss_mib', '?')} MiB; still running after "
         f"{r.get('wait_s', 900):g} s: {r['still_running_at_timeout']}",
-        f"  target p99 to taint <= {TARGET_P99_TAINT_S:g} s: {verdict}; 1-min load {r['load_1m']}",
+        f"  target p99 to taint <= {target:g} s: {verdict}; 1-min load {r['load_1m']}",
         "  NVSentinel, 150 nodes at once: cordon P50 16.75 s, P90 28.15 s (its figure, not measured here)",
     ])
 

@@ -22,6 +22,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from activities.pool_fence import PoolFenceActivities
+    from podmedic.domain import search
     from podmedic.domain.models import DeviceRef, TimelineEntry
     from podmedic.domain.node import DeviceIncidentsInput
     from podmedic.domain.pool_fence import (
@@ -77,6 +78,8 @@ class PoolFenceWorkflow:
             local_retry_threshold=timedelta(seconds=1), summary=f"fence {pool}"[:200])
         if fenced.unavailable:
             self.note("fence", f"no pool fence: {fenced.unavailable}; each device's incident fences its device")
+            if inp.search_attributes:
+                workflow.upsert_search_attributes([search.PHASE.value_set("Closed")])
             return self.state
         self.state.rule_name = fenced.rule_name
         self.note("fence", f"DeviceTaintRule {fenced.rule_name} ({fenced.effect.value}) over {pool}: {inp.why}")
@@ -95,6 +98,8 @@ class PoolFenceWorkflow:
             self.note("fence", "a failed device was reported while the rule was let go: fenced again")
         self.state.released = released.removed
         self.note("release", f"{released.detail or 'released'}")
+        if inp.search_attributes:
+            workflow.upsert_search_attributes([search.PHASE.value_set("Closed")])
         return self.state
 
     async def _hold(self, inp: PoolFenceInput) -> None:

@@ -48,6 +48,8 @@ class PoolFenceInput(BaseModel):
     pool: PoolRef
     policy: StormFence
     why: str
+    search_attributes: bool = Field(True, description="Started with podmedic's search attributes: the phase is "
+                                                      "kept up to date.")
 
 
 class PoolFenceReport(BaseModel):

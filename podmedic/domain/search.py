@@ -95,6 +95,14 @@ def _pod_report(namespace: str, failure_mode: str, node: str | None, driver: str
     return TypedSearchAttributes(pairs)
 
 
+def for_pool(driver: str, node: str | None) -> TypedSearchAttributes:
+    """Attributes of a storm's pool fence (the node: where the pool's failed devices were seen)."""
+    pairs = [SearchAttributePair(DRIVER, driver), SearchAttributePair(PHASE, "Fenced")]
+    if node:
+        pairs.append(SearchAttributePair(NODE, node))
+    return TypedSearchAttributes(pairs)
+
+
 def for_node(driver: str, node: str) -> TypedSearchAttributes:
     """Attributes of a node's watch (and node incident)."""
     return TypedSearchAttributes([

@@ -186,7 +186,7 @@ class Deliverer:
         self.delivered = 0
         self.deduplicated = 0
         self.openers = IncidentOpeners()
-        self.storm = StormFences(client, task_queue)
+        self.storm = StormFences(client, task_queue, search_attributes=search_attributes)
 
     @property
     def in_flight(self) -> int:

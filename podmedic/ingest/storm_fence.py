@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
+from podmedic.domain import search
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_detection import StormFence
 from podmedic.domain.pool_fence import PoolFenceInput, PoolFenceReport, PoolRef
@@ -44,17 +45,17 @@ class _Pool:
 class StormFences:
     """Counts each driver's recently failed devices and, in a storm, fences their pools first."""
 
-    def __init__(self, client: Client, task_queue: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, client: Client, task_queue: str, *, search_attributes: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.search_attributes = search_attributes
         self.clock = clock
         self._recent: dict[str, OrderedDict[str, tuple[float, DeviceRef]]] = {}
+        self._nodes: dict[PoolRef, str] = {}  # where a pool's failed devices were last seen
+        self._storming: set[str] = set()  # drivers in a storm now
         self._pools: dict[PoolRef, _Pool] = {}
         self.fences_told = 0  # round trips to pool fences (starts and signals)
-
-    def in_storm(self, driver: str) -> int:
-        """How many distinct devices of ``driver`` failed within the last window (as last counted)."""
-        return len(self._recent.get(driver, ()))
 
     async def before(self, event: DeviceHealthEvent, rule: StormFence, *, dry_run: bool = False) -> None:
         """Count ``event``; in a storm, fence its pool (and pools counted before) before it is delivered.
@@ -67,17 +68,24 @@ class StormFences:
         recent = self._recent.setdefault(event.device.driver, OrderedDict())
         recent.pop(event.device.resource_id, None)
         recent[event.device.resource_id] = (now, event.device)
+        if event.node:
+            self._nodes[PoolRef.of(event.device)] = event.node
         while recent and next(iter(recent.values()))[0] < now - rule.window_s:
             recent.popitem(last=False)
         if len(recent) < rule.devices:
+            self._storming.discard(event.device.driver)
             return
         why = (f"storm: {len(recent)} devices of {event.device.driver} reported Unhealthy within "
                f"{rule.window_s:g}s (storm_fence.devices {rule.devices})")
+        # The pools counted before were fenced when the storm began: from then on, only this device's.
+        began = event.device.driver not in self._storming
+        candidates = [device for _, device in recent.values()] if began else [event.device]
         pools: dict[PoolRef, list[DeviceRef]] = {}
-        for _, device in recent.values():
+        for device in candidates:
             if self._needs_telling(device, now, rule):
                 pools.setdefault(PoolRef.of(device), []).append(device)
         await asyncio.gather(*(self._tell(pool, devices, rule, why) for pool, devices in pools.items()))
+        self._storming.add(event.device.driver)
 
     def _needs_telling(self, device: DeviceRef, now: float, rule: StormFence) -> bool:
         pool = self._pools.get(PoolRef.of(device))
@@ -110,12 +118,14 @@ class StormFences:
     async def _signal_with_start(self, pool: PoolRef, devices: list[DeviceRef], rule: StormFence, why: str) -> None:
         report = PoolFenceReport(devices=devices, observed_at=dt.datetime.now(dt.UTC))
         await self.client.start_workflow(
-            PoolFenceWorkflow.run, PoolFenceInput(pool=pool, policy=rule, why=why),
+            PoolFenceWorkflow.run,
+            PoolFenceInput(pool=pool, policy=rule, why=why, search_attributes=self.search_attributes),
             id=pool.workflow_id, task_queue=self.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             start_signal="devices_failed", start_signal_args=[report],
             priority=URGENT,
+            search_attributes=search.for_pool(pool.driver, self._nodes.get(pool)) if self.search_attributes else None,
             static_summary=f"storm fence: pool {pool.pool} of {pool.driver}"[:200],
         )
         self.fences_told += 1

@@ -22,11 +22,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.pool_fence import PoolFenceState, PoolRef
+from podmedic.incidents.query import Row, list_incidents, list_query
 from podmedic.ingest.service import run_ingest
 from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
-from tests.helpers import served_sim, wait_until
+from tests.helpers import assert_eventually, served_sim, wait_until
 from workers.worker import build_worker
 from workflows.pool_fence import PoolFenceWorkflow
 
@@ -99,6 +100,14 @@ async def test_a_storm_fences_the_pool_first_and_lets_go_once_its_devices_are_fe
     assert rule["spec"]["taint"]["effect"] == "NoSchedule" and rule["spec"]["taint"]["key"] == "podmedic.io/unhealthy"
     assert "storm: 3 devices" in rule["metadata"]["annotations"]["podmedic.io/reason"]
     assert rule["metadata"]["annotations"]["podmedic.io/changed-by"] == "podmedic worker (storm pool fence)"
+
+    # Operators find it as they find incidents: `podmedic incidents list --type pool` (visibility lags a little).
+    async def listed() -> list[Row]:
+        rows = await list_incidents(client, list_query("pool", node=node), 10)
+        assert [(r.id, r.attributes.get("PodmedicPhase")) for r in rows] == [(pool.workflow_id, "Fenced")], rows
+        return rows
+
+    await assert_eventually(listed, timeout=15)
 
     # The pool's fourth device is healthy, but the pool is fenced: a new job lands on another node.
     late = await asyncio.to_thread(_jobs, sim, 1)

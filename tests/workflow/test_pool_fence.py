@@ -81,7 +81,7 @@ async def _fence_of(env: WorkflowEnvironment, pool: str) -> PoolFenceState:
 
 
 async def _storm(client: Client, task_queue: str, devices: list[DeviceRef]) -> StormFences:
-    fences = StormFences(client, task_queue)
+    fences = StormFences(client, task_queue, search_attributes=False)
     for n, device in enumerate(devices):
         await fences.before(event(device=device, event_id=f"e{n}"), RULE)
     return fences
@@ -94,7 +94,7 @@ async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_fai
     fake = FakePools(covered_after_looks=0)
     a0, a1, b0 = _device("node-a", 0), _device("node-a", 1), _device("node-b", 0)
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
-        dry = StormFences(client, task_queue)
+        dry = StormFences(client, task_queue, search_attributes=False)
         for n, device in enumerate([a0, a1, b0]):
             await dry.before(event(device=device, event_id=f"d{n}"), RULE, dry_run=True)
         assert dry.fences_told == 0  # a dry run changes nothing, not even in a storm
@@ -105,10 +105,13 @@ async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_fai
         assert fences.fences_told == 2
         await fences.before(event(device=a1, event_id="e3"), RULE)  # told already: no round trip
         assert fences.fences_told == 2
+        await fences.before(event(device=_device("node-e", 0), event_id="e4"), RULE)  # in the storm: its pool
+        assert fences.fences_told == 3
         state = await _fence_of(time_skipping_env, "node-a")
+        await _fence_of(time_skipping_env, "node-e")
     assert state.devices == [a0.resource_id, a1.resource_id]
     assert state.released and state.rule_name == PoolRef.of(a0).rule_name
-    assert sorted(p.pool for p in fake.fenced) == ["node-a", "node-b"]
+    assert sorted(p.pool for p in fake.fenced) == ["node-a", "node-b", "node-e"]
     assert "storm: 3 devices of gpu.nvidia.com reported Unhealthy within 60s" in state.timeline[0].message
 
 
