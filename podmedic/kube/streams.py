@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from podmedic.domain.base import Obj
 from podmedic.kube.core import GatewayCore, translate
 from podmedic.kube.errors import KubeError, ProxyTimeout, ServerError
 from podmedic.kube.json_text import parse
+from podmedic.kube.watch_lines import stream_lines
 
 
 class StreamCalls(GatewayCore):
@@ -91,7 +92,7 @@ class StreamCalls(GatewayCore):
         if on_connect is not None:
             on_connect()  # the API server accepted the watch: from here on it streams every change
         try:
-            for line in watch.watch.iter_resp_lines(resp):
+            for line in stream_lines(resp.stream(amt=None, decode_content=False)):
                 event = parse(line)
                 obj: Obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
