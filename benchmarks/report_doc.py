@@ -75,7 +75,8 @@ def _storm(r: dict[str, Any]) -> list[str]:
     how = (f"node quarantine on (the default policy): {r['covered_by_node']} devices tainted by their node's "
            f"cordon and taint, {r.get('own_rule', '?')} by a DeviceTaintRule of their own, "
            f"{r['devices'] - r['tainted']} by neither"
-           if r.get("node_quarantine") else "node quarantine off: a DeviceTaintRule per device")
+           if r.get("node_quarantine") else "node quarantine off" if r.get("storm_fence")
+           else "node quarantine off: a DeviceTaintRule per device")
     if "storm_fence" not in r:
         how += " (measured before the storm fence existed)"
     elif r["storm_fence"]:
