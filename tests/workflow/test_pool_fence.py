@@ -9,10 +9,12 @@ tests/e2e_node/test_storm_fence_e2e.py).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
@@ -25,7 +27,17 @@ from podmedic.domain.pool_fence import PoolDevicesInput, PoolFenceState, PoolRef
 from podmedic.domain.steps import TaintResult, UntaintResult
 from podmedic.ingest.storm_fence import StormFences
 from tests.workflow.fakes import event, incident_worker
+from tests.workflow.operator_helpers import own_time_skipping_env
 from workflows.pool_fence import PoolFenceWorkflow
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server of this module's own: time is moved on by hand (``_fence_of``), which
+    must not meet what the suites before it left on the shared one."""
+    async for server in own_time_skipping_env():
+        yield server
+
 
 RULE = StormFence(devices=3, window_s=60, min_hold_s=300, max_hold_s=3600, poll_s=15)
 
@@ -89,8 +101,8 @@ async def _storm(client: Client, task_queue: str, devices: list[DeviceRef]) -> S
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_failure_is(
-        time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
-    client = time_skipping_env.client
+        env: WorkflowEnvironment, task_queue: str) -> None:
+    client = env.client
     fake = FakePools(covered_after_looks=0)
     a0, a1, b0 = _device("node-a", 0), _device("node-a", 1), _device("node-b", 0)
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
@@ -107,8 +119,8 @@ async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_fai
         assert fences.fences_told == 2
         await fences.before(event(device=_device("node-e", 0), event_id="e4"), RULE)  # in the storm: its pool
         assert fences.fences_told == 3
-        state = await _fence_of(time_skipping_env, "node-a")
-        await _fence_of(time_skipping_env, "node-e")
+        state = await _fence_of(env, "node-a")
+        await _fence_of(env, "node-e")
     assert state.devices == [a0.resource_id, a1.resource_id]
     assert state.released and state.rule_name == PoolRef.of(a0).rule_name
     assert sorted(p.pool for p in fake.fenced) == ["node-a", "node-b", "node-e"]
@@ -117,13 +129,13 @@ async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_fai
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_the_rule_stays_until_every_told_device_has_its_own_then_goes(
-        time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
-    client = time_skipping_env.client
+        env: WorkflowEnvironment, task_queue: str) -> None:
+    client = env.client
     fake = FakePools(covered_after_looks=2)
     devices = [_device("node-c", n) for n in range(3)]
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
         await _storm(client, task_queue, devices)
-        state = await _fence_of(time_skipping_env, "node-c")
+        state = await _fence_of(env, "node-c")
     fenced_at, released_at = state.timeline[0].at, state.timeline[-1].at
     # min_hold_s first, then two looks that found devices unfenced and running, 15 s apart, then the third.
     assert (released_at - fenced_at).total_seconds() == pytest.approx(RULE.min_hold_s + 2 * RULE.poll_s, abs=2)
@@ -135,13 +147,13 @@ async def test_the_rule_stays_until_every_told_device_has_its_own_then_goes(
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_pool_whose_devices_never_get_their_own_rule_is_let_go_at_max_hold(
-        time_skipping_env: WorkflowEnvironment, task_queue: str) -> None:
-    client = time_skipping_env.client
+        env: WorkflowEnvironment, task_queue: str) -> None:
+    client = env.client
     fake = FakePools(covered_after_looks=None)
     devices = [_device("node-d", n) for n in range(3)]
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
         await _storm(client, task_queue, devices)
-        state = await _fence_of(time_skipping_env, "node-d")
+        state = await _fence_of(env, "node-d")
     held = (state.timeline[-1].at - state.timeline[0].at).total_seconds()
     assert held == pytest.approx(RULE.max_hold_s, abs=RULE.poll_s + 2)
     assert "max_hold_s" in state.timeline[-2].message and devices[0].resource_id in state.timeline[-2].message
