@@ -11,7 +11,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import IncidentInput
     from podmedic.domain.policy import DriverPolicy
-    from podmedic.domain.policy_ref import POLICY_MEMO, digest_of, unpack
+    from podmedic.domain.policy_ref import POLICY_MEMO, packed_digest, unpack
 
 
 def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
@@ -26,10 +26,11 @@ def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
     try:
         packed = workflow.memo_value(POLICY_MEMO, None, type_hint=bytes)
         policy = unpack(packed) if packed is not None else None
+        digest = packed_digest(packed) if packed is not None else ""
     except Exception as exc:  # a memo of another shape: said, not raised (a raise would retry the task forever)
         return fallback, f"policy {ref.short}: the memo {POLICY_MEMO!r} cannot be read: {exc}"
     if policy is None:
         return fallback, f"policy {ref.short}: the start carried no memo {POLICY_MEMO!r}"
-    if (digest := digest_of(policy)) != ref.digest:
+    if digest != ref.digest:
         return fallback, f"policy {ref.short}: the memo holds {digest}, not the digest the input names"
     return policy, ""

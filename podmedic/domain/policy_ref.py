@@ -55,6 +55,15 @@ def pack(policy: DriverPolicy) -> bytes:
     return zlib.compress(canonical(policy), 9)
 
 
+def packed_digest(data: bytes) -> str:
+    """``sha256:<hex>`` of the content ``pack`` wrote: the digest the input names, whatever fields a later
+    release's model adds with defaults (re-dumping the parsed policy would name other content)."""
+    try:
+        return "sha256:" + hashlib.sha256(zlib.decompress(data)).hexdigest()
+    except zlib.error as exc:
+        raise ValueError(f"not a packed policy: {exc}") from None
+
+
 def unpack(data: bytes) -> DriverPolicy:
     """The policy ``pack`` made (raises ``ValueError`` on anything else)."""
     try:
