@@ -53,6 +53,7 @@ class Rescheduler:
         self.claims = claims
         self.notes: list[str] = []
         self.selector = ""  # the labels of the pod's place in its workload (``_owned``)
+        self.waiting = "not looked yet"  # the candidates the last look found wanting (``_replacement``)
 
     def _result(self, verified: bool, detail: str, pod: Obj | None = None) -> RecoveryResult:
         ref = podview.pod_ref(pod) if pod is not None else self.inp.pod
@@ -193,7 +194,8 @@ class Rescheduler:
             if hold is not None:
                 self.notes.extend(await hold.release(verified=found is not None))
         if found is None:
-            return self._result(False, check.failure(inp.timeout_s, "replacement"))
+            seen = "" if check.ready_seen else f" (last seen: {self.waiting})"
+            return self._result(False, check.failure(inp.timeout_s, "replacement") + seen)
         return self._attributed(found, replaced_before=pod is None, progress=check.progress_note(found))
 
     def _attributed(self, found: Obj, replaced_before: bool, progress: str) -> RecoveryResult:
@@ -217,11 +219,21 @@ class Rescheduler:
         return self.kube.list_pods(self.inp.pod.namespace, self.selector)
 
     def _replacement(self, known: set[str]) -> Obj | None:
+        waiting: list[str] = []
         for pod in self._owned_pods():
-            if pod["metadata"].get("uid") in known or not podview.is_ready(pod) or not podview.devices_healthy(pod):
+            if pod["metadata"].get("uid") in known:
                 continue
-            if self.inp.device not in self.claims.device_health(pod).devices:
+            name = f"{pod['metadata']['name']} on {pod['spec'].get('nodeName') or 'no node'}"
+            if not podview.is_ready(pod):
+                waiting.append(f"{name} not Ready")
+            elif not podview.devices_healthy(pod):
+                waiting.append(f"{name} with devices not all Healthy")
+            elif self.inp.device in self.claims.device_health(pod).devices:
+                waiting.append(f"{name} holding the failed device")
+            else:
                 return pod
+        # Why the rung is still waiting, for its failure: no replacement at all reads otherwise the same.
+        self.waiting = "; ".join(waiting) or "no new pod"
         return None
 
     def _label(self, node: str, key: str, on: bool) -> None:

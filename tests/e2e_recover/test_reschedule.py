@@ -110,11 +110,13 @@ async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_
     # The same_node rung waits 10 s at an approval gate (then proceeds); meanwhile someone deletes the
     # pod (kubectl delete pod) and its Job controller replaces it. podmedic evicts nothing, and the
     # recovery is the controller's, not a reschedule of podmedic's. (With 3 s, a loaded CI machine
-    # sometimes saw the gate pass before the test's delete landed.)
+    # sometimes saw the gate pass before the test's delete landed.) The rung waits up to 60 s for the
+    # replacement: what is asserted is who replaced the pod, not how fast; with 10 s a loaded CI
+    # machine twice failed it ("replacement: not Ready with Healthy devices within 10s").
     client, queue = worker
     job, pod = await _job_on_node1(sim)
     fault(sim, pod, clears_on_restart=False)
-    base = policy(SAME)
+    base = policy("[{action: same_node, timeout_s: 60}]")
     gated = base.model_copy(update={"approvals": base.approvals.model_copy(update={
         "gates": [Gate(action="same_node", timeout_s=10, on_timeout="proceed")]})})
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, pod_device(pod).workflow_id)
@@ -217,6 +219,23 @@ async def test_pdb_that_never_allows_fails_the_rung_with_the_reason(sim: SimClus
     assert "PodmedicRescheduled" not in events, events
     kind, message = events["PodmedicRescheduleFailed"]
     assert kind == "Warning" and "would violate the pod's disruption budget" in message, message
+
+
+async def test_a_replacement_that_never_runs_fails_the_rung_saying_what_it_waited_for(
+    sim: SimCluster, worker: tuple[Client, str]
+) -> None:
+    # Every GPU of both nodes taken: the Job controller's replacement stays Pending, unscheduled. The
+    # rung fails, and its note says what the last look saw, not only that nothing was Ready.
+    client, queue = worker
+    job, pod = await _job_on_node1(sim)
+    await asyncio.to_thread(block_node, sim, "node-0001", 2)
+    await asyncio.to_thread(block_node, sim, "node-0000", 3)
+    fault(sim, pod, clears_on_restart=False)
+    outcome = await incident(client, queue, pod, policy("[{action: any_node, timeout_s: 3}]"))
+    text = notes(outcome)
+    assert outcome.recovered_by is None, text
+    assert "replacement: not Ready with Healthy devices within 3s (last seen: " in text, text
+    assert f"{job}-" in text and " on no node not Ready" in text, text
 
 
 async def test_any_node_when_the_node_has_no_free_healthy_device(sim: SimCluster,
