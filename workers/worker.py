@@ -105,7 +105,14 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
 
 
-def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dict[str, Any]:
+MAX_CACHED_WORKFLOWS = 1500
+"""Workflows a worker keeps in memory (SDK default 1,000): room for a 1,000-device storm's incidents,
+their node incidents and the guard. An incident evicted from the cache is replayed from its whole
+history on its next task, trading CPU for memory; a cached incident costs about 0.2 MiB (docs/SCALING.md)."""
+
+
+def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200,
+                   max_cached_workflows: int = MAX_CACHED_WORKFLOWS) -> dict[str, Any]:
     """The Worker options podmedic runs with; the bare baseline (``benchmarks/bare.py``) takes the same."""
     return {
         "max_concurrent_activities": max_concurrent,
@@ -119,9 +126,7 @@ def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200) -> dic
         # the fences need. One storm run each: docs/BENCHMARKS.md.
         "workflow_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=20),
         "nonsticky_to_sticky_poll_ratio": 2.0,
-        # Room for a storm's incidents and their node watches (SDK default 1,000): an incident evicted
-        # from the cache is replayed from its whole history on its next task, which a storm can least afford.
-        "max_cached_workflows": 2500,
+        "max_cached_workflows": max_cached_workflows,
         "workflow_runner": workflow_runner(sandboxed),
     }
 
@@ -152,14 +157,14 @@ SHUTDOWN_GRACE_S = 50.0
 
 def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxed: bool = False,
                  max_concurrent: int = 200, shutdown_grace_s: float = SHUTDOWN_GRACE_S,
-                 pod_cache: bool = True) -> Worker:
+                 pod_cache: bool = True, max_cached_workflows: int = MAX_CACHED_WORKFLOWS) -> Worker:
     """A worker for the incident workflow and its activities.
 
     On shutdown it stops polling at once and gives running activities ``shutdown_grace_s`` to
     finish; those still running are then cancelled, and Temporal retries them on another worker
     (a heartbeating one resumes from its last heartbeat's details). ``pod_cache``: the activities'
     pod reads come from one watch of every pod (``podmedic/kube/pod_cache.py``), which ends
-    when ``kube`` is closed.
+    when ``kube`` is closed. ``max_cached_workflows``: ``MAX_CACHED_WORKFLOWS``.
     """
     if pod_cache:
         kube.start_pod_cache("worker")
@@ -170,19 +175,21 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxe
         activities=all_activities(kube, client),
         deployment_config=deployment_config_from_env(),  # PODMEDIC_DEPLOYMENT_NAME/BUILD_ID (docs/deploy.md)
         graceful_shutdown_timeout=timedelta(seconds=shutdown_grace_s),
-        **worker_options(sandboxed=sandboxed, max_concurrent=max_concurrent),
+        **worker_options(sandboxed=sandboxed, max_concurrent=max_concurrent,
+                         max_cached_workflows=max_cached_workflows),
     )
 
 
 async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
                      health: tuple[str, int] | None = None, *, sandboxed: bool = False,
-                     shutdown_grace_s: float = SHUTDOWN_GRACE_S, pod_cache: bool = True) -> None:
+                     shutdown_grace_s: float = SHUTDOWN_GRACE_S, pod_cache: bool = True,
+                     max_cached_workflows: int = MAX_CACHED_WORKFLOWS) -> None:
     """Run until SIGINT/SIGTERM, then drain (running activities get ``shutdown_grace_s``) and stop;
     probes on ``health`` (host, port) if given; pod reads from a watch of every pod when ``pod_cache``."""
     kube = KubeGateway(kubeconfig)
     await say_taint_rules(kube)
     worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s,
-                          pod_cache=pod_cache)
+                          pod_cache=pod_cache, max_cached_workflows=max_cached_workflows)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -22,15 +22,19 @@ def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
         return inp.policy, ""
     ref = inp.policy_ref
     assert ref is not None  # IncidentInput names its policy exactly once
-    fallback = DriverPolicy(driver=ref.driver)
     try:
         packed = workflow.memo_value(POLICY_MEMO, None, type_hint=bytes)
         policy = unpack(packed) if packed is not None else None
         digest = packed_digest(packed) if packed is not None else ""
     except Exception as exc:  # a memo of another shape: said, not raised (a raise would retry the task forever)
-        return fallback, f"policy {ref.short}: the memo {POLICY_MEMO!r} cannot be read: {exc}"
+        return _defaults(ref.driver), f"policy {ref.short}: the memo {POLICY_MEMO!r} cannot be read: {exc}"
     if policy is None:
-        return fallback, f"policy {ref.short}: the start carried no memo {POLICY_MEMO!r}"
+        return _defaults(ref.driver), f"policy {ref.short}: the start carried no memo {POLICY_MEMO!r}"
     if digest != ref.digest:
-        return fallback, f"policy {ref.short}: the memo holds {digest}, not the digest the input names"
+        return _defaults(ref.driver), f"policy {ref.short}: the memo holds {digest}, not the digest the input names"
     return policy, ""
+
+
+def _defaults(driver: str) -> DriverPolicy:
+    # Built only for an unusable memo: every incident building it "just in case" cost 1 KiB each.
+    return DriverPolicy(driver=driver)

@@ -87,7 +87,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         client = await connect_patiently(args.temporal_address, args.temporal_namespace, args.temporal_wait)
         async with telemetry_running(telemetry, client):
             await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox,
-                             shutdown_grace_s=args.shutdown_grace, pod_cache=args.pod_cache)
+                             shutdown_grace_s=args.shutdown_grace, pod_cache=args.pod_cache,
+                             max_cached_workflows=args.max_cached_workflows)
 
     return _run("worker", main)
 
@@ -166,6 +167,10 @@ def register(sub: Any) -> None:
                         "informer) instead of a GET or LIST per read; while the watch is broken every read "
                         "goes to the API server (env PODMEDIC_POD_CACHE; default on). Costs the worker memory "
                         "for every pod of the cluster")
+    p.add_argument("--max-cached-workflows", type=int, metavar="N",
+                   help="incidents kept in memory between their tasks; one evicted is replayed from its history on "
+                        "its next task, trading CPU for memory (env PODMEDIC_MAX_CACHED_WORKFLOWS; default 1500, "
+                        "about 0.2 MiB each: lower it for a worker with a tight memory limit)")
     add_telemetry_flags(p)
     p.set_defaults(func=cmd_worker)
 

@@ -12,6 +12,7 @@ before acting on it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import zlib
@@ -64,8 +65,14 @@ def packed_digest(data: bytes) -> str:
         raise ValueError(f"not a packed policy: {exc}") from None
 
 
+@functools.lru_cache(maxsize=64)
 def unpack(data: bytes) -> DriverPolicy:
-    """The policy ``pack`` made (raises ``ValueError`` on anything else)."""
+    """The policy ``pack`` made (raises ``ValueError`` on anything else).
+
+    The same bytes give the same instance: every incident of one policy shares one parsed, frozen
+    policy. Parsed per incident it was the largest part of a cached incident's Python memory
+    (30 KiB of the shipped NVIDIA entry; 2,500 cached incidents in a storm held 73 MiB of copies).
+    """
     try:
         return DriverPolicy.model_validate_json(zlib.decompress(data))
     except zlib.error as exc:

@@ -164,6 +164,10 @@ class WorkerOnly(ProcessSettings):
     pod_cache: bool = var(True, "PODMEDIC_POD_CACHE",
                           description="read pods from one watch of every pod instead of a request per read "
                                       "(--no-pod-cache turns it off)")
+    max_cached_workflows: int = Field(1500, ge=1, validation_alias="PODMEDIC_MAX_CACHED_WORKFLOWS",
+                                      description="workflows kept in memory between their tasks "
+                                                  "(--max-cached-workflows)")
+
     @field_validator("health_listen", mode="before")
     @classmethod
     def _listen(cls, value: object) -> tuple[str, int] | None:

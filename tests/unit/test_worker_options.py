@@ -10,7 +10,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from podmedic.cli.main import parse
 from podmedic.settings import SettingsError
-from workers.worker import GC_THRESHOLDS, tune_gc, worker_options
+from workers.worker import GC_THRESHOLDS, MAX_CACHED_WORKFLOWS, tune_gc, worker_options
 
 
 def test_workflows_run_unsandboxed_unless_asked() -> None:
@@ -39,3 +39,16 @@ def test_gc_tuning_raises_the_thresholds_and_freezes_what_is_alive() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_cached_workflows_flag_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PODMEDIC_MAX_CACHED_WORKFLOWS", raising=False)
+    assert parse(["worker"]).max_cached_workflows == MAX_CACHED_WORKFLOWS  # the setting's default is the worker's
+    assert worker_options()["max_cached_workflows"] == MAX_CACHED_WORKFLOWS
+    assert worker_options(max_cached_workflows=300)["max_cached_workflows"] == 300
+    assert parse(["worker", "--max-cached-workflows", "800"]).max_cached_workflows == 800
+    monkeypatch.setenv("PODMEDIC_MAX_CACHED_WORKFLOWS", "900")
+    assert parse(["worker"]).max_cached_workflows == 900
+    monkeypatch.setenv("PODMEDIC_MAX_CACHED_WORKFLOWS", "0")  # a worker that caches nothing is refused
+    with pytest.raises(SettingsError, match="PODMEDIC_MAX_CACHED_WORKFLOWS"):
+        parse(["worker"])
