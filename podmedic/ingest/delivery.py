@@ -1,13 +1,12 @@
 """Delivering observations to incidents: deduplicated, durable, one workflow per device.
 
 Every source (pod status, slice taints, events, HTTP, the NVML agent through HTTP) hands
-its observations to one ``Deliverer``. A device's observation goes to the workflow
-``device/<driver>/<pool>/<device>`` by signal-with-start, so the Temporal server, not this
-process, decides whether an incident is already open: restarts and replicas never open a
-second. A pod's configuration problem goes to ``config/<ns>/<pod>/<uid>``, opened at most
-once per pod. A device plugin's device goes to its node's incident, ``node/<node>``.
-``deliver`` returns only after the server has accepted the signal or start,
-which is what lets the HTTP front answer 202.
+its observations to one ``Deliverer``. It drops what adds nothing to what it last told an
+incident, fences a storm's pools first (``podmedic/ingest/storm_fence.py``), and hands the rest
+to the start of its kind (``podmedic/ingest/starts.py``): a device's observation to
+``device/<driver>/<pool>/<device>``, a device plugin's to ``node/<node>``, a pod's configuration
+problem to ``config/<ns>/<pod>/<uid>``. ``deliver`` returns only after the server has accepted
+the signal or start, which is what lets the HTTP front answer 202.
 """
 
 from __future__ import annotations
@@ -16,37 +15,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Hashable, Iterable
-from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
-from podmedic.domain import search
 from podmedic.domain.classify import names_the_failure
 from podmedic.domain.models import (
     ConfigProblem,
     DeviceHealthEvent,
     Health,
-    IncidentInput,
     PluginDevice,
     UnresolvedDevice,
 )
-from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
-from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.handled import closed_run_that_saw
+from podmedic.ingest.starts import deliver_event, deliver_plugin_device, deliver_pod_report
 from podmedic.ingest.storm_fence import StormFences
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
-from workflows import describe
-from workflows.config_incident import ConfigIncidentWorkflow
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
-from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.ingest.delivery")
 
@@ -59,111 +46,6 @@ class Delivered(BaseModel):
     deduplicated: bool = False
     note: str = ""
     run_id: str | None = None
-
-
-async def _tell_open(client: Client, workflow_id: str, signal: Any, arg: BaseModel) -> str | None:
-    """Signal ``workflow_id`` if it is open; its run id, or ``None`` when there is none (good news never
-    opens an incident)."""
-    handle = client.get_workflow_handle(workflow_id)
-    try:
-        await handle.signal(signal, arg)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    return handle.result_run_id
-
-
-async def deliver_event(
-    client: Client,
-    event: DeviceHealthEvent,
-    policies: PolicySet,
-    *,
-    task_queue: str,
-    search_attributes: bool = True,
-) -> str | None:
-    """Deliver one event to its device's incident; returns the run id, or ``None`` when a
-    Healthy event finds no open incident (nothing to do).
-
-    Unhealthy and Unknown events use signal-with-start: an open incident receives the
-    signal, otherwise a new run opens with the driver's policy as in force now. Healthy
-    events only signal an open incident: good news never opens one.
-    """
-    device = event.device
-    if event.health is Health.HEALTHY:
-        return await _tell_open(client, device.workflow_id, DeviceIncidentWorkflow.health_event, event)
-    policy = policies.for_driver(device.driver)
-    ref = ref_of(policy)
-    handle = await client.start_workflow(
-        DeviceIncidentWorkflow.run,
-        IncidentInput(device=device, policy_ref=ref, search_attributes=search_attributes),
-        id=device.workflow_id,
-        task_queue=task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        start_signal="health_event",
-        start_signal_args=[event],
-        search_attributes=search.initial(device.driver, device.resource_id, event.node)
-        if search_attributes else None,
-        memo={POLICY_MEMO: pack(policy)},  # the content the input names by digest (podmedic/domain/policy_ref.py)
-        static_summary=describe.static_summary(event), static_details=describe.static_details(event, policy, ref),
-    )
-    return handle.result_run_id
-
-
-async def deliver_plugin_device(client: Client, item: PluginDevice, policies: PolicySet, *, task_queue: str,
-                                search_attributes: bool = True) -> str | None:
-    """Deliver a device plugin's device to its node's incident; the run id, or ``None`` when a Healthy
-    report finds no open node incident.
-
-    Not Healthy: signal-with-start ``node/<node>`` (the node incident quarantines the node: no
-    DeviceTaintRule can select the device), with the policy of the resource's name (``nvidia.com/gpu``),
-    else the default. Healthy: only tells an open node incident.
-    """
-    if item.health is Health.HEALTHY:
-        return await _tell_open(client, item.workflow_id, NodeIncidentWorkflow.plugin_device_healthy, item)
-    watch = NodeWatchInput.under(item.node, item.resource, policies.for_driver(item.resource),
-                                 search_attributes=search_attributes)
-    handle = await client.start_workflow(
-        NodeIncidentWorkflow.run, watch, id=item.workflow_id, task_queue=task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        start_signal="plugin_device_failed", start_signal_args=[item],
-        search_attributes=search.for_node(item.resource, item.node) if search_attributes else None,
-        static_summary=f"node {item.node}: device-plugin device {item.name} {item.health.value}"[:200],
-    )
-    return handle.result_run_id
-
-
-async def deliver_pod_report(client: Client, item: ConfigProblem | UnresolvedDevice, *, task_queue: str,
-                             search_attributes: bool = True) -> bool:
-    """Open a report on a pod (a configuration problem, or a device podmedic cannot resolve) unless
-    one ever existed for it; True when opened now.
-
-    A pod instance gets one report per problem, ever (REJECT_DUPLICATE): the kubelet retrying
-    prepare, or reporting the same health again, cannot loop.
-    """
-    pod = f"{item.pod.namespace}/{item.pod.name}"
-    if isinstance(item, UnresolvedDevice):
-        run: Any = UnresolvedDeviceWorkflow.run
-        attributes = search.for_unresolved_device(item)
-        summary, details = (f"{pod}: {item.resource_id} {item.health.value}, device unknown",
-                            describe.unresolved_details(item))
-    else:
-        run = ConfigIncidentWorkflow.run
-        attributes = search.for_config_problem(item)
-        summary, details = f"{pod}: bad configuration, {item.message}", describe.config_details(item)
-    try:
-        await client.start_workflow(
-            run, item, id=item.workflow_id, task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=attributes if search_attributes else None,
-            static_summary=summary[:200], static_details=details,
-        )
-    except WorkflowAlreadyStartedError:
-        return False
-    return True
 
 
 class Deliverer:

@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, wait_until

@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import Phase
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from podmedic_sim import SimCluster
 from tests.e2e_checkpoint.conftest import start_job
 from tests.helpers import assert_eventually

@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import AbortRequest, IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.startup import say_taint_rules
 from podmedic_sim import SimCluster

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from podmedic.temporal.codec import CodecKeyError, EncryptionCodec, load_keys
 from podmedic.temporal.codec_server import build_codec_app
 from podmedic.temporal.connect import data_converter

@@ -18,7 +18,7 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome, Permanence
 from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow

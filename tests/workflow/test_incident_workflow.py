@@ -14,7 +14,7 @@ from benchmarks.fleet import local_activity_type
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import DEVICE, POD, FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import outcome_of
 from workflows.incident import DeviceIncidentWorkflow

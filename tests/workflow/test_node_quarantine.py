@@ -32,7 +32,7 @@ from podmedic.domain.node import (
 )
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.policy_recovery import Effect
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import T0, FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow

@@ -16,7 +16,7 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, IncidentInput, Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of, unpack
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows import describe
 from workflows.incident import DeviceIncidentWorkflow

@@ -10,7 +10,7 @@ from temporalio.worker import Replayer
 from podmedic.domain import search
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workflows.incident import DeviceIncidentWorkflow
 

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
-from podmedic.ingest.delivery import deliver_event
+from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event
 from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, worker
 from workflows.incident import DeviceIncidentWorkflow
