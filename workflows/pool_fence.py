@@ -52,10 +52,16 @@ class PoolFenceWorkflow:
     @workflow.signal
     def devices_failed(self, report: PoolFenceReport) -> None:
         """Failed devices of the pool, as the ingest saw them."""
+        new = [d.resource_id for d in report.devices if d.resource_id not in self.devices]
         for device in report.devices:
             self.devices.setdefault(device.resource_id, device)
         self.reports += 1
         self.state.devices = sorted(self.devices)
+        if new:
+            # When the ingest sent them, beside when the fence heard (the entry's time): the gap is the
+            # storm's signal lag.
+            self.note("told", f"{', '.join(new)} failed (sent by the ingest at "
+                              f"{report.observed_at.isoformat(timespec='seconds')})")
 
     @workflow.query
     def get_state(self) -> PoolFenceState:

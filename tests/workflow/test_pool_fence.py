@@ -8,6 +8,7 @@ tests/e2e_node/test_storm_fence_e2e.py).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -19,7 +20,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.domain.models import DeviceRef
+from podmedic.domain.models import DeviceRef, TimelineEntry
 from podmedic.domain.node import DeviceIncidentsInput, DeviceIncidentStatus
 from podmedic.domain.policy_detection import StormFence
 from podmedic.domain.policy_recovery import Effect
@@ -92,6 +93,10 @@ async def _fence_of(env: WorkflowEnvironment, pool: str) -> PoolFenceState:
     raise AssertionError(f"{handle.id} still running after 4000 s")
 
 
+def _entry(state: PoolFenceState, step: str) -> TimelineEntry:
+    return next(e for e in state.timeline if e.step == step)
+
+
 async def _storm(client: Client, task_queue: str, devices: list[DeviceRef]) -> StormFences:
     fences = StormFences(client, task_queue, search_attributes=False)
     for n, device in enumerate(devices):
@@ -124,7 +129,12 @@ async def test_below_the_storm_nothing_is_fenced_and_at_it_every_pool_with_a_fai
     assert state.devices == [a0.resource_id, a1.resource_id]
     assert state.released and state.rule_name == PoolRef.of(a0).rule_name
     assert sorted(p.pool for p in fake.fenced) == ["node-a", "node-b", "node-e"]
-    assert "storm: 3 devices of gpu.nvidia.com reported Unhealthy within 60s" in state.timeline[0].message
+    assert "storm: 3 devices of gpu.nvidia.com reported Unhealthy within 60s" in _entry(state, "fence").message
+    # One line per report that named new devices: a1 told again added none.
+    told = [e.message for e in state.timeline if e.step == "told"]
+    assert len(told) == 1 and re.fullmatch(
+        rf"{a0.resource_id}, {a1.resource_id} failed \(sent by the ingest at 20\d\d-\d\d-\d\dT[\d:]{{8}}\+00:00\)",
+        told[0]), told
 
 
 @pytest.mark.asyncio(loop_scope="session")
@@ -136,12 +146,12 @@ async def test_the_rule_stays_until_every_told_device_has_its_own_then_goes(
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
         await _storm(client, task_queue, devices)
         state = await _fence_of(env, "node-c")
-    fenced_at, released_at = state.timeline[0].at, state.timeline[-1].at
+    fenced_at, released_at = _entry(state, "fence").at, state.timeline[-1].at
     # min_hold_s first, then two looks that found devices unfenced and running, 15 s apart, then the third.
     assert (released_at - fenced_at).total_seconds() == pytest.approx(RULE.min_hold_s + 2 * RULE.poll_s, abs=2)
     assert fake.calls["fence_pool"] == 1 and fake.calls["unfence_pool"] == 1
     assert fake.calls["devices_without_own_rule"] == 3 and fake.calls["device_incidents_status"] == 2
-    assert [e.step for e in state.timeline] == ["fence", "hold", "release"]
+    assert [e.step for e in state.timeline] == ["told", "fence", "hold", "release"]
     assert state.released and state.uncovered == []
 
 
@@ -154,7 +164,7 @@ async def test_a_pool_whose_devices_never_get_their_own_rule_is_let_go_at_max_ho
     async with incident_worker(client, task_queue, [PoolFenceWorkflow], fake.activities()):
         await _storm(client, task_queue, devices)
         state = await _fence_of(env, "node-d")
-    held = (state.timeline[-1].at - state.timeline[0].at).total_seconds()
+    held = (state.timeline[-1].at - _entry(state, "fence").at).total_seconds()
     assert held == pytest.approx(RULE.max_hold_s, abs=RULE.poll_s + 2)
     assert "max_hold_s" in state.timeline[-2].message and devices[0].resource_id in state.timeline[-2].message
     assert state.uncovered == [d.resource_id for d in devices] and fake.calls["unfence_pool"] == 1
