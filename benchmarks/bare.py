@@ -22,7 +22,8 @@ from temporalio.worker import Worker
 
 from benchmarks.stats import percentile, rate
 from podmedic.temporal.connect import connect
-from workers.worker import tune_gc, worker_options
+from workers.collector import sweep_cycles
+from workers.options import worker_options
 
 TASK_QUEUE = "bench-bare"
 
@@ -90,8 +91,7 @@ async def _serve(address: str, task_queue: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tune_gc()  # as podmedic's worker does
-    async with build_bare_worker(client, task_queue):
+    async with sweep_cycles(), build_bare_worker(client, task_queue):  # the collector as podmedic's worker runs it
         await stop.wait()
 
 

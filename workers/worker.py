@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 from collections.abc import Sequence
@@ -12,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.worker import Worker
 
 from activities.checkpoints.checkpoint import CheckpointActivities
 from activities.claim_cache import ReservedClaims
@@ -30,7 +28,9 @@ from activities.tickets import TicketActivities
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.startup import say_taint_rules
 from podmedic.telemetry.probes import Readiness, api_server_check, temporal_check
+from workers.collector import sweep_cycles
 from workers.health import serving_health
+from workers.options import DEFAULT_CAPACITY, Capacity, worker_options
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.fleet_guard import FleetGuardWorkflow
@@ -93,78 +93,21 @@ def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
             HistoryActivities(client).previous_incidents]
 
 
-def workflow_runner(sandboxed: bool) -> WorkflowRunner:
-    """How workflow code runs: in the SDK's sandbox, or directly in the worker's interpreter.
-
-    Unsandboxed by default: podmedic runs only its own workflows, whose determinism CI proves
-    in the sandbox (``tests/workflow`` run every workflow there, ``tests/replay`` replays recorded
-    histories there). The sandbox re-imports the workflow modules for every incident and compiles
-    code for every payload it converts: a fifth of the worker's CPU in ``python -m benchmarks
-    orchestration`` (py-spy), for a check CI already makes.
-    """
-    return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
-
-
-MAX_CACHED_WORKFLOWS = 1500
-"""Workflows a worker keeps in memory (SDK default 1,000): room for a 1,000-device storm's incidents,
-their node incidents and the guard. An incident evicted from the cache is replayed from its whole
-history on its next task, trading CPU for memory; a cached incident costs about 0.2 MiB (docs/SCALING.md)."""
-
-
-def worker_options(*, sandboxed: bool = False, max_concurrent: int = 200,
-                   max_cached_workflows: int = MAX_CACHED_WORKFLOWS) -> dict[str, Any]:
-    """The Worker options podmedic runs with; the bare baseline (``benchmarks/bare.py``) takes the same."""
-    return {
-        "max_concurrent_activities": max_concurrent,
-        # Twenty workflow-task polls, nearly all on the task queue that holds new incidents' first
-        # tasks (the fence runs in them); running incidents' next tasks come from the sticky queue
-        # (SDK docs: maximum x ratio polls at most on the task queue, at least one on the sticky
-        # queue). In a 1,000-device storm the SDK's 5 polls left a new incident's first task waiting
-        # 15 s (p50) for a poll while the worker's event loop sat mostly idle (py-spy): taint p99
-        # 32 s; with 20, 14 s. More sticky polls (20 x 0.5, 24 x 0.84) or autoscaled polls fenced
-        # slower (p99 25-112 s), likely because running incidents' recoveries then take the CPU
-        # the fences need. One storm run each: docs/BENCHMARKS.md.
-        "workflow_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=20),
-        "nonsticky_to_sticky_poll_ratio": 2.0,
-        "max_cached_workflows": max_cached_workflows,
-        "workflow_runner": workflow_runner(sandboxed),
-    }
-
-
-GC_THRESHOLDS = (20_000, 20, 20)
-"""The cyclic collector's thresholds in a worker (CPython's: 700, 10, 10)."""
-
-
-def tune_gc() -> None:
-    """Collect cycles less often, and never scan what the process holds from its start.
-
-    A worker allocates hundreds of short-lived objects per workflow task and activity (payloads,
-    protobuf messages, API answers), nearly all freed by reference counting; CPython's default
-    starts a collection every 700 allocations, and every so often a full one that walks each
-    workflow instance the worker holds. perf on the worker in the orchestration benchmark (300
-    incidents): 6 % of its CPU in the collector. Call once, after imports and setup
-    (``gc.freeze`` moves everything alive then out of the collector's sight). The bare
-    baseline's worker calls it too.
-    """
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 SHUTDOWN_GRACE_S = 50.0
 """How long running activities may finish after SIGTERM: the manifests' terminationGracePeriodSeconds
 (60) less room for the rest of the shutdown."""
 
 
 def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxed: bool = False,
-                 max_concurrent: int = 200, shutdown_grace_s: float = SHUTDOWN_GRACE_S,
-                 pod_cache: bool = True, max_cached_workflows: int = MAX_CACHED_WORKFLOWS) -> Worker:
+                 shutdown_grace_s: float = SHUTDOWN_GRACE_S, pod_cache: bool = True,
+                 capacity: Capacity = DEFAULT_CAPACITY) -> Worker:
     """A worker for the incident workflow and its activities.
 
     On shutdown it stops polling at once and gives running activities ``shutdown_grace_s`` to
     finish; those still running are then cancelled, and Temporal retries them on another worker
     (a heartbeating one resumes from its last heartbeat's details). ``pod_cache``: the activities'
     pod reads come from one watch of every pod (``podmedic/kube/pod_cache.py``), which ends
-    when ``kube`` is closed. ``max_cached_workflows``: ``MAX_CACHED_WORKFLOWS``.
+    when ``kube`` is closed.
     """
     if pod_cache:
         kube.start_pod_cache("worker")
@@ -175,26 +118,24 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxe
         activities=all_activities(kube, client),
         deployment_config=deployment_config_from_env(),  # PODMEDIC_DEPLOYMENT_NAME/BUILD_ID (docs/deploy.md)
         graceful_shutdown_timeout=timedelta(seconds=shutdown_grace_s),
-        **worker_options(sandboxed=sandboxed, max_concurrent=max_concurrent,
-                         max_cached_workflows=max_cached_workflows),
+        **worker_options(sandboxed=sandboxed, capacity=capacity),
     )
 
 
 async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
                      health: tuple[str, int] | None = None, *, sandboxed: bool = False,
                      shutdown_grace_s: float = SHUTDOWN_GRACE_S, pod_cache: bool = True,
-                     max_cached_workflows: int = MAX_CACHED_WORKFLOWS) -> None:
+                     capacity: Capacity = DEFAULT_CAPACITY) -> None:
     """Run until SIGINT/SIGTERM, then drain (running activities get ``shutdown_grace_s``) and stop;
     probes on ``health`` (host, port) if given; pod reads from a watch of every pod when ``pod_cache``."""
     kube = KubeGateway(kubeconfig)
     await say_taint_rules(kube)
     worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s,
-                          pod_cache=pod_cache, max_cached_workflows=max_cached_workflows)
+                          pod_cache=pod_cache, capacity=capacity)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tune_gc()
     log.info("worker polling task queue %r on %s (workflow sandbox %s)", task_queue,
              client.service_client.config.target_host, "on" if sandboxed else "off")
     polling = False
@@ -207,7 +148,7 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
             return False, "not ready: not polling the task queue yet\n"
         return readiness.verdict()
 
-    async with readiness.running(), serving_health(health, ready), worker:
+    async with sweep_cycles(), readiness.running(), serving_health(health, ready), worker:
         polling = True
         await stop.wait()
         log.info("stopping: no new tasks; running activities get up to %gs to finish", shutdown_grace_s)

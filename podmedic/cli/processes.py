@@ -75,6 +75,7 @@ async def _stop_event() -> asyncio.Event:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Temporal worker."""
     from podmedic.telemetry.process import start_telemetry, telemetry_running
+    from workers.options import Capacity
     from workers.worker import run_worker
 
     load_policy_or_exit(args.policy)
@@ -88,7 +89,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         async with telemetry_running(telemetry, client):
             await run_worker(client, args.task_queue, args.kubeconfig, args.health_listen, sandboxed=args.sandbox,
                              shutdown_grace_s=args.shutdown_grace, pod_cache=args.pod_cache,
-                             max_cached_workflows=args.max_cached_workflows)
+                             capacity=Capacity(args.max_cached_workflows, args.max_concurrent_activities))
 
     return _run("worker", main)
 
@@ -171,6 +172,10 @@ def register(sub: Any) -> None:
                    help="incidents kept in memory between their tasks; one evicted is replayed from its history on "
                         "its next task, trading CPU for memory (env PODMEDIC_MAX_CACHED_WORKFLOWS; default 1500, "
                         "about 0.2 MiB each: lower it for a worker with a tight memory limit)")
+    p.add_argument("--max-concurrent-activities", type=int, metavar="N",
+                   help="activities running at once; most wait (a checkpoint's answer, a replacement's readiness) "
+                        "and hold their slot while waiting, and API calls are limited apart from this (env "
+                        "PODMEDIC_MAX_CONCURRENT_ACTIVITIES; default 1000)")
     add_telemetry_flags(p)
     p.set_defaults(func=cmd_worker)
 

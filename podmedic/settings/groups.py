@@ -167,6 +167,8 @@ class WorkerOnly(ProcessSettings):
     max_cached_workflows: int = Field(1500, ge=1, validation_alias="PODMEDIC_MAX_CACHED_WORKFLOWS",
                                       description="workflows kept in memory between their tasks "
                                                   "(--max-cached-workflows)")
+    max_concurrent_activities: int = Field(1000, ge=1, validation_alias="PODMEDIC_MAX_CONCURRENT_ACTIVITIES",
+                                           description="activities running at once (--max-concurrent-activities)")
 
     @field_validator("health_listen", mode="before")
     @classmethod

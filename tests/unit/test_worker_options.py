@@ -10,7 +10,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from podmedic.cli.main import parse
 from podmedic.settings import SettingsError
-from workers.worker import GC_THRESHOLDS, MAX_CACHED_WORKFLOWS, tune_gc, worker_options
+from workers.collector import GC_THRESHOLDS, tune_gc
+from workers.options import Capacity, worker_options
 
 
 def test_workflows_run_unsandboxed_unless_asked() -> None:
@@ -41,14 +42,20 @@ def test_gc_tuning_raises_the_thresholds_and_freezes_what_is_alive() -> None:
         gc.set_threshold(*before)
 
 
-def test_cached_workflows_flag_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_capacity_flags_env_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PODMEDIC_MAX_CACHED_WORKFLOWS", raising=False)
-    assert parse(["worker"]).max_cached_workflows == MAX_CACHED_WORKFLOWS  # the setting's default is the worker's
-    assert worker_options()["max_cached_workflows"] == MAX_CACHED_WORKFLOWS
-    assert worker_options(max_cached_workflows=300)["max_cached_workflows"] == 300
-    assert parse(["worker", "--max-cached-workflows", "800"]).max_cached_workflows == 800
+    monkeypatch.delenv("PODMEDIC_MAX_CONCURRENT_ACTIVITIES", raising=False)
+    args = parse(["worker"])
+    # The settings' defaults are the worker's own.
+    assert Capacity(args.max_cached_workflows, args.max_concurrent_activities) == Capacity()
+    options = worker_options(capacity=Capacity(300, 40))
+    assert (options["max_cached_workflows"], options["max_concurrent_activities"]) == (300, 40)
+    args = parse(["worker", "--max-cached-workflows", "800", "--max-concurrent-activities", "90"])
+    assert (args.max_cached_workflows, args.max_concurrent_activities) == (800, 90)
     monkeypatch.setenv("PODMEDIC_MAX_CACHED_WORKFLOWS", "900")
     assert parse(["worker"]).max_cached_workflows == 900
-    monkeypatch.setenv("PODMEDIC_MAX_CACHED_WORKFLOWS", "0")  # a worker that caches nothing is refused
-    with pytest.raises(SettingsError, match="PODMEDIC_MAX_CACHED_WORKFLOWS"):
-        parse(["worker"])
+    for name in ("PODMEDIC_MAX_CACHED_WORKFLOWS", "PODMEDIC_MAX_CONCURRENT_ACTIVITIES"):
+        monkeypatch.setenv(name, "0")  # a worker that holds nothing is refused
+        with pytest.raises(SettingsError, match=name):
+            parse(["worker"])
+        monkeypatch.delenv(name)
