@@ -10,9 +10,11 @@ into them, and the tracebacks hold frames that hold the workflow. Only a full co
 those, and with the raised thresholds one came so seldom that in a 10,000-device storm (12,500
 open workflows, 1,500 cached) the worker held 5 million garbage objects of some 17,700 evicted
 workflows and grew by 2 MB a second to 2 GiB. ``sweep_cycles`` runs a full collection on a
-clock, which bounds that garbage to a few seconds of evictions; a full collection walks only
-what is alive (``gc.freeze`` hides what the worker held at its start), milliseconds in a worker
-with a full cache.
+clock, which bounds that garbage to some seconds of evictions. A full collection walks every
+object alive but what ``gc.freeze`` hid at the worker's start: in the same storm one took about
+1.5 s, and one every 5 s was 30 % of the worker's Python time (py-spy). So the clock stretches:
+after a collection that took ``t``, the next comes ``max(5 s, t / 5 %)`` later, at most 5 % of the
+worker's time however large its heap.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ GC_THRESHOLDS = (20_000, 20, 20)
 """The cyclic collector's thresholds in a worker (CPython's: 700, 10, 10)."""
 
 SWEEP_EVERY_S = 5.0
-"""Seconds between the full collections of ``sweep_cycles``."""
+"""Seconds between the full collections of ``sweep_cycles``, at the least."""
+
+SWEEP_SHARE = 0.05
+"""The share of the worker's time full collections may take (``sweep_cycles`` waits longer after a long one)."""
 
 
 def tune_gc() -> None:
@@ -50,30 +55,33 @@ class Sweeps:
         self.count = 0
         self.freed = 0
         self.slowest_s = 0.0
+        self.waits_s: list[float] = []  # the pause before each collection, the last few
 
-    async def run(self, every_s: float) -> None:
-        """Collect every ``every_s`` until cancelled."""
+    async def run(self, every_s: float, share: float = SWEEP_SHARE) -> None:
+        """Collect, at least ``every_s`` apart and at most ``share`` of the time, until cancelled."""
+        wait = every_s
         while True:
-            await asyncio.sleep(every_s)
-            self.once()
+            self.waits_s = [*self.waits_s[-9:], wait]
+            await asyncio.sleep(wait)
+            wait = max(every_s, self.once() / share)
 
-    def once(self) -> int:
-        """One full collection; the objects it freed."""
+    def once(self) -> float:
+        """One full collection; the seconds it took."""
         started = time.perf_counter()
         freed = gc.collect()
         took = time.perf_counter() - started
         self.count, self.freed, self.slowest_s = self.count + 1, self.freed + freed, max(self.slowest_s, took)
         log.debug("full collection: %d unreachable objects freed in %.1f ms", freed, took * 1000)
-        return freed
+        return took
 
 
 @contextlib.asynccontextmanager
-async def sweep_cycles(every_s: float = SWEEP_EVERY_S) -> AsyncIterator[Sweeps]:
-    """Within it, the collector runs tuned (``tune_gc``) and a full collection every ``every_s`` on
-    this event loop (a collection holds the GIL wherever it runs)."""
+async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE) -> AsyncIterator[Sweeps]:
+    """Within it, the collector runs tuned (``tune_gc``) and a full collection at least every ``every_s``,
+    at most ``share`` of the time, on this event loop (a collection holds the GIL wherever it runs)."""
     tune_gc()
     sweeps = Sweeps()
-    task = asyncio.create_task(sweeps.run(every_s), name="podmedic-sweep-cycles")
+    task = asyncio.create_task(sweeps.run(every_s, share), name="podmedic-sweep-cycles")
     try:
         yield sweeps
     finally:

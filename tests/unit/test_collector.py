@@ -1,0 +1,41 @@
+"""The worker's clocked full collections stretch after a long one (``workers/collector.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+
+import pytest
+
+from workers.collector import Sweeps
+
+
+@pytest.mark.asyncio
+async def test_a_long_collection_pushes_the_next_one_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow_collect(generation: int = 2) -> int:
+        time.sleep(0.03)  # a heap whose full walk takes 30 ms
+        return 0
+
+    monkeypatch.setattr(gc, "collect", slow_collect)
+    sweeps = Sweeps()
+    task = asyncio.create_task(sweeps.run(every_s=0.01, share=0.1))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The first waits the floor; every later one at least 30 ms / 10 %: 0.3 s, so one collection in 0.2 s.
+    assert sweeps.count == 1 and sweeps.slowest_s >= 0.03
+    assert sweeps.waits_s[0] == 0.01 and sweeps.waits_s[1] >= 0.3, sweeps.waits_s
+
+
+@pytest.mark.asyncio
+async def test_a_quick_collection_keeps_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gc, "collect", lambda generation=2: 0)  # a small heap: next to no time
+    sweeps = Sweeps()
+    task = asyncio.create_task(sweeps.run(every_s=0.02, share=0.5))
+    await asyncio.sleep(0.15)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sweeps.count >= 3 and all(w == 0.02 for w in sweeps.waits_s), sweeps.waits_s
