@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
+from activities.running_incidents import running_among
 from podmedic.domain import search
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import Outcome
@@ -88,7 +89,11 @@ class NodeActivities:
     async def device_incidents_status(self, inp: DeviceIncidentsInput) -> list[DeviceIncidentStatus]:
         """Each device incident's latest run: running, or closed and how."""
         out: list[DeviceIncidentStatus] = []
+        running = await running_among(self.client, inp.incidents)
         for incident_id in inp.incidents:
+            if incident_id in running:
+                out.append(DeviceIncidentStatus(incident_id=incident_id, running=True))
+                continue
             handle = self.client.get_workflow_handle(incident_id)
             try:
                 desc = await handle.describe()
