@@ -11,6 +11,16 @@ import pytest
 from workers.collector import Sweeps
 
 
+async def _sweeping_for(seconds: float, *, every_s: float, share: float) -> Sweeps:
+    sweeps = Sweeps()
+    task = asyncio.create_task(sweeps.run(every_s=every_s, share=share))
+    await asyncio.sleep(seconds)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return sweeps
+
+
 @pytest.mark.asyncio
 async def test_a_long_collection_pushes_the_next_one_out(monkeypatch: pytest.MonkeyPatch) -> None:
     def slow_collect(generation: int = 2) -> int:
@@ -18,12 +28,7 @@ async def test_a_long_collection_pushes_the_next_one_out(monkeypatch: pytest.Mon
         return 0
 
     monkeypatch.setattr(gc, "collect", slow_collect)
-    sweeps = Sweeps()
-    task = asyncio.create_task(sweeps.run(every_s=0.01, share=0.1))
-    await asyncio.sleep(0.2)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    sweeps = await _sweeping_for(0.2, every_s=0.01, share=0.1)
     # The first waits the floor; every later one at least 30 ms / 10 %: 0.3 s, so one collection in 0.2 s.
     assert sweeps.count == 1 and sweeps.slowest_s >= 0.03
     assert sweeps.waits_s[0] == 0.01 and sweeps.waits_s[1] >= 0.3, sweeps.waits_s
@@ -32,10 +37,5 @@ async def test_a_long_collection_pushes_the_next_one_out(monkeypatch: pytest.Mon
 @pytest.mark.asyncio
 async def test_a_quick_collection_keeps_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gc, "collect", lambda generation=2: 0)  # a small heap: next to no time
-    sweeps = Sweeps()
-    task = asyncio.create_task(sweeps.run(every_s=0.02, share=0.5))
-    await asyncio.sleep(0.15)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    sweeps = await _sweeping_for(0.15, every_s=0.02, share=0.5)
     assert sweeps.count >= 3 and all(w == 0.02 for w in sweeps.waits_s), sweeps.waits_s
