@@ -11,8 +11,8 @@ those, and with the raised thresholds one came so seldom that in a 10,000-device
 open workflows, 1,500 cached) the worker held 5 million garbage objects of some 17,700 evicted
 workflows and grew by 2 MB a second to 2 GiB. ``sweep_cycles`` runs a full collection on a
 clock, which bounds that garbage to some seconds of evictions. A full collection walks every
-object alive but what ``gc.freeze`` hid at the worker's start: in the same storm one took about
-1.5 s, and one every 5 s was 30 % of the worker's Python time (py-spy). So the clock stretches:
+object alive but what ``gc.freeze`` hid at the worker's start: in the same storm one every 5 s was
+30 % of the worker's Python time (py-spy, 15 s of samples: about 1.5 s each). So the clock stretches:
 after a collection that took ``t``, the next comes ``max(5 s, t / 5 %)`` later, at most 5 % of the
 worker's time however large its heap.
 """
