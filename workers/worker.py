@@ -23,6 +23,7 @@ from activities.notice import NoticeActivities
 from activities.pool_fence import PoolFenceActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
+from activities.storm_turns import TurnActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
 from podmedic.kube.gateway import KubeGateway
@@ -38,12 +39,13 @@ from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 from workflows.pool_fence import PoolFenceWorkflow
+from workflows.storm_turns import StormTurnsWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
 WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
-             FleetIncidentWorkflow, UnresolvedDeviceWorkflow, PoolFenceWorkflow]
+             FleetIncidentWorkflow, UnresolvedDeviceWorkflow, PoolFenceWorkflow, StormTurnsWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
@@ -70,7 +72,14 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         *node_activities(kube, client),
         *guard_activities(kube, client),
         *pool_fence_activities(kube),
+        *turn_activities(client),
     ]
+
+
+def turn_activities(client: Client) -> list[Any]:
+    """A storm's turns (workflows/storm_turns.py)."""
+    turns = TurnActivities(client)
+    return [turns.ask_turn, turns.give_back_turn, turns.admit_turns]
 
 
 def pool_fence_activities(kube: KubeGateway) -> list[Any]:

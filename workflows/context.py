@@ -43,6 +43,8 @@ class IncidentContext(Protocol):
     done: set[str]
     woken: bool
     guard_asked: bool
+    turn: bool
+    turn_asked: bool
     notices: asyncio.Task[None] | None
     held_notice: StepNotice | None
     annotated: set[PodKey]

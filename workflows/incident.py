@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.node import NodeIncidentNotice
     from podmedic.domain.steps import DiscoverInput, Discovery
-    from workflows import describe, move_off, repeat, stages, telemetry
+    from workflows import describe, move_off, repeat, stages, storm_wait, telemetry
     from workflows import permits as guarded
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
@@ -79,6 +79,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.attributes = SearchAttributeWriter(bool(inp.search_attributes))
         self.woken = False
         self.guard_asked = False
+        self.turn = False  # a storm's keeper let it act (workflows/storm_wait.py)
+        self.turn_asked = False
         self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
         self.annotated: set[PodKey] = set()  # pods a notice of this run found and annotated (workflows/notices.py)
         self.held_notice: StepNotice | None = None  # a step's notice riding on the next one (workflows/notices.py)
@@ -109,6 +111,11 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         """The fleet guard has room again (a permit freed, a storm ended): ask it now."""
         self.woken = True
 
+    @workflow.signal
+    def storm_turn(self) -> None:
+        """The storm's keeper lets this fenced incident act now (``workflows/storm_turns.py``)."""
+        self.turn = True
+
     # -- the pipeline ----------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: IncidentInput) -> IncidentOutcome:
@@ -125,6 +132,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             cause = err.cause or err
             outcome = self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
         await guarded.release(self)
+        await storm_wait.give_back(self)
         good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
                                    Outcome.RESOLVED_BY_VENDOR, Outcome.CLEARED)
         await tell_pods(self, "closed", f"incident closed: {outcome.outcome.value}: {outcome.explanation}",
@@ -151,6 +159,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if "detect" not in self.state.steps:  # detected and classified: the fence may come before discovery
             self.state.steps.append("detect")
         fenced = await stages.fence(self)
+        await storm_wait.wait_turn(self)
         if self.patches.patched(CONCURRENT_OPEN):
             # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
             *_, discovery = await asyncio.gather(report_to_node(self, event), repeat.check(self), self._discover())

@@ -251,6 +251,8 @@ class IncidentInput(BaseModel):
     policy: DriverPolicy | None = Field(None, description="The policy inlined: incidents opened before "
                                                           "policy_ref (their recorded histories replay on it).")
     search_attributes: bool = Field(True, description="Off only on servers without podmedic's attributes.")
+    storm: bool = Field(False, description="Opened while its driver was in a storm (the ingest counted "
+                                           "detection.storm_fence.devices): once fenced it waits its turn.")
 
     @model_validator(mode="after")
     def _one_policy(self) -> IncidentInput:

@@ -33,6 +33,7 @@ class StormFence(ConfigModel):
     driver and pool (``workflows/pool_fence.py``), ahead of the device incidents, which still open one
     per device and catch up behind it. The pool's rule stays until every failed device it was told of
     has a rule of its own or its incident closed, and at least ``min_hold_s``; never past ``max_hold_s``.
+    Once fenced, at most ``acting`` of the storm's incidents go on at a time (``workflows/storm_turns.py``).
     """
 
     enabled: bool = Field(True, description="Fence pools in a storm at all.")
@@ -44,6 +45,9 @@ class StormFence(ConfigModel):
     max_hold_s: float = Field(3600.0, gt=0, description="A pool's rule goes after this long whatever is "
                                                         "uncovered (the incidents fence their own devices).")
     poll_s: float = Field(15.0, gt=0, description="How often the pool asks whether its devices are covered.")
+    acting: int = Field(1000, ge=1, description="Incidents of the driver opened in a storm that act at once once "
+                                                "fenced (the rest wait their turn, fenced): at most the workers' "
+                                                "workflow cache, or nearly every step replays its incident.")
 
 
 class PrepareFailures(ConfigModel):

@@ -103,6 +103,11 @@ def for_pool(driver: str, node: str | None) -> TypedSearchAttributes:
     return TypedSearchAttributes(pairs)
 
 
+def for_storm(driver: str) -> TypedSearchAttributes:
+    """Attributes of a driver's storm turn-keeper (``workflows/storm_turns.py``)."""
+    return TypedSearchAttributes([SearchAttributePair(DRIVER, driver), SearchAttributePair(PHASE, "Storm")])
+
+
 def for_node(driver: str, node: str) -> TypedSearchAttributes:
     """Attributes of a node's watch (and node incident)."""
     return TypedSearchAttributes([

@@ -151,7 +151,8 @@ class Deliverer:
         policy = self.policies.for_driver(item.device.driver)
         await self.storm.before(item, policy.detection.storm_fence, dry_run=policy.dry_run)
         run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
-                                     search_attributes=self.search_attributes)
+                                     search_attributes=self.search_attributes,
+                                     storm=self.storm.storming(item.device.driver))
         if run_id is None:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
         return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)

@@ -56,9 +56,11 @@ async def deliver_event(
     *,
     task_queue: str,
     search_attributes: bool = True,
+    storm: bool = False,
 ) -> str | None:
     """Deliver one event to its device's incident; returns the run id, or ``None`` when a
-    Healthy event finds no open incident (nothing to do).
+    Healthy event finds no open incident (nothing to do). ``storm``: the driver is in a storm
+    (``podmedic/ingest/storm_fence.py``); an incident it opens waits its turn once fenced.
 
     Unhealthy and Unknown events use signal-with-start: an open incident receives the
     signal, otherwise a new run opens with the driver's policy as in force now. Healthy
@@ -71,7 +73,7 @@ async def deliver_event(
     ref = ref_of(policy)
     handle = await client.start_workflow(
         DeviceIncidentWorkflow.run,
-        IncidentInput(device=device, policy_ref=ref, search_attributes=search_attributes),
+        IncidentInput(device=device, policy_ref=ref, search_attributes=search_attributes, storm=storm),
         id=device.workflow_id,
         task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,

@@ -87,6 +87,10 @@ class StormFences:
         await asyncio.gather(*(self._tell(pool, devices, rule, why) for pool, devices in pools.items()))
         self._storming.add(event.device.driver)
 
+    def storming(self, driver: str) -> bool:
+        """Whether ``driver`` is in a storm now (as of the last event counted)."""
+        return driver in self._storming
+
     def _needs_telling(self, device: DeviceRef, now: float, rule: StormFence) -> bool:
         pool = self._pools.get(PoolRef.of(device))
         if pool is None:
