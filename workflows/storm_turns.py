@@ -97,12 +97,13 @@ class StormTurnsWorkflow:
                     if not self.waiting:  # an ask in the same task as the timer counts
                         break
                 continue
-            if workflow.info().get_current_history_length() > MAX_HISTORY_EVENTS:
+            if self._history_long():
                 workflow.continue_as_new(self._carried(inp))
             given_back = self.closed
             try:
-                await workflow.wait_condition(self._can_admit, timeout=timedelta(seconds=RECHECK_S),
-                                              timeout_summary="turns given back")
+                # Asks pile up while every turn is taken: the history's length wakes it too.
+                await workflow.wait_condition(lambda: self._can_admit() or self._history_long(),
+                                              timeout=timedelta(seconds=RECHECK_S), timeout_summary="turns given back")
             except TimeoutError:
                 if self.waiting and self.closed == given_back:
                     await self._drop_ended()
@@ -110,6 +111,11 @@ class StormTurnsWorkflow:
         if inp.search_attributes:
             workflow.upsert_search_attributes([search.PHASE.value_set("Closed")])
         return self.get_state()
+
+    @staticmethod
+    def _history_long() -> bool:
+        info = workflow.info()
+        return info.get_current_history_length() > MAX_HISTORY_EVENTS or info.is_continue_as_new_suggested()
 
     def _can_admit(self) -> bool:
         return (bool(self.waiting) and len(self.acting) < self.limit) or not (self.acting or self.waiting)
