@@ -66,7 +66,7 @@ def ui_link(t: connection.Target, wid: str, run_id: str) -> str:
             f"{urllib.parse.quote(wid, safe='')}/{run_id}/history")
 
 
-PHASES = tuple(sorted({p.value for p in Phase} | {"NodeIncident", "Quarantined"}))
+PHASES = tuple(sorted({p.value for p in Phase} | {"NodeIncident", "Quarantined", "Fenced", "Storm"}))
 """What ``PodmedicPhase`` holds: a device incident's phases and a node incident's own two."""
 
 

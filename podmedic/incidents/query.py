@@ -22,7 +22,7 @@ from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_ref import POLICY_MEMO, unpack
 
 KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident",
-         "pod-device": "UnresolvedDeviceIncident", "pool": "PoolFence"}
+         "pod-device": "UnresolvedDeviceIncident", "pool": "PoolFence", "storm": "StormTurns"}
 _SAFE = re.compile(r"^[A-Za-z0-9._/:@+-]*$")
 
 
@@ -36,7 +36,7 @@ class OperatorError(Exception):
 
 def incident_id(text: str) -> str:
     """Accept a workflow id or a bare ``driver/pool/device`` resource id."""
-    if text.startswith(("device/", "config/", "node/", "pod-device/", "fleet/", "pool/")) or text.count("/") != 2:
+    if text.startswith(("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/")) or text.count("/") != 2:
         return text
     return f"device/{text}"
 
@@ -126,7 +126,7 @@ async def show(client: Client, wid: str, run_id: str | None = None) -> Shown:
         elif desc.status == WorkflowExecutionStatus.COMPLETED:
             typed = client.get_workflow_handle(wid, run_id=desc.run_id, result_type=IncidentOutcome)
             shown.outcome = await typed.result()
-    elif running and desc.workflow_type in (KINDS["node"], KINDS["pool"]):
+    elif running and desc.workflow_type in (KINDS["node"], KINDS["pool"], KINDS["storm"]):
         shown.other = await handle.query("get_state", rpc_timeout=dt.timedelta(seconds=10))
     elif desc.status == WorkflowExecutionStatus.COMPLETED:
         shown.other = await handle.result()

@@ -26,11 +26,12 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.storm_turns import TurnsState, turns_workflow_id
+from podmedic.incidents.query import list_incidents, list_query
 from podmedic.ingest.service import run_ingest
 from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
-from tests.helpers import served_sim, wait_until
+from tests.helpers import assert_eventually, served_sim, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.storm_turns import StormTurnsWorkflow
@@ -130,3 +131,10 @@ async def test_a_storm_lets_its_fenced_incidents_act_a_few_at_a_time_and_every_o
     state: TurnsState = await keeper.query(StormTurnsWorkflow.get_state)
     assert (state.acting_limit, state.admitted, state.closed, state.acting, state.waiting) == \
         (ACTING, len(waited), len(waited), 0, 0), state
+
+    # Operators find the keeper as they find incidents: `podmedic incidents list --type storm`.
+    async def listed() -> None:
+        rows = await list_incidents(client, list_query("storm"), 10)
+        assert [(r.id, r.attributes.get("PodmedicPhase")) for r in rows] == [(keeper.id, "Storm")], rows
+
+    await assert_eventually(listed, timeout=15)
