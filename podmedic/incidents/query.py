@@ -36,7 +36,8 @@ class OperatorError(Exception):
 
 def incident_id(text: str) -> str:
     """Accept a workflow id or a bare ``driver/pool/device`` resource id."""
-    if text.startswith(("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/")) or text.count("/") != 2:
+    kinds = ("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/")
+    if text.startswith(kinds) or text.count("/") != 2:
         return text
     return f"device/{text}"
 
