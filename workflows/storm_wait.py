@@ -3,8 +3,10 @@
 Only incidents the ingest opened during a storm of their driver (``IncidentInput.storm``) wait,
 and only since the patch ``storm-turns``. The device is fenced before the wait (its pool's rule
 and its own NoSchedule rule), so no new pod gets it while the incident waits in phase
-``Throttled``; an operator's abort still ends it. The wait is bounded by the pool fence's
-``max_hold_s``: a keeper that never answers (terminated) delays an incident, never strands it.
+``Throttled``; an operator's abort still ends it. Every ``storm_fence.max_hold_s`` of waiting it
+asks again: a keeper that was terminated is started anew by the ask and queues it, so no
+incident is stranded; one that cannot ask at all goes on without a turn. It never goes on
+because the wait was long: ten thousand incidents going on together is what the turns prevent.
 """
 
 from __future__ import annotations
@@ -32,30 +34,41 @@ async def wait_turn(wf: IncidentContext) -> None:
     rule = wf.policy.detection.storm_fence
     if not wf.inp.storm or not rule.enabled or wf.policy.dry_run or not wf.patches.patched(PATCH):
         return
-    device = wf.inp.device
+    if not await _ask(wf):
+        return
+    wf.turn_asked = True
+    waited_from = workflow.now()
+    fenced = f"DeviceTaintRule {wf.state.taint_rule}" if wf.state.taint_rule else "its pool's DeviceTaintRule"
+    doing = (f"fenced ({fenced}); waiting for its turn: {wf.inp.device.driver} storm, at most {rule.acting} "
+             "incidents act at once (detection.storm_fence.acting)")
+    wf.note("storm", doing)
+    wf.enter(Phase.THROTTLED, None, doing)
+    while True:
+        try:
+            await workflow.wait_condition(lambda: wf.turn or wf.abort_request is not None,
+                                          timeout=timedelta(seconds=rule.max_hold_s), timeout_summary="storm turn")
+            break
+        except TimeoutError:
+            waited = (workflow.now() - waited_from).total_seconds()
+            wf.note("storm", f"no turn yet after {waited:.0f}s: asked again (storm_fence.max_hold_s)")
+            if not await _ask(wf):
+                return
+    wf.check_abort()
+    wf.note("storm", f"its turn came after {(workflow.now() - waited_from).total_seconds():.0f}s")
+
+
+async def _ask(wf: IncidentContext) -> bool:
+    """Ask the keeper (starting it when none runs); False, noted, when it cannot be asked: go on without."""
+    device, rule = wf.inp.device, wf.policy.detection.storm_fence
     try:
         await workflow.execute_activity_method(
             TurnActivities.ask_turn, TurnRequest(incident_id=wf.state.incident_id, driver=device.driver,
                                                  acting=rule.acting, search_attributes=wf.inp.search_attributes),
             start_to_close_timeout=_CALL, retry_policy=_ASK, summary=f"ask for a storm turn: {device.driver}"[:200])
     except ActivityError as err:
-        wf.note("storm", f"no storm turn asked ({err.cause or err}): going on without one")
-        return
-    wf.turn_asked = True
-    waited_from = workflow.now()
-    fenced = f"DeviceTaintRule {wf.state.taint_rule}" if wf.state.taint_rule else "its pool's DeviceTaintRule"
-    doing = (f"fenced ({fenced}); waiting for its turn: {device.driver} storm, at most {rule.acting} "
-             "incidents act at once (detection.storm_fence.acting)")
-    wf.note("storm", doing)
-    wf.enter(Phase.THROTTLED, None, doing)
-    try:
-        await workflow.wait_condition(lambda: wf.turn or wf.abort_request is not None,
-                                      timeout=timedelta(seconds=rule.max_hold_s), timeout_summary="storm turn")
-    except TimeoutError:
-        wf.note("storm", f"no turn within {rule.max_hold_s:g}s (storm_fence.max_hold_s): going on without one")
-        return
-    wf.check_abort()
-    wf.note("storm", f"its turn came after {(workflow.now() - waited_from).total_seconds():.0f}s")
+        wf.note("storm", f"the storm's keeper could not be asked ({err.cause or err}): going on without a turn")
+        return False
+    return True
 
 
 async def give_back(wf: IncidentContext) -> None:
