@@ -23,7 +23,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError
 
 from benchmarks.detection import cpu_seconds
@@ -36,9 +36,11 @@ from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m, machine
 from podmedic.domain.node import NodeIncidentState, node_workflow_id
 from podmedic.domain.pool_fence import PoolRef
+from podmedic.domain.storm_turns import TurnsState, turns_workflow_id
 
 TARGET_P99_TAINT_S = 20.0
 TARGET_P99_TAINT_HALL_S = 60.0  # past 1,000 devices (issue 25: 10,000 devices on this 2-core machine)
+TARGET_WORKER_RSS_MIB = 1024.0  # issue 25: the whole storm, on one worker
 
 
 async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,
@@ -58,6 +60,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
         sent_s = max(t.sent for t in timings) - min(t.sent for t in timings)
         progress(f"[storm] {len(timings)} events sent over {sent_s:.1f} s; waiting for every incident to close")
         still = await wait_closed(stack.client, wait_s)
+        turns = await storm_turns(stack.client, pods[0]["devices"][0].split("/")[0])
         after = cpu_seconds(stack.pids)
         worker_peak_rss = rss_mib(stack.pids["worker"], "VmHWM")
         collected = await collect(stack.client, timings, min(600.0, wait_s))
@@ -74,13 +77,26 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
             "server_flags": SERVERS[server], "activities_per_incident": k, "send_s": round(sent_s, 2),
             "node_quarantine": node_quarantine, "covered_by_node": covered, "own_rule": own_rule,
             "storm_fence": storm_fence, "pool_fences": pool_fences, "fenced_by_pool_first": by_pool,
-            "wait_s": wait_s, "worker_peak_rss_mib": worker_peak_rss,
+            "wait_s": wait_s, "worker_peak_rss_mib": worker_peak_rss, "storm_turns": turns,
+            "target_worker_rss_mib": TARGET_WORKER_RSS_MIB,
             "nodes_quarantined": nodes_quarantined,
             "polls": STORM_POLLS,
             "sim_pace": {"workload_step_s": pace.workload_step_s, "progress_write_s": pace.progress_write_s},
             **figures, "still_running_at_timeout": still, "load_1m": load_1m(),
             "cpu_s": {("bench" if r == "ingest" else r): round(after[r] - before.get(r, 0.0), 1) for r in after},
             "p99_s_event_to_taint": figures["event_to_taint_s"]["p99"], "target_p99_taint_s": target_p99(devices)}
+
+
+async def storm_turns(client: Client, driver: str) -> dict[str, int] | None:
+    """The driver's turn-keeper's count (``workflows/storm_turns.py``): turns given and given back, and the
+    limit; None when there was none (no storm, or the incidents were opened before it was seen)."""
+    handle = client.get_workflow_handle(turns_workflow_id(driver), result_type=TurnsState)
+    try:
+        running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        state = await (handle.query("get_state", result_type=TurnsState) if running else handle.result())
+    except (RPCError, WorkflowFailureError):
+        return None
+    return {"acting_limit": state.acting_limit, "admitted": state.admitted, "closed": state.closed}
 
 
 def target_p99(devices: int) -> float:
@@ -159,9 +175,15 @@ def storm_table(r: dict[str, Any]) -> str:
         *([f"  storm fence on: {r.get('pool_fences', 0)} pools fenced; {r.get('fenced_by_pool_first', 0)} devices "
            f"fenced by their pool's rule before one of their own"] if r.get("storm_fence") else []),
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),
+        *([f"  storm turns: {turns['admitted']} incidents waited for their turn, at most {turns['acting_limit']} "
+           f"acting at once; {turns['closed']} turns given back"] if (turns := r.get("storm_turns")) else []),
         f"  worker peak RSS {r.get('worker_peak_rss_mib', '?')} MiB; still running after "
         f"{r.get('wait_s', 900):g} s: {r['still_running_at_timeout']}",
-        f"  target p99 to taint <= {target:g} s: {verdict}; 1-min load {r['load_1m']}",
+        f"  target p99 to taint <= {target:g} s: {verdict}; every incident closed: "
+        f"{'met' if r['closed'] == r['devices'] else 'MISSED'} ({r['closed']}/{r['devices']}); worker peak RSS <= "
+        f"{r.get('target_worker_rss_mib', TARGET_WORKER_RSS_MIB):g} MiB: "
+        f"{'met' if r.get('worker_peak_rss_mib', 1e9) <= TARGET_WORKER_RSS_MIB else 'MISSED'}; "
+        f"1-min load {r['load_1m']}",
         "  NVSentinel, 150 nodes at once: cordon P50 16.75 s, P90 28.15 s (its figure, not measured here)",
     ])
 
