@@ -59,6 +59,7 @@ class Timing:
     recovered: float | None = None
     closed: float | None = None
     outcome: str = ""
+    explanation: str = ""  # the outcome's explanation (the record's last word on why)
     covered_by: str = ""  # the node incident that quarantined the device's node instead of a rule of its own
     pool_fenced: bool = False  # its pool's storm fence came before a rule of its own (benchmarks/storm.py)
 
@@ -181,6 +182,7 @@ def read_timeline(timing: Timing, outcome: IncidentOutcome) -> Timing:
             timing.covered_by = entry.message.removeprefix(COVERED).split(" ")[0]
     timing.closed = outcome.timeline[-1].at.timestamp() if outcome.timeline else None
     timing.outcome = outcome.outcome.value
+    timing.explanation = outcome.explanation
     return timing
 
 

@@ -17,6 +17,7 @@ incident schedules (K), and the bare baseline runs workflows of K no-op activiti
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from statistics import median
 from typing import Any
@@ -65,7 +66,7 @@ def incident_figures(timings: list[Timing]) -> dict[str, Any]:
     outcomes: dict[str, int] = {}
     for t in timings:
         outcomes[t.outcome] = outcomes.get(t.outcome, 0) + 1
-    return {"incidents": len(timings), "closed": len(done), "outcomes": outcomes,
+    return {"incidents": len(timings), "closed": len(done), "outcomes": outcomes, "why_not_recovered": why_not(timings),
             "elapsed_s": round(last - first, 3), "incidents_per_s": rate(len(done), last - first),
             "event_to_taint_ms": summary(taint), "event_to_recovered_ms": summary(recovered),
             "tainted": len(taint), "recovered": len(recovered),
@@ -75,6 +76,17 @@ def incident_figures(timings: list[Timing]) -> dict[str, Any]:
             # Every sample, for the plots (docs/img): integers keep the JSON small.
             "samples_ms": {"event_to_taint": sorted(round(v) for v in taint),
                            "event_to_recovered": sorted(round(v) for v in recovered)}}
+
+
+def why_not(timings: list[Timing], kinds: int = 5) -> dict[str, int]:
+    """The explanations of the closed incidents that recovered nothing, numbers and names blanked so that
+    alike ones count together: the ``kinds`` most frequent, with their counts."""
+    counts: dict[str, int] = {}
+    for t in timings:
+        if t.closed is not None and t.recovered is None:
+            key = re.sub(r"[0-9a-f]{8,}|\d+", "N", t.explanation)[:300]
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1])[:kinds])
 
 
 async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str,

@@ -175,6 +175,7 @@ def storm_table(r: dict[str, Any]) -> str:
         *([f"  storm fence on: {r.get('pool_fences', 0)} pools fenced; {r.get('fenced_by_pool_first', 0)} devices "
            f"fenced by their pool's rule before one of their own"] if r.get("storm_fence") else []),
         f"  outcomes {r['outcomes']}; CPU s: " + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()),
+        *[f"  not recovered, {n}: {why}" for why, n in r.get("why_not_recovered", {}).items()],
         *([f"  storm turns: {turns['admitted']} incidents waited for their turn, at most {turns['acting_limit']} "
            f"acting at once; {turns['closed']} turns given back"] if (turns := r.get("storm_turns")) else []),
         f"  worker peak RSS {r.get('worker_peak_rss_mib', '?')} MiB; still running after "
