@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain import search
@@ -35,8 +36,12 @@ from workers.worker import build_worker
 
 async def _closed(client: Client, workflow_id: str) -> None:
     for _ in range(600):
-        if (await client.get_workflow_handle(workflow_id).describe()).close_time is not None:
-            return
+        try:
+            if (await client.get_workflow_handle(workflow_id).describe()).close_time is not None:
+                return
+        except RPCError as err:  # not started yet
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
         await asyncio.sleep(1)
     raise AssertionError(f"{workflow_id} still running")
 
