@@ -27,6 +27,11 @@ URGENT = Priority(priority_key=1)
 AFTER_FENCE = Priority(priority_key=4)
 BACKGROUND = Priority(priority_key=5)
 
+UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+"""The storm workflows' own calls (pool fence, storm turns): retried until they succeed, at most 30 s apart."""
+ONE_CALL = timedelta(seconds=60)
+"""The start-to-close limit of one such call."""
+
 
 class ActivityOptions(TypedDict):
     """The keyword arguments ``workflow.execute_activity`` takes for a step."""

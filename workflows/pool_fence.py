@@ -17,7 +17,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
@@ -32,10 +31,8 @@ with workflow.unsafe.imports_passed_through():
         PoolFenceState,
         PoolRuleInput,
     )
-    from workflows.options import URGENT
+    from workflows.options import ONE_CALL, UNTIL_DONE, URGENT
 
-_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-_CALL = timedelta(seconds=60)
 
 
 @workflow.defn(name="PoolFence")
@@ -80,7 +77,7 @@ class PoolFenceWorkflow:
         pool = f"pool {inp.pool.pool} of {inp.pool.driver}"
         fenced = await workflow.execute_local_activity_method(
             PoolFenceActivities.fence_pool, PoolRuleInput(pool=inp.pool, reason=inp.why),
-            start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY,
+            start_to_close_timeout=timedelta(seconds=30), retry_policy=UNTIL_DONE,
             local_retry_threshold=timedelta(seconds=1), summary=f"fence {pool}"[:200])
         if fenced.unavailable:
             self.note("fence", f"no pool fence: {fenced.unavailable}; each device's incident fences its device")
@@ -94,13 +91,14 @@ class PoolFenceWorkflow:
             told = self.reports
             released = await workflow.execute_activity_method(
                 PoolFenceActivities.unfence_pool, PoolRuleInput(pool=inp.pool, reason=f"{pool}: fence lifted"),
-                start_to_close_timeout=_CALL, retry_policy=_RETRY, summary=f"unfence {pool}"[:200])
+                start_to_close_timeout=ONE_CALL, retry_policy=UNTIL_DONE, summary=f"unfence {pool}"[:200])
             if self.reports == told:
                 break
             # A device was told while the rule was let go: fence again and hold anew.
             await workflow.execute_activity_method(
                 PoolFenceActivities.fence_pool, PoolRuleInput(pool=inp.pool, reason=inp.why),
-                start_to_close_timeout=_CALL, retry_policy=_RETRY, priority=URGENT, summary=f"fence {pool}"[:200])
+                start_to_close_timeout=ONE_CALL, retry_policy=UNTIL_DONE, priority=URGENT,
+                summary=f"fence {pool}"[:200])
             self.note("fence", "a failed device was reported while the rule was let go: fenced again")
         self.state.released = released.removed
         self.note("release", f"{released.detail or 'released'}")
@@ -143,11 +141,11 @@ class PoolFenceWorkflow:
         devices = [self.devices[k] for k in sorted(self.devices)]
         without: list[str] = await workflow.execute_activity_method(
             PoolFenceActivities.devices_without_own_rule, PoolDevicesInput(devices=devices),
-            start_to_close_timeout=_CALL, retry_policy=_RETRY, summary="devices without a rule of their own")
+            start_to_close_timeout=ONE_CALL, retry_policy=UNTIL_DONE, summary="devices without a rule of their own")
         if not without:
             return []
         statuses = await workflow.execute_activity_method(
             NodeActivities.device_incidents_status, DeviceIncidentsInput(incidents=[f"device/{r}" for r in without]),
-            start_to_close_timeout=_CALL, retry_policy=_RETRY, summary="their incidents")
+            start_to_close_timeout=ONE_CALL, retry_policy=UNTIL_DONE, summary="their incidents")
         # An incident not found has not opened yet (its event is still on its way): not covered.
         return [s.incident_id.removeprefix("device/") for s in statuses if s.running or s.outcome == "not found"]

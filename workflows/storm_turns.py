@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
@@ -22,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import TimelineEntry
     from podmedic.domain.node import DeviceIncidentsInput
     from podmedic.domain.storm_turns import AdmitInput, TurnOver, TurnRequest, TurnsInput, TurnsState
-    from workflows.options import URGENT
+    from workflows.options import ONE_CALL, UNTIL_DONE, URGENT
 
 RECHECK_S = 300.0
 """While some wait and no turn came back for this long, look whether the acting ones still run."""
@@ -32,8 +31,6 @@ MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's limits: the state carried is two lists of ids."""
 TIMELINE_KEPT = 50
 
-_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-_CALL = timedelta(seconds=60)
 
 
 @workflow.defn(name="StormTurns")
@@ -130,8 +127,8 @@ class StormTurnsWorkflow:
             self.acting[incident_id] = None
         self.admitted += len(batch)
         told = await workflow.execute_activity_method(
-            TurnActivities.admit_turns, AdmitInput(incident_ids=batch), start_to_close_timeout=_CALL,
-            retry_policy=_RETRY, priority=URGENT, summary=f"{len(batch)} incidents' turn"[:200])
+            TurnActivities.admit_turns, AdmitInput(incident_ids=batch), start_to_close_timeout=ONE_CALL,
+            retry_policy=UNTIL_DONE, priority=URGENT, summary=f"{len(batch)} incidents' turn"[:200])
         for gone in told.gone:
             self.done(TurnOver(incident_id=gone, driver=self.inp.driver))
         self.note(f"{len(batch)} admitted ({batch[0]}{' ...' if len(batch) > 1 else ''})"
@@ -141,7 +138,7 @@ class StormTurnsWorkflow:
         """Acting incidents that no longer run (terminated: they gave nothing back) free their turns."""
         statuses = await workflow.execute_activity_method(
             NodeActivities.device_incidents_status, DeviceIncidentsInput(incidents=list(self.acting)),
-            start_to_close_timeout=_CALL, retry_policy=_RETRY, summary="are the acting incidents running")
+            start_to_close_timeout=ONE_CALL, retry_policy=UNTIL_DONE, summary="are the acting incidents running")
         ended = [s.incident_id for s in statuses if not s.running and s.incident_id in self.acting]
         for incident_id in ended:
             self.done(TurnOver(incident_id=incident_id, driver=self.inp.driver))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +18,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.node import NodeIncidentOutcome
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
-from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.e2e_node.stack import ingest_and_worker
 from tests.helpers import served_sim, sim_node, wait_until
-from workers.worker import build_worker
 from workflows.node_incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -50,15 +46,8 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str) -> AsyncIterator[Client]:
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
-    stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, IngestSettings(), task_queue, stop,
-                                            http=False))
-    async with build_worker(dev_env.client, task_queue, kube):
+    async with ingest_and_worker(dev_env.client, sim, task_queue, POLICY):
         yield dev_env.client
-        stop.set()
-        await ingest
-    kube.close()
 
 
 async def test_three_devices_failing_quarantine_the_node_until_they_heal(sim: SimCluster, stack: Client) -> None:

@@ -10,10 +10,7 @@ optional; KEP-5055): a selector that names a pool and no device selects every de
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -23,12 +20,10 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.pool_fence import PoolFenceState, PoolRef
 from podmedic.incidents.query import Row, list_incidents, list_query
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.e2e_node.stack import ingest_and_worker, ready_jobs
 from tests.helpers import assert_eventually, served_sim, wait_until
-from workers.worker import build_worker
 from workflows.pool_fence import PoolFenceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -58,33 +53,14 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str
                 ) -> AsyncIterator[tuple[Client, KubeGateway]]:
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
-    stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, IngestSettings(), task_queue, stop,
-                                            http=False))
-    async with build_worker(dev_env.client, task_queue, kube):
+    async with ingest_and_worker(dev_env.client, sim, task_queue, POLICY) as kube:
         yield dev_env.client, kube
-        stop.set()
-        await ingest
-    kube.close()
-
-
-def _jobs(sim: SimCluster, count: int) -> list[dict[str, Any]]:
-    names = [f"train-{uuid.uuid4().hex[:6]}" for _ in range(count)]
-    for name in names:
-        sim.call(lambda n=name: sim.engine.create_training_job(n, image="registry.local/shared:1"))
-
-    def ready() -> list[dict[str, Any]] | None:
-        pods = [p for p in sim.state()["pods"] if p.get("job") in names and p.get("ready")]
-        return pods if len(pods) == count else None
-
-    return wait_until(ready, timeout=30, what=f"{count} Ready pods")
 
 
 async def test_a_storm_fences_the_pool_first_and_lets_go_once_its_devices_are_fenced_alone(
         sim: SimCluster, stack: tuple[Client, KubeGateway]) -> None:
     client, kube = stack
-    pods = await asyncio.to_thread(_jobs, sim, 3)
+    pods = await asyncio.to_thread(ready_jobs, sim, 3)
     nodes = {p["node"] for p in pods}
     assert len(nodes) == 1, nodes  # the scheduler packs them on the lowest node: one pool, one healthy device left
     node = nodes.pop()
@@ -110,7 +86,7 @@ async def test_a_storm_fences_the_pool_first_and_lets_go_once_its_devices_are_fe
     await assert_eventually(listed, timeout=15)
 
     # The pool's fourth device is healthy, but the pool is fenced: a new job lands on another node.
-    late = await asyncio.to_thread(_jobs, sim, 1)
+    late = await asyncio.to_thread(ready_jobs, sim, 1)
     assert late[0]["node"] != node, late[0]
 
     fence = client.get_workflow_handle_for(PoolFenceWorkflow.run, pool.workflow_id)

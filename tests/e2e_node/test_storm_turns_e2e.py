@@ -10,11 +10,8 @@ its turn came, when it closed) and the keeper's query.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -27,12 +24,9 @@ from podmedic.domain.models import DeviceRef, Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.storm_turns import TurnsState, turns_workflow_id
 from podmedic.incidents.query import list_incidents, list_query
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
-from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
-from tests.helpers import assert_eventually, served_sim, wait_until
-from workers.worker import build_worker
+from tests.e2e_node.stack import ingest_and_worker, ready_jobs
+from tests.helpers import assert_eventually, served_sim
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.storm_turns import StormTurnsWorkflow
 
@@ -62,27 +56,8 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str) -> AsyncIterator[Client]:
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
-    stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest(dev_env.client, kube, POLICY, IngestSettings(), task_queue, stop,
-                                            http=False))
-    async with build_worker(dev_env.client, task_queue, kube):
+    async with ingest_and_worker(dev_env.client, sim, task_queue, POLICY):
         yield dev_env.client
-        stop.set()
-        await ingest
-    kube.close()
-
-
-def _jobs(sim: SimCluster, count: int) -> list[dict[str, Any]]:
-    names = [f"train-{uuid.uuid4().hex[:6]}" for _ in range(count)]
-    for name in names:
-        sim.call(lambda n=name: sim.engine.create_training_job(n, image="registry.local/shared:1"))
-
-    def ready() -> list[dict[str, Any]] | None:
-        pods = [p for p in sim.state()["pods"] if p.get("job") in names and p.get("ready")]
-        return pods if len(pods) == count else None
-
-    return wait_until(ready, timeout=30, what=f"{count} Ready pods")
 
 
 def _at(outcome: IncidentOutcome, step: str, starts: str) -> datetime:
@@ -101,7 +76,7 @@ def _most_at_once(spans: list[tuple[datetime, datetime]]) -> int:
 async def test_a_storm_lets_its_fenced_incidents_act_a_few_at_a_time_and_every_one_closes(
         sim: SimCluster, stack: Client) -> None:
     client = stack
-    pods = await asyncio.to_thread(_jobs, sim, 6)
+    pods = await asyncio.to_thread(ready_jobs, sim, 6)
     devices = [DeviceRef.model_validate(dict(zip(("driver", "pool", "device"), p["devices"][0].split("/"),
                                                  strict=True))) for p in pods]
     for d in devices:  # a restart resets the GPU: the in-place restart recovers each

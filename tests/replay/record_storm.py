@@ -28,7 +28,8 @@ from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.conftest import _binary
-from tests.e2e_node.test_storm_turns_e2e import POLICY, _jobs
+from tests.e2e_node.stack import ready_jobs
+from tests.e2e_node.test_storm_turns_e2e import POLICY
 from tests.helpers import served_sim
 from tests.replay.record_guard import save
 from workers.worker import build_worker
@@ -55,7 +56,7 @@ async def main() -> None:
         kube, stop, tq = KubeGateway(Path(str(sim.kubeconfig_path))), asyncio.Event(), "tq-record-storm"
         ingest = asyncio.create_task(run_ingest(env.client, kube, POLICY, IngestSettings(), tq, stop, http=False))
         async with build_worker(env.client, tq, kube):
-            pods = await asyncio.to_thread(_jobs, sim, 6)
+            pods = await asyncio.to_thread(ready_jobs, sim, 6)
             devices = [DeviceRef.model_validate(dict(zip(("driver", "pool", "device"), p["devices"][0].split("/"),
                                                          strict=True))) for p in pods]
             for d in devices:
