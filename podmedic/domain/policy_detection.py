@@ -45,10 +45,10 @@ class StormFence(ConfigModel):
     max_hold_s: float = Field(3600.0, gt=0, description="A pool's rule goes after this long whatever is "
                                                         "uncovered (the incidents fence their own devices).")
     poll_s: float = Field(15.0, gt=0, description="How often the pool asks whether its devices are covered.")
-    acting: int = Field(500, ge=1, description="Incidents of the driver opened in a storm that act at once once "
-                                                "fenced (the rest wait their turn, fenced). Well under the "
-                                               "workers' workflow cache, which holds node watches and pool fences "
-                                               "too: past it nearly every step replays its incident.")
+    acting: int = Field(500, ge=1, description="How many of the driver's incidents opened in a storm act at once "
+                                               "after their fence; the rest wait their turn, fenced. Keep it well "
+                                               "under the workers' workflow cache, which holds node watches and "
+                                               "pool fences too: past it nearly every step replays its incident.")
 
 
 class PrepareFailures(ConfigModel):
