@@ -67,6 +67,13 @@ def _storm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _storm_guard(args: argparse.Namespace) -> int:
+    from benchmarks.storm_guard import run_and_print
+
+    run_and_print(args.nodes, args.devices_per_node, args.server, args.json, observe_s=args.observe_s)
+    return 0
+
+
 def _goodput(args: argparse.Namespace) -> int:
     from benchmarks.goodput import run_and_print
 
@@ -152,6 +159,21 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                         "an incident still running then counts as unfinished, its fence read from its history")
     p.add_argument("--json", type=Path, default=RESULTS / "storm.json")
     p.set_defaults(func=_storm)
+    p = which.add_parser(
+        "storm-guard", help="every GPU of NODES nodes fails for good under the shipped fleet guard: how soon the "
+                            "fleet incident opens, how many NoExecute rules at once",
+        description="Fails every device at once (XID 79, permanent) with the embedded default policy's fleet guard "
+                    "as it ships. Prints the time from crossing the storm threshold (worked out from the shipped "
+                    "storm share and the simulated fleet) to the fleet incident's start, and the most NoExecute "
+                    "DeviceTaintRules seen at once (listed every 0.5 s) before the trip, while tripped and after "
+                    "`guard resume`, against guard.max_devices_tainted.")
+    p.add_argument("--nodes", type=int, default=125)
+    p.add_argument("--devices-per-node", type=int, default=8)
+    p.add_argument("--server", choices=SERVER_CHOICES, default="tuned")
+    p.add_argument("--observe-s", type=float, default=120.0,
+                   help="seconds watched while tripped, and again after the resume (default %(default)s)")
+    p.add_argument("--json", type=Path, default=RESULTS / "storm-guard.json")
+    p.set_defaults(func=_storm_guard)
     p = which.add_parser("goodput", help="training jobs under the Llama 3 fault mix: podmedic vs two baselines")
     p.add_argument("--jobs", type=int, default=32, help="training jobs per policy (default %(default)s)")
     p.add_argument("--faults", type=int, default=16, help="faults per policy (default %(default)s)")

@@ -104,6 +104,23 @@ def _storm(r: dict[str, Any]) -> list[str]:
             "P50 16.75 s, P90 28.15 s."]
 
 
+def _storm_guard(r: dict[str, Any]) -> list[str]:
+    most, limit, trip = r["no_execute_most"], r["no_execute_limit"], r["trip_s_after_threshold"]
+    return [f"{r['devices']} devices on {r['nodes']} nodes fail for good at once ({r['fault']}; {r['server']} server; "
+            f"events sent over {r['send_s']} s), under the fleet guard as the default policy ships it. A storm is "
+            f"{r['storm_threshold_devices']} of the {r['fleet_devices']} devices within "
+            f"{r['guard']['storm']['window_s']:g} s. Fleet incident `{r['fleet_incident']}`: {r['tripped_summary']}. "
+            f"NoExecute DeviceTaintRules listed every {r['sample_s']:g} s; the guard resumed (as `podmedic guard "
+            f"resume` does) {r['observe_s']:g} s into the trip, watched {r['observe_s']:g} s more.", "",
+            table(["figure", "measured", "target"],
+                  [["crossing the storm threshold → fleet incident opened, s", trip, f"≤ {r['target_trip_s']:g}"],
+                   *[[f"NoExecute rules at once, most seen ({stage})", n, f"≤ {limit}"] for stage, n in most.items()],
+                   ["incidents Throttled, tripped", r["throttled_while_tripped"], ""],
+                   ["permits held / waiting after the resume", f"{r['permits_after_resume']} / "
+                                                               f"{r['waiting_after_resume']}", ""]]),
+            "", f"Load 1m {r['load_1m']}."]
+
+
 def _goodput(r: dict[str, Any]) -> list[str]:
     if "control" not in r:  # a result of the single-seed benchmark, before seeds and the control run
         return ["Not shown: the result on file was measured with the earlier method (one seed, five causes, no "
@@ -185,6 +202,7 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "storm": ("Storm: a fleet failing at once", _storm),
             "storm-node": ("Storm with node quarantine (the default policy)", _storm),
             "storm-10k": ("Storm: 10,000 devices at once (the storm fence)", _storm),
+            "storm-guard": ("Storm under the shipped fleet guard", _storm_guard),
             "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),
             "goodput-llama3": ("Goodput of synchronous multi-node Jobs (Llama 3's shape), "
                                "cordon-and-drain with a SIGTERM checkpoint", _goodput),

@@ -81,9 +81,18 @@ def storm_timings(devices: int) -> SimTimings:
 
 def bench_policy(**overrides: Any) -> PolicySet:
     """The policy every orchestration benchmark delivers with; ``overrides`` go over the driver default."""
-    raw = _unguarded_default()
+    return _benchmark(_unguarded_default(), overrides, "benchmark policy")
+
+
+def shipped_guard_policy(**overrides: Any) -> PolicySet:
+    """``bench_policy`` with the embedded default's fleet guard as it ships (``python -m benchmarks
+    storm-guard``)."""
+    return _benchmark(yaml.safe_load(embedded_text()), overrides, "benchmark policy with the shipped guard")
+
+
+def _benchmark(raw: dict[str, Any], overrides: dict[str, Any], name: str) -> PolicySet:
     raw["drivers"]["default"] = overlay(overlay(raw["drivers"]["default"], _OVERRIDES), overrides)
-    return parse_policy(yaml.safe_dump(raw), "benchmark policy")
+    return parse_policy(yaml.safe_dump(raw), name)
 
 
 def unguarded_default_policy(**overrides: Any) -> PolicySet:

@@ -99,3 +99,18 @@ def test_mean_ci95_matches_a_worked_example() -> None:
     mean, half = mean_ci95([3.0, 4.0, 5.0, 6.0, 7.0])
     assert mean == 5.0 and abs(half - 1.963) < 0.001
     assert mean_ci95([2.0]) == (2.0, 0.0) and mean_ci95([]) == (0.0, 0.0)
+
+
+def test_storm_threshold_from_the_shipped_storm_rule() -> None:
+    # docs/guard.md: a storm is storm.share (30 %) of a driver's devices within storm.window_s (300 s), and at
+    # least storm.min_devices (10).
+    from benchmarks.storm_guard import crossed_at, threshold
+    from podmedic.domain.fleet_guard.policy import GuardPolicy
+
+    shipped = GuardPolicy()
+    assert threshold(shipped, 1008) == 303  # 302.4 rounds up: 302 devices are 29.96 %
+    assert threshold(shipped, 1000) == 300  # exactly 30 % is a storm
+    assert threshold(shipped, 16) == 10  # 30 % would be 5: the floor holds
+    # Failures at t = 0, 1, 2, 400, 401: three within 300 s first at t = 2; never four.
+    assert crossed_at([401.0, 0.0, 2.0, 1.0, 400.0], 3, 300.0) == 2.0
+    assert crossed_at([0.0, 1.0, 400.0, 401.0], 3, 300.0) is None

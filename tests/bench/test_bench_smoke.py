@@ -94,3 +94,17 @@ def test_storm_with_node_quarantine_counts_the_node_taint(tmp_path: Path) -> Non
     assert r["tainted"] == r["devices"] == 8, r
     assert r["own_rule"] + r["covered_by_node"] == 8, r
     assert 0 < r["event_to_taint_s"]["p50"] <= r["event_to_taint_s"]["max"]
+
+
+def test_storm_guard_trips_and_counts_no_execute_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two nodes' 16 GPUs fail for good under the shipped guard: with the warm-up's node a fleet of 24, so a storm
+    # is 10 devices (docs/guard.md: 30 % within 300 s, never fewer than 10), which the 16 reach.
+    out = tmp_path / "storm-guard.json"
+    assert main(["storm-guard", "--nodes", "2", "--observe-s", "3", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["fleet_devices"] == 24 and r["guard_fleet"] == {"gpu.nvidia.com": 24}, r
+    assert r["storm_threshold_devices"] == 10, r
+    assert r["fleet_incident"] and r["fleet_incident"].startswith("fleet/storm/"), r
+    assert r["trip_s_after_threshold"] is not None and r["trip_s_after_threshold"] >= 0, r
+    assert r["no_execute_samples"] > 0 and max(r["no_execute_most"].values()) <= r["no_execute_limit"], r
+    assert "fleet incident opened" in capsys.readouterr().out
