@@ -29,6 +29,7 @@ from podmedic.domain.fleet_guard.messages import (
 )
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import set_guard_state
+from podmedic.temporal.signals import signal_if_open
 
 GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module
 BUSY_ATTEMPTS = 200
@@ -94,13 +95,7 @@ class GuardActivities:
     @activity.defn(name="release_guard")
     async def release_guard(self, rel: PermitRelease) -> bool:
         """Give back an incident's permit; False when no guard runs (nothing was held)."""
-        try:
-            await self.client.get_workflow_handle(GUARD_WORKFLOW_ID).signal("release", rel)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
+        return await signal_if_open(self.client, GUARD_WORKFLOW_ID, "release", rel)
 
     @activity.defn(name="fleet_size")
     async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:

@@ -13,7 +13,6 @@ import asyncio
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
 from podmedic.domain.storm_turns import (
@@ -26,6 +25,7 @@ from podmedic.domain.storm_turns import (
     TurnsInput,
     turns_workflow_id,
 )
+from podmedic.temporal.signals import signal_if_open
 
 SIGNALS_IN_FLIGHT = 50
 """Admitted incidents told at once by one ``admit_turns``."""
@@ -54,13 +54,7 @@ class TurnActivities:
     @activity.defn(name="give_back_turn")
     async def give_back_turn(self, over: TurnOver) -> bool:
         """Tell the keeper the incident closed; False when no keeper runs (nothing was held)."""
-        try:
-            await self.client.get_workflow_handle(turns_workflow_id(over.driver)).signal("done", over)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
+        return await signal_if_open(self.client, turns_workflow_id(over.driver), "done", over)
 
     @activity.defn(name="admit_turns")
     async def admit_turns(self, inp: AdmitInput) -> AdmitResult:
@@ -69,13 +63,7 @@ class TurnActivities:
 
         async def tell(incident_id: str) -> str | None:
             async with slots:
-                try:
-                    await self.client.get_workflow_handle(incident_id).signal(TURN_SIGNAL)
-                except RPCError as err:
-                    if err.status == RPCStatusCode.NOT_FOUND:
-                        return incident_id
-                    raise
-            return None
+                return None if await signal_if_open(self.client, incident_id, TURN_SIGNAL) else incident_id
 
         told = await asyncio.gather(*(tell(i) for i in inp.incident_ids))
         return AdmitResult(gone=[i for i in told if i is not None])

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
 from podmedic.domain.models import (
@@ -29,6 +28,7 @@ from podmedic.domain.models import (
 from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
+from podmedic.temporal.signals import open_run_id, signal_if_open
 from workflows import describe
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
@@ -37,16 +37,11 @@ from workflows.unresolved_device import UnresolvedDeviceWorkflow
 
 
 async def _tell_open(client: Client, workflow_id: str, signal: Any, arg: BaseModel) -> str | None:
-    """Signal ``workflow_id`` if it is open; its run id, or ``None`` when there is none (good news never
-    opens an incident)."""
-    handle = client.get_workflow_handle(workflow_id)
-    try:
-        await handle.signal(signal, arg)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    return handle.result_run_id
+    """Signal ``workflow_id`` if it is open; the run id told, or ``None`` when there is none (good news
+    never opens an incident)."""
+    if not await signal_if_open(client, workflow_id, signal, arg):
+        return None
+    return await open_run_id(client, workflow_id)
 
 
 async def deliver_event(

@@ -197,3 +197,22 @@ async def test_a_healthy_report_observed_before_the_failure_does_not_heal_it(
     assert "device reports Healthy" not in lines, lines
     assert fake.calls["file_ticket"] == 1, lines
     assert outcome.outcome is not Outcome.RECOVERED_RESCHEDULED, outcome.explanation
+
+
+async def test_a_healthy_event_names_the_open_run_it_told(time_skipping_env: WorkflowEnvironment,
+                                                          task_queue: str) -> None:
+    """The ingest answers a Healthy event with the incident it told (the run the failure opened), and
+    with nothing when no incident is open. A signal's answer carries no run id (the server's
+    SignalWorkflowExecution response is empty), so it is read from the workflow."""
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-0")
+    opened = await deliver_event(client, event(Health.UNKNOWN, device=device, event_id="u2"), POLICY,
+                                 task_queue=task_queue, search_attributes=False)
+    assert opened
+    told = await deliver_event(client, event(Health.HEALTHY, device=device, event_id="h2", after_s=10), POLICY,
+                               task_queue=task_queue, search_attributes=False)
+    assert told == opened
+    other = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-1")
+    assert await deliver_event(client, event(Health.HEALTHY, device=other, event_id="h3"), POLICY,
+                               task_queue=task_queue, search_attributes=False) is None
+    await client.get_workflow_handle(device.workflow_id).terminate("test over")
