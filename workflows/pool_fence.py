@@ -7,6 +7,9 @@ task queue between the storm and the fence). It then holds the rule at least ``m
 the last device it was told of, until each of those devices has a rule of its own or no running
 incident, and never longer than ``max_hold_s``; then lets it go (deleted unless an operator
 edited it or someone else holds it). A device told while it lets go starts the hold again.
+Each look that still finds a device uncovered doubles the wait before the next, up to
+``LOOK_BACKOFF`` times ``poll_s``: in a storm the server is short of time for the very
+incidents the pools wait on.
 
 NoSchedule only: no pod is evicted by a pool's rule, so it spends none of the fleet guard's
 disruption budget; each device's incident decides its own device's effect.
@@ -33,6 +36,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.options import ONE_CALL, UNTIL_DONE, URGENT
 
+LOOK_BACKOFF = 8
+"""The longest wait between two looks at a pool's devices, in ``poll_s``. In a 10,000-device storm
+whose 8,500 incidents' workflow tasks waited up to 22 minutes to be handed out, the 1,251 pools
+looked every 15 s (eight rule reads and their incidents' status each time, and always found a
+device whose incident had not run yet), and their writes were 1,899 of the dev server's 2,769
+that ran out of time."""
 
 
 @workflow.defn(name="PoolFence")
@@ -118,13 +127,15 @@ class PoolFenceWorkflow:
             # The minimum hold counts from the last device told; a new one starts it again.
             if not await self._quiet_for(told, min(policy.min_hold_s, policy.max_hold_s - held())):
                 continue
+            pause = policy.poll_s
             while self.reports == told and held() < policy.max_hold_s:
                 self.state.uncovered = await self._uncovered()
                 if not self.state.uncovered and self.reports == told:
                     self.note("hold", f"every failed device told ({len(self.devices)}) is fenced on its own or "
                                       "its incident closed")
                     return
-                await workflow.sleep(timedelta(seconds=max(1.0, min(policy.poll_s, policy.max_hold_s - held()))))
+                await workflow.sleep(timedelta(seconds=max(1.0, min(pause, policy.max_hold_s - held()))))
+                pause = min(2 * pause, LOOK_BACKOFF * policy.poll_s)
         self.note("hold", f"held {held():.0f}s (max_hold_s); not fenced on their own: "
                           f"{', '.join(self.state.uncovered[:20]) or 'none known'}")
 

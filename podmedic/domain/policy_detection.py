@@ -44,7 +44,9 @@ class StormFence(ConfigModel):
                                                        "failed device reported to it.")
     max_hold_s: float = Field(3600.0, gt=0, description="A pool's rule goes after this long whatever is "
                                                         "uncovered (the incidents fence their own devices).")
-    poll_s: float = Field(15.0, gt=0, description="How often the pool asks whether its devices are covered.")
+    poll_s: float = Field(15.0, gt=0, description="How soon the pool asks again whether its devices are covered; "
+                                                  "each look that finds one uncovered doubles the wait, up to 8 "
+                                                  "times this.")
     acting: int = Field(500, ge=1, description="How many of the driver's incidents opened in a storm act at once "
                                                "after their fence; the rest wait their turn, fenced. Keep it well "
                                                "under the workers' workflow cache, which holds node watches and "

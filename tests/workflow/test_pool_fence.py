@@ -147,8 +147,9 @@ async def test_the_rule_stays_until_every_told_device_has_its_own_then_goes(
         await _storm(client, task_queue, devices)
         state = await _fence_of(env, "node-c")
     fenced_at, released_at = _entry(state, "fence").at, state.timeline[-1].at
-    # min_hold_s first, then two looks that found devices unfenced and running, 15 s apart, then the third.
-    assert (released_at - fenced_at).total_seconds() == pytest.approx(RULE.min_hold_s + 2 * RULE.poll_s, abs=2)
+    # min_hold_s first, then two looks that found devices unfenced and running, then the third: the first wait
+    # poll_s, the second twice that (docs/detection.md: each look that finds one uncovered doubles the wait).
+    assert (released_at - fenced_at).total_seconds() == pytest.approx(RULE.min_hold_s + 3 * RULE.poll_s, abs=2)
     assert fake.calls["fence_pool"] == 1 and fake.calls["unfence_pool"] == 1
     assert fake.calls["devices_without_own_rule"] == 3 and fake.calls["device_incidents_status"] == 2
     assert [e.step for e in state.timeline] == ["told", "fence", "hold", "release"]
@@ -168,3 +169,6 @@ async def test_a_pool_whose_devices_never_get_their_own_rule_is_let_go_at_max_ho
     assert held == pytest.approx(RULE.max_hold_s, abs=RULE.poll_s + 2)
     assert "max_hold_s" in state.timeline[-2].message and devices[0].resource_id in state.timeline[-2].message
     assert state.uncovered == [d.resource_id for d in devices] and fake.calls["unfence_pool"] == 1
+    # Looks from min_hold_s on, waits doubling from poll_s up to 8 x poll_s (docs/detection.md): at 300, 315, 345 and
+    # 405 s, then every 120 s from 525 s while under max_hold_s (3,525 s the last): 4 + 26.
+    assert fake.calls["devices_without_own_rule"] == 30, fake.calls
