@@ -1,8 +1,9 @@
 """The fleet guard's side effects: asking and releasing (Temporal), and fleet sizes (ResourceSlices).
 
-``ask_guard`` starts the guard if it is not running (``USE_EXISTING``), then sends the ``ask``
-update, so the first incident of a fresh namespace brings the guard up; asking twice for the
-same step is harmless (a holder is granted again, an observation counted once per incident).
+``ask_guard`` starts the guard if it is not running (``USE_EXISTING``), then sends the
+``ask_many`` update (with the process's other asks of the moment), so the first incident of a
+fresh namespace brings the guard up; asking twice for the same step is harmless (a holder is
+granted again, an observation counted once per incident).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from podmedic.domain.fleet_guard.messages import (
     FleetSizeInput,
     GuardInput,
     PermitAnswer,
+    PermitAnswers,
     PermitRelease,
     PermitRequest,
+    PermitRequests,
 )
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import set_guard_state
@@ -34,28 +37,75 @@ from podmedic.temporal.signals import signal_if_open
 GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module
 BUSY_ATTEMPTS = 200
 ASKS_IN_FLIGHT = 8
+ASKS_PER_UPDATE = 50
 
 
-_slots: asyncio.Semaphore | None = None
+class _Asks:
+    """This process's asks to the guard of one task queue, sent together.
+
+    At most ``ASKS_IN_FLIGHT`` updates are in flight at once: Temporal admits only 10 per workflow
+    by default, and a burst far past that made the dev server stall (200 concurrent asks never
+    finished in ``benchmarks/fleet_guard.py``). One ask per update, at the round trip a storm's load
+    gives an update, counted a storm's devices too slowly: the fleet incident opened 32 s after the
+    threshold (``python -m benchmarks storm-guard``). So the asks waiting for a free slot go together,
+    up to ``ASKS_PER_UPDATE`` in one ``ask_many`` update, answered in order.
+    """
+
+    def __init__(self, client: Client, task_queue: str) -> None:
+        self.client, self.task_queue = client, task_queue
+        self.slots = asyncio.Semaphore(ASKS_IN_FLIGHT)
+        self.waiting: list[tuple[PermitRequest, asyncio.Future[PermitAnswer]]] = []
+        self.sender_waits = False  # a sender waits for a slot and will take what is waiting then
+        self.senders: set[asyncio.Task[None]] = set()
+
+    async def ask(self, req: PermitRequest) -> PermitAnswer:
+        answer: asyncio.Future[PermitAnswer] = asyncio.get_running_loop().create_future()
+        self.waiting.append((req, answer))
+        self._ensure_sender()
+        return await answer
+
+    def _ensure_sender(self) -> None:
+        if self.waiting and not self.sender_waits:
+            self.sender_waits = True
+            task = asyncio.create_task(self._send())
+            self.senders.add(task)
+            task.add_done_callback(self.senders.discard)
+
+    async def _send(self) -> None:
+        async with self.slots:
+            batch, self.waiting = self.waiting[:ASKS_PER_UPDATE], self.waiting[ASKS_PER_UPDATE:]
+            self.sender_waits = False
+            self._ensure_sender()
+            batch = [(req, answer) for req, answer in batch if not answer.done()]  # its activity was cancelled
+            if not batch:
+                return
+            try:
+                answers = await _ask_many(self.client, self.task_queue, [req for req, _ in batch])
+            except Exception as err:  # every asker's activity attempt fails with it, and is retried
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(err)
+                return
+            for (_, answer), got in zip(batch, answers, strict=True):
+                if not answer.done():
+                    answer.set_result(got)
+
+
+_asks: dict[tuple[int, str], _Asks] = {}
 
 
 async def ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnswer:
-    """Start the guard on ``task_queue`` unless one runs, then send the ``ask`` update.
-
-    At most ``ASKS_IN_FLIGHT`` asks of this process are in flight at once: Temporal admits only
-    10 updates in flight per workflow by default, and a burst far past that made the dev server
-    stall (200 concurrent asks never finished in ``benchmarks/fleet_guard.py``).
-    """
-    global _slots
-    if _slots is None:
-        _slots = asyncio.Semaphore(ASKS_IN_FLIGHT)
-    async with _slots:
-        return await _ask(client, task_queue, req)
+    """Start the guard on ``task_queue`` unless one runs, then ask it, with this process's other asks
+    of the moment (``_Asks``)."""
+    key = (id(client), task_queue)
+    if key not in _asks:
+        _asks[key] = _Asks(client, task_queue)
+    return await _asks[key].ask(req)
 
 
-async def _ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnswer:
+async def _ask_many(client: Client, task_queue: str, reqs: list[PermitRequest]) -> list[PermitAnswer]:
     handle = await client.start_workflow(
-        GUARD_WORKFLOW, GuardInput(policy=req.policy, search_attributes=req.search_attributes),
+        GUARD_WORKFLOW, GuardInput(policy=reqs[0].policy, search_attributes=reqs[0].search_attributes),
         id=GUARD_WORKFLOW_ID, task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -63,8 +113,9 @@ async def _ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAns
     )
     for attempt in range(BUSY_ATTEMPTS):
         try:
-            answer: PermitAnswer = await handle.execute_update("ask", req, result_type=PermitAnswer)
-            return answer
+            found: PermitAnswers = await handle.execute_update("ask_many", PermitRequests(requests=reqs),
+                                                               result_type=PermitAnswers)
+            return found.answers
         except RPCError as err:
             # Temporal admits only a few updates in flight per workflow (history.maxInFlightUpdates,
             # 10 by default), and aborts those not yet accepted when the guard continues-as-new:

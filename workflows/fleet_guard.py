@@ -28,8 +28,10 @@ with workflow.unsafe.imports_passed_through():
         GuardInput,
         GuardStatus,
         PermitAnswer,
+        PermitAnswers,
         PermitRelease,
         PermitRequest,
+        PermitRequests,
         ResumeRequest,
         StormRecord,
     )
@@ -66,6 +68,16 @@ class FleetGuardWorkflow:
     async def ask(self, req: PermitRequest) -> PermitAnswer:
         """May ``req``'s incident take its step now? Granted answers hold a permit until release."""
         await workflow.wait_condition(lambda: self.fleet is not None)
+        return self._answer(req)
+
+    @workflow.update
+    async def ask_many(self, reqs: PermitRequests) -> PermitAnswers:
+        """``ask`` for several incidents at once, in order: a worker's concurrent asks in one update
+        (``activities/fleet_guard.py``), because Temporal admits only a few updates in flight per workflow."""
+        await workflow.wait_condition(lambda: self.fleet is not None)
+        return PermitAnswers(answers=[self._answer(req) for req in reqs.requests])
+
+    def _answer(self, req: PermitRequest) -> PermitAnswer:
         self.policy = req.policy  # the newest incident's policy is the file in force
         now = workflow.now()
         if req.probe:

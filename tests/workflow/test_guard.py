@@ -3,6 +3,7 @@ and resume (by an operator and by clear time), disabled means unchanged, dry run
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,7 +12,9 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.domain.fleet_guard.messages import FleetSize, ResumeRequest
+from activities.fleet_guard import ask
+from podmedic.domain.fleet_guard.messages import FleetSize, PermitRequest, ResumeRequest
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.incident import AbortRequest, ApprovalRequest, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.node import NodeIncidentState, node_workflow_id
@@ -248,3 +251,24 @@ async def test_dry_run_records_every_decision_and_calls_nothing_that_writes(env:
     assert any(m.startswith("dry-run: the fleet guard would allow taint") for m in lines)
     assert any(m.startswith("dry-run: would evict default/train-abcde") for m in lines)
     assert any(m.startswith("dry-run: would file a vendor ticket (webhook)") for m in lines)
+
+
+async def test_a_workers_concurrent_asks_go_in_few_updates_and_are_answered_in_order(
+        env: WorkflowEnvironment, task_queue: str) -> None:
+    """40 incidents of one worker ask at once (a storm's fences): the guard gets them in a handful of
+    ``ask_many`` updates, not 40, and each answer is its own incident's: the first 10 hold permits
+    (max_devices_tainted 10), the rest are held by that limit."""
+    client = env.client
+    rules = GuardPolicy(max_devices_tainted=10, max_nodes_disrupted=100, max_driver_share=1.0, max_pool_share=1.0)
+    asks = [PermitRequest(incident_id=f"device/{DRIVER}/node-{n}/gpu-0", device=device(n, 0), node=f"node-{n}",
+                          step="taint", policy=rules, search_attributes=False) for n in range(40)]
+    async with guard_worker(client, task_queue, FakeCluster(), fleet(client, devices=1000)):
+        answers = await asyncio.gather(*(ask(client, task_queue, req) for req in asks))
+        history = await guard_handle(client).fetch_history()
+        status = await guard_status(client, permits=10)
+    updates = [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
+    assert 1 <= len(updates) <= 2, len(updates)
+    granted = [req.incident_id for req, answer in zip(asks, answers, strict=True) if answer.granted]
+    assert len(granted) == 10, answers
+    assert all(answer.limit == "devices_tainted" for answer in answers if not answer.granted), answers
+    assert sorted(p.incident_id for p in status.permits) == sorted(granted)

@@ -50,6 +50,18 @@ class PermitAnswer(BaseModel):
     tripped: bool = False
 
 
+class PermitRequests(BaseModel):
+    """Several incidents' asks in one ``ask_many`` update, answered in order."""
+
+    requests: list[PermitRequest]
+
+
+class PermitAnswers(BaseModel):
+    """The guard's answers to ``PermitRequests``, in the requests' order."""
+
+    answers: list[PermitAnswer]
+
+
 class FleetSizeInput(BaseModel):
     """Input of the ``fleet_size`` activity (no parameters yet)."""
 
