@@ -38,11 +38,6 @@ FOLD_STEP_NOTICES = "fold-step-notices"
 (``workflows/notices.py``)."""
 
 BUNDLES: dict[str, frozenset[str]] = {
-    "incident-2027-02": frozenset({
-        "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",
-        "ticket-verify-after-resolution", "fleet-guard", "coalesced-search-attributes", FOLD_STEP_NOTICES,
-        "storm-turns", "guard-ask-local",
-    }),
     "incident-2027-01": frozenset({
         "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",
         "ticket-verify-after-resolution", "fleet-guard", "coalesced-search-attributes", FOLD_STEP_NOTICES,

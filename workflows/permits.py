@@ -28,9 +28,6 @@ with workflow.unsafe.imports_passed_through():
 
 PATCH = "fleet-guard"
 GATE = "fleet_guard"
-ASK_LOCAL = "guard-ask-local"
-"""Patch: the fence asks the guard as a local activity, in the incident's first workflow task, as the
-fence itself is made: an activity task queued behind a storm's other tasks counted the storm's devices late."""
 
 
 def guarded(wf: IncidentContext) -> bool:
@@ -40,30 +37,26 @@ def guarded(wf: IncidentContext) -> bool:
 
 
 async def _ask(wf: IncidentContext, step: str, *, probe: bool = False,
-               override_by: str | None = None, local: bool = False) -> PermitAnswer:
+               override_by: str | None = None) -> PermitAnswer:
     assert wf.policy.guard is not None
     mode = wf.state.failure_mode
     request = PermitRequest(incident_id=wf.state.incident_id, device=wf.inp.device, node=wf.state.node, step=step,
                             policy=wf.policy.guard, search_attributes=wf.inp.search_attributes,
                             override_by=override_by, probe=probe,
                             hardware=mode is None or not mode.blames_the_workload)
-    # No answer, no disruption: a real ask retries until the guard answers; a dry-run probe gives up.
-    retry = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3 if probe else 0)
-    summary = f"ask the fleet guard: {step} {wf.inp.device.resource_id}"[:200]
-    if local and wf.patches.patched(ASK_LOCAL):
-        return await workflow.execute_local_activity_method(
-            GuardActivities.ask_guard, request, start_to_close_timeout=timedelta(seconds=30), retry_policy=retry,
-            local_retry_threshold=timedelta(seconds=1), summary=summary)
     return await workflow.execute_activity_method(
-        GuardActivities.ask_guard, request, start_to_close_timeout=timedelta(seconds=30), retry_policy=retry,
-        summary=summary, priority=URGENT)  # the answer stands between a failed device and its taint
+        GuardActivities.ask_guard, request, start_to_close_timeout=timedelta(seconds=30),
+        # No answer, no disruption: a real ask retries until the guard answers; a dry-run probe gives up.
+        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3 if probe else 0),
+        summary=f"ask the fleet guard: {step} {wf.inp.device.resource_id}"[:200],
+        priority=URGENT,  # the answer stands between a failed device and its taint
+    )
 
 
-async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = True,
-                 local: bool = False) -> bool | None:
+async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = True) -> bool | None:
     """Whether ``step`` may be taken now: waits while the guard holds it; False when an operator
     skipped it meanwhile; ``None`` when the guard holds it and ``wait`` is off. In dry run the
-    guard is only asked what it would do. ``local``: asked as a local activity (the fence's)."""
+    guard is only asked what it would do."""
     if not guarded(wf):
         return True
     if wf.policy.dry_run:
@@ -79,7 +72,7 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
     assert guard is not None
     resume, held, override = wf.state.phase, "", None
     while True:
-        answer = await _ask(wf, step, override_by=override, local=local)
+        answer = await _ask(wf, step, override_by=override)
         wf.guard_asked = True
         if answer.granted:
             _settle(wf)

@@ -220,7 +220,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         wf.note("taint", f"{kept}: skipped by an operator ({wf.state.skip['taint']})")
         return True
     allowed = await guarded.permit(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
-                                   wait=wait_for_guard, local=local)
+                                   wait=wait_for_guard)
     if allowed is None:
         wf.note("taint", "no fence: the fleet guard holds taints now; the taint waits for it after the checkpoint")
         return False

@@ -19,7 +19,6 @@ from podmedic.domain.incident import AbortRequest, ApprovalRequest, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.node import NodeIncidentState, node_workflow_id
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.incidents.history import local_activity_marker
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker
@@ -273,22 +272,3 @@ async def test_a_workers_concurrent_asks_go_in_few_updates_and_are_answered_in_o
     assert len(granted) == 10, answers
     assert all(answer.limit == "devices_tainted" for answer in answers if not answer.granted), answers
     assert sorted(p.incident_id for p in status.permits) == sorted(granted)
-
-
-async def test_the_fence_asks_the_guard_in_the_incidents_first_workflow_task(env: WorkflowEnvironment,
-                                                                             task_queue: str) -> None:
-    """The fence's ask is a local activity, like the fence (patch guard-ask-local): no activity task of its own
-    to queue behind a storm's others. The later asks (raising the taint, recovery) stay activities."""
-    client, fake = env.client, FakeCluster()
-    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
-    async with guard_worker(client, task_queue, fake, fleet(client)):
-        handle = await open_incident(client, task_queue, device(0, 0), policy("{}"))
-        await state_in(handle, Phase.AWAITING_VENDOR)
-        history = await handle.fetch_history()
-    local = [m["activity_type"] for e in history.events if (m := local_activity_marker(e)) is not None]
-    assert local[:2] == ["ask_guard", "taint_device"], local
-    first_task_done = next(e.event_id for e in history.events
-                           if e.HasField("workflow_task_completed_event_attributes"))
-    scheduled = [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
-    assert scheduled and scheduled[0].event_id > first_task_done
-    assert "ask_guard" in [e.activity_task_scheduled_event_attributes.activity_type.name for e in scheduled]
