@@ -21,6 +21,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
+from tests.workflow.operator_helpers import own_time_skipping_env
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 
@@ -199,20 +200,22 @@ async def test_a_healthy_report_observed_before_the_failure_does_not_heal_it(
     assert outcome.outcome is not Outcome.RECOVERED_RESCHEDULED, outcome.explanation
 
 
-async def test_a_healthy_event_names_the_open_run_it_told(time_skipping_env: WorkflowEnvironment,
-                                                          task_queue: str) -> None:
+async def test_a_healthy_event_names_the_open_run_it_told(task_queue: str) -> None:
     """The ingest answers a Healthy event with the incident it told (the run the failure opened), and
     with nothing when no incident is open. A signal's answer carries no run id (the server's
-    SignalWorkflowExecution response is empty), so it is read from the workflow."""
-    client = time_skipping_env.client
-    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-0")
-    opened = await deliver_event(client, event(Health.UNKNOWN, device=device, event_id="u2"), POLICY,
-                                 task_queue=task_queue, search_attributes=False)
-    assert opened
-    told = await deliver_event(client, event(Health.HEALTHY, device=device, event_id="h2", after_s=10), POLICY,
-                               task_queue=task_queue, search_attributes=False)
-    assert told == opened
-    other = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-1")
-    assert await deliver_event(client, event(Health.HEALTHY, device=other, event_id="h3"), POLICY,
-                               task_queue=task_queue, search_attributes=False) is None
-    await client.get_workflow_handle(device.workflow_id).terminate("test over")
+    SignalWorkflowExecution response is empty), so it is read from the workflow. On a server of its own: run
+    on the shared one (an incident opened with no worker to run it), it was followed, twice, by the time
+    skipping of later tests timing out (tests/workflow from test_incident_workflow.py on); why is not known."""
+    async for env in own_time_skipping_env():
+        client = env.client
+        device = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-0")
+        opened = await deliver_event(client, event(Health.UNKNOWN, device=device, event_id="u2"), POLICY,
+                                     task_queue=task_queue, search_attributes=False)
+        assert opened
+        told = await deliver_event(client, event(Health.HEALTHY, device=device, event_id="h2", after_s=10), POLICY,
+                                   task_queue=task_queue, search_attributes=False)
+        assert told == opened
+        other = DeviceRef(driver="gpu.nvidia.com", pool="node-0102", device="gpu-1")
+        assert await deliver_event(client, event(Health.HEALTHY, device=other, event_id="h3"), POLICY,
+                                   task_queue=task_queue, search_attributes=False) is None
+        await client.get_workflow_handle(device.workflow_id).terminate("test over")
