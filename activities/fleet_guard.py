@@ -32,6 +32,7 @@ from podmedic.domain.fleet_guard.messages import (
 )
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import set_guard_state
+from podmedic.temporal.priorities import URGENT
 from podmedic.temporal.signals import signal_if_open
 
 GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module
@@ -109,6 +110,8 @@ async def _ask_many(client: Client, task_queue: str, reqs: list[PermitRequest]) 
         id=GUARD_WORKFLOW_ID, task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        # Its tasks answer every incident's ask: in a storm they must not queue behind the new incidents'.
+        priority=URGENT,
         static_summary="fleet guard: blast-radius limits and storm breaker",
     )
     for attempt in range(BUSY_ATTEMPTS):

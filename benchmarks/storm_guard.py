@@ -141,13 +141,15 @@ async def run_storm_guard(nodes: int, devices_per_node: int, server: str, progre
             tripped = await guard_status(stack.client)
             throttled = (await stack.client.count_workflows(
                 'WorkflowType = "DeviceIncident" AND PodmedicPhase = "Throttled"')).count
-            count.stage = "resumed"
-            await stack.client.get_workflow_handle(GUARD_WORKFLOW_ID).execute_update(
-                "resume", ResumeRequest(by="benchmark", reason="storm-guard: the trip was measured"),
-                result_type=GuardStatus)
-            progress(f"[storm-guard] guard resumed; watching {observe_s:g} s more")
-            await asyncio.sleep(observe_s)
-            resumed = await guard_status(stack.client)
+            resumed = tripped
+            if found is not None:  # `resume` is refused by a guard that never tripped
+                count.stage = "resumed"
+                await stack.client.get_workflow_handle(GUARD_WORKFLOW_ID).execute_update(
+                    "resume", ResumeRequest(by="benchmark", reason="storm-guard: the trip was measured"),
+                    result_type=GuardStatus)
+                progress(f"[storm-guard] guard resumed; watching {observe_s:g} s more")
+                await asyncio.sleep(observe_s)
+                resumed = await guard_status(stack.client)
         finally:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -163,8 +165,9 @@ async def run_storm_guard(nodes: int, devices_per_node: int, server: str, progre
             "trip_s_after_threshold": trip_s, "target_trip_s": TARGET_TRIP_S,
             "no_execute_most": count.most, "no_execute_limit": guard.max_devices_tainted,
             "no_execute_samples": count.samples, "sample_s": SAMPLE_S, "observe_s": observe_s,
-            "throttled_while_tripped": throttled, "permits_after_resume": resumed.devices_tainted,
-            "waiting_after_resume": len(resumed.waiting), "load_1m": load_1m()}
+            "throttled_while_tripped": throttled, "resumed": found is not None,
+            "permits_after_resume": resumed.devices_tainted, "waiting_after_resume": len(resumed.waiting),
+            "load_1m": load_1m()}
 
 
 def storm_guard_table(r: dict[str, Any]) -> str:
@@ -184,8 +187,8 @@ def storm_guard_table(r: dict[str, Any]) -> str:
         f"samples): " + ", ".join(f"{stage} {n}" for stage, n in most.items()) +
         f"; limit {limit}: {'met' if peak <= limit else 'MISSED'}",
         f"  {r['throttled_while_tripped']} incidents Throttled {r['observe_s']:g} s into the trip; "
-        f"{r['observe_s']:g} s after the resume: {r['permits_after_resume']} permits held, "
-        f"{r['waiting_after_resume']} waiting; 1-min load {r['load_1m']}",
+        + (f"{r['observe_s']:g} s after the resume: " if r.get("resumed", True) else "never tripped, not resumed: ")
+        + f"{r['permits_after_resume']} permits held, {r['waiting_after_resume']} waiting; 1-min load {r['load_1m']}",
     ])
 
 

@@ -1,10 +1,5 @@
-"""Activity options from a driver's step policy, and the task priorities podmedic uses.
-
-Temporal dispatches a backlogged task queue by priority key (1 first, 3 by default). In a storm
-the activities between a device's failure and its taint go first (``URGENT``); the steps after
-the fence (checkpoint, recovery, ticket, close: ``AFTER_FENCE``) come after every workflow's
-tasks (3), so a new incident's first task is not queued behind them; the pods' Events go last
-(``BACKGROUND``): nobody waits for them.
+"""Activity options from a driver's step policy, with the task priorities podmedic uses
+(``podmedic/temporal/priorities.py``: why each step gets its own).
 
 The fence itself is a local activity (``local_activity_options``): it runs inside the workflow
 task that opened the incident, so no task queue (and no priority) stands between the event and
@@ -21,11 +16,10 @@ from temporalio.common import Priority, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_steps import StepPolicy
+    from podmedic.temporal.priorities import AFTER_FENCE, BACKGROUND, URGENT
 
-
-URGENT = Priority(priority_key=1)
-AFTER_FENCE = Priority(priority_key=4)
-BACKGROUND = Priority(priority_key=5)
+__all__ = ["AFTER_FENCE", "BACKGROUND", "ONE_CALL", "UNTIL_DONE", "URGENT", "ActivityOptions", "LocalActivityOptions",
+           "activity_options", "local_activity_options"]
 
 UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 """The storm workflows' own calls (pool fence, storm turns): retried until they succeed, at most 30 s apart."""

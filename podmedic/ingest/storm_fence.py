@@ -29,7 +29,7 @@ from podmedic.domain import search
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_detection import StormFence
 from podmedic.domain.pool_fence import PoolFenceInput, PoolFenceReport, PoolRef
-from workflows.options import URGENT
+from podmedic.temporal.priorities import URGENT
 from workflows.pool_fence import PoolFenceWorkflow
 
 

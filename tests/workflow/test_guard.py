@@ -272,3 +272,17 @@ async def test_a_workers_concurrent_asks_go_in_few_updates_and_are_answered_in_o
     assert len(granted) == 10, answers
     assert all(answer.limit == "devices_tainted" for answer in answers if not answer.granted), answers
     assert sorted(p.incident_id for p in status.permits) == sorted(granted)
+
+
+async def test_the_guard_an_ask_starts_runs_at_the_urgent_task_priority(env: WorkflowEnvironment,
+                                                                         task_queue: str) -> None:
+    """In a storm every incident's ask waits on the guard's workflow tasks, which must not queue behind
+    the storm's new incidents (default priority 3; Temporal dispatches a backlog lowest key first)."""
+    client = env.client
+    req = PermitRequest(incident_id=f"device/{DRIVER}/node-0/gpu-0", device=device(0, 0), node="node-0",
+                        step="taint", policy=GuardPolicy(), search_attributes=False)
+    async with guard_worker(client, task_queue, FakeCluster(), fleet(client)):
+        assert (await ask(client, task_queue, req)).granted
+        history = await guard_handle(client).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.priority.priority_key == 1, started.priority
