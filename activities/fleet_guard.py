@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import random
 from collections import defaultdict
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
@@ -104,16 +105,19 @@ async def ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnsw
     return await _asks[key].ask(req)
 
 
+def start_guard(task_queue: str) -> dict[str, Any]:
+    """``Client.start_workflow``'s keyword arguments that start the guard unless one runs (its askers',
+    and the ingest's with its ``sighted`` signal: ``podmedic/ingest/guard_sightings.py``)."""
+    return {"id": GUARD_WORKFLOW_ID, "task_queue": task_queue, "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+            # Its tasks answer every incident's ask: in a storm they must not queue behind the new incidents'.
+            "priority": URGENT, "static_summary": "fleet guard: blast-radius limits and storm breaker"}
+
+
 async def _ask_many(client: Client, task_queue: str, reqs: list[PermitRequest]) -> list[PermitAnswer]:
     handle = await client.start_workflow(
         GUARD_WORKFLOW, GuardInput(policy=reqs[0].policy, search_attributes=reqs[0].search_attributes),
-        id=GUARD_WORKFLOW_ID, task_queue=task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        # Its tasks answer every incident's ask: in a storm they must not queue behind the new incidents'.
-        priority=URGENT,
-        static_summary="fleet guard: blast-radius limits and storm breaker",
-    )
+        **start_guard(task_queue))
     for attempt in range(BUSY_ATTEMPTS):
         try:
             found: PermitAnswers = await handle.execute_update("ask_many", PermitRequests(requests=reqs),

@@ -2,10 +2,12 @@
 
 Incidents ask with the ``ask`` update (through the ``ask_guard`` activity, which starts the
 guard if it is not running) and give back what they held with the ``release`` signal when
-they close. The guard counts permits against the policy's limits (``podmedic/domain/fleet_guard/limits.py``),
-trips on storms, opens a fleet incident that explains what it saw, and resumes on an operator's
-``resume`` update or after the storm has been calm for ``storm.clear_s``. Refused incidents are
-woken (signal ``guard_wake``) when room frees; they also ask again every ``retry_s``.
+they close. During a storm the ingest also tells it of each failed device as it arrives (the
+``sighted`` signal), so the storm is counted at the events' pace. The guard counts permits
+against the policy's limits (``podmedic/domain/fleet_guard/limits.py``), trips on storms, opens a
+fleet incident that explains what it saw, and resumes on an operator's ``resume`` update or after
+the storm has been calm for ``storm.clear_s``. Refused incidents are woken (signal ``guard_wake``)
+when room frees; they also ask again every ``retry_s``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         PermitRequest,
         PermitRequests,
         ResumeRequest,
+        Sightings,
         StormRecord,
     )
     from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
@@ -62,6 +65,7 @@ class FleetGuardWorkflow:
         self.wake: list[str] = []
         self.to_open: StormRecord | None = None
         self.to_close: list[tuple[str, str]] = []
+        self.uncounted = False  # sightings not yet weighed for a storm (the fleet's size was unknown)
 
     # -- incidents -------------------------------------------------------------------------
     @workflow.update
@@ -99,6 +103,25 @@ class FleetGuardWorkflow:
         else:
             self.dirty = True
         return self._counted(answer)
+
+    @workflow.signal
+    def sighted(self, batch: Sightings) -> None:
+        """The ingest saw these devices fail in a storm: count them now, not when their incidents ask (in a
+        storm a worker reaches the asks of a thousand new incidents seconds behind their events)."""
+        if limits.sight(self.ledger, batch.sightings, workflow.now()):
+            self.uncounted = True
+            self._count_sightings()
+
+    def _count_sightings(self) -> None:
+        """Trip if the sightings make a storm; once the fleet's size is known (a guard the ingest's signal
+        started reads it first)."""
+        if not self.uncounted or self.fleet is None:
+            return
+        self.uncounted = False
+        if self.ledger.storm is None and (found := limits.storm(self.ledger, self.policy, self.fleet,
+                                                               workflow.now())) is not None:
+            self._trip(found)
+            self.dirty = True
 
     @workflow.signal
     def release(self, rel: PermitRelease) -> None:
@@ -139,6 +162,7 @@ class FleetGuardWorkflow:
         """Refresh fleet sizes, watch the storm, wake waiters; continue-as-new to bound history."""
         while True:
             await self._refresh_fleet()
+            self._count_sightings()
             now = workflow.now()
             limits.prune(self.ledger, self.policy, now)
             self._watch_storm()

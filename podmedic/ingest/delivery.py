@@ -2,7 +2,8 @@
 
 Every source (pod status, slice taints, events, HTTP, the NVML agent through HTTP) hands
 its observations to one ``Deliverer``. It drops what adds nothing to what it last told an
-incident, fences a storm's pools first (``podmedic/ingest/storm_fence.py``), and hands the rest
+incident, fences a storm's pools first (``podmedic/ingest/storm_fence.py``) and tells the fleet
+guard of a storm's devices (``podmedic/ingest/guard_sightings.py``), and hands the rest
 to the start of its kind (``podmedic/ingest/starts.py``): a device's observation to
 ``device/<driver>/<pool>/<device>``, a device plugin's to ``node/<node>``, a pod's configuration
 problem to ``config/<ns>/<pod>/<uid>``. ``deliver`` returns only after the server has accepted
@@ -29,6 +30,7 @@ from podmedic.domain.models import (
 )
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.dedup import RecentStates
+from podmedic.ingest.guard_sightings import GuardSightings
 from podmedic.ingest.handled import closed_run_that_saw
 from podmedic.ingest.starts import deliver_event, deliver_plugin_device, deliver_pod_report
 from podmedic.ingest.storm_fence import StormFences
@@ -69,6 +71,7 @@ class Deliverer:
         self.deduplicated = 0
         self.openers = IncidentOpeners()
         self.storm = StormFences(client, task_queue, search_attributes=search_attributes)
+        self.sightings = GuardSightings(client, task_queue, search_attributes=search_attributes)
 
     @property
     def in_flight(self) -> int:
@@ -147,12 +150,17 @@ class Deliverer:
             note = "healthy; no open node incident" if run_id is None else ""
             return Delivered(event_id=item.event_id, incident_id=item.workflow_id if run_id else None,
                              run_id=run_id, note=note)
-        # In a storm the device's pool is fenced first (podmedic/ingest/storm_fence.py).
+        # In a storm the device's pool is fenced first (podmedic/ingest/storm_fence.py), and the fleet guard
+        # counts the device now, not when its incident asks (podmedic/ingest/guard_sightings.py).
         policy = self.policies.for_driver(item.device.driver)
         await self.storm.before(item, policy.detection.storm_fence, dry_run=policy.dry_run)
-        run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
-                                     search_attributes=self.search_attributes,
-                                     storm=self.storm.storming(item.device.driver))
+        storm = self.storm.storming(item.device.driver)
+        delivering = deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
+                                   search_attributes=self.search_attributes, storm=storm)
+        if storm:
+            _, run_id = await asyncio.gather(self.sightings.tell(item, policy), delivering)
+        else:
+            run_id = await delivering
         if run_id is None:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
         return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)

@@ -7,7 +7,14 @@ import datetime as dt
 import pytest
 
 from podmedic.domain.fleet_guard import limits as limits
-from podmedic.domain.fleet_guard.messages import FleetSize, Ledger, PermitAnswer, PermitRequest, StormRecord
+from podmedic.domain.fleet_guard.messages import (
+    FleetSize,
+    Ledger,
+    PermitAnswer,
+    PermitRequest,
+    Sighting,
+    StormRecord,
+)
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import PolicyError, load_policy, parse_policy
@@ -148,6 +155,27 @@ def test_an_open_incident_counts_once_toward_a_storm() -> None:
     assert len(ledger.seen) <= 1 and ledger.counted == [ask(0, 0, policy).incident_id]
     limits.release(ledger, ask(0, 0, policy).incident_id)
     assert ledger.counted == []
+
+
+def sighting(node: int, gpu: int) -> Sighting:
+    req = ask(node, gpu, GuardPolicy())
+    return Sighting(incident_id=req.incident_id, device=req.device, node=req.node)
+
+
+def test_devices_the_ingest_saw_count_toward_a_storm_once_with_their_incidents_asks() -> None:
+    policy = GuardPolicy.model_validate({"storm": {"share": 0.25, "window_s": 300, "min_devices": 10}})
+    ledger = Ledger()
+    limits.observe(ledger, ask(0, 0, policy), at(0))  # asked before the ingest's sighting of it arrived
+    assert limits.sight(ledger, [sighting(n % 5, n // 5) for n in range(9)], at(1)) == 8
+    assert limits.sight(ledger, [sighting(1, 0), sighting(2, 0)], at(2)) == 0  # sent again: nothing new
+    assert limits.storm(ledger, policy, FLEET, at(2)) is None  # 9 devices < min_devices
+    for n in range(1, 9):  # their incidents ask later: each still one device
+        limits.observe(ledger, ask(n % 5, n // 5, policy), at(3))
+    assert limits.storm(ledger, policy, FLEET, at(3)) is None
+    assert limits.sight(ledger, [sighting(4, 7)], at(4)) == 1
+    found = limits.storm(ledger, policy, FLEET, at(4))
+    assert found is not None and found.unhealthy == 10 and len(found.devices) == 10
+    assert sorted(found.nodes) == [f"node-{n}" for n in range(5)]
 
 
 def test_unknown_fleet_size_leaves_only_the_at_once_limits() -> None:

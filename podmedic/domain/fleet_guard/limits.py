@@ -16,6 +16,7 @@ from podmedic.domain.fleet_guard.messages import (
     Permit,
     PermitAnswer,
     PermitRequest,
+    Sighting,
     StormRecord,
 )
 from podmedic.domain.fleet_guard.policy import GuardPolicy
@@ -94,6 +95,23 @@ def observe(ledger: Ledger, req: PermitRequest, now: dt.datetime) -> None:
     if req.incident_id not in ledger.counted:
         ledger.counted.append(req.incident_id)
         ledger.seen.append(_observation(req, now))
+
+
+def sight(ledger: Ledger, sightings: list[Sighting], now: dt.datetime) -> int:
+    """Count devices the ingest saw fail as unhealthy now, ahead of their incidents' asks; returns how
+    many were new. An incident counted already, or seen within the kept observations, is not counted
+    again (a device counts once toward a storm however it was seen: ``storm``)."""
+    known = set(ledger.counted) | {o.incident_id for o in ledger.seen}
+    new = 0
+    for sighting in sightings:
+        if sighting.incident_id in known:
+            continue
+        known.add(sighting.incident_id)
+        device = sighting.device
+        ledger.seen.append(Observation(incident_id=sighting.incident_id, driver=device.driver, pool=device.pool,
+                                       node=sighting.node or device.pool, at=now))
+        new += 1
+    return new
 
 
 def grant(ledger: Ledger, req: PermitRequest, now: dt.datetime, *, shares: bool = True) -> None:

@@ -62,6 +62,21 @@ class PermitAnswers(BaseModel):
     answers: list[PermitAnswer]
 
 
+class Sighting(BaseModel):
+    """A device the ingest saw fail during a storm, before its incident asked the guard."""
+
+    incident_id: str
+    device: DeviceRef
+    node: str | None = None
+
+
+class Sightings(BaseModel):
+    """The ingest's ``sighted`` signal: devices that failed since its last one
+    (``podmedic/ingest/guard_sightings.py``)."""
+
+    sightings: list[Sighting]
+
+
 class FleetSizeInput(BaseModel):
     """Input of the ``fleet_size`` activity (no parameters yet)."""
 

@@ -1,0 +1,70 @@
+"""Telling the fleet guard of a storm's failed devices as their events arrive.
+
+The guard counts a device toward a storm when the device's incident asks it for a permit. In a
+storm that ask comes seconds after the event: a worker reaches the first tasks of a thousand new
+incidents, and their asks, one after another. So while the ingest sees a storm
+(``podmedic/ingest/storm_fence.py``), each failed device that counts is also sent to the guard
+(signal ``sighted``, with signal-with-start), so the guard trips at the events' pace. What counts
+is what the incident's own ask would count: an actionable failure of the device, named by the
+report, not caused by the workload, under an enabled guard and storm rule, outside dry run.
+
+One round trip at a time: the devices that arrive while one is under way ride the next. A
+delivery returns only once its device was sent, or fails (and is retried) with the round trip;
+the incident's own ask counts the device in any case, so nothing is lost when the guard cannot
+be told, only the head start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import Client
+
+from activities.fleet_guard import GUARD_WORKFLOW, start_guard
+from podmedic.domain.classify import classify, names_the_failure
+from podmedic.domain.fleet_guard.messages import GuardInput, Sighting, Sightings
+from podmedic.domain.models import DeviceHealthEvent, Health
+from podmedic.domain.policy import DriverPolicy
+
+
+def counts_toward_storm(event: DeviceHealthEvent, policy: DriverPolicy) -> bool:
+    """Whether the guard counts ``event``'s device toward a storm, as its incident's ask would."""
+    guard = policy.guard
+    if guard is None or not guard.enabled or not guard.storm.enabled or policy.dry_run:
+        return False  # in dry run an incident only probes the guard, and a probe counts nothing
+    if event.health is not Health.UNHEALTHY or not names_the_failure(event, policy):
+        return False  # an uncoded report waits for corroboration: its incident's ask counts it
+    verdict = classify(event, policy)
+    return verdict.actionable and not verdict.failure_mode.blames_the_workload
+
+
+class GuardSightings:
+    """Sends a storm's failed devices to the guard, batched, one round trip at a time."""
+
+    def __init__(self, client: Client, task_queue: str, *, search_attributes: bool = True) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        self.search_attributes = search_attributes
+        self._lock = asyncio.Lock()
+        self._waiting: dict[str, Sighting] = {}
+        self.told = 0  # round trips to the guard
+
+    async def tell(self, event: DeviceHealthEvent, policy: DriverPolicy) -> bool:
+        """Send ``event``'s device to the guard if it counts (``counts_toward_storm``); True when sent.
+        Raises when Temporal cannot be reached, like the delivery itself: the caller retries."""
+        if not counts_toward_storm(event, policy):
+            return False
+        assert policy.guard is not None
+        incident = event.device.workflow_id
+        self._waiting.setdefault(incident, Sighting(incident_id=incident, device=event.device, node=event.node))
+        async with self._lock:
+            batch = list(self._waiting.values())
+            if not batch:
+                return True  # an earlier round trip carried it
+            await self.client.start_workflow(
+                GUARD_WORKFLOW, GuardInput(policy=policy.guard, search_attributes=self.search_attributes),
+                start_signal="sighted", start_signal_args=[Sightings(sightings=batch)], **start_guard(self.task_queue))
+            self.told += 1
+            for sighting in batch:
+                self._waiting.pop(sighting.incident_id, None)
+        return True
