@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from activities.heartbeat import kept_alive
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry.thread_names import name_os_thread
 
@@ -31,7 +32,7 @@ class KubeActivities:
         self.kube = kube
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a blocking gateway call in a thread so the worker's loop keeps heartbeating."""
+        """Run a blocking gateway call in a thread, heartbeating while it takes long."""
         return await blocking(fn, *args, **kwargs)
 
     async def run_urgent(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -46,5 +47,6 @@ async def blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 async def _in(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:
     # The activity's context (activity.info(), heartbeats, the trace) lives in contextvars: copied
-    # into the thread, as asyncio.to_thread does.
-    return await asyncio.get_running_loop().run_in_executor(pool, contextvars.copy_context().run, call)
+    # into the thread, as asyncio.to_thread does. An activity stays alive while the call queues and
+    # runs, however long (activities/heartbeat.py).
+    return await kept_alive(asyncio.get_running_loop().run_in_executor(pool, contextvars.copy_context().run, call))

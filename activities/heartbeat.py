@@ -1,4 +1,4 @@
-"""Heartbeats that start only once an activity has run a while.
+"""Heartbeats that start only once an activity has run a while, and that go on while it waits on a call.
 
 The SDK sends an activity's first heartbeat at once and later ones at most every 80 % of the
 heartbeat timeout. Each heartbeat the server receives is a write of the workflow's mutable
@@ -8,14 +8,31 @@ four per incident in ``python -m benchmarks orchestration``. A wait that lasts b
 heartbeats as before, so the server still sees it alive long before its heartbeat timeout,
 and a cancellation (which reaches an activity only as a heartbeat's answer) is seen at most
 the grace later.
+
+An activity that waits on a blocking call (a Kubernetes request on podmedic's threads:
+``activities/base.py``) is alive, however long the call queues: in the 10,000-device storm
+(``python -m benchmarks storm``) calls queued more than the 20 s heartbeat timeout behind the
+calls of 500 incidents acting at once, and every attempt of 12 in-place restarts timed out without
+a heartbeat, so those incidents failed. ``kept_alive`` heartbeats while such a call is under way,
+with the details last sent (a retried attempt resumes from them, so a keep-alive must not blank
+them). A dead worker sends nothing, so the heartbeat timeout still finds it; each call is bounded by
+its own timeout, the attempt by its start-to-close timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from temporalio import activity
+
+T = TypeVar("T")
+
+_SENT: contextvars.ContextVar[tuple[Any, ...] | None] = contextvars.ContextVar("podmedic_heartbeat_sent",
+                                                                               default=None)
 
 GRACE_S = 1.0
 """How long an activity runs before its first heartbeat (at most a quarter of its heartbeat timeout)."""
@@ -35,4 +52,36 @@ class Heartbeat:
 
     def __call__(self, *details: Any) -> None:
         if time.monotonic() - self.started >= self.grace_s:
-            activity.heartbeat(*details)
+            beat(*details)
+
+
+def beat(*details: Any) -> None:
+    """``activity.heartbeat``, remembering ``details`` for ``kept_alive``."""
+    _SENT.set(details)
+    activity.heartbeat(*details)
+
+
+def _last_details() -> tuple[Any, ...]:
+    sent = _SENT.get()
+    return tuple(activity.info().heartbeat_details) if sent is None else sent  # the last attempt's, not yet replaced
+
+
+async def kept_alive(call: Awaitable[T]) -> T:
+    """Await ``call``, heartbeating the activity every quarter of its heartbeat timeout while it is
+    under way (with the details last sent). Outside an activity, or without a heartbeat timeout, a
+    plain await."""
+    if not activity.in_activity() or not activity.info().heartbeat_timeout:
+        return await call
+    timeout = activity.info().heartbeat_timeout
+    assert timeout is not None
+    every = max(timeout.total_seconds() / 4, 0.1)
+    pending = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=every)
+            if done:
+                return pending.result()
+            activity.heartbeat(*_last_details())
+    except asyncio.CancelledError:
+        pending.cancel()
+        raise

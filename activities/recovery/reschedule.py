@@ -28,6 +28,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.claim_cache import ReservedClaims
+from activities.heartbeat import beat
 from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.same_node import SameNodeHold
@@ -124,7 +125,7 @@ class Rescheduler:
             # Heartbeat through the wait: retry_s may be longer than the heartbeat timeout.
             until = time.monotonic() + policy.retry_s
             while (left := until - time.monotonic()) > 0:
-                activity.heartbeat("eviction blocked", tries)
+                beat("eviction blocked", tries)
                 await asyncio.sleep(min(left, 1.0))
 
     def _tell(self, message: str, tries: int) -> None:
