@@ -108,6 +108,17 @@ async def started_at(client: Client, query: str) -> list[float]:
     return [wf.start_time.timestamp() async for wf in client.list_workflows(query)]
 
 
+async def guard_history(client: Client) -> dict[str, int]:
+    """The guard's runs so far (continue-as-new starts another) and its current run's history: what
+    its asks and the ingest's sightings cost it."""
+    runs = [wf async for wf in client.list_workflows(f'WorkflowId = "{GUARD_WORKFLOW_ID}"')]
+    events = [e async for e in client.get_workflow_handle(GUARD_WORKFLOW_ID).fetch_history_events()]
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in events
+               if e.HasField("workflow_execution_signaled_event_attributes")]
+    return {"guard_runs": len(runs), "guard_history_events": len(events),
+            "guard_sighted_signals": signals.count("sighted")}
+
+
 async def guard_status(client: Client) -> GuardStatus:
     """The fleet guard's ``status`` query (what ``podmedic guard status`` prints)."""
     status: GuardStatus = await client.get_workflow_handle(GUARD_WORKFLOW_ID).query("status", result_type=GuardStatus)
@@ -132,13 +143,15 @@ async def run_storm_guard(nodes: int, devices_per_node: int, server: str, progre
         count = NoExecuteCount()
         sampler = asyncio.create_task(sample(sim, count))
         try:
-            timings = await fire(sim, deliverer(stack.client, policy, stack.task_queue), pods, PERMANENT)
+            delivery = deliverer(stack.client, policy, stack.task_queue)
+            timings = await fire(sim, delivery, pods, PERMANENT)
             sends = [t.sent for t in timings]
             progress(f"[storm-guard] {len(sends)} events sent over {max(sends) - min(sends):.1f} s")
             found = await fleet_incident(stack.client, observe_s)
             count.stage = "tripped"
             await asyncio.sleep(observe_s)
             tripped = await guard_status(stack.client)
+            guard_book = await guard_history(stack.client)
             throttled = (await stack.client.count_workflows(
                 'WorkflowType = "DeviceIncident" AND PodmedicPhase = "Throttled"')).count
             resumed = tripped
@@ -167,6 +180,8 @@ async def run_storm_guard(nodes: int, devices_per_node: int, server: str, progre
             "no_execute_samples": count.samples, "sample_s": SAMPLE_S, "observe_s": observe_s,
             "throttled_while_tripped": throttled, "resumed": found is not None,
             "permits_after_resume": resumed.devices_tainted, "waiting_after_resume": len(resumed.waiting),
+            "sighting_round_trips": delivery.sightings.told,
+            "sighting_round_trips_failed": delivery.sightings.failed, **guard_book,
             "load_1m": load_1m()}
 
 
@@ -186,6 +201,9 @@ def storm_guard_table(r: dict[str, Any]) -> str:
         f"  NoExecute DeviceTaintRules at once, most seen (every {r['sample_s']:g} s, {r['no_execute_samples']} "
         f"samples): " + ", ".join(f"{stage} {n}" for stage, n in most.items()) +
         f"; limit {limit}: {'met' if peak <= limit else 'MISSED'}",
+        f"  the ingest's sightings: {r.get('sighting_round_trips')} round trips "
+        f"({r.get('sighting_round_trips_failed')} failed); the guard: {r.get('guard_runs')} run(s), "
+        f"{r.get('guard_history_events')} events in the current one ({r.get('guard_sighted_signals')} sightings)",
         f"  {r['throttled_while_tripped']} incidents Throttled {r['observe_s']:g} s into the trip; "
         + (f"{r['observe_s']:g} s after the resume: " if r.get("resumed", True) else "never tripped, not resumed: ")
         + f"{r['permits_after_resume']} permits held, {r['waiting_after_resume']} waiting; 1-min load {r['load_1m']}",

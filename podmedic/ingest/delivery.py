@@ -151,14 +151,16 @@ class Deliverer:
             return Delivered(event_id=item.event_id, incident_id=item.workflow_id if run_id else None,
                              run_id=run_id, note=note)
         # In a storm the device's pool is fenced first (podmedic/ingest/storm_fence.py), and the fleet guard
-        # is told of the device in the background, not when its incident asks (podmedic/ingest/guard_sightings.py).
+        # counts the device now, not when its incident asks (podmedic/ingest/guard_sightings.py).
         policy = self.policies.for_driver(item.device.driver)
         await self.storm.before(item, policy.detection.storm_fence, dry_run=policy.dry_run)
         storm = self.storm.storming(item.device.driver)
+        delivering = deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
+                                   search_attributes=self.search_attributes, storm=storm)
         if storm:
-            self.sightings.tell(item, policy)
-        run_id = await deliver_event(self.client, item, self.policies, task_queue=self.task_queue,
-                                     search_attributes=self.search_attributes, storm=storm)
+            _, run_id = await asyncio.gather(self.sightings.tell(item, policy), delivering)
+        else:
+            run_id = await delivering
         if run_id is None:
             return Delivered(event_id=item.event_id, incident_id=None, note="healthy; no open incident")
         return Delivered(event_id=item.event_id, incident_id=item.device.workflow_id, run_id=run_id)

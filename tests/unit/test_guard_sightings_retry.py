@@ -1,10 +1,9 @@
-"""The ingest's sightings to the fleet guard when Temporal refuses a round trip: kept and sent again
-(``podmedic/ingest/guard_sightings.py``). The client is a stand-in for this one function; the
+"""The ingest's sightings to the fleet guard when Temporal refuses a round trip: kept and sent with
+the next (``podmedic/ingest/guard_sightings.py``). The client is a stand-in for this one function; the
 round trips themselves run against a real server in ``tests/workflow/test_guard_sightings.py``."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, cast
 
 import pytest
@@ -13,7 +12,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest import guard_sightings
 from podmedic.ingest.guard_sightings import GuardSightings
 from tests.workflow.fakes import event
 
@@ -35,17 +33,14 @@ class RefusesFirst:
 
 
 @pytest.mark.asyncio
-async def test_a_refused_round_trip_keeps_its_devices_and_sends_them_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard_sightings, "RETRY_FIRST_S", 0.05)
+async def test_a_refused_round_trip_keeps_its_devices_for_the_next() -> None:
     client = RefusesFirst()
     sightings = GuardSightings(cast(Client, client), "q", search_attributes=False)
-    devices = [DeviceRef(driver="gpu.nvidia.com", pool=f"node-{n}", device="gpu-0") for n in range(3)]
+    devices = [DeviceRef(driver="gpu.nvidia.com", pool=f"node-{n}", device="gpu-0") for n in range(2)]
     policy = RULES.for_driver("gpu.nvidia.com")
-    for n, device in enumerate(devices):
-        assert sightings.tell(event(code=79, event_id=f"e{n}", device=device), policy)
-    for _ in range(100):
-        if sightings.waiting == 0:
-            break
-        await asyncio.sleep(0.02)
-    assert sightings.failed == 1 and sightings.told == 1 and sightings.waiting == 0
-    assert client.batches == [[d.workflow_id for d in devices]]  # the refused batch, whole, in one round trip
+    with pytest.raises(RPCError):  # the delivery waiting on it fails with it, and its caller retries
+        await sightings.tell(event(code=79, event_id="e0", device=devices[0]), policy)
+    assert sightings.failed == 1 and sightings.waiting == 1
+    assert await sightings.tell(event(code=79, event_id="e1", device=devices[1]), policy)
+    assert sightings.told == 1 and sightings.waiting == 0
+    assert client.batches == [[d.workflow_id for d in devices]]  # the refused device rode the next round trip
