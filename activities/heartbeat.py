@@ -12,8 +12,8 @@ the grace later.
 An activity that waits on a blocking call (a Kubernetes request on podmedic's threads:
 ``activities/base.py``) is alive, however long the call queues: in the 10,000-device storm
 (``python -m benchmarks storm``) calls queued more than the 20 s heartbeat timeout behind the
-calls of 500 incidents acting at once, and every attempt of 12 in-place restarts timed out without
-a heartbeat, so those incidents failed. ``kept_alive`` heartbeats while such a call is under way,
+calls of 500 incidents acting at once, and every attempt of 334 in-place restarts timed out
+without a heartbeat, so those incidents failed. ``kept_alive`` heartbeats while such a call is under way,
 with the details last sent (a retried attempt resumes from them, so a keep-alive must not blank
 them). A dead worker sends nothing, so the heartbeat timeout still finds it; each call is bounded by
 its own timeout, the attempt by its start-to-close timeout.
