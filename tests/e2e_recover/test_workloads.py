@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from temporalio.client import Client
 
 from podmedic.domain.models import Outcome
@@ -115,7 +116,11 @@ def _clean_up(api: client.ApiClient, prefix: str) -> None:
             batch.delete_namespaced_job(job.metadata.name, NS, propagation_policy="Background")
     for pod in core.list_namespaced_pod(NS).items:
         if prefix in pod.metadata.name:
-            core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+            try:
+                core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+            except ApiException as err:  # its Job's deletion took it first (garbage collection): as kubectl's
+                if err.status != 404:  # --ignore-not-found
+                    raise
 
 
 def _jobset(name: str, replicas: int, pod_template: dict[str, Any], owner: dict[str, Any] | None = None,
