@@ -11,9 +11,10 @@ the grace later.
 
 An activity that waits on a blocking call (a Kubernetes request on podmedic's threads:
 ``activities/base.py``) is alive, however long the call queues: in the 10,000-device storm
-(``python -m benchmarks storm``) calls queued more than the 20 s heartbeat timeout behind the
-calls of 500 incidents acting at once, and every attempt of 334 in-place restarts timed out
-without a heartbeat, so those incidents failed. ``kept_alive`` heartbeats while such a call is under way,
+(``python -m benchmarks storm``) every attempt of 334 in-place restarts timed out (20 s) without a
+heartbeat, so those incidents failed, while all 40 of the worker's threads for such calls were
+waiting on the simulator's answers (py-spy; that their calls queued past the timeout is our
+reading). ``kept_alive`` heartbeats while such a call is under way,
 with the details last sent (a retried attempt resumes from them, so a keep-alive must not blank
 them). A dead worker sends nothing, so the heartbeat timeout still finds it; each call is bounded by
 its own timeout, the attempt by its start-to-close timeout.
