@@ -14,7 +14,11 @@ clock, which bounds that garbage to some seconds of evictions. A full collection
 object alive but what ``gc.freeze`` hid at the worker's start: in the same storm one every 5 s was
 30 % of the worker's Python time (py-spy, 15 s of samples: about 1.5 s each). So the clock stretches:
 after a collection that took ``t``, the next comes ``max(5 s, t / 5 %)`` later, at most 5 % of the
-worker's time however large its heap.
+worker's time however large its heap. And a sweep is made only when workflows were evicted since
+the one before (``workers/evictions.py``), and once more after that, for the evictions still under
+way while it ran: on a clock alone, a worker holding its open incidents, or idle, walked its whole
+heap every 5 s to free nothing, the largest single item of its Python time in ``python -m
+benchmarks cost`` (py-spy).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import gc
 import logging
 import time
 from collections.abc import AsyncIterator
+
+from workers.evictions import EVICTIONS, Evictions
 
 log = logging.getLogger("podmedic.worker.collector")
 
@@ -51,18 +57,28 @@ def tune_gc() -> None:
 class Sweeps:
     """The full collections made so far, for the log and for tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, evictions: Evictions = EVICTIONS) -> None:
+        self.evictions = evictions
         self.count = 0
+        self.skipped = 0  # turns with no eviction since the sweep before: no collection
         self.freed = 0
         self.slowest_s = 0.0
         self.waits_s: list[float] = []  # the pause before each collection, the last few
 
     async def run(self, every_s: float, share: float = SWEEP_SHARE) -> None:
-        """Collect, at least ``every_s`` apart and at most ``share`` of the time, until cancelled."""
-        wait = every_s
+        """Collect, at least ``every_s`` apart and at most ``share`` of the time, while workflows are
+        evicted (and once after), until cancelled."""
+        wait, seen, trailing = every_s, self.evictions.total(), False
         while True:
             self.waits_s = [*self.waits_s[-9:], wait]
             await asyncio.sleep(wait)
+            now = self.evictions.total()
+            if now == seen and not trailing:
+                self.skipped += 1
+                wait = every_s
+                continue
+            # One more sweep after the last evictions: a run evicted while this one walked may still be held.
+            trailing, seen = now != seen, now
             wait = max(every_s, self.once() / share)
 
     def once(self) -> float:
@@ -77,8 +93,9 @@ class Sweeps:
 
 @contextlib.asynccontextmanager
 async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE) -> AsyncIterator[Sweeps]:
-    """Within it, the collector runs tuned (``tune_gc``) and a full collection at least every ``every_s``,
-    at most ``share`` of the time, on this event loop (a collection holds the GIL wherever it runs)."""
+    """Within it, the collector runs tuned (``tune_gc``), and a full collection every ``every_s`` at most,
+    at most ``share`` of the time, while workflows are evicted (``Sweeps.run``), on this event loop (a
+    collection holds the GIL wherever it runs)."""
     tune_gc()
     sweeps = Sweeps()
     task = asyncio.create_task(sweeps.run(every_s, share), name="podmedic-sweep-cycles")
@@ -88,5 +105,5 @@ async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHAR
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        log.info("collector: %d full collections freed %d objects (slowest %.1f ms)", sweeps.count,
-                 sweeps.freed, sweeps.slowest_s * 1000)
+        log.info("collector: %d full collections freed %d objects (slowest %.1f ms); %d turns skipped, "
+                 "no workflow evicted", sweeps.count, sweeps.freed, sweeps.slowest_s * 1000, sweeps.skipped)

@@ -8,6 +8,8 @@ from typing import Any
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from workers.evictions import EvictionCountingRunner
+
 
 def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     """How workflow code runs: in the SDK's sandbox, or directly in the worker's interpreter.
@@ -16,9 +18,10 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     in the sandbox (``tests/workflow`` run every workflow there, ``tests/replay`` replays recorded
     histories there). The sandbox re-imports the workflow modules for every incident and compiles
     code for every payload it converts: a fifth of the worker's CPU in ``python -m benchmarks
-    orchestration`` (py-spy), for a check CI already makes.
+    orchestration`` (py-spy), for a check CI already makes. Either way its evictions are counted
+    for the collector (``workers/evictions.py``).
     """
-    return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
+    return EvictionCountingRunner(SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner())
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The worker's clocked full collections stretch after a long one (``workers/collector.py``)."""
+"""The worker's full collections: only after evictions, and stretched after a long one (``workers/collector.py``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,20 @@ import time
 import pytest
 
 from workers.collector import Sweeps
+from workers.evictions import Evictions
 
 
-async def _sweeping_for(seconds: float, *, every_s: float, share: float) -> Sweeps:
-    sweeps = Sweeps()
+class EveryTurn(Evictions):
+    """A worker evicting workflows all the time (a storm's): every look finds a new eviction."""
+
+    def total(self) -> int:
+        self.count += 1
+        return self.count
+
+
+async def _sweeping_for(seconds: float, *, every_s: float, share: float,
+                        evictions: Evictions | None = None) -> Sweeps:
+    sweeps = Sweeps(EveryTurn() if evictions is None else evictions)
     task = asyncio.create_task(sweeps.run(every_s=every_s, share=share))
     await asyncio.sleep(seconds)
     task.cancel()
@@ -39,3 +49,28 @@ async def test_a_quick_collection_keeps_the_floor(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(gc, "collect", lambda generation=2: 0)  # a small heap: next to no time
     sweeps = await _sweeping_for(0.15, every_s=0.02, share=0.5)
     assert sweeps.count >= 3 and all(w == 0.02 for w in sweeps.waits_s), sweeps.waits_s
+
+
+@pytest.mark.asyncio
+async def test_no_eviction_no_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    collected: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or 0)
+    sweeps = await _sweeping_for(0.15, every_s=0.02, share=0.5, evictions=Evictions())
+    assert collected == [] and sweeps.count == 0 and sweeps.skipped >= 3, sweeps.skipped
+
+
+@pytest.mark.asyncio
+async def test_evictions_get_a_collection_and_one_more_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
+    evictions = Evictions()
+    sweeps = Sweeps(evictions)
+    task = asyncio.create_task(sweeps.run(every_s=0.02, share=0.5))
+    await asyncio.sleep(0.1)
+    assert sweeps.count == 0
+    evictions.count += 3  # three runs evicted at once
+    await asyncio.sleep(0.2)  # ten turns
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The turn after them, and the one after that (a run still held while the first walked); then none.
+    assert sweeps.count == 2, (sweeps.count, sweeps.skipped)

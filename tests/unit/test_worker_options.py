@@ -11,12 +11,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from podmedic.cli.main import parse
 from podmedic.settings import SettingsError
 from workers.collector import GC_THRESHOLDS, tune_gc
+from workers.evictions import EvictionCountingRunner
 from workers.options import Capacity, worker_options
 
 
-def test_workflows_run_unsandboxed_unless_asked() -> None:
-    assert isinstance(worker_options()["workflow_runner"], UnsandboxedWorkflowRunner)
-    assert isinstance(worker_options(sandboxed=True)["workflow_runner"], SandboxedWorkflowRunner)
+def test_workflows_run_unsandboxed_unless_asked_with_evictions_counted() -> None:
+    plain, sandboxed = worker_options()["workflow_runner"], worker_options(sandboxed=True)["workflow_runner"]
+    assert isinstance(plain, EvictionCountingRunner) and isinstance(plain.inner, UnsandboxedWorkflowRunner)
+    assert isinstance(sandboxed, EvictionCountingRunner) and isinstance(sandboxed.inner, SandboxedWorkflowRunner)
 
 
 def test_sandbox_flag_and_env(monkeypatch: pytest.MonkeyPatch) -> None:

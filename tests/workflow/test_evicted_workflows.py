@@ -4,7 +4,8 @@ A real dev server and a real worker with a two-workflow cache; ten workflows wai
 so each start evicts another, then each is signalled, replayed and completes (and is evicted
 again). Every instance is counted while alive. The automatic collector is off, as good as the
 worker's raised thresholds in a storm: without the sweep the evicted instances stay (the SDK
-leaves each as a reference cycle), with it they are gone but the cached ones.
+leaves each as a reference cycle), with it they are gone but the cached ones. The worker's own
+runner counts the evictions the sweep waits for (``workers/evictions.py``), in the sandbox too.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import pytest
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import Worker
 
 from tests.helpers import assert_eventually
 from workers.collector import sweep_cycles
+from workers.evictions import EVICTIONS
+from workers.options import workflow_runner
 
 ALIVE: weakref.WeakSet[object] = weakref.WeakSet()
 CREATED: list[object] = []  # a weak reference per instance ever made
@@ -63,13 +66,14 @@ def collector_off() -> Iterator[None]:
         gc.enable()
 
 
-async def _run_all(client: Client) -> None:
+async def _run_all(client: Client, *, sandboxed: bool = False) -> None:
     queue = f"evict-{uuid.uuid4().hex[:6]}"
     async with Worker(client, task_queue=queue, workflows=[EvictionProbe], max_cached_workflows=CACHE,
-                      workflow_runner=UnsandboxedWorkflowRunner()):
+                      workflow_runner=workflow_runner(sandboxed)):
         handles = [await client.start_workflow(EvictionProbe.run, id=f"{queue}-{n}", task_queue=queue)
                    for n in range(WORKFLOWS)]
-        await assert_eventually(lambda: _at_least(len(CREATED), WORKFLOWS), timeout=30)  # every one ran once
+        if not sandboxed:  # the sandbox runs its own copy of this module: CREATED here stays empty
+            await assert_eventually(lambda: _at_least(len(CREATED), WORKFLOWS), timeout=30)  # every one ran once
         for handle in handles:
             await handle.signal(EvictionProbe.finish)
         await asyncio.gather(*(handle.result() for handle in handles))
@@ -93,10 +97,20 @@ async def test_evicted_workflows_are_freed_by_the_sweep_not_before(dev_env: Work
     CREATED.clear()
     # The same with the sweep on from the start, as the worker runs it (``gc.freeze`` then hides only
     # what was alive before).
+    evicted = EVICTIONS.total()
     async with sweep_cycles(every_s=0.05) as sweeps:
         await _run_all(dev_env.client)
         await assert_eventually(lambda: _at_most(len(ALIVE), CACHE), timeout=10)
     assert sweeps.count >= 1 and sweeps.freed > 0 and len(CREATED) > WORKFLOWS
+    # Every run was evicted when it completed, if not before.
+    assert EVICTIONS.total() - evicted >= WORKFLOWS, EVICTIONS.total() - evicted
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_evictions_are_counted_in_the_sandbox_too(dev_env: WorkflowEnvironment) -> None:
+    evicted = EVICTIONS.total()
+    await _run_all(dev_env.client, sandboxed=True)
+    assert EVICTIONS.total() - evicted >= WORKFLOWS, EVICTIONS.total() - evicted
 
 
 async def _at_most(have: int, most: int) -> None:
