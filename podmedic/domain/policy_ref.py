@@ -56,9 +56,15 @@ def pack(policy: DriverPolicy) -> bytes:
     return zlib.compress(canonical(policy), 9)
 
 
+@functools.lru_cache(maxsize=64)
 def packed_digest(data: bytes) -> str:
     """``sha256:<hex>`` of the content ``pack`` wrote: the digest the input names, whatever fields a later
-    release's model adds with defaults (re-dumping the parsed policy would name other content)."""
+    release's model adds with defaults (re-dumping the parsed policy would name other content).
+
+    Kept per content, as ``unpack``: every incident checks its memo against its input when its
+    workflow is loaded, and decompressing and hashing the policy each time was 3 of the 11 busy
+    samples of the worker's workflow threads in ``python -m benchmarks cost`` (py-spy, under load).
+    """
     try:
         return "sha256:" + hashlib.sha256(zlib.decompress(data)).hexdigest()
     except zlib.error as exc:
