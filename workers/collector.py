@@ -16,9 +16,9 @@ object alive but what ``gc.freeze`` hid at the worker's start: in the same storm
 after a collection that took ``t``, the next comes ``max(5 s, t / 5 %)`` later, at most 5 % of the
 worker's time however large its heap. And a sweep is made only when workflows were evicted since
 the one before (``workers/evictions.py``), and once more after that, for the evictions still under
-way while it ran: on a clock alone, a worker holding its open incidents, or idle, walked its whole
-heap every 5 s to free nothing, the largest single item of its Python time in ``python -m
-benchmarks cost`` (py-spy).
+way while it ran. On a clock alone, a worker holding its open incidents, or idle, walked its whole
+heap every 5 s to free nothing: in ``python -m benchmarks cost`` (200 incidents, run beside a
+10,000-device storm), 94 of the 137 busy samples of the worker's event loop (py-spy).
 """
 
 from __future__ import annotations
