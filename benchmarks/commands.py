@@ -60,10 +60,12 @@ def _single(args: argparse.Namespace) -> int:
 
 
 def _storm(args: argparse.Namespace) -> int:
+    from benchmarks.api_budget import ApiBudget
     from benchmarks.storm import run_and_print
 
     run_and_print(args.nodes, args.devices_per_node, args.server, args.json, node_quarantine=args.node_quarantine,
-                  storm_fence=args.storm_fence, wait_s=args.wait_s)
+                  storm_fence=args.storm_fence, wait_s=args.wait_s,
+                  budget=ApiBudget(kube_qps=args.kube_qps, kube_burst=args.kube_burst))
     return 0
 
 
@@ -157,6 +159,13 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--wait-s", type=float, default=900,
                    help="how long to wait for every incident to close before the figures are read (default 900); "
                         "an incident still running then counts as unfinished, its fence read from its history")
+    p.add_argument("--kube-qps", type=float, default=0.0, metavar="Q",
+                   help="the worker's Kubernetes API requests a second at most (PODMEDIC_KUBE_QPS; the manifests "
+                        "set 50), and an API Priority and Fairness budget a fifth above it on the simulator: "
+                        "reports what the server admitted and refused (429) of the worker's requests "
+                        "(default 0: no limit, no budget)")
+    p.add_argument("--kube-burst", type=int, default=100, metavar="B",
+                   help="requests the worker may make at once above Q (PODMEDIC_KUBE_BURST; default %(default)s)")
     p.add_argument("--json", type=Path, default=RESULTS / "storm.json")
     p.set_defaults(func=_storm)
     p = which.add_parser(

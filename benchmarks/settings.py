@@ -116,11 +116,12 @@ DEVICES_PER_NODE = 8
 
 
 def stack_config(server: str, nodes: int, *, bare: bool = False, timings: SimTimings = BENCH_TIMINGS,
-                 worker: bool = True, checkpoint_every_steps: int = 0) -> StackConfig:
+                 worker: bool = True, checkpoint_every_steps: int = 0,
+                 worker_env: tuple[tuple[str, str], ...] = ()) -> StackConfig:
     """A stack on the named server setting (``SERVERS``) with the benchmark simulator pace."""
     chosen = SERVERS[server]
     return StackConfig(nodes=nodes, devices_per_node=DEVICES_PER_NODE, task_queue=f"bench-{server}",
                        sqlite_pragmas=chosen["pragmas"],
                        temporal_args=tuple(f"--dynamic-config-value={kv}" for kv in chosen["dynamic"]),
                        sim_timings=timings.model_dump_json(), worker=worker, bare_worker=bare,
-                       checkpoint_every_steps=checkpoint_every_steps)
+                       checkpoint_every_steps=checkpoint_every_steps, worker_env=worker_env)

@@ -42,6 +42,7 @@ class StackConfig:
     checkpoint_every_steps: int = 0
     worker: bool = True  # podmedic's worker (off: a cluster nobody remediates)
     bare_worker: bool = False  # the bare-Temporal baseline's worker (benchmarks.bare)
+    worker_env: tuple[tuple[str, str], ...] = ()  # more environment for podmedic's worker (its API budget)
 
 
 @dataclass
@@ -57,10 +58,10 @@ class BenchStack:
     pids: dict[str, int]
 
 
-def _spawn(role: str, argv: list[str], logs: Path) -> subprocess.Popen[bytes]:
+def _spawn(role: str, argv: list[str], logs: Path, env: tuple[tuple[str, str], ...] = ()) -> subprocess.Popen[bytes]:
     with open(logs / f"{role}.log", "ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1", "PODMEDIC_TICKET_URL": ""},
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", "PODMEDIC_TICKET_URL": "", **dict(env)},
                                 start_new_session=True)
 
 
@@ -105,7 +106,8 @@ async def running_stack(config: StackConfig, keep_dir: Path | None = None) -> As
         roles = ["temporal", "simulator"]
         if config.worker:
             procs.append(_spawn("worker", [*py, "worker", "--temporal-address", address, "--task-queue",
-                                           config.task_queue, "--kubeconfig", str(kubeconfig)], logs))
+                                           config.task_queue, "--kubeconfig", str(kubeconfig)], logs,
+                                config.worker_env))
             roles.append("worker")
         if config.bare_worker:
             procs.append(_spawn("bare-worker", [sys.executable, "-m", "benchmarks.bare", "--address", address], logs))

@@ -15,6 +15,10 @@ one that got no rule (its incident learnt of the node incident before its fence)
 tainted when the node's quarantine was in place (its node incident's timeline), or at its
 event if the node was quarantined before its own device was reported. The figures also say
 how many nodes were quarantined.
+
+``--kube-qps Q`` runs it against a shared API server: the worker limited to Q requests a second
+(burst ``--kube-burst``), the server refusing with 429 and ``Retry-After`` past a budget a fifth
+above that (``benchmarks/api_budget.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError
 
+from benchmarks.api_budget import UNLIMITED, ApiBudget, budget_line
 from benchmarks.detection import cpu_seconds
 from benchmarks.fleet import Fault, Sim, Timing, collect, deliverer, fence_time, fire, wait_closed
 from benchmarks.memory import rss_mib
@@ -44,14 +49,16 @@ TARGET_WORKER_RSS_MIB = 1024.0  # issue 25: the whole storm, on one worker
 
 
 async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,
-                    node_quarantine: bool = False, storm_fence: bool = True, wait_s: float = 900) -> dict[str, Any]:
+                    node_quarantine: bool = False, storm_fence: bool = True, wait_s: float = 900,
+                    budget: ApiBudget = UNLIMITED) -> dict[str, Any]:
     """Fail every device at once; returns the figures."""
     devices = nodes * devices_per_node
     pace = storm_timings(devices)
-    config = stack_config(server, nodes + 1, timings=pace)
+    config = stack_config(server, nodes + 1, timings=pace, worker_env=budget.worker_env())
     policy = bench_policy(**STORM_POLLS, **({"node_quarantine": {"enabled": True}} if node_quarantine else {}),
                           detection={"storm_fence": {"enabled": storm_fence}})
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
+        await budget.apply(sim)
         pods, k = await prepared(stack, sim, devices, "storm", policy)
         progress(f"[storm] {len(pods)} training pods Ready on {len({p['node'] for p in pods})} nodes")
         delivery = deliverer(stack.client, policy, stack.task_queue)
@@ -70,6 +77,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
         nodes_quarantined = (sum([await _quarantined_at(stack.client, n) is not None
                                   for n in sorted({p["node"] for p in pods})]) if node_quarantine else 0)
         figures = incident_figures(collected)
+        api_budget = await budget.figures(sim)
     figures["event_to_taint_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_taint_ms"].items()}
     figures["event_to_recovered_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_recovered_ms"].items()}
     progress(f"[storm] all tainted after {figures['all_tainted_s']} s")
@@ -79,7 +87,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
             "storm_fence": storm_fence, "pool_fences": pool_fences, "fenced_by_pool_first": by_pool,
             "wait_s": wait_s, "worker_peak_rss_mib": worker_peak_rss, "storm_turns": turns,
             "target_worker_rss_mib": TARGET_WORKER_RSS_MIB,
-            "nodes_quarantined": nodes_quarantined,
+            "nodes_quarantined": nodes_quarantined, "api_budget": api_budget,
             "polls": STORM_POLLS,
             "sim_pace": {"workload_step_s": pace.workload_step_s, "progress_write_s": pace.progress_write_s},
             **figures, "still_running_at_timeout": still, "load_1m": load_1m(),
@@ -178,6 +186,7 @@ def storm_table(r: dict[str, Any]) -> str:
         *[f"  not recovered, {n}: {why}" for why, n in r.get("why_not_recovered", {}).items()],
         *([f"  storm turns: {turns['admitted']} incidents waited for their turn, at most {turns['acting_limit']} "
            f"acting at once; {turns['closed']} turns given back"] if (turns := r.get("storm_turns")) else []),
+        *budget_line(r.get("api_budget")),
         f"  worker peak RSS {r.get('worker_peak_rss_mib', '?')} MiB; still running after "
         f"{r.get('wait_s', 900):g} s: {r['still_running_at_timeout']}",
         f"  target p99 to taint <= {target:g} s: {verdict}; every incident closed: "
@@ -190,10 +199,11 @@ def storm_table(r: dict[str, Any]) -> str:
 
 
 def run_and_print(nodes: int, devices_per_node: int, server: str, out: Path, *,
-                  node_quarantine: bool = False, storm_fence: bool = True, wait_s: float = 900) -> dict[str, Any]:
+                  node_quarantine: bool = False, storm_fence: bool = True, wait_s: float = 900,
+                  budget: ApiBudget = UNLIMITED) -> dict[str, Any]:
     """The command's body."""
     results = asyncio.run(run_storm(nodes, devices_per_node, server, node_quarantine=node_quarantine,
-                                    storm_fence=storm_fence, wait_s=wait_s))
+                                    storm_fence=storm_fence, wait_s=wait_s, budget=budget))
     print(storm_table(results))
     write(results, out)
     return results

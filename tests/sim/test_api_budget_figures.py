@@ -1,0 +1,50 @@
+"""The storm benchmark's API budget figures (``benchmarks/api_budget.py``) tell a worker that kept its
+client-side limit from one that did not, against the simulator's APF (``podmedic_sim/flow_control.py``,
+upstream's shape: 429 with ``Retry-After`` past a user's budget)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from benchmarks.api_budget import ApiBudget
+from benchmarks.fleet import Sim
+from podmedic.kube.gateway import KubeGateway
+from podmedic_sim import SimCluster
+
+
+@pytest.fixture(scope="module")
+def sim(unaudited_sim: SimCluster) -> SimCluster:
+    """Its gateways speak as the worker (the budget's user): kept out of the RBAC proof."""
+    return unaudited_sim
+
+
+def _lists(sim: SimCluster, n: int, qps: float, burst: int) -> None:
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=qps, burst=burst).for_component("worker")
+    try:
+        for _ in range(n):
+            gateway.list_pods("default", "")
+    finally:
+        gateway.close()
+
+
+@pytest.mark.asyncio
+async def test_a_worker_within_its_limit_is_never_refused_and_one_without_is(sim: SimCluster) -> None:
+    budget = ApiBudget(kube_qps=10, kube_burst=5)  # the server's: 12 a second, 6 at once
+    async with Sim(sim.url) as api:
+        try:
+            await budget.apply(api)
+            await asyncio.to_thread(_lists, sim, 30, 10, 5)  # the worker as --kube-qps runs it
+            kept = await budget.figures(api)
+            await budget.apply(api)  # the counts start again
+            await asyncio.to_thread(_lists, sim, 30, 0, 1)  # no client-side limit
+            unlimited = await budget.figures(api)
+        finally:
+            await api.post("flow-control", {"qps": None})
+    assert kept is not None and kept["within_limit"], kept
+    assert kept["worker_admitted"] == 30 and kept["worker_refused_429"] == 0
+    assert kept["worker_max_per_second"] <= 10 + 5 and kept["apf_qps"] == pytest.approx(12)
+    assert unlimited is not None and not unlimited["within_limit"] and unlimited["worker_refused_429"] > 0, unlimited
+    assert await ApiBudget().figures(api) is None  # no limit: nothing to report
