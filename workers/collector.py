@@ -18,11 +18,7 @@ worker's time however large its heap. And a sweep is made only when workflows we
 the one before (``workers/evictions.py``), and once more after that, for the evictions still under
 way while it ran. On a clock alone, a worker holding its open incidents, or idle, walked its whole
 heap every 5 s to free nothing: in ``python -m benchmarks cost`` (200 incidents, run beside a
-10,000-device storm), 94 of the 137 busy samples of the worker's event loop (py-spy). Nor does
-each eviction need its own sweep: with a sweep every 5 s while the cost benchmark's incidents
-closed one by one, sweeps were still 50 of its event loop's 147 busy samples (a quiet run). So a
-sweep waits for ``SWEEP_AFTER_EVICTIONS`` evicted workflows, or a minute after the first of fewer:
-the garbage it lets stand is a hundred workflows' at most, some 24 MiB.
+10,000-device storm), 94 of the 137 busy samples of the worker's event loop (py-spy).
 """
 
 from __future__ import annotations
@@ -47,12 +43,6 @@ SWEEP_EVERY_S = 5.0
 SWEEP_SHARE = 0.05
 """The share of the worker's time full collections may take (``sweep_cycles`` waits longer after a long one)."""
 
-SWEEP_AFTER_EVICTIONS = 100
-"""Evicted workflows that make a full collection due at once (a cached incident is some 0.24 MiB)."""
-
-SWEEP_WITHIN_S = 60.0
-"""How long fewer evicted workflows wait for their full collection, at the most."""
-
 
 def tune_gc() -> None:
     """Collect cycles by allocation count less often, and never scan what the process holds from its start.
@@ -75,26 +65,20 @@ class Sweeps:
         self.slowest_s = 0.0
         self.waits_s: list[float] = []  # the pause before each collection, the last few
 
-    async def run(self, every_s: float, share: float = SWEEP_SHARE, *, after: int = SWEEP_AFTER_EVICTIONS,
-                  within_s: float = SWEEP_WITHIN_S) -> None:
-        """Collect, at least ``every_s`` apart and at most ``share`` of the time, once ``after`` workflows
-        were evicted or the first of fewer was ``within_s`` ago (and once more after), until cancelled."""
+    async def run(self, every_s: float, share: float = SWEEP_SHARE) -> None:
+        """Collect, at least ``every_s`` apart and at most ``share`` of the time, while workflows are
+        evicted (and once after), until cancelled."""
         wait, seen, trailing = every_s, self.evictions.total(), False
-        loop = asyncio.get_running_loop()
-        pending_since: float | None = None  # when the first eviction not yet swept was seen
         while True:
             self.waits_s = [*self.waits_s[-9:], wait]
             await asyncio.sleep(wait)
-            now, at = self.evictions.total(), loop.time()
-            if now != seen and pending_since is None:
-                pending_since = at
-            due = now - seen >= after or (pending_since is not None and at - pending_since >= within_s)
-            if not (due or trailing):
+            now = self.evictions.total()
+            if now == seen and not trailing:
                 self.skipped += 1
                 wait = every_s
                 continue
             # One more sweep after the last evictions: a run evicted while this one walked may still be held.
-            trailing, seen, pending_since = now != seen, now, None
+            trailing, seen = now != seen, now
             wait = max(every_s, self.once() / share)
 
     def once(self) -> float:
@@ -108,14 +92,13 @@ class Sweeps:
 
 
 @contextlib.asynccontextmanager
-async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE,
-                       within_s: float = SWEEP_WITHIN_S) -> AsyncIterator[Sweeps]:
+async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE) -> AsyncIterator[Sweeps]:
     """Within it, the collector runs tuned (``tune_gc``), and a full collection every ``every_s`` at most,
     at most ``share`` of the time, while workflows are evicted (``Sweeps.run``), on this event loop (a
     collection holds the GIL wherever it runs)."""
     tune_gc()
     sweeps = Sweeps()
-    task = asyncio.create_task(sweeps.run(every_s, share, within_s=within_s), name="podmedic-sweep-cycles")
+    task = asyncio.create_task(sweeps.run(every_s, share), name="podmedic-sweep-cycles")
     try:
         yield sweeps
     finally:
