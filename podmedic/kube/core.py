@@ -28,7 +28,6 @@ from podmedic.kube.errors import (
 from podmedic.kube.json_text import parse
 from podmedic.kube.pod_cache import PodCache
 from podmedic.kube.throttle import MAX_RETRIES, TokenBucket, sleep_for_retry, throttle_wait
-from podmedic.kube.token_refresh import pace_refresh
 from podmedic.settings.groups import Cluster
 
 FIELD_MANAGER = "podmedic"
@@ -83,7 +82,6 @@ class GatewayCore:
                 "no in-cluster service account and no ~/.kube/config (or $KUBECONFIG)"
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise KubeConfigError(f"{where}: {why}") from None
-        pace_refresh(settings)  # the loaders' per-request credential refresh, once a second (token_refresh.py)
         api_client = client.ApiClient(settings)
         self._api = api_client
         self._owns_pool = True
