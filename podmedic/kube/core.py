@@ -27,7 +27,7 @@ from podmedic.kube.errors import (
 )
 from podmedic.kube.json_text import parse
 from podmedic.kube.pod_cache import PodCache
-from podmedic.kube.throttle import MAX_RETRIES, TokenBucket, sleep_for_retry, throttle_wait
+from podmedic.kube.throttle import MAX_RETRIES, BudgetedRetry, TokenBucket, sleep_for_retry, throttle_wait
 from podmedic.settings.groups import Cluster
 
 FIELD_MANAGER = "podmedic"
@@ -39,6 +39,9 @@ READ_RETRY_PAUSES_S = (0.1, 0.3)
 POOL_CONNECTIONS = 48
 """Kept-alive connections to the API server: one per thread that calls it at once (the worker's
 40 in ``activities/base.py``); the client's default, 5 per CPU, would open and drop the rest."""
+
+URLLIB3_RETRIES = 3
+"""urllib3's tries again of a request whose connection broke (its default, ``Retry.DEFAULT``)."""
 
 
 def user_agent(component: str = "") -> str:
@@ -67,6 +70,7 @@ class GatewayCore:
         self.limiter = TokenBucket(qps, burst)
         settings = client.Configuration()
         settings.connection_pool_maxsize = POOL_CONNECTIONS
+        settings.retries = BudgetedRetry(URLLIB3_RETRIES, bucket=self.limiter)
         if kubeconfig is not None and not kubeconfig.is_file():
             raise KubeConfigError(f"kubeconfig {kubeconfig}: no such file")
         try:
@@ -157,22 +161,32 @@ class GatewayCore:
         if self._owns_pool:
             self._api.close()
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+    def _send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """One request, after a token of the QPS budget; a throttling 429 is tried again after its
-        ``Retry-After`` (``podmedic/kube/throttle.py``): the server refused it before acting, so a write too."""
+        ``Retry-After`` (``podmedic/kube/throttle.py``): the server refused it before acting, so a write too.
+
+        Returns the raw answer; any other refusal is raised as the client's ``ApiException``.
+        """
         slept = 0.0
         for attempt in range(MAX_RETRIES + 1):
             self.limiter.take()
             try:
-                resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
-                break
+                return fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
             except ApiException as exc:
                 wait = throttle_wait(int(exc.status or 0), exc.headers, exc.body) if attempt < MAX_RETRIES else None
                 if wait is None or not sleep_for_retry(wait, slept):
-                    raise translate(exc, what) from exc
+                    raise
                 slept += wait
-            except (OSError, urllib3.exceptions.HTTPError) as exc:  # unreachable: urllib3 gave up its retries
-                raise ServerError(f"{what}: {exc}") from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        """``_send``, its answer parsed and its refusal translated to a ``KubeError``."""
+        try:
+            resp = self._send(fn, *args, **kwargs)
+        except ApiException as exc:
+            raise translate(exc, what) from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # urllib3 gave up its retries
+            raise ServerError(f"{what}: {exc}") from exc
         data = resp.data
         result: Obj = parse(data) if data else {}
         return result

@@ -12,6 +12,7 @@ import contextlib
 import json
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -207,8 +208,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         body: Any = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
                      "deleteOptions": {"preconditions": {"uid": uid}}}
         try:
-            self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False,
-                                                     _request_timeout=self.timeout_s)
+            self._send(self.core.create_namespaced_pod_eviction, name, namespace, body)
         except ApiException as exc:
             if exc.status == 404 or (exc.status == 409 and not self._still_there(namespace, name, uid)):
                 return None  # gone, or replaced: the UID precondition no longer matches
@@ -225,7 +225,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
                 status = {}
             causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes") or []]
             return "; ".join([status.get("message") or "eviction refused (429)", *filter(None, causes)])
-        except OSError as exc:
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # urllib3 gave up its retries
             raise ServerError(f"evict pod {namespace}/{name}: {exc}") from exc
         return None
 

@@ -81,6 +81,7 @@ class StreamCalls(GatewayCore):
         """
         lister = self._lister(kind)
         selector = {"field_selector": field_selector} if field_selector else {}
+        self.limiter.take()
         try:
             resp = lister(watch=True, resource_version=resource_version or None, timeout_seconds=timeout_s,
                           allow_watch_bookmarks=True, _preload_content=False,
@@ -118,6 +119,7 @@ class StreamCalls(GatewayCore):
             "POST", path, query_params=query or [], header_params=header_params, body=body,
             auth_settings=["BearerToken"],
         )
+        self.limiter.take()
         try:
             resp = self._api.call_api(method, url, header_params=header_params, body=body_out,
                                       _request_timeout=(min(self.timeout_s, timeout_s), timeout_s))
@@ -148,6 +150,7 @@ class StreamCalls(GatewayCore):
                                       "tty": False, "_preload_content": False}
             if container:
                 kwargs["container"] = container
+            self.limiter.take()
             try:
                 resp = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, name, namespace, **kwargs)
             except ApiException as exc:

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.sim.conftest import pod_manifest
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +114,40 @@ def test_an_eviction_refused_by_a_budget_is_not_waited_out(sim: SimCluster) -> N
     assert throttle_wait(429, {"Retry-After": "10"}, body) is None
     assert throttle_wait(429, {"Retry-After": "3"}, "Too many requests, please try again later.\n") == 3.0
     assert throttle_wait(429, {}, "") is None and throttle_wait(503, {"Retry-After": "1"}, "") is None
+
+
+def test_every_request_the_server_saw_took_a_token(sim: SimCluster) -> None:
+    # urllib3's default Retry sends a GET again by itself after a 429 with Retry-After, past the
+    # client's limiter; client-go's limiter is in front of every try (rest/request.go, tryThrottle).
+    _flow(sim, {"qps": 1, "burst": 1})
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("counted")
+    try:
+        for _ in range(3):
+            gateway.list_pods("default", "")
+    finally:
+        gateway.close()
+        state = _flow(sim)["users"]["podmedic-counted"]
+        _flow(sim, {"qps": None})
+    assert state["dropped"] > 0, state  # it was throttled, so there were tries again ...
+    assert state["admitted"] + state["dropped"] == gateway.limiter.taken, state  # ... each one counted
+
+
+def test_an_eviction_throttled_by_the_server_is_waited_out_not_read_as_a_budget(
+        sim: SimCluster, api: client.ApiClient, ns: str) -> None:
+    # APF's 429 is plain text with Retry-After (priority-and-fairness.go); a PDB's is a Status whose
+    # causes name DisruptionBudget (pkg/registry/core/pod/storage/eviction.go).
+    client.CoreV1Api(api).create_namespaced_pod(ns, pod_manifest("apf-evict"))
+    uid = client.CoreV1Api(api).read_namespaced_pod("apf-evict", ns).metadata.uid
+    _flow(sim, {"qps": 1, "burst": 1})
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("evictor")
+    try:
+        gateway.list_pods(ns, "")  # spends the second's budget: the eviction meets a 429
+        refused = gateway.try_evict(ns, "apf-evict", uid)
+    finally:
+        gateway.close()
+        state = _flow(sim)["users"]["podmedic-evictor"]
+        _flow(sim, {"qps": None})
+    assert refused is None, refused
+    assert state["dropped"] > 0, state
+    left = [p for p in sim.store.iter("pods", ns) if p["metadata"]["name"] == "apf-evict"]
+    assert not left or left[0]["metadata"].get("deletionTimestamp"), left  # evicted
