@@ -1,0 +1,68 @@
+"""How the gateway sets up the unmodified ``kubernetes`` client.
+
+The client's shape is its own (kubernetes/client/configuration.py: a ``host`` written while the
+proxy came from the environment calls ``urllib.request.getproxies()`` again; kubernetes/config/
+kube_config.py: the loader's ``refresh_api_key_hook`` runs before every request and writes ``host``).
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import configuration
+
+from podmedic.kube.errors import ServerError
+from podmedic.kube.gateway import KubeGateway
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t0ken}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    return path
+
+
+def test_the_environments_proxy_is_honoured(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    gateway = KubeGateway(kubeconfig, qps=0, burst=1)
+    try:
+        assert gateway._api.configuration.proxy == "http://proxy.example:3128"
+    finally:
+        gateway.close()
+
+
+def test_a_request_does_not_read_the_environment_again(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gateway = KubeGateway(kubeconfig, qps=0, burst=1, timeout_s=0.5)
+    lookups: list[int] = []
+
+    def counted_getproxies() -> dict[str, str]:
+        lookups.append(1)
+        return urllib.request.getproxies()
+
+    monkeypatch.setattr(configuration, "getproxies", counted_getproxies)
+    settings = gateway._api.configuration
+    hook, runs = settings.refresh_api_key_hook, []
+
+    def counted_hook(config: Any) -> None:
+        runs.append(1)
+        hook(config)
+
+    settings.refresh_api_key_hook = counted_hook
+    try:
+        with pytest.raises(ServerError):  # nothing listens on port 9: the request is still made
+            gateway.server_version()
+    finally:
+        gateway.close()
+    assert runs and gateway.limiter.taken > 0  # the loader's hook ran before the requests ...
+    assert lookups == []  # ... and did not walk the environment
