@@ -77,7 +77,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
         nodes_quarantined = (sum([await _quarantined_at(stack.client, n) is not None
                                   for n in sorted({p["node"] for p in pods})]) if node_quarantine else 0)
         figures = incident_figures(collected)
-        api_budget = await budget.figures(sim)
+        api_budget = await budget.figures(sim, stack.workdir / "logs" / "worker.log")
     figures["event_to_taint_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_taint_ms"].items()}
     figures["event_to_recovered_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_recovered_ms"].items()}
     progress(f"[storm] all tainted after {figures['all_tainted_s']} s")

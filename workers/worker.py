@@ -31,6 +31,7 @@ from podmedic.kube.startup import say_taint_rules
 from podmedic.telemetry.probes import Readiness, api_server_check, temporal_check
 from workers.collector import sweep_cycles
 from workers.health import serving_health
+from workers.kube_load import kube_load_reports
 from workers.options import DEFAULT_CAPACITY, Capacity, worker_options
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow
@@ -157,7 +158,8 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
             return False, "not ready: not polling the task queue yet\n"
         return readiness.verdict()
 
-    async with sweep_cycles(), readiness.running(), serving_health(health, ready), worker:
+    async with sweep_cycles(), kube_load_reports(kube.limiter), readiness.running(), serving_health(health, ready), \
+            worker:
         polling = True
         await stop.wait()
         log.info("stopping: no new tasks; running activities get up to %gs to finish", shutdown_grace_s)

@@ -181,6 +181,7 @@ class GatewayCore:
                 if wait is None or not sleep_for_retry(wait, slept):
                     raise
                 slept += wait
+                self.limiter.note_refused()
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:

@@ -41,31 +41,53 @@ class TokenBucket:
     _at: float = field(init=False)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     waited_s: float = field(init=False, default=0.0)
-    """Time spent waiting for tokens since the start (for the benchmarks' reports)."""
+    """Time spent waiting for tokens since the start."""
     taken: int = field(init=False, default=0)
     """Tokens taken since the start, one per request sent, whether or not a limit is set."""
+    max_per_second: int = field(init=False, default=0)
+    """The most tokens given out in one whole second since the start (by the time each was free to go):
+    with a limit, never more than ``qps + burst``."""
+    refused: int = field(init=False, default=0)
+    """Requests the API server refused as throttling (429 with ``Retry-After``) and that were sent again."""
+    _start: float = field(init=False)
+    _second: int = field(init=False, default=0)
+    _in_second: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if self.qps < 0 or self.burst < 1:
             raise ValueError(f"qps must be >= 0 and burst >= 1 (got qps={self.qps}, burst={self.burst})")
         self._tokens = float(self.burst)
-        self._at = time.monotonic()
+        self._at = self._start = time.monotonic()
 
     def take(self) -> float:
         """Take one token, sleeping until there is one; returns the seconds slept."""
         with self._lock:
-            self.taken += 1
-            if self.qps == 0:
-                return 0.0
             now = time.monotonic()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
-            self._at = now
-            self._tokens -= 1.0  # reserve now; a negative balance is the queue ahead of us
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
-            self.waited_s += wait
+            wait = 0.0
+            if self.qps > 0:
+                self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
+                self._at = now
+                self._tokens -= 1.0  # reserve now; a negative balance is the queue ahead of us
+                wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+                self.waited_s += wait
+            self._count(now + wait)
         if wait > 0:
             time.sleep(wait)
         return wait
+
+    def note_refused(self) -> None:
+        """The API server refused one of the requests as throttling; it goes again after ``Retry-After``."""
+        with self._lock:
+            self.refused += 1
+
+    def _count(self, free_at: float) -> None:
+        # Tokens are reserved in order, so each is free no earlier than the one before: one running count.
+        self.taken += 1
+        second = int(free_at - self._start)
+        if second != self._second:
+            self._second, self._in_second = second, 0
+        self._in_second += 1
+        self.max_per_second = max(self.max_per_second, self._in_second)
 
 
 class BudgetedRetry(Retry):
