@@ -93,3 +93,7 @@ def budget_line(figures: dict[str, Any] | None) -> list[str]:
             f"{figures['worker_refused_429']} refused (429) and sent again after Retry-After, at most "
             f"{figures['worker_max_per_second']} arrived in one second",
             f"  {own}; never over its limit: {verdict}"]
+
+
+UNLIMITED = ApiBudget()
+"""No limit and no server budget: the storm as before."""
