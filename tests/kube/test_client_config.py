@@ -16,20 +16,14 @@ from kubernetes.client import configuration
 
 from podmedic.kube.errors import ServerError
 from podmedic.kube.gateway import KubeGateway
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
-users: [{name: u, user: {token: t0ken}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
+from tests.helpers import UNREACHABLE_KUBECONFIG
 
 
 @pytest.fixture
 def kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig with a token user, whose API server never answers."""
     path = tmp_path / "kubeconfig"
-    path.write_text(KUBECONFIG)
+    path.write_text(UNREACHABLE_KUBECONFIG)
     return path
 
 
@@ -60,7 +54,7 @@ def test_a_request_does_not_read_the_environment_again(kubeconfig: Path, monkeyp
 
     settings.refresh_api_key_hook = counted_hook
     try:
-        with pytest.raises(ServerError):  # nothing listens on port 9: the request is still made
+        with pytest.raises(ServerError):  # nothing listens on port 1: the request is still made
             gateway.server_version()
     finally:
         gateway.close()
