@@ -5,7 +5,7 @@
 every user of the simulator's API server an API Priority and Fairness budget a fifth above it
 (``podmedic_sim/flow_control.py``: a request past the budget is answered 429 with ``Retry-After``,
 as upstream's APF filter). Whether the worker kept its limit is its own count: the most requests its
-token bucket gave out in one second (its once-a-minute "kube client:" log line, ``workers/kube_load.py``),
+token bucket gave out in one second (its once-a-minute "kube client:" log line, ``podmedic/kube/load_report.py``),
 at most ``qps + burst``. The server's count is reported beside it; it can be higher, because requests
 sent over more than a second can reach a busy server within one of its seconds.
 """
@@ -22,7 +22,7 @@ from benchmarks.fleet import Sim
 APF_HEADROOM = 1.2
 """The server's budget against the worker's own limit: any request over the worker's limit is refused."""
 SENT_PER_SECOND = re.compile(r"kube client: .*at most (\d+) given out in one second")
-"""The worker's own count in its log (``workers/kube_load.py``)."""
+"""The worker's own count in its log (``podmedic/kube/load_report.py``)."""
 WORKER_USER = "podmedic-worker"
 """The worker's User-Agent product: the APF user its requests are counted under."""
 

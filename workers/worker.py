@@ -27,11 +27,11 @@ from activities.storm_turns import TurnActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.load_report import kube_load_reports
 from podmedic.kube.startup import say_taint_rules
 from podmedic.telemetry.probes import Readiness, api_server_check, temporal_check
 from workers.collector import sweep_cycles
 from workers.health import serving_health
-from workers.kube_load import kube_load_reports
 from workers.options import DEFAULT_CAPACITY, Capacity, worker_options
 from workers.versioning import deployment_config_from_env
 from workflows.config_incident import ConfigIncidentWorkflow

@@ -26,6 +26,7 @@ from podmedic.ingest.settings import IngestSettings
 from podmedic.ingest.sources import cluster_sources
 from podmedic.ingest.types import Observation, Source, Stopping
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.load_report import kube_load_reports
 from podmedic.kube.startup import say_health_status
 from podmedic.telemetry.probes import Check, Readiness, api_server_check, temporal_check
 
@@ -163,7 +164,7 @@ async def run_ingest(
     if watch:
         await say_health_status(kube)
     try:
-        async with readiness.running():
+        async with readiness.running(), kube_load_reports(kube.limiter):
             if elector is None:
                 await run_sources(sources, deliverer, stop)
             else:

@@ -12,9 +12,9 @@ import pytest
 from benchmarks.api_budget import ApiBudget, sent_per_second
 from benchmarks.fleet import Sim
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.load_report import KubeLoadReport
 from podmedic.kube.throttle import TokenBucket
 from podmedic_sim import SimCluster
-from workers.kube_load import KubeLoadReport
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +54,12 @@ async def test_a_worker_within_its_limit_is_never_refused_and_one_without_is(sim
 
 @pytest.mark.asyncio
 async def test_the_workers_own_count_comes_from_its_log_line(sim: SimCluster, tmp_path: Path) -> None:
-    # The line is the worker's own (workers/kube_load.py), so the bench reads what the worker writes.
+    # The line is the worker's own (podmedic/kube/load_report.py), so the bench reads what the worker writes.
     bucket = TokenBucket(qps=0, burst=1)
     for _ in range(9):
         bucket.take()
     log = tmp_path / "worker.log"
-    log.write_text(f"2026-11-28 01:00:00,000 podmedic.worker.kube INFO {KubeLoadReport(bucket).line(60)}\n")
+    log.write_text(f"2026-11-28 01:00:00,000 podmedic.kube.load INFO {KubeLoadReport(bucket).line(60)}\n")
     assert sent_per_second(log) == bucket.max_per_second == 9
     assert sent_per_second(tmp_path / "none.log") is None
     budget = ApiBudget(kube_qps=5, kube_burst=3)

@@ -1,11 +1,11 @@
-"""What the worker asked of the API server, logged once a minute: a shared API server's operator
-reads it beside API Priority and Fairness' own figures.
+"""What a process (the worker, the ingest) asked of the API server, logged once a minute: a shared
+API server's operator reads it beside API Priority and Fairness' own figures.
 
 Like client-go's "Waited for ... due to client-side throttling" lines, but one line a minute instead
 of one per wait: the requests sent in the minute and since the start, the most given out in one
 second (with a limit, never more than QPS + burst), the time spent waiting for the limit, and the
 requests the API server refused as throttling (429, ``Retry-After``) that were sent again after it.
-Silent in a minute without requests; a last line, with the totals, when the worker stops.
+Silent in a minute without requests; a last line, with the totals, when the process stops.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from podmedic.kube.throttle import TokenBucket
 
-log = logging.getLogger("podmedic.worker.kube")
+log = logging.getLogger("podmedic.kube.load")
 
 REPORT_EVERY_S = 60.0
 

@@ -1,4 +1,4 @@
-"""The worker's once-a-minute line of what it asked of the API server (workers/kube_load.py)."""
+"""A process's once-a-minute line of what it asked of the API server (podmedic/kube/load_report.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
+from podmedic.kube.load_report import KubeLoadReport, kube_load_reports
 from podmedic.kube.throttle import TokenBucket
-from workers.kube_load import KubeLoadReport, kube_load_reports
 
 
 def test_a_report_counts_the_requests_since_the_last_and_is_silent_without_any() -> None:
@@ -35,12 +35,12 @@ def test_a_limit_is_named() -> None:
 
 async def test_lines_come_on_the_clock_and_the_totals_at_the_end(caplog: pytest.LogCaptureFixture) -> None:
     bucket = TokenBucket(qps=0, burst=1)
-    caplog.set_level(logging.INFO, logger="podmedic.worker.kube")
+    caplog.set_level(logging.INFO, logger="podmedic.kube.load")
     async with kube_load_reports(bucket, every_s=0.05):
         for _ in range(3):
             bucket.take()
         await asyncio.sleep(0.12)
-    lines = [r.getMessage() for r in caplog.records if r.name == "podmedic.worker.kube"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "podmedic.kube.load"]
     assert lines[0].startswith("kube client: 3 requests in the last 0.05s, 3 in all")
     assert len(lines) == 2, lines  # one with requests, none for the quiet tick after it, then the totals
     assert lines[-1].startswith("kube client: 3 requests in all; at most 3 given out in one second")
