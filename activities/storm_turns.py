@@ -25,6 +25,7 @@ from podmedic.domain.storm_turns import (
     TurnsInput,
     turns_workflow_id,
 )
+from podmedic.temporal.priorities import URGENT
 from podmedic.temporal.signals import signal_if_open
 
 SIGNALS_IN_FLIGHT = 50
@@ -47,6 +48,7 @@ class TurnActivities:
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             start_signal="ask", start_signal_args=[req],
+            priority=URGENT,  # every fenced incident waits on its tasks: not behind the storm's new incidents
             search_attributes=search.for_storm(req.driver) if req.search_attributes else None,
             static_summary=f"storm turns: {req.driver} incidents acting at once"[:200],
         )

@@ -112,6 +112,11 @@ async def test_first_asked_first_served_and_never_more_than_the_limit_act(env: W
     async with _keeping(client, task_queue, fake, driver):
         await _ask(client, task_queue, driver, ids, acting=2)
         await _admitted(fake, ids[:2])
+        # At the urgent task priority (podmedic/temporal/priorities.py): in a storm its tasks must not queue
+        # behind the new incidents', or asks and turns given back pile up unread. (The dev server carries a
+        # run's priority into the run it continues as; this test server does not.)
+        started = (await client.get_workflow_handle(turns_workflow_id(driver)).fetch_history()).events[0]
+        assert started.workflow_execution_started_event_attributes.priority.priority_key == 1
         await _ask(client, task_queue, driver, ids[:1], acting=2)  # asking again changes nothing
         assert (s := await _state(client, driver)).acting == 2 and s.waiting == 3, s
         await _done(client, driver, ids[0])
