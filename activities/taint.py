@@ -52,7 +52,9 @@ def selector_rule(name: str, selector: dict[str, str], incident_id: str, effect:
         "kind": "DeviceTaintRule",
         "metadata": {
             "name": name,
-            "labels": {holders.MANAGED_BY: "podmedic", "podmedic.io/driver": selector["driver"][:63]},
+            "labels": {holders.MANAGED_BY: "podmedic", "podmedic.io/driver": selector["driver"][:63],
+                       **({holders.POOL: holders.pool_label(selector["driver"], selector["pool"])}
+                          if "pool" in selector else {})},
             "annotations": {
                 holders.INCIDENT: incident_id,
                 holders.OWNER_RUN: holder,

@@ -240,11 +240,13 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         """Merge-patch a node's labels and annotations (``None`` removes one)."""
         return self.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}})
 
-    def list_taint_rules(self) -> list[Obj]:
-        """Every DeviceTaintRule (none when the cluster serves none)."""
+    def list_taint_rules(self, label_selector: str = "") -> list[Obj]:
+        """Every DeviceTaintRule, or those ``label_selector`` selects (none when the cluster serves none)."""
         try:
             calls = self.taint_rule_calls()
         except NotServed:
             return []
-        items: list[Obj] = self._read("list devicetaintrules", calls.list_device_taint_rule)["items"]
+        selected = {"label_selector": label_selector} if label_selector else {}
+        items: list[Obj] = self._read(f"list devicetaintrules {label_selector}".strip(), calls.list_device_taint_rule,
+                                      **selected)["items"]
         return items
