@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import time
 import uuid
@@ -101,6 +102,8 @@ def main() -> None:
     parser.add_argument("--address", required=True)
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     args = parser.parse_args()
+    # INFO: the collector's line at the stop, which ``python -m benchmarks cost`` reads.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_serve(args.address, args.task_queue))
 
 

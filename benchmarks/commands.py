@@ -48,7 +48,7 @@ def _orchestration(args: argparse.Namespace) -> int:
 def _cost(args: argparse.Namespace) -> int:
     from benchmarks.cost import run_and_print
 
-    run_and_print(args.incidents, args.server, args.json)
+    run_and_print(args.incidents, args.server, args.json, runs=args.runs)
     return 0
 
 
@@ -137,6 +137,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--incidents", type=_at_least_one, default=200, help="incidents, and bare workflows "
                                                                          "(default %(default)s)")
     p.add_argument("--server", choices=SERVER_CHOICES, default="tuned")
+    p.add_argument("--runs", type=_at_least_one, default=1, metavar="R",
+                   help="whole runs, each on a fresh stack (about 4 minutes each at 200 incidents); the figures "
+                        "are the run with the median CPU ratio, every run's ratio beside them (default %(default)s)")
     p.add_argument("--json", type=Path, default=RESULTS / "cost.json")
     p.set_defaults(func=_cost)
     p = which.add_parser("single", help="one incident at a time: event -> taint latency, per server")

@@ -25,8 +25,11 @@ workflow threads (``workflow-proces``), the asyncio loop (``python``), the Kuber
 from __future__ import annotations
 
 import asyncio
+import re
+import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -43,6 +46,8 @@ ANTI_FLAP_S = 30.0
 """The healed device's wait before its taint goes (the default: 300 s, 20 health reads at 15 s, not 2)."""
 IDLE_S = 15.0
 """How long the worker's idle CPU is read before the incidents (its pod cache's watch, in this cluster)."""
+SWEEPS = re.compile(r"collector: (\d+) full collections freed \d+ objects in ([\d.]+) ms")
+"""The line each worker logs at its stop (``workers/collector.py``): its full collections, and their time."""
 TARGET_REQUESTS = 12
 TARGET_CPU_RATIO = 1.5
 
@@ -73,6 +78,16 @@ def _threads_since(before: dict[str, float], pid: int, n: int) -> dict[str, floa
     return dict(sorted(spent.items(), key=lambda kv: -kv[1]))
 
 
+def sweeps(log: Path, workflows: int) -> dict[str, float]:
+    """The full collections a worker made in the whole run (its stop line in ``log``): how many, and
+    their milliseconds per workflow of the measured phase; empty when the line is missing."""
+    found = SWEEPS.findall(log.read_text(errors="replace")) if log.is_file() else []
+    if not found:
+        return {}
+    count, total_ms = found[-1]
+    return {"count": int(count), "ms_per_workflow": round(float(total_ms) / max(1, workflows), 2)}
+
+
 def requests_table(entries: list[dict[str, Any]], incidents: int) -> dict[str, float]:
     """Requests per incident by ``verb resource[/sub]``, largest first; answers other than 2xx apart, by status."""
     kinds: Counter[str] = Counter()
@@ -87,7 +102,8 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
     """The cost figures of ``incidents`` incidents and as many bare workflows."""
     # One failing device per node: independent device incidents, the everyday case (a node losing 3 or more
     # devices together is a node incident as well, which the storm benchmark measures).
-    async with running_stack(stack_config(server, nodes_for(incidents, 1), bare=True)) as stack, \
+    kept = tempfile.TemporaryDirectory(prefix="podmedic-bench-")  # the workers' logs, read after they stop
+    async with running_stack(stack_config(server, nodes_for(incidents, 1), bare=True), Path(kept.name)) as stack, \
             Sim(stack.sim_url) as sim:
         # The shipped policy's pace (checkpoint answers polled every 1 s, verification every 2 s, health
         # every 15 s), not the other benchmarks' fast polls: how often podmedic reads is part of what an
@@ -118,6 +134,9 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         entries = [e for e in await _ledger(sim, "GET") if e["component"] == "worker"]
         events = await _history_events(stack.client, "WorkflowType = 'DeviceIncident' AND ExecutionStatus != "
                                                      "'Running'")
+    logs = Path(kept.name) / "logs"
+    worker_sweeps, bare_sweeps = sweeps(logs / "worker.log", incidents), sweeps(logs / "bare-worker.log", incidents)
+    kept.cleanup()
     requests = sum(int(e["count"]) for e in entries)
     worker_ms, bare_ms = _per(used.get("worker", 0.0), incidents), _per(bare_cpu.get("bare-worker", 0.0), incidents)
     above_idle_ms = _per(max(0.0, used.get("worker", 0.0) - idle * took), incidents)
@@ -132,6 +151,9 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         "worker_cpu_ratio_to_bare": ratio(worker_ms, bare_ms),
         "worker_cpu_ms_per_incident_by_thread": threads,
         "bare_worker_cpu_ms_per_workflow_by_thread": bare_threads,
+        # On the event loop's thread, within "python" above; the warm-up's and (bare) the other phase's too.
+        "worker_full_collections": worker_sweeps,
+        "bare_worker_full_collections": bare_sweeps,
         "worker_idle_cpu_ms_per_s": round(idle * 1000, 1),
         "pods_watched": len(pods) + 1,
         "incidents_phase_s": round(took, 1),
@@ -159,6 +181,7 @@ def cost_table(r: dict[str, Any]) -> str:
         (f"worker CPU idle, ms/s ({r['pods_watched']} pods watched)", r["worker_idle_cpu_ms_per_s"], ""),
         ("worker CPU ms per incident above idle", r["worker_cpu_ms_per_incident_above_idle"], ""),
         ("worker CPU above idle, ratio to bare", r["worker_cpu_ratio_to_bare_above_idle"], f"<= {TARGET_CPU_RATIO}"),
+        ("full collections, ms per incident (bare)", sweeps_cell(r), ""),
         ("history events per incident (bare)", f"{r['history_events_per_incident']} "
                                                f"({r['bare_history_events_per_workflow']})", ""),
         ("server CPU ms per incident (bare)", f"{r['server_cpu_ms_per_incident']} "
@@ -167,7 +190,7 @@ def cost_table(r: dict[str, Any]) -> str:
         ("bench process (ingest) CPU ms per incident", r["bench_cpu_ms_per_incident"], ""),
     ]
     lines = [f"cost of one incident: {r['incidents']} incidents, {r['activities_per_incident']} activities each, "
-             f"server {r['server']}, load {r['load_1m']}", ""]
+             f"server {r['server']}, load {r['load_1m']}", *filter(None, [runs_line(r)]), ""]
     lines += [f"  {name:<44} {value!s:>14}  {target}" for name, value, target in rows]
     bare_threads = r.get("bare_worker_cpu_ms_per_workflow_by_thread", {})
     lines += ["", "  worker CPU ms per incident by thread (bare worker's per workflow):"]
@@ -179,11 +202,52 @@ def cost_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_and_print(incidents: int, server: str, out: Any) -> dict[str, Any]:
-    """The command's body: run, print the table, write the JSON."""
+def sweeps_cell(r: dict[str, Any]) -> str:
+    """The full collections of both workers, as the tables show them: ``count: ms per workflow`` (bare's)."""
+    mine, bare = r.get("worker_full_collections") or {}, r.get("bare_worker_full_collections") or {}
+    if not mine or not bare:
+        return "not logged"
+    return (f"{mine['count']}: {mine['ms_per_workflow']} ({bare['count']}: {bare['ms_per_workflow']})")
+
+
+RUN_FIGURES = ("worker_cpu_ms_per_incident", "bare_worker_cpu_ms_per_workflow", "worker_cpu_ratio_to_bare",
+               "worker_cpu_ratio_to_bare_above_idle", "worker_full_collections", "bare_worker_full_collections",
+               "api_requests_per_incident", "load_1m")
+"""What ``median_run`` keeps of every run beside the median one."""
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose worker CPU ratio to bare is the median (the lower of the middle two of an even
+    count), whole, with the chief figures of every run under ``runs`` in the order they ran.
+
+    One run's ratio swings by a quarter on this shared machine (the worker's and the bare worker's
+    CPU per workflow move together, but not by the same share), so the figure is the middle of several.
+    """
+    middle = dict(sorted(runs, key=lambda r: float(r["worker_cpu_ratio_to_bare"]))[(len(runs) - 1) // 2])
+    middle["runs"] = [{k: r.get(k) for k in RUN_FIGURES} for r in runs]
+    return middle
+
+
+def runs_line(r: dict[str, Any]) -> str:
+    """The ratio of each run, and which one the figures are, when there were several."""
+    ratios = [str(run["worker_cpu_ratio_to_bare"]) for run in r.get("runs", [])]
+    if len(ratios) < 2:
+        return ""
+    return (f"{len(ratios)} runs, worker CPU ratio to bare {', '.join(ratios)}: the figures are the median run's "
+            f"({r['worker_cpu_ratio_to_bare']})")
+
+
+def run_and_print(incidents: int, server: str, out: Any, runs: int = 1) -> dict[str, Any]:
+    """The command's body: run ``runs`` times (a fresh stack each), print the median run's table, write its JSON."""
     from benchmarks.results import write
 
-    results = asyncio.run(run_cost(incidents, server))
+    done = []
+    for n in range(runs):
+        done.append(asyncio.run(run_cost(incidents, server)))
+        if runs > 1:
+            print(f"run {n + 1} of {runs}: worker CPU ratio to bare {done[-1]['worker_cpu_ratio_to_bare']}",
+                  flush=True)
+    results = median_run(done)
     print(cost_table(results))
     write(results, out)
     return results

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cost import sweeps_cell
 from benchmarks.orchestration import per_node_words
 from benchmarks.report import NOTES_BEGIN, NOTES_END, table
 
@@ -174,7 +175,9 @@ def _cost(r: dict[str, Any]) -> list[str]:
              f"{r['server_cpu_ms_per_incident']} ({r['server_cpu_ms_per_bare_workflow']})", ""],
             ["simulator CPU ms per incident", r["simulator_cpu_ms_per_incident"], ""],
             ["bench process (delivers the events, as the ingest) CPU ms per incident", r["bench_cpu_ms_per_incident"],
-             ""]]
+             ""],
+            *([["full collections of the worker's cyclic garbage, count: ms per incident (bare worker's)",
+                sweeps_cell(r), ""]] if r.get("worker_full_collections") else [])]
     kinds = [[kind, n] for kind, n in r["api_requests_by_kind"].items()]
     bare_threads = r.get("bare_worker_cpu_ms_per_workflow_by_thread", {})
     threads = [[group, ms, bare_threads.get(group, 0.0)]
@@ -183,9 +186,12 @@ def _cost(r: dict[str, Any]) -> list[str]:
     by_thread = ["", "Worker CPU by thread (kernel thread names; `python` is the asyncio loop, where the SDK handles "
                      "activity and workflow tasks, and any unnamed thread):", "",
                  table(["thread", "podmedic ms per incident", "bare ms per workflow"], threads)] if threads else []
+    runs = [str(run["worker_cpu_ratio_to_bare"]) for run in r.get("runs", [])]
+    median = (f" Of {len(runs)} runs, each on a fresh stack, with worker CPU ratios to bare {', '.join(runs)}, "
+              "the figures are the median run's." if len(runs) > 1 else "")
     return [f"{r['incidents']} incidents of {r['activities_per_incident']} activities (XID 94, in-place restart), "
             f"and as many bare workflows; server {r['server']}, load {r['load_1m']}. CPU from /proc per process, "
-            "requests from the simulator's ledger (the worker's User-Agent).", "",
+            f"requests from the simulator's ledger (the worker's User-Agent).{median}", "",
             table(["figure", "measured", "target"], rows), *by_thread, "",
             "Requests per incident, by kind (non-2xx apart):", "", table(["request", "per incident"], kinds)]
 

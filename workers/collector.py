@@ -63,6 +63,7 @@ class Sweeps:
         self.skipped = 0  # turns with no eviction since the sweep before: no collection
         self.freed = 0
         self.slowest_s = 0.0
+        self.total_s = 0.0
         self.waits_s: list[float] = []  # the pause before each collection, the last few
 
     async def run(self, every_s: float, share: float = SWEEP_SHARE) -> None:
@@ -87,17 +88,19 @@ class Sweeps:
         freed = gc.collect()
         took = time.perf_counter() - started
         self.count, self.freed, self.slowest_s = self.count + 1, self.freed + freed, max(self.slowest_s, took)
+        self.total_s += took
         log.debug("full collection: %d unreachable objects freed in %.1f ms", freed, took * 1000)
         return took
 
 
 @contextlib.asynccontextmanager
-async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE) -> AsyncIterator[Sweeps]:
+async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE,
+                       evictions: Evictions = EVICTIONS) -> AsyncIterator[Sweeps]:
     """Within it, the collector runs tuned (``tune_gc``), and a full collection every ``every_s`` at most,
     at most ``share`` of the time, while workflows are evicted (``Sweeps.run``), on this event loop (a
     collection holds the GIL wherever it runs)."""
     tune_gc()
-    sweeps = Sweeps()
+    sweeps = Sweeps(evictions)
     task = asyncio.create_task(sweeps.run(every_s, share), name="podmedic-sweep-cycles")
     try:
         yield sweeps
@@ -105,5 +108,6 @@ async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHAR
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        log.info("collector: %d full collections freed %d objects (slowest %.1f ms); %d turns skipped, "
-                 "no workflow evicted", sweeps.count, sweeps.freed, sweeps.slowest_s * 1000, sweeps.skipped)
+        log.info("collector: %d full collections freed %d objects in %.1f ms (slowest %.1f ms); %d turns "
+                 "skipped, no workflow evicted", sweeps.count, sweeps.freed, sweeps.total_s * 1000,
+                 sweeps.slowest_s * 1000, sweeps.skipped)

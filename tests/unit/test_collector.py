@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import time
+from pathlib import Path
 
 import pytest
 
-from workers.collector import Sweeps
+from benchmarks.cost import sweeps
+from workers.collector import Sweeps, sweep_cycles
 from workers.evictions import Evictions
 
 
@@ -74,3 +77,25 @@ async def test_evictions_get_a_collection_and_one_more_after(monkeypatch: pytest
         await task
     # The turn after them, and the one after that (a run still held while the first walked); then none.
     assert sweeps.count == 2, (sweeps.count, sweeps.skipped)
+
+
+@pytest.mark.asyncio
+async def test_the_stop_line_is_what_the_cost_benchmark_reads(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              tmp_path: Path) -> None:
+    def timed_collect(generation: int = 2) -> int:
+        time.sleep(0.01)
+        return 0
+
+    monkeypatch.setattr(gc, "collect", timed_collect)
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # the test process's collector stays as it was
+    monkeypatch.setattr(gc, "set_threshold", lambda *thresholds: None)
+    caplog.set_level(logging.INFO, logger="podmedic.worker.collector")
+    async with sweep_cycles(every_s=0.02, share=0.5, evictions=EveryTurn()) as swept:
+        await asyncio.sleep(0.1)
+    log = tmp_path / "worker.log"
+    log.write_text(caplog.text)
+    read = sweeps(log, workflows=2)
+    assert swept.count >= 2 and read["count"] == swept.count, (read, swept.count)
+    # Each took at least 10 ms; per workflow of two: at least 5 ms each.
+    assert read["ms_per_workflow"] >= 5 * swept.count, read
