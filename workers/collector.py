@@ -40,6 +40,12 @@ GC_THRESHOLDS = (20_000, 20, 20)
 SWEEP_EVERY_S = 5.0
 """Seconds between the full collections of ``sweep_cycles``, at the least."""
 
+SWEEP_BATCH = 250
+"""Evicted workflows that get a full collection at the next turn (about 29 MiB of garbage at 118 KiB each)."""
+
+SWEEP_WITHIN_S = 30.0
+"""The longest an evicted workflow waits for its full collection when fewer than ``SWEEP_BATCH`` are."""
+
 SWEEP_SHARE = 0.05
 """The share of the worker's time full collections may take (``sweep_cycles`` waits longer after a long one)."""
 
@@ -57,29 +63,42 @@ def tune_gc() -> None:
 class Sweeps:
     """The full collections made so far, for the log and for tests."""
 
-    def __init__(self, evictions: Evictions = EVICTIONS) -> None:
+    def __init__(self, evictions: Evictions = EVICTIONS, *, batch: int = SWEEP_BATCH,
+                 within_s: float = SWEEP_WITHIN_S) -> None:
         self.evictions = evictions
+        self.batch = batch
+        self.within_s = within_s
         self.count = 0
         self.skipped = 0  # turns with no eviction since the sweep before: no collection
+        self.held = 0  # turns with fewer than ``batch`` evictions, none older than ``within_s``: not yet
         self.freed = 0
         self.slowest_s = 0.0
         self.total_s = 0.0
         self.waits_s: list[float] = []  # the pause before each collection, the last few
 
     async def run(self, every_s: float, share: float = SWEEP_SHARE) -> None:
-        """Collect, at least ``every_s`` apart and at most ``share`` of the time, while workflows are
-        evicted (and once after), until cancelled."""
-        wait, seen, trailing = every_s, self.evictions.total(), False
+        """Collect, at turns ``every_s`` apart at least and at most ``share`` of the time, once ``batch``
+        workflows were evicted since the last collection or the first of fewer has waited ``within_s``;
+        and once more ``within_s`` after a collection that had evictions to free (a run evicted while it
+        walked may still have been held). Until cancelled."""
+        loop = asyncio.get_running_loop()
+        wait, swept, since, trailing = every_s, self.evictions.total(), None, False
         while True:
             self.waits_s = [*self.waits_s[-9:], wait]
             await asyncio.sleep(wait)
-            now = self.evictions.total()
-            if now == seen and not trailing:
+            now, at = self.evictions.total(), loop.time()
+            pending = now - swept
+            if pending == 0 and not trailing:
                 self.skipped += 1
                 wait = every_s
                 continue
-            # One more sweep after the last evictions: a run evicted while this one walked may still be held.
-            trailing, seen = now != seen, now
+            since = at if since is None else since
+            if pending < self.batch and at - since < self.within_s:
+                self.held += 1
+                wait = every_s
+                continue
+            trailing = pending > 0
+            swept, since = now, (at if trailing else None)
             wait = max(every_s, self.once() / share)
 
     def once(self) -> float:
@@ -95,12 +114,13 @@ class Sweeps:
 
 @contextlib.asynccontextmanager
 async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHARE,
-                       evictions: Evictions = EVICTIONS) -> AsyncIterator[Sweeps]:
-    """Within it, the collector runs tuned (``tune_gc``), and a full collection every ``every_s`` at most,
-    at most ``share`` of the time, while workflows are evicted (``Sweeps.run``), on this event loop (a
-    collection holds the GIL wherever it runs)."""
+                       evictions: Evictions = EVICTIONS, *, batch: int = SWEEP_BATCH,
+                       within_s: float = SWEEP_WITHIN_S) -> AsyncIterator[Sweeps]:
+    """Within it, the collector runs tuned (``tune_gc``), and full collections as ``Sweeps.run`` makes
+    them (``every_s`` apart at least, at most ``share`` of the time, after ``batch`` evictions or
+    ``within_s`` after fewer), on this event loop (a collection holds the GIL wherever it runs)."""
     tune_gc()
-    sweeps = Sweeps(evictions)
+    sweeps = Sweeps(evictions, batch=batch, within_s=within_s)
     task = asyncio.create_task(sweeps.run(every_s, share), name="podmedic-sweep-cycles")
     try:
         yield sweeps
@@ -109,5 +129,5 @@ async def sweep_cycles(every_s: float = SWEEP_EVERY_S, share: float = SWEEP_SHAR
         with contextlib.suppress(asyncio.CancelledError):
             await task
         log.info("collector: %d full collections freed %d objects in %.1f ms (slowest %.1f ms); %d turns "
-                 "skipped, no workflow evicted", sweeps.count, sweeps.freed, sweeps.total_s * 1000,
-                 sweeps.slowest_s * 1000, sweeps.skipped)
+                 "skipped, no workflow evicted; %d waited for more evictions", sweeps.count, sweeps.freed,
+                 sweeps.total_s * 1000, sweeps.slowest_s * 1000, sweeps.skipped, sweeps.held)

@@ -25,7 +25,8 @@ class EveryTurn(Evictions):
 
 async def _sweeping_for(seconds: float, *, every_s: float, share: float,
                         evictions: Evictions | None = None) -> Sweeps:
-    sweeps = Sweeps(EveryTurn() if evictions is None else evictions)
+    # A storm's pace: every turn brings a whole batch.
+    sweeps = Sweeps(EveryTurn() if evictions is None else evictions, batch=1)
     task = asyncio.create_task(sweeps.run(every_s=every_s, share=share))
     await asyncio.sleep(seconds)
     task.cancel()
@@ -62,21 +63,42 @@ async def test_no_eviction_no_collection(monkeypatch: pytest.MonkeyPatch) -> Non
     assert collected == [] and sweeps.count == 0 and sweeps.skipped >= 3, sweeps.skipped
 
 
+async def _after(evictions: Evictions, sweeps: Sweeps, moments: list[tuple[float, int]]) -> list[int]:
+    """Sweep counts after each pause of ``moments``, having added its evictions before it."""
+    task = asyncio.create_task(sweeps.run(every_s=0.02, share=0.5))
+    await asyncio.sleep(0)  # it has read the count it starts from
+    counts = []
+    try:
+        for pause, evicted in moments:
+            evictions.count += evicted
+            await asyncio.sleep(pause)
+            counts.append(sweeps.count)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    return counts
+
+
 @pytest.mark.asyncio
-async def test_evictions_get_a_collection_and_one_more_after(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_few_evictions_wait_for_their_age_then_get_one_more_after(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
     evictions = Evictions()
-    sweeps = Sweeps(evictions)
-    task = asyncio.create_task(sweeps.run(every_s=0.02, share=0.5))
-    await asyncio.sleep(0.1)
-    assert sweeps.count == 0
-    evictions.count += 3  # three runs evicted at once
-    await asyncio.sleep(0.2)  # ten turns
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    # The turn after them, and the one after that (a run still held while the first walked); then none.
-    assert sweeps.count == 2, (sweeps.count, sweeps.skipped)
+    sweeps = Sweeps(evictions, batch=100, within_s=0.3)
+    # Three runs evicted at once: nothing at the next turns; one sweep once the first waited 0.3 s (about
+    # 0.32 s in); one more 0.3 s after it (a run still held while the first walked); then none.
+    counts = await _after(evictions, sweeps, [(0.15, 3), (0.35, 0), (0.6, 0), (0.5, 0)])
+    assert counts == [0, 1, 2, 2], (counts, sweeps.held, sweeps.skipped)
+    assert sweeps.held >= 5
+
+
+@pytest.mark.asyncio
+async def test_a_batch_of_evictions_is_swept_at_the_next_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
+    evictions = Evictions()
+    sweeps = Sweeps(evictions, batch=100, within_s=10.0)
+    counts = await _after(evictions, sweeps, [(0.1, 99), (0.1, 1)])
+    assert counts == [0, 1], (counts, sweeps.held)
 
 
 @pytest.mark.asyncio
@@ -91,7 +113,7 @@ async def test_the_stop_line_is_what_the_cost_benchmark_reads(monkeypatch: pytes
     monkeypatch.setattr(gc, "freeze", lambda: None)  # the test process's collector stays as it was
     monkeypatch.setattr(gc, "set_threshold", lambda *thresholds: None)
     caplog.set_level(logging.INFO, logger="podmedic.worker.collector")
-    async with sweep_cycles(every_s=0.02, share=0.5, evictions=EveryTurn()) as swept:
+    async with sweep_cycles(every_s=0.02, share=0.5, evictions=EveryTurn(), batch=1) as swept:
         await asyncio.sleep(0.1)
     log = tmp_path / "worker.log"
     log.write_text(caplog.text)

@@ -98,7 +98,7 @@ async def test_evicted_workflows_are_freed_by_the_sweep_not_before(dev_env: Work
     # The same with the sweep on from the start, as the worker runs it (``gc.freeze`` then hides only
     # what was alive before).
     evicted = EVICTIONS.total()
-    async with sweep_cycles(every_s=0.05) as sweeps:
+    async with sweep_cycles(every_s=0.05, within_s=0.5) as sweeps:
         await _run_all(dev_env.client)
         await assert_eventually(lambda: _at_most(len(ALIVE), CACHE), timeout=10)
     assert sweeps.count >= 1 and sweeps.freed > 0 and len(CREATED) > WORKFLOWS
