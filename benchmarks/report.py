@@ -31,6 +31,10 @@ RUNS: dict[str, list[str]] = {
     # The hall-wide event: the fences, then every incident closed through the storm's turns (about
     # 45 minutes on this machine after the events; the wait is the limit, not the expected time).
     "storm-10k": ["storm", "--nodes", "1250", "--wait-s", "5400"],
+    # The same two against a shared API server: the worker held to the manifests' 50 QPS, burst 100, and the
+    # simulator's APF budget a little above (429 with Retry-After past it).
+    "storm-qps": ["storm", "--nodes", "125", "--kube-qps", "50"],
+    "storm-10k-qps": ["storm", "--nodes", "1250", "--kube-qps", "50", "--wait-s", "7200"],
     # The same 1,000 devices failing for good with the guard as it ships: the trip, and NoExecute at once.
     "storm-guard": ["storm-guard", "--nodes", "125"],
     "goodput": ["goodput"],  # 32 jobs, 16 faults at Llama 3's rate: 93 s per run, 8 seeds x 3 policies + control
@@ -51,6 +55,8 @@ QUICK: dict[str, list[str]] = {
     "storm": ["storm", "--nodes", "4"],
     "storm-node": ["storm", "--nodes", "4", "--node-quarantine"],
     "storm-10k": ["storm", "--nodes", "8", "--wait-s", "60"],  # 64 devices: past the storm fence's 50
+    "storm-qps": ["storm", "--nodes", "4", "--kube-qps", "50"],
+    "storm-10k-qps": ["storm", "--nodes", "8", "--kube-qps", "50", "--wait-s", "60"],
     "storm-guard": ["storm-guard", "--nodes", "2", "--observe-s", "3"],
     "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20", "--seeds", "2"],
     "goodput-llama3": ["goodput", "--jobs", "1", "--pods-per-job", "2", "--faults", "1", "--duration-s", "10",

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks.api_budget import budget_line
 from benchmarks.cost import sweeps_cell
 from benchmarks.orchestration import per_node_words
 from benchmarks.report import NOTES_BEGIN, NOTES_END, table
@@ -98,6 +99,7 @@ def _storm(r: dict[str, Any]) -> list[str]:
                    ["event → recovered", rec["p50"], rec["p99"], rec["max"], r["all_recovered_s"], r["recovered"]]]),
             "", f"Outcomes {r['outcomes']}; load 1m {r['load_1m']}; CPU s: "
             + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()) + ".",
+            *[line.strip() + "." for line in budget_line(r.get("api_budget"))],
             f"Target: p99 to taint ≤ {r['target_p99_taint_s']:g} s"
             + (f"; past 1,000 devices every incident closed ({r['closed']} of {r['devices']}) and the worker's peak "
                f"RSS ≤ 1,024 MiB" if r["devices"] > 1000 else "")
@@ -208,6 +210,9 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "storm": ("Storm: a fleet failing at once", _storm),
             "storm-node": ("Storm with node quarantine (the default policy)", _storm),
             "storm-10k": ("Storm: 10,000 devices at once (the storm fence)", _storm),
+            "storm-qps": ("Storm: 1,000 devices at once, the worker limited to 50 API requests a second", _storm),
+            "storm-10k-qps": ("Storm: 10,000 devices at once, the worker limited to 50 API requests a second",
+                              _storm),
             "storm-guard": ("Storm under the shipped fleet guard", _storm_guard),
             "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),
             "goodput-llama3": ("Goodput of synchronous multi-node Jobs (Llama 3's shape), "
