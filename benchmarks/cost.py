@@ -20,6 +20,8 @@ Each worker's CPU is also read thread by thread (``/proc/<pid>/task``, by kernel
 ``benchmarks.detection.thread_cpu_seconds``): the Temporal SDK's core (``tokio-rt-worker``), its
 workflow threads (``workflow-proces``), the asyncio loop (``python``), the Kubernetes-call threads
 (``kube``, ``kube-urgent``) and the pod cache (``pod-cache``), so the difference to bare has an address.
+Each worker's full collections (``workers/collector.py``) are read from the line it logs at its stop.
+``--runs R`` makes R whole runs, each on a fresh stack, and reports the one with the median ratio.
 """
 
 from __future__ import annotations
