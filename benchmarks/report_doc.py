@@ -99,7 +99,7 @@ def _storm(r: dict[str, Any]) -> list[str]:
                    ["event → recovered", rec["p50"], rec["p99"], rec["max"], r["all_recovered_s"], r["recovered"]]]),
             "", f"Outcomes {r['outcomes']}; load 1m {r['load_1m']}; CPU s: "
             + ", ".join(f"{k} {v}" for k, v in r["cpu_s"].items()) + ".",
-            *[line.strip() + "." for line in budget_line(r.get("api_budget"))],
+            *[line.strip()[:1].upper() + line.strip()[1:] + "." for line in budget_line(r.get("api_budget"))],
             f"Target: p99 to taint ≤ {r['target_p99_taint_s']:g} s"
             + (f"; past 1,000 devices every incident closed ({r['closed']} of {r['devices']}) and the worker's peak "
                f"RSS ≤ 1,024 MiB" if r["devices"] > 1000 else "")
