@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.api_budget import budget_line
-from benchmarks.cost import sweeps_cell
+from benchmarks.cost import runs_line, sweeps_cell
 from benchmarks.orchestration import per_node_words
 from benchmarks.report import NOTES_BEGIN, NOTES_END, table
 
@@ -188,9 +188,7 @@ def _cost(r: dict[str, Any]) -> list[str]:
     by_thread = ["", "Worker CPU by thread (kernel thread names; `python` is the asyncio loop, where the SDK handles "
                      "activity and workflow tasks, and any unnamed thread):", "",
                  table(["thread", "podmedic ms per incident", "bare ms per workflow"], threads)] if threads else []
-    runs = [str(run["worker_cpu_ratio_to_bare"]) for run in r.get("runs", [])]
-    median = (f" Of {len(runs)} runs, each on a fresh stack, with worker CPU ratios to bare {', '.join(runs)}, "
-              "the figures are the median run's." if len(runs) > 1 else "")
+    median = f" {line} (each run on a fresh stack)." if (line := runs_line(r)) else ""
     return [f"{r['incidents']} incidents of {r['activities_per_incident']} activities (XID 94, in-place restart), "
             f"and as many bare workflows; server {r['server']}, load {r['load_1m']}. CPU from /proc per process, "
             f"requests from the simulator's ledger (the worker's User-Agent).{median}", "",
