@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from temporalio import activity
 
 from activities.base import KubeActivities
-from activities.claim_cache import ReservedClaims
+from activities.claim_cache import FINISHED, ReservedClaims
 from podmedic.domain import workloads
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodKey
@@ -16,6 +18,11 @@ from podmedic.kube.gateway import KubeGateway
 
 MAX_POOLS = 100_000
 """Pool -> node entries kept (forgotten all at once past it: each is read again on its next use)."""
+
+ENDED_BEFORE_EVENT = dt.timedelta(minutes=10)
+"""How long before an incident's first event a pod may have ended and still count as killed by its
+fault: a health stream reports a device late (the kubelet marks a silent one Unknown only after the
+driver's health timeout), never by more than minutes."""
 
 
 class DiscoverActivities(KubeActivities):
@@ -29,16 +36,18 @@ class DiscoverActivities(KubeActivities):
         # an incident after its discovery skips the ResourceSlice list.
         self._pool_nodes: dict[tuple[str, str], str] = {}
 
-    def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None) -> list[Obj]:
+    def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None,
+                 ended_since: dt.datetime | None = None) -> list[Obj]:
         """Pods whose claims hold the device, plus pods that reported it (their claim may
-        already be released: a pod that failed on the device is still affected)."""
+        already be released: a pod that failed on the device is still affected); with
+        ``ended_since``, also the node's pods that ended on the device since then."""
         pods: list[Obj] = []
         for key in reported_by or []:
             pod = self.kube.get_pod(key.namespace, key.name)
             if pod is not None and (not key.uid or pod["metadata"].get("uid") == key.uid):
                 pods.append(pod)
         node = self._pool_node(device)
-        pods += self._holders_on_node(device, node) if node else self._holders_anywhere(device)
+        pods += self._holders_on_node(device, node, ended_since) if node else self._holders_anywhere(device)
         unique = {p["metadata"].get("uid"): p for p in pods}
         return list(unique.values())
 
@@ -56,23 +65,41 @@ class DiscoverActivities(KubeActivities):
                 return str(node)
         return None
 
-    def _holders_on_node(self, device: DeviceRef, node: str) -> list[Obj]:
+    def _holders_on_node(self, device: DeviceRef, node: str, ended_since: dt.datetime | None) -> list[Obj]:
         """Pods on ``node`` whose claims hold the device: the node's pods and their few claims,
         not every claim of the cluster (that list made each discover and each health read
         O(cluster size): half the worker's CPU with 1,000 incidents open, py-spy)."""
-        found: list[Obj] = []
-        for pod in self.kube.list_pods_on_node(node):
-            meta = pod["metadata"]
-            for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-                name = status.get("resourceClaimName")
-                claim = self.claims.claim_of(pod, name) if name else None
-                if claim is None or not podview.claim_uses_device(claim, device):
-                    continue
-                if any(uid in ("", meta.get("uid")) for ns, pname, uid in podview.pods_of_claim(claim)
-                       if pname == meta["name"]):
-                    found.append(pod)
-                    break
-        return found
+        return [pod for pod in self.kube.list_pods_on_node(node) if self._holds(pod, device)
+                or (ended_since is not None and self._ended_on(pod, device, ended_since))]
+
+    def _holds(self, pod: Obj, device: DeviceRef) -> bool:
+        """One of the pod's claims has the device allocated and is reserved for this pod."""
+        meta = pod["metadata"]
+        for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            name = status.get("resourceClaimName")
+            claim = self.claims.claim_of(pod, name) if name else None
+            if claim is None or not podview.claim_uses_device(claim, device):
+                continue
+            if any(uid in ("", meta.get("uid")) for ns, pname, uid in podview.pods_of_claim(claim)
+                   if pname == meta["name"]):
+                return True
+        return False
+
+    def _ended_on(self, pod: Obj, device: DeviceRef, since: dt.datetime) -> bool:
+        """A pod that ended on the device since ``since``, its status still naming the device not
+        Healthy. A fault that kills the pod (an XID 79 aborts CUDA) can end it before discovery
+        runs; the resourceclaim controller then takes it out of ``reservedFor`` and the claim is
+        deallocated (KEP-4381), so only the pod's ``allocatedResourcesStatus`` (KEP-4680) still
+        ties it to the device. A pod that ended long before, or reporting the device Healthy,
+        ended for another reason. Running pods are found by their claims."""
+        status = pod.get("status") or {}
+        if status.get("phase") not in FINISHED:
+            return False
+        ended = podview.ended_at(pod)
+        if ended is not None and ended < since:
+            return False
+        reported = self.claims.device_health(pod).of(device)
+        return reported is not None and reported[0] is not Health.HEALTHY
 
     def _holders_anywhere(self, device: DeviceRef) -> list[Obj]:
         """Pods holding a device of a pool that is not one node's (network-attached): every claim."""
@@ -168,8 +195,9 @@ class DiscoverActivities(KubeActivities):
                 siblings.append(pod)
         return siblings
 
-    def _discover(self, device: DeviceRef, reported_by: list[PodKey]) -> Discovery:
-        pods = self._pods_on(device, reported_by)
+    def _discover(self, device: DeviceRef, reported_by: list[PodKey], first_event: dt.datetime | None) -> Discovery:
+        since = first_event - ENDED_BEFORE_EVENT if first_event is not None else None
+        pods = self._pods_on(device, reported_by, ended_since=since)
         nodes = {p.get("spec", {}).get("nodeName") for p in pods} - {None}
         workload = self._workload(pods[0]) if pods else None
         return Discovery(
@@ -183,7 +211,7 @@ class DiscoverActivities(KubeActivities):
     @activity.defn(name="discover_device")
     async def discover_device(self, inp: DiscoverInput) -> Discovery:
         """Pods on the device (via ResourceClaim allocations) and its health now."""
-        return await self.run(self._discover, inp.device, inp.reported_by)
+        return await self.run(self._discover, inp.device, inp.reported_by, inp.first_event)
 
     @activity.defn(name="read_device_health")
     async def read_device_health(self, inp: DeviceInput) -> DeviceHealthReading:

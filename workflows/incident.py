@@ -208,7 +208,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         discovery = await workflow.execute_activity_method(
             DiscoverActivities.discover_device,
             DiscoverInput(incident_id=self.state.incident_id, device=self.inp.device,
-                          reported_by=list(dict.fromkeys(e.pod for e in self.events if e.pod))),
+                          reported_by=list(dict.fromkeys(e.pod for e in self.events if e.pod)),
+                          first_event=min(e.observed_at for e in self.events)),
             **activity_options(self.policy.steps.discover, f"find pods on {self.inp.device.resource_id}",
                                priority=URGENT),
         )

@@ -12,10 +12,19 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_ref import PolicyRef
+
+
+def _utc_if_naive(when: dt.datetime) -> dt.datetime:
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+UtcTime = Annotated[dt.datetime, AfterValidator(_utc_if_naive)]
+"""A time with its offset; one given without (RFC 3339 requires it) is taken as UTC, so times from
+different sources compare (Python refuses to order naive against aware)."""
 
 
 class Health(StrEnum):
@@ -143,7 +152,7 @@ class DeviceHealthEvent(BaseModel):
     code: int | None = None
     message: str = ""
     source: str = Field("unknown", description="Detector that saw it: pod-status, http, ...")
-    observed_at: dt.datetime
+    observed_at: UtcTime
     event_id: str = Field(min_length=1, description="Stable id used to drop duplicates.")
     pod: PodKey | None = Field(None, description="The pod that reported it, when a pod did.")
     metrics: dict[str, float] = Field(

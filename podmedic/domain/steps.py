@@ -5,6 +5,7 @@ Shared by ``workflows/`` (which must stay free of I/O) and ``activities/`` (whic
 
 from __future__ import annotations
 
+import datetime as dt
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +23,9 @@ class DiscoverInput(BaseModel):
     incident_id: str
     device: DeviceRef
     reported_by: list[PodKey] = Field(default_factory=list, description="Pods named by the events.")
+    first_event: dt.datetime | None = Field(
+        None, description="When the incident's first event was observed: a pod that ended on the device "
+                          "shortly before it still counts as affected.")
 
 
 class DeviceHealthReading(BaseModel):

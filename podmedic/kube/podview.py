@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodRef
 from podmedic.workload.protocol import CHECKPOINT_ID
@@ -57,6 +59,21 @@ def terminated(pod: Obj) -> str | None:
     if pod.get("metadata", {}).get("deletionTimestamp"):
         return "being deleted"
     return None
+
+
+def ended_at(pod: Obj) -> dt.datetime | None:
+    """When the pod's last container ended (the latest ``state.terminated.finishedAt``, RFC 3339);
+    None when no container says, or says it in another form."""
+    latest: dt.datetime | None = None
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        stamp = ((c.get("state") or {}).get("terminated") or {}).get("finishedAt")
+        try:
+            when = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+        except ValueError:
+            continue
+        if when is not None and when.tzinfo is not None and (latest is None or when > latest):
+            latest = when
+    return latest
 
 
 def is_ready(pod: Obj) -> bool:
