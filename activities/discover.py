@@ -15,6 +15,7 @@ from podmedic.domain.steps import DeviceHealthReading, DeviceInput, DiscoverInpu
 from podmedic.domain.workloads import WorkloadRef
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.resource_ids import claim_object_names
 
 MAX_POOLS = 100_000
 """Pool -> node entries kept (forgotten all at once past it: each is read again on its next use)."""
@@ -69,15 +70,36 @@ class DiscoverActivities(KubeActivities):
         """Pods on ``node`` whose claims hold the device: the node's pods and their few claims,
         not every claim of the cluster (that list made each discover and each health read
         O(cluster size): half the worker's CPU with 1,000 incidents open, py-spy)."""
-        return [pod for pod in self.kube.list_pods_on_node(node) if self._holds(pod, device)
-                or (ended_since is not None and self._ended_on(pod, device, ended_since))]
+        pods = self.kube.list_pods_on_node(node)
+        holders = [pod for pod in pods if self._holds(pod, device)]
+        if ended_since is None:
+            return holders
+        held = {pod["metadata"].get("uid") for pod in holders}
+        ended = [pod for pod in pods if pod["metadata"].get("uid") not in held
+                 and self._ended_on(pod, device, ended_since)]
+        return holders + self._this_allocation(ended, holders)
+
+    @staticmethod
+    def _this_allocation(ended: list[Obj], holders: list[Obj]) -> list[Obj]:
+        """The pods that ended on the device in its present allocation: a Job's failed pods stay
+        until the Job goes, and the device may have gone to another claim since. With pods holding
+        it now, those sharing one of their claims; else those that ended after the last of them
+        started (times are to the second: a start in the second a pod ended counts as after it)."""
+        if holders:
+            held = {(p["metadata"].get("namespace"), name) for p in holders for name in claim_object_names(p)}
+            return [p for p in ended
+                    if any((p["metadata"].get("namespace"), name) in held for name in claim_object_names(p))]
+        latest = max((when for p in ended if (when := podview.started_at(p))), default=None)
+        if latest is None:
+            return ended
+        return [p for p in ended if podview.started_at(p) == latest
+                or (end := podview.ended_at(p)) is None or end > latest]
 
     def _holds(self, pod: Obj, device: DeviceRef) -> bool:
         """One of the pod's claims has the device allocated and is reserved for this pod."""
         meta = pod["metadata"]
-        for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-            name = status.get("resourceClaimName")
-            claim = self.claims.claim_of(pod, name) if name else None
+        for name in claim_object_names(pod):
+            claim = self.claims.claim_of(pod, name)
             if claim is None or not podview.claim_uses_device(claim, device):
                 continue
             if any(uid in ("", meta.get("uid")) for ns, pname, uid in podview.pods_of_claim(claim)

@@ -61,19 +61,25 @@ def terminated(pod: Obj) -> str | None:
     return None
 
 
+def _time(stamp: object) -> dt.datetime | None:
+    """An RFC 3339 time of the API (``2026-11-28T10:00:00Z``); None when absent or in another form."""
+    try:
+        when = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+    except ValueError:
+        return None
+    return when if when is not None and when.tzinfo is not None else None
+
+
+def started_at(pod: Obj) -> dt.datetime | None:
+    """When the kubelet took the pod on (``status.startTime``)."""
+    return _time((pod.get("status") or {}).get("startTime"))
+
+
 def ended_at(pod: Obj) -> dt.datetime | None:
-    """When the pod's last container ended (the latest ``state.terminated.finishedAt``, RFC 3339);
-    None when no container says, or says it in another form."""
-    latest: dt.datetime | None = None
-    for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        stamp = ((c.get("state") or {}).get("terminated") or {}).get("finishedAt")
-        try:
-            when = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
-        except ValueError:
-            continue
-        if when is not None and when.tzinfo is not None and (latest is None or when > latest):
-            latest = when
-    return latest
+    """When the pod's last container ended (the latest ``state.terminated.finishedAt``)."""
+    ends = [when for c in (pod.get("status") or {}).get("containerStatuses") or []
+            if (when := _time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt")))]
+    return max(ends, default=None)
 
 
 def is_ready(pod: Obj) -> bool:

@@ -93,6 +93,14 @@ def claim_object_name(pod: Obj, pod_claim: str) -> str | None:
     return None
 
 
+def claim_object_names(pod: Obj) -> list[str]:
+    """Every ResourceClaim the pod uses: named in its spec, or generated from a template (only those
+    are in ``status.resourceClaimStatuses``: k8s.io/api core/v1 PodResourceClaimStatus)."""
+    names = (claim_object_name(pod, str(ref.get("name") or ""))
+             for ref in (pod.get("spec") or {}).get("resourceClaims") or [])
+    return [name for name in names if name]
+
+
 def allocated_devices(claim: Obj) -> list[DeviceRef]:
     """The devices of a claim's allocation (``status.allocation.devices.results``); a result that
     names no valid device is left out (one bad object must not stop the watch that reads it)."""

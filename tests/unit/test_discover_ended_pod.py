@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
 from activities.discover import ENDED_BEFORE_EVENT, DiscoverActivities
 from podmedic.domain.models import DeviceRef, Health
@@ -86,3 +88,47 @@ def _released_claim(kube: KubeGateway, namespace: str, name: str) -> str | None:
     claim_name = str(pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"])
     claim = kube.get_claim(namespace, claim_name)
     return claim_name if claim is not None and not (claim.get("status") or {}).get("allocation") else None
+
+
+def _pod(name: str, started: str, ended: str | None = None, claim: str = "") -> dict[str, Any]:
+    state = {"terminated": {"exitCode": 134, "finishedAt": ended}} if ended else {"running": {"startedAt": started}}
+    return {"metadata": {"name": name, "uid": name, "namespace": "default"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim or f"{name}-gpu"}]},
+            "status": {"startTime": started, "containerStatuses": [{"name": "trainer", "state": state}]}}
+
+
+def test_of_the_pods_that_ended_on_a_device_only_its_present_allocations_count() -> None:
+    # A Job's failed pods stay until the Job is deleted, while the device goes on to other claims.
+    old = _pod("old", "2026-11-28T09:00:00Z", ended="2026-11-28T09:30:00Z")
+    same_second = _pod("same-second", "2026-11-28T09:40:00Z", ended="2026-11-28T10:00:00Z")
+    last = _pod("last", "2026-11-28T10:00:00Z", ended="2026-11-28T10:00:00Z")  # died in the second it started
+    assert DiscoverActivities._this_allocation([old, same_second, last], []) == [last]
+    assert DiscoverActivities._this_allocation([old], []) == [old]
+    no_times = {"metadata": {"name": "bare", "uid": "bare"}, "status": {}}
+    assert DiscoverActivities._this_allocation([no_times, old], []) == [no_times, old]
+    # A pod holding the device now: only pods that shared its claim (one claim, several pods) are its.
+    sharing = _pod("sharing", "2026-11-28T09:00:00Z", ended="2026-11-28T09:01:00Z", claim="shared")
+    holder = _pod("holder", "2026-11-28T09:00:00Z", claim="shared")
+    assert DiscoverActivities._this_allocation([old, sharing, last], [holder]) == [sharing]
+
+
+def test_a_pod_using_a_claim_by_name_is_found(sim: SimCluster, kube: KubeGateway) -> None:
+    # Only claims made from a template are in status.resourceClaimStatuses (k8s.io/api core/v1
+    # PodResourceClaimStatus); a claim the pod names itself is in spec.resourceClaims alone.
+    api = k8s_config.new_client_from_config(config_file=str(sim.kubeconfig_path))  # type: ignore[no-untyped-call]
+    try:
+        k8s.ResourceV1Api(api).create_namespaced_resource_claim("default", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "named-gpu"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}})
+        k8s.CoreV1Api(api).create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "named-claim"},
+            "spec": {"containers": [{"name": "main", "image": "registry.local/app:1",
+                                     "resources": {"claims": [{"name": "gpu"}]}}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": "named-gpu"}]}})
+    finally:
+        api.close()
+    pod = wait_until(lambda: next((p for p in sim.state()["pods"] if p["name"] == "named-claim" and p.get("ready")),
+                                  None), timeout=30, what="the pod Ready")
+    device = DeviceRef.parse(pod["devices"][0])
+
+    assert [p.name for p in DiscoverActivities(kube)._discover(device, [], None).pods] == ["named-claim"]
