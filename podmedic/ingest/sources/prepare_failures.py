@@ -29,6 +29,7 @@ from podmedic.ingest.sources.cursor import Memory
 from podmedic.ingest.sources.pod_status import code_from
 from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.resource_ids import claim_object_names
 
 log = logging.getLogger("podmedic.ingest.prepare")
 _DRIVER_IN_MESSAGE = re.compile(r"dynamic resources: ([a-z0-9]([-a-z0-9.]*[a-z0-9])?\.[a-z]+): ")
@@ -114,13 +115,11 @@ class PrepareFailureSource(ClusterSource):
         return out
 
     def _allocated(self, pod: Obj) -> list[DeviceRef]:
-        """Devices allocated to the pod: ``status.resourceClaimStatuses`` → claim → allocation."""
+        """Devices allocated to the pod: its claims (``claim_object_names``) → their allocations."""
         namespace = pod["metadata"].get("namespace", "default")
-        names = [s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []]
-        names += [c.get("resourceClaimName") for c in (pod.get("spec") or {}).get("resourceClaims") or []]
         found: list[DeviceRef] = []
-        for claim_name in dict.fromkeys(n for n in names if n):
-            claim = self.kube.get_claim(namespace, str(claim_name))
+        for claim_name in dict.fromkeys(claim_object_names(pod)):
+            claim = self.kube.get_claim(namespace, claim_name)
             results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}
             for r in results.get("results") or []:
                 try:
