@@ -76,7 +76,8 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
     # What the incident noted about its notices (a notice it could not write says so on the timeline), and
     # what each notice activity answered: CI twice found none of the Events, with nothing noted.
     told = [e for e in done[0]["outcome"]["timeline"] if e["step"] == "notice"]
-    # Which pods discovery found: none to tell means no Event at all (a guess at the flake, unconfirmed).
+    # Which pods discovery found: none means no Event at all. CI saw that when the HTTP event came after the
+    # XID 79 had ended the pod and its claim was released (tests/unit/test_discover_ended_pod.py).
     found_pods = [e["message"] for e in done[0]["outcome"]["timeline"] if e["step"] == "detect"]
     story = await ops.notice_story(permanent)
 
