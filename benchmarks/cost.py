@@ -2,7 +2,8 @@
 
 One stack (``benchmarks.stack``: the Temporal dev server, the simulator, podmedic's worker and the
 bare baseline's worker, each its own process). After a warm-up incident (its history says how many
-activities an incident schedules, K), N bare workflows of K no-op activities run, then N incidents
+activities an incident schedules, K, and its timers, T), N bare workflows of K no-op activities and T
+timers run (the issue's baseline: the same activities and timers), then N incidents
 (XID 94 on N single-GPU training pods, one per node: discover, checkpoint, taint, in-place
 restart, verify, untaint, close) under the shipped default policy (the fleet guard and the storm fence off). CPU time
 is read from ``/proc/<pid>/stat`` of each process around each half, so
@@ -113,11 +114,12 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         # 200 failures at once are a storm to the shipped policy: its pool fences are `storm`'s to measure.
         policy = unguarded_default_policy(close={"anti_flap_s": ANTI_FLAP_S},
                                           detection={"storm_fence": {"enabled": False}})
-        pods, k = await prepared(stack, sim, incidents, "cost", policy=policy, per_node=1)
-        await run_bare(stack.client, 1, k)  # the bare worker warm too
-        progress(f"[{server}] {len(pods)} training pods Ready; an incident schedules {k} activities")
+        pods, shape = await prepared(stack, sim, incidents, "cost", policy=policy, per_node=1)
+        await run_bare(stack.client, 1, shape)  # the bare worker warm too
+        progress(f"[{server}] {len(pods)} training pods Ready; an incident schedules {shape.activities} activities "
+                 f"and {shape.timers} timer(s)")
         cpu, bare_threads = cpu_seconds(stack.pids), thread_cpu_seconds(stack.pids["bare-worker"])
-        bare = await run_bare(stack.client, incidents, k)
+        bare = await run_bare(stack.client, incidents, shape)
         bare_cpu = cpu_since(cpu, stack.pids)
         bare_threads = _threads_since(bare_threads, stack.pids["bare-worker"], incidents)
         bare_events = await _history_events(stack.client, "WorkflowType = 'BareWorkflow' AND ExecutionStatus = "
@@ -144,7 +146,8 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
     above_idle_ms = _per(max(0.0, used.get("worker", 0.0) - idle * took), incidents)
     return {
         "benchmark": "cost", "machine": machine(), "server": server, "incidents": incidents,
-        "activities_per_incident": k, "closed": len(timings) - still, "load_1m": load_1m(),
+        "activities_per_incident": shape.activities, "timers_per_incident": shape.timers,
+        "closed": len(timings) - still, "load_1m": load_1m(),
         "policy": f"default, close.anti_flap_s {ANTI_FLAP_S:g} (default 300), fleet guard and storm fence off",
         "api_requests_per_incident": round(requests / incidents, 2),
         "api_requests_by_kind": requests_table(entries, incidents),
@@ -191,7 +194,8 @@ def cost_table(r: dict[str, Any]) -> str:
         ("simulator CPU ms per incident", r["simulator_cpu_ms_per_incident"], ""),
         ("bench process (ingest) CPU ms per incident", r["bench_cpu_ms_per_incident"], ""),
     ]
-    lines = [f"cost of one incident: {r['incidents']} incidents, {r['activities_per_incident']} activities each, "
+    lines = [f"cost of one incident: {r['incidents']} incidents, {r['activities_per_incident']} activities and "
+             f"{r.get('timers_per_incident', 0)} timer(s) each, "
              f"server {r['server']}, load {r['load_1m']}", *filter(None, [runs_line(r)]), ""]
     lines += [f"  {name:<44} {value!s:>14}  {target}" for name, value, target in rows]
     bare_threads = r.get("bare_worker_cpu_ms_per_workflow_by_thread", {})

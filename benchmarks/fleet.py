@@ -24,6 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError
 
+from benchmarks.bare import Shape
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_file import PolicySet
@@ -241,8 +242,13 @@ async def collect(client: Client, timings: list[Timing], timeout_s: float = 600)
     return list(await asyncio.gather(*(one(t) for t in timings)))
 
 
-async def activities_per_incident(client: Client, resource_id: str) -> int:
-    """Activities one incident scheduled (its latest run's history, once it closed): the bare baseline
-    runs as many."""
+def shape_of(history: WorkflowHistory) -> Shape:
+    """The activities (``activities_in``) and timers a history ran: the bare baseline runs as many."""
+    timers = sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED)
+    return Shape(activities=activities_in(history), timers=timers)
+
+
+async def incident_shape(client: Client, resource_id: str) -> Shape:
+    """What one incident ran (its latest run's history, once it closed): ``shape_of``."""
     await client.get_workflow_handle(f"device/{resource_id}").result()
-    return activities_in(await client.get_workflow_handle(f"device/{resource_id}").fetch_history())
+    return shape_of(await client.get_workflow_handle(f"device/{resource_id}").fetch_history())

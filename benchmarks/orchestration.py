@@ -4,7 +4,8 @@ Each server setting (``benchmarks.settings.SERVERS``: ``default`` and ``tuned``)
 stack: the Temporal dev server, the simulator (one single-GPU training Job per incident, all
 Ready before the clock starts), podmedic's worker and the bare baseline's worker, each in its
 own process. One warm-up incident runs first; its history says how many activities an
-incident schedules (K), and the bare baseline runs workflows of K no-op activities.
+incident schedules (K) and its timers (T), and the bare baseline runs workflows of K no-op activities
+and T short timers.
 
 - orchestration: N bare workflows at once, then N incidents at once (XID 94, transient: the
   full pipeline: discover, checkpoint, taint, in-place restart, verify, untaint, close). Each
@@ -22,17 +23,17 @@ import time
 from statistics import median
 from typing import Any
 
-from benchmarks.bare import run_bare
+from benchmarks.bare import Shape, run_bare
 from benchmarks.detection import cpu_seconds
 from benchmarks.fleet import (
     DRIVER,
     Fault,
     Sim,
     Timing,
-    activities_per_incident,
     collect,
     deliverer,
     fire,
+    incident_shape,
     wait_closed,
 )
 from benchmarks.settings import DEVICES_PER_NODE, SERVERS, bench_policy, stack_config
@@ -90,12 +91,12 @@ def why_not(timings: list[Timing], kinds: int = 5) -> dict[str, int]:
 
 
 async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str,
-                   policy: PolicySet | None = None, per_node: int | None = None) -> tuple[list[dict[str, Any]], int]:
+                   policy: PolicySet | None = None, per_node: int | None = None) -> tuple[list[dict[str, Any]], Shape]:
     """``count`` Ready training pods, after a warm-up incident under ``policy`` (default: the benchmark
-    policy; the warm-up opens its node's watch, which keeps the policy it was opened with); and K, the
-    warm-up's activity count. ``per_node`` pins the pods that many to a node (``placement``: the warm-up's
-    alone, so its failure counts towards no other node's correlation); ``None`` lets the simulated
-    scheduler place them (it packs them)."""
+    policy; the warm-up opens its node's watch, which keeps the policy it was opened with); and the
+    warm-up's shape (its K activities and its timers), which the bare baseline copies. ``per_node`` pins
+    the pods that many to a node (``placement``: the warm-up's alone, so its failure counts towards no
+    other node's correlation); ``None`` lets the simulated scheduler place them (it packs them)."""
     names = [f"{prefix}-{i:04d}" for i in range(count + 1)]
     pods = await sim.start_jobs(names, nodes=placement(names, per_node) if per_node else None)
     ordered = [pods[name] for name in sorted(pods)]
@@ -103,42 +104,44 @@ async def prepared(stack: BenchStack, sim: Sim, count: int, prefix: str,
     warm = await fire(sim, delivery, ordered[:1], Fault())
     if await wait_closed(stack.client, 120):
         raise RuntimeError(f"the warm-up incident did not close: see the worker log under {stack.workdir}")
-    return ordered[1:], await activities_per_incident(stack.client, warm[0].resource_id)
+    return ordered[1:], await incident_shape(stack.client, warm[0].resource_id)
 
 
 async def _orchestration_on(server: str, incidents: int, concurrency: int, per_node: int, rounds: int,
                             progress: Any) -> dict[str, Any]:
     async with running_stack(stack_config(server, nodes_for(incidents * rounds, per_node), bare=True)) as stack, \
             Sim(stack.sim_url) as sim:
-        pods, k = await prepared(stack, sim, incidents * rounds, "orch", per_node=per_node)
+        pods, shape = await prepared(stack, sim, incidents * rounds, "orch", per_node=per_node)
         progress(f"[{server}] {len(pods)} training pods Ready on {len({p['node'] for p in pods})} nodes; "
-                 f"an incident schedules {k} activities")
-        await run_bare(stack.client, 1, k)  # the bare worker warm too
+                 f"an incident schedules {shape.activities} activities and {shape.timers} timer(s)")
+        await run_bare(stack.client, 1, shape)  # the bare worker warm too
         done: list[dict[str, Any]] = []
         # Bare and podmedic alternate, each round on pods of its own: the machine's speed drifts within
         # minutes, so a ratio of neighbours is steadier than one of two halves far apart.
         for r in range(rounds):
-            bare, figures = await _round(stack, sim, pods[r * incidents:(r + 1) * incidents], k, concurrency)
+            bare, figures = await _round(stack, sim, pods[r * incidents:(r + 1) * incidents], shape,
+                                          concurrency)
             done.append({"bare": bare, "podmedic": figures,
                          "ratio_to_bare": ratio(figures["incidents_per_s"], bare["workflows_per_s"])})
-            progress(f"[{server}] round {r + 1}/{rounds}: bare {bare['workflows_per_s']} workflows/s of {k} "
-                     f"activities, podmedic {figures['incidents_per_s']} incidents/s, "
+            progress(f"[{server}] round {r + 1}/{rounds}: bare {bare['workflows_per_s']} workflows/s of "
+                     f"{shape.activities} activities, podmedic {figures['incidents_per_s']} incidents/s, "
                      f"ratio {done[-1]['ratio_to_bare']}")
     ratios = sorted(d["ratio_to_bare"] for d in done)
     middle = sorted(done, key=lambda d: d["ratio_to_bare"])[(len(done) - 1) // 2]
-    return {"server": server, "server_flags": SERVERS[server], "activities_per_incident": k,
-            "nodes": len({p["node"] for p in pods[:incidents]}), "bare": middle["bare"],
+    return {"server": server, "server_flags": SERVERS[server], "activities_per_incident": shape.activities,
+            "timers_per_incident": shape.timers, "nodes": len({p["node"] for p in pods[:incidents]}),
+            "bare": middle["bare"],
             "podmedic": middle["podmedic"], "ratio_to_bare": median(ratios), "ratio_min": ratios[0],
             "ratio_max": ratios[-1], "rounds": [{"bare_workflows_per_s": d["bare"]["workflows_per_s"],
                                                  "incidents_per_s": d["podmedic"]["incidents_per_s"],
                                                  "ratio_to_bare": d["ratio_to_bare"]} for d in done]}
 
 
-async def _round(stack: BenchStack, sim: Sim, pods: list[dict[str, Any]], k: int,
+async def _round(stack: BenchStack, sim: Sim, pods: list[dict[str, Any]], shape: Shape,
                  concurrency: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """One bare run of ``len(pods)`` workflows, then as many incidents on ``pods``."""
     cpu = cpu_seconds(stack.pids)
-    bare = await run_bare(stack.client, len(pods), k, concurrency)
+    bare = await run_bare(stack.client, len(pods), shape, concurrency)
     bare["cpu_s"] = cpu_since(cpu, stack.pids)
     bare["load_1m"] = load_1m()
     delivery = deliverer(stack.client, bench_policy(), stack.task_queue)
@@ -182,7 +185,7 @@ async def run_orchestration(incidents: int, servers: list[str], concurrency: int
 async def _single_on(server: str, count: int, progress: Any) -> dict[str, Any]:
     async with running_stack(stack_config(server, nodes_for(count), bare=True)) as stack, \
             Sim(stack.sim_url) as sim:
-        pods, k = await prepared(stack, sim, count, "single")  # one at a time: where they run matters little
+        pods, shape = await prepared(stack, sim, count, "single")  # one at a time: where they run matters little
         delivery = deliverer(stack.client, bench_policy(), stack.task_queue)
         timings = []
         for pod in pods:
@@ -190,11 +193,11 @@ async def _single_on(server: str, count: int, progress: Any) -> dict[str, Any]:
             await wait_closed(stack.client, 120)
             timings.extend(await collect(stack.client, [timing]))
         figures = incident_figures(timings)
-        bare_k = [(await run_bare(stack.client, 1, k))["p50_ms"] for _ in range(count)]
-        bare_1 = [(await run_bare(stack.client, 1, 1))["p50_ms"] for _ in range(count)]
+        bare_k = [(await run_bare(stack.client, 1, shape))["p50_ms"] for _ in range(count)]
+        bare_1 = [(await run_bare(stack.client, 1, Shape(1)))["p50_ms"] for _ in range(count)]
         progress(f"[{server}] single: event->taint p50 {figures['event_to_taint_ms']['p50']} ms")
-    return {"server": server, "server_flags": SERVERS[server], "activities_per_incident": k,
-            "event_to_taint_ms": figures["event_to_taint_ms"],
+    return {"server": server, "server_flags": SERVERS[server], "activities_per_incident": shape.activities,
+            "timers_per_incident": shape.timers, "event_to_taint_ms": figures["event_to_taint_ms"],
             "event_to_recovered_ms": figures["event_to_recovered_ms"],
             "outcomes": figures["outcomes"], "bare_k_activities_ms": summary(bare_k),
             "bare_1_activity_ms": summary(bare_1), "load_1m": load_1m()}

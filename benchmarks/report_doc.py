@@ -44,8 +44,10 @@ def _orchestration(r: dict[str, Any]) -> list[str]:
     how = (f" {rounds} rounds, bare and podmedic alternating on failing devices of their own: the ratio is the "
            "rounds' median (lowest to highest beside it), the row's other figures the median round's."
            if rounds > 1 else " One round (the bare half, then the podmedic half).")
+    timers = max((run.get("timers_per_incident", 0) for run in r["servers"].values()), default=0)
+    shape = "K no-op activities" + (" and the incident's timers (short)" if timers else "")
     return [f"{r['incidents']} incidents at once (100 in flight), {per_node_words(r)}, against {r['incidents']} "
-            f"bare workflows of K no-op activities on the same server, one fresh stack per server setting.{how}", "",
+            f"bare workflows of {shape} on the same server, one fresh stack per server setting.{how}", "",
             table(["server", "K", "bare wf/s", "incidents/s", "ratio", "event→taint p50 / p99 ms",
                    "event→recovered p50 / p99 ms", "outcomes", "load 1m", "CPU s (podmedic run)"], rows),
             "", f"Target: ratio ≥ {r['target_ratio']} on the tuned server."]
@@ -189,9 +191,10 @@ def _cost(r: dict[str, Any]) -> list[str]:
                      "activity and workflow tasks, and any unnamed thread):", "",
                  table(["thread", "podmedic ms per incident", "bare ms per workflow"], threads)] if threads else []
     median = f" {line} (each run on a fresh stack)." if (line := runs_line(r)) else ""
-    return [f"{r['incidents']} incidents of {r['activities_per_incident']} activities (XID 94, in-place restart), "
-            f"and as many bare workflows; server {r['server']}, load {r['load_1m']}. CPU from /proc per process, "
-            f"requests from the simulator's ledger (the worker's User-Agent).{median}", "",
+    return [f"{r['incidents']} incidents of {r['activities_per_incident']} activities and "
+            f"{r.get('timers_per_incident', 0)} timer(s) (XID 94, in-place restart), and as many bare workflows of as "
+            f"many no-op activities and short timers; server {r['server']}, load {r['load_1m']}. CPU from /proc per "
+            f"process, requests from the simulator's ledger (the worker's User-Agent).{median}", "",
             table(["figure", "measured", "target"], rows), *by_thread, "",
             "Requests per incident, by kind (non-2xx apart):", "", table(["request", "per incident"], kinds)]
 

@@ -59,7 +59,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
                           detection={"storm_fence": {"enabled": storm_fence}})
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim:
         await budget.apply(sim)
-        pods, k = await prepared(stack, sim, devices, "storm", policy)
+        pods, shape = await prepared(stack, sim, devices, "storm", policy)
         progress(f"[storm] {len(pods)} training pods Ready on {len({p['node'] for p in pods})} nodes")
         delivery = deliverer(stack.client, policy, stack.task_queue)
         before = cpu_seconds(stack.pids)
@@ -82,7 +82,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
     figures["event_to_recovered_s"] = {k2: round(v / 1000, 2) for k2, v in figures["event_to_recovered_ms"].items()}
     progress(f"[storm] all tainted after {figures['all_tainted_s']} s")
     return {"benchmark": "storm", "machine": machine(), "nodes": nodes, "devices": devices, "server": server,
-            "server_flags": SERVERS[server], "activities_per_incident": k, "send_s": round(sent_s, 2),
+            "server_flags": SERVERS[server], "activities_per_incident": shape.activities, "send_s": round(sent_s, 2),
             "node_quarantine": node_quarantine, "covered_by_node": covered, "own_rule": own_rule,
             "storm_fence": storm_fence, "pool_fences": pool_fences, "fenced_by_pool_first": by_pool,
             "wait_s": wait_s, "worker_peak_rss_mib": worker_peak_rss, "storm_turns": turns,

@@ -66,6 +66,8 @@ def test_cost_counts_each_process_and_each_request(tmp_path: Path, capsys: pytes
     assert main(["cost", "--incidents", "3", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["closed"] == 3 and r["activities_per_incident"] >= 5
+    # The healed device's anti-flap wait (close.anti_flap_s) is a timer; the bare workflows run as many.
+    assert r["timers_per_incident"] >= 1
     # The kinds add up to the total, and an in-place restart makes at least its fence and its restart.
     assert sum(r["api_requests_by_kind"].values()) == pytest.approx(r["api_requests_per_incident"], abs=0.05)
     assert r["api_requests_by_kind"]["create devicetaintrules"] >= 1 and r["api_requests_by_kind"]["patch pods"] >= 1
