@@ -87,9 +87,8 @@ class TaintActivities(KubeActivities):
         name = body["metadata"]["name"]
         for _ in range(_TRIES):
             try:
-                created = self.kube.create_taint_rule(body)
-                return TaintResult(rule_name=name, created=True, effect=effect,
-                                   resource_version=_deletable_at(created, holder))
+                self.kube.create_taint_rule(body)
+                return TaintResult(rule_name=name, created=True, effect=effect)
             except NotServed as exc:  # a feature gate is off: no retry can create it, the workflow falls back
                 return TaintResult(rule_name="", created=False, effect=effect, unavailable=str(exc))
             except Conflict:
@@ -101,31 +100,16 @@ class TaintActivities(KubeActivities):
                 return TaintResult(rule_name=name, created=False, effect=_effect(existing))
             patch = holders.plan_take(existing, holder, effect.value, reason)
             if patch is None:
-                return TaintResult(rule_name=name, created=False, effect=_effect(existing),
-                                   resource_version=_deletable_at(existing, holder))
+                return TaintResult(rule_name=name, created=False, effect=_effect(existing))
             try:
                 taken = self.kube.patch_taint_rule(name, patch)
             except Conflict:
                 continue  # someone changed it since we read it: decide again
-            return TaintResult(rule_name=name, created=False, effect=_effect(taken),
-                               resource_version=_deletable_at(taken, holder))
+            return TaintResult(rule_name=name, created=False, effect=_effect(taken))
         raise Conflict(f"devicetaintrule {name}: still changing after {_TRIES} tries", 409)
 
-    def release(self, rule_name: str, holder: str, why: str, known_version: str = "") -> UntaintResult:
-        """Take ``holder`` off the rule; delete it when no one else holds it.
-
-        ``known_version`` is the rule's resourceVersion when ``holder`` last left it held alone
-        (``TaintResult.resource_version``): the rule is deleted at once on the condition that it is still
-        at that version, one request instead of a read and a delete. Any change since (an operator's
-        edit, another incident holding it too, an effect raised) makes the API server answer 409, and
-        the release then decides on the rule as it is now.
-        """
-        if known_version:
-            try:
-                self.kube.delete_taint_rule_if_unchanged(rule_name, known_version)
-                return UntaintResult(removed=True, detail="removed: no other incident holds it")
-            except Conflict:
-                pass
+    def release(self, rule_name: str, holder: str, why: str) -> UntaintResult:
+        """Take ``holder`` off the rule; delete it when no one else holds it."""
         for _ in range(_TRIES):
             rule = self.kube.get_taint_rule(rule_name)
             if rule is None:  # a retry after the delete went through, or someone removed it: untainted either way
@@ -174,8 +158,7 @@ class TaintActivities(KubeActivities):
     @activity.defn(name="remove_taint")
     async def remove_taint(self, inp: UntaintInput) -> UntaintResult:
         """Release the rule: deleted only if no other incident still holds it."""
-        return await self.run(self.release, inp.rule_name, calling_run(), f"{inp.incident_id} closed",
-                              inp.resource_version)
+        return await self.run(self.release, inp.rule_name, calling_run(), f"{inp.incident_id} closed")
 
     @activity.defn(name="hold_taints")
     async def hold_taints(self, inp: HoldTaintsInput) -> list[str]:
@@ -186,14 +169,6 @@ class TaintActivities(KubeActivities):
     async def release_taints(self, inp: HoldTaintsInput) -> list[UntaintResult]:
         """A node incident lets go of its devices' rules (each deleted if no one else holds it)."""
         return [await self.run(self.release, d.object_name, calling_run(), inp.reason) for d in inp.devices]
-
-
-def _deletable_at(rule: Obj, holder: str) -> str:
-    """The rule's resourceVersion when a release by ``holder`` would delete it as it is (``holder``
-    alone holds it, no operator edited it), else empty."""
-    if holders.plan_release(rule, holder, "").action != "delete":
-        return ""
-    return str((rule.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _effect(rule: Obj) -> Effect:

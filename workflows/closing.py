@@ -200,8 +200,7 @@ class Closer:
         self.wf.enter(Phase.UNTAINTING, "close", f"removing DeviceTaintRule {state.taint_rule}")
         result = await workflow.execute_activity_method(
             TaintActivities.remove_taint,
-            UntaintInput(incident_id=state.incident_id, device=self.wf.inp.device, rule_name=state.taint_rule,
-                         resource_version=state.taint_rule_version),
+            UntaintInput(incident_id=state.incident_id, device=self.wf.inp.device, rule_name=state.taint_rule),
             **activity_options(self.policy.steps.close, f"release DeviceTaintRule {state.taint_rule}"),
         )
         state.taint_removed = result.removed

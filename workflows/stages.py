@@ -243,7 +243,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         wf.finished("taint")
     else:
         wf.running = None
-    wf.state.taint_rule, wf.state.taint_rule_version = result.rule_name, result.resource_version
+    wf.state.taint_rule = result.rule_name
     if result.unavailable:
         await node_cover.quarantine_instead(wf, result.unavailable)
         return True

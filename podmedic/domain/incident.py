@@ -117,7 +117,6 @@ class IncidentState(BaseModel):
     steps: list[str] = Field(default_factory=list)
     checkpoint: CheckpointReport | None = None
     taint_rule: str | None = None
-    taint_rule_version: str = Field("", description="TaintResult.resource_version of the last taint step.")
     taint_removed: bool = False
     recovery: list[RecoveryResult] = Field(default_factory=list)
     ticket_id: str | None = None

@@ -142,9 +142,6 @@ class TaintResult(BaseModel):
     created: bool
     effect: Effect
     unavailable: str = ""
-    resource_version: str = Field("", description="The rule's resourceVersion as this step left it, when the "
-                                                  "incident alone holds it (else empty): its release deletes it "
-                                                  "on that condition without reading it first.")
 
 
 class RecoverInput(BaseModel):
@@ -230,7 +227,6 @@ class UntaintInput(BaseModel):
     incident_id: str
     device: DeviceRef
     rule_name: str
-    resource_version: str = Field("", description="TaintResult.resource_version of the incident's last taint step.")
 
 
 class PodNoticeInput(BaseModel):
