@@ -72,7 +72,8 @@ def test_cost_counts_each_process_and_each_request(tmp_path: Path, capsys: pytes
     assert sum(r["api_requests_by_kind"].values()) == pytest.approx(r["api_requests_per_incident"], abs=0.05)
     assert r["api_requests_by_kind"]["create devicetaintrules"] >= 1 and r["api_requests_by_kind"]["patch pods"] >= 1
     for key in ("worker_cpu_ms_per_incident", "bare_worker_cpu_ms_per_workflow", "server_cpu_ms_per_incident",
-                "history_events_per_incident", "bare_history_events_per_workflow"):
+                "history_events_per_incident", "bare_history_events_per_workflow",
+                "bare_worker_cpu_ms_per_workflow_alone"):
         assert r[key] > 0, key
     assert r["worker_cpu_ratio_to_bare"] == pytest.approx(
         r["worker_cpu_ms_per_incident"] / r["bare_worker_cpu_ms_per_workflow"], abs=0.01)
