@@ -17,9 +17,6 @@ from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.resource_ids import claim_object_names
 
-MAX_POOLS = 100_000
-"""Pool -> node entries kept (forgotten all at once past it: each is read again on its next use)."""
-
 ENDED_BEFORE_EVENT = dt.timedelta(minutes=10)
 """How long before an incident's first event a pod may have ended and still count as killed by its
 fault: a health stream reports a device late (the kubelet marks a silent one Unknown only after the
@@ -32,10 +29,6 @@ class DiscoverActivities(KubeActivities):
     def __init__(self, kube: KubeGateway, claims: ReservedClaims | None = None) -> None:
         super().__init__(kube)
         self.claims = claims if claims is not None else ReservedClaims(kube.get_claim)
-        # A node-local pool's node, once read: a pool is published by one node's driver for the node's
-        # life (the pool's name is the node's, by the DRA drivers' convention), so every health read of
-        # an incident after its discovery skips the ResourceSlice list.
-        self._pool_nodes: dict[tuple[str, str], str] = {}
 
     def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None,
                  ended_since: dt.datetime | None = None) -> list[Obj]:
@@ -47,24 +40,10 @@ class DiscoverActivities(KubeActivities):
             pod = self.kube.get_pod(key.namespace, key.name)
             if pod is not None and (not key.uid or pod["metadata"].get("uid") == key.uid):
                 pods.append(pod)
-        node = self._pool_node(device)
+        node = self.kube.pool_node(device.driver, device.pool)
         pods += self._holders_on_node(device, node, ended_since) if node else self._holders_anywhere(device)
         unique = {p["metadata"].get("uid"): p for p in pods}
         return list(unique.values())
-
-    def _pool_node(self, device: DeviceRef) -> str | None:
-        """The node a node-local pool belongs to (its ResourceSlice's ``spec.nodeName``), else None."""
-        key = (device.driver, device.pool)
-        if key in self._pool_nodes:
-            return self._pool_nodes[key]
-        for rslice in self.kube.list_slices(f"spec.driver={device.driver},spec.pool.name={device.pool}"):
-            node = (rslice.get("spec") or {}).get("nodeName")
-            if node:
-                if len(self._pool_nodes) >= MAX_POOLS:
-                    self._pool_nodes.clear()
-                self._pool_nodes[key] = str(node)
-                return str(node)
-        return None
 
     def _holders_on_node(self, device: DeviceRef, node: str, ended_since: dt.datetime | None) -> list[Obj]:
         """Pods on ``node`` whose claims hold the device: the node's pods and their few claims,

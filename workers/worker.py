@@ -28,7 +28,7 @@ from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.load_report import kube_load_reports
-from podmedic.kube.startup import say_taint_rules
+from podmedic.kube.startup import learning_pools, say_taint_rules
 from podmedic.telemetry.probes import Readiness, api_server_check, temporal_check
 from workers.collector import sweep_cycles
 from workers.health import serving_health
@@ -158,8 +158,8 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
             return False, "not ready: not polling the task queue yet\n"
         return readiness.verdict()
 
-    async with sweep_cycles(), kube_load_reports(kube.limiter), readiness.running(), serving_health(health, ready), \
-            worker:
+    async with sweep_cycles(), kube_load_reports(kube.limiter), learning_pools(kube.for_component("worker")), \
+            readiness.running(), serving_health(health, ready), worker:
         polling = True
         await stop.wait()
         log.info("stopping: no new tasks; running activities get up to %gs to finish", shutdown_grace_s)

@@ -27,6 +27,7 @@ from podmedic.kube.errors import (
 )
 from podmedic.kube.json_text import parse
 from podmedic.kube.pod_cache import PodCache
+from podmedic.kube.pool_nodes import PoolNodes
 from podmedic.kube.throttle import MAX_RETRIES, BudgetedRetry, TokenBucket, sleep_for_retry, throttle_wait
 from podmedic.settings.groups import Cluster
 
@@ -101,6 +102,7 @@ class GatewayCore:
         self.timeout_s = timeout_s
         self._taint_rules: TaintRuleApi | None = None
         self.pods: PodCache | None = None  # the worker's watch-fed pod reads (start_pod_cache)
+        self.pool_nodes = PoolNodes()  # shared with the copies for_component makes, as the pod cache is
 
     def for_component(self, component: str) -> Self:
         """This gateway's connection, labelled as ``component`` (``worker``, ``ingest``) in the User-Agent.

@@ -58,6 +58,19 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
                                       **({"field_selector": field_selector} if field_selector else {}))["items"]
         return items
 
+    def pool_node(self, driver: str, pool: str) -> str | None:
+        """The node of a node-local pool (``podmedic/kube/pool_nodes.py``): known, or read from its slices
+        now; ``None`` for a network-attached pool or one no slice publishes."""
+        if (node := self.pool_nodes.get(driver, pool)) is not None:
+            return node
+        self.pool_nodes.learn(self.list_slices(f"spec.driver={driver},spec.pool.name={pool}"))
+        return self.pool_nodes.get(driver, pool)
+
+    def learn_pools(self) -> int:
+        """Learn the node of every node-local pool from all ResourceSlices, a page at a time; how many
+        slices named one."""
+        return sum(self.pool_nodes.learn(page) for page, _ in self.list_pages("resourceslices"))
+
     def get_pod(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None:
         """A pod, or ``None`` if it is gone: from the pod cache when it holds the pod (``start_pod_cache``),
         unless ``fresh`` asks the API server."""
