@@ -61,24 +61,25 @@ def terminated(pod: Obj) -> str | None:
     return None
 
 
-def _time(stamp: object) -> dt.datetime | None:
-    """An RFC 3339 time of the API (``2026-11-28T10:00:00Z``); None when absent or in another form."""
+def api_time(stamp: object) -> dt.datetime | None:
+    """A time of the API (meta/v1 ``Time``: RFC 3339, ``2026-11-28T10:00:00Z``), aware; one without
+    an offset is taken as UTC (the API's own zone); None when absent or not a time."""
     try:
         when = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
     except ValueError:
         return None
-    return when if when is not None and when.tzinfo is not None else None
+    return when if when is None or when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
 def started_at(pod: Obj) -> dt.datetime | None:
     """When the kubelet took the pod on (``status.startTime``)."""
-    return _time((pod.get("status") or {}).get("startTime"))
+    return api_time((pod.get("status") or {}).get("startTime"))
 
 
 def ended_at(pod: Obj) -> dt.datetime | None:
     """When the pod's last container ended (the latest ``state.terminated.finishedAt``)."""
     ends = [when for c in (pod.get("status") or {}).get("containerStatuses") or []
-            if (when := _time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt")))]
+            if (when := api_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt")))]
     return max(ends, default=None)
 
 

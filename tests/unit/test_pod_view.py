@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from activities.checkpoints.methods import MethodRunner
 from podmedic.domain.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus
+from podmedic.kube import podview
 from podmedic.kube.podview import containers_running, pod_ref
 
 
@@ -59,3 +61,16 @@ async def test_a_stopped_pod_on_a_dead_device_is_not_waited_for(device_dead: boo
     answer = await runner.annotation(pod_ref(crashed))
     assert answer.status is status
     assert (answer.reason == STOPPED_ON_DEAD_DEVICE) is device_dead
+
+
+@pytest.mark.parametrize(("stamp", "expected"), [
+    # meta/v1 Time marshals as RFC 3339 in UTC with a Z (k8s.io/apimachinery pkg/apis/meta/v1/time.go),
+    # MicroTime (events.k8s.io eventTime) with six fractional digits (micro_time.go).
+    ("2026-11-28T10:00:00Z", dt.datetime(2026, 11, 28, 10, tzinfo=dt.UTC)),
+    ("2026-11-28T10:00:00.123456Z", dt.datetime(2026, 11, 28, 10, 0, 0, 123456, tzinfo=dt.UTC)),
+    ("2026-11-28T12:00:00+02:00", dt.datetime(2026, 11, 28, 10, tzinfo=dt.UTC)),
+    ("2026-11-28T10:00:00", dt.datetime(2026, 11, 28, 10, tzinfo=dt.UTC)),  # no offset: the API's UTC
+    ("yesterday", None), ("", None), (None, None),
+])
+def test_api_time_reads_the_apis_stamps(stamp: object, expected: dt.datetime | None) -> None:
+    assert podview.api_time(stamp) == expected

@@ -29,6 +29,7 @@ from podmedic.ingest.sources.cursor import Memory
 from podmedic.ingest.sources.pod_status import code_from
 from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.podview import api_time
 from podmedic.kube.resource_ids import claim_object_names
 
 log = logging.getLogger("podmedic.ingest.prepare")
@@ -37,14 +38,8 @@ MAX_REMEMBERED = 10_000
 
 
 def _when(event: Obj) -> dt.datetime:
-    for stamp in (event.get("lastTimestamp"), event.get("eventTime"), event.get("firstTimestamp")):
-        if stamp:
-            try:
-                when = dt.datetime.fromisoformat(str(stamp))
-            except ValueError:
-                continue
-            return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
-    return dt.datetime.now(dt.UTC)
+    stamps = (event.get("lastTimestamp"), event.get("eventTime"), event.get("firstTimestamp"))
+    return next((when for stamp in stamps if (when := api_time(stamp)) is not None), dt.datetime.now(dt.UTC))
 
 
 def _past_prepare(pod: Obj) -> bool:

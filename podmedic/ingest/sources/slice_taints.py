@@ -20,6 +20,7 @@ from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.ingest.sources.cursor import Memory
 from podmedic.ingest.sources.watch_loop import Change, ClusterSource, Observation
+from podmedic.kube.podview import api_time
 
 OWN_PREFIX = "podmedic.io/"
 _NUMBER = re.compile(r"^[+-]?\d+$")
@@ -37,11 +38,7 @@ def _taints(device: Obj) -> frozenset[TaintTuple]:
 
 def _when(stamp: str) -> dt.datetime:
     """The taint's ``timeAdded`` (when the driver saw the fault), else now."""
-    try:
-        when = dt.datetime.fromisoformat(stamp)
-    except ValueError:
-        return dt.datetime.now(dt.UTC)
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+    return api_time(stamp) or dt.datetime.now(dt.UTC)
 
 
 class SliceTaintSource(ClusterSource):
