@@ -135,7 +135,7 @@ async def run_cost(incidents: int, server: str = "tuned", progress: Any = print)
         # window, under the same load of the machine and the server, so what moves the machine's speed (the
         # other processes, the host) moves both. CPU time per unit of work depends on what else runs: the same
         # bare workflows (11 activities, 1 timer, 200 at once) took 48-54 ms each, six times on one stack with
-        # no training pod, and 40-46 ms in the cost runs' stack of 200 pods, run alone as above.
+        # no training pod, and 38-46.5 ms in the cost runs' stack of 200 pods, run alone as above.
         began, cpu = time.monotonic(), cpu_seconds(stack.pids)
         threads, bare_threads = thread_cpu_seconds(stack.pids["worker"]), thread_cpu_seconds(stack.pids["bare-worker"])
         beside = asyncio.create_task(run_bare(stack.client, incidents, shape))
