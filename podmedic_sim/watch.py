@@ -125,7 +125,11 @@ async def _pump(
         if bookmarks:
             wait = min(wait, max(0.0, next_bookmark - now))
         try:
-            event = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), timeout=wait)
+            if queue.empty():
+                async with asyncio.timeout(wait):
+                    event = await queue.get()
+            else:
+                event = queue.get_nowait()
         except TimeoutError:
             # A change can land between the timeout and this line; the bookmark must not overtake it
             # (the apiserver's cacher sends bookmarks through the same ordered channel as events:

@@ -20,6 +20,7 @@ nothing twice. The election saves the double work, not correctness.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import math
@@ -206,10 +207,10 @@ class LeaderElector:
         renewed = self._clock()
         while not await _wait(stop, c.retry_period_s):
             left = renewed + c.renew_deadline_s - self._clock()
-            try:
-                ok = await asyncio.wait_for(asyncio.to_thread(self.try_acquire_or_renew), timeout=max(left, 0.01))
-            except TimeoutError:
-                ok = False
+            ok = False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(left, 0.01)):
+                    ok = await asyncio.to_thread(self.try_acquire_or_renew)
             if ok:
                 renewed = self._clock()
             elif self.holder and not self._is_holder:
@@ -220,9 +221,14 @@ class LeaderElector:
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep ``seconds`` or until ``stop``; whether ``stop`` is set."""
-    try:
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except TimeoutError:
-        return False
-    return True
+    """Sleep ``seconds`` or until ``stop``; whether ``stop`` is set.
+
+    ``asyncio.timeout``, never ``asyncio.wait_for``: on Python 3.11 ``wait_for`` returns the inner
+    result and swallows a cancellation that arrives as the inner wait completes (CPython gh-86296),
+    so a cancelled (killed) replica would go on renewing its Lease and no standby could take over.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+            return True
+    return False

@@ -35,7 +35,8 @@ class Readiness:
 
     async def _one(self, name: str, check: Check) -> tuple[str, str | None]:
         try:
-            return name, await asyncio.wait_for(check(), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                return name, await check()
         except TimeoutError:
             return name, f"no answer within {self.timeout_s:g}s"
         except Exception as exc:  # a probe reports every failure; none may stop the refresher
