@@ -17,7 +17,7 @@ from activities.node import NodeActivities
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome, Permanence
 from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
-from podmedic.domain.policy_file import parse_policy
+from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
@@ -27,7 +27,7 @@ from workflows.node_incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-POLICY = parse_policy("""
+POLICY_TEXT = """
 drivers:
   default:
     detection:
@@ -38,7 +38,11 @@ drivers:
     close: {anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}
     ticket: {url: "http://tickets.invalid", wait_resolution_s: 600, poll_s: 5}
     classification: {codes: {permanent: [79]}}
-""")
+"""
+POLICY = parse_policy(POLICY_TEXT)
+LONG_ANTI_FLAP = parse_policy(POLICY_TEXT.replace("anti_flap_s: 5,", "anti_flap_s: 120,"))
+"""An anti-flap delay no slow machine outlasts in real time while a test signals into it (the
+time-skipping server only skips time while a test waits on a result or sleeps)."""
 
 
 def _worker(client: Client, task_queue: str, fake: FakeCluster, real_node_activity: bool = False) -> Worker:
@@ -51,9 +55,9 @@ def _worker(client: Client, task_queue: str, fake: FakeCluster, real_node_activi
     return incident_worker(client, task_queue, [DeviceIncidentWorkflow, NodeIncidentWorkflow], activities)
 
 
-async def _send(client: Client, tq: str, *events: object) -> None:
+async def _send(client: Client, tq: str, *events: object, policy: PolicySet = POLICY) -> None:
     for ev in events:
-        await deliver_event(client, ev, POLICY, task_queue=tq, search_attributes=False)  # type: ignore[arg-type]
+        await deliver_event(client, ev, policy, task_queue=tq, search_attributes=False)  # type: ignore[arg-type]
 
 
 async def _outcome(client: Client, device: DeviceRef) -> IncidentOutcome:
@@ -163,15 +167,17 @@ async def test_only_a_failure_observed_after_the_heal_breaks_the_anti_flap_delay
     device = DeviceRef(driver="gpu.nvidia.com", pool="node-0103", device=f"gpu-{int(reopens)}")
     fake = FakeCluster()
     async with _worker(client, task_queue, fake):
-        await _send(client, task_queue, event(code=13, device=device, event_id="x"))
+        await _send(client, task_queue, event(code=13, device=device, event_id="x"), policy=LONG_ANTI_FLAP)
         handle = client.get_workflow_handle(device.workflow_id)
 
-        async def in_anti_flap_delay() -> None:
+        async def in_anti_flap_delay(events: int) -> None:
             state = await handle.query(DeviceIncidentWorkflow.get_state)
-            assert "anti-flap" in state.doing, state.doing
+            assert "anti-flap" in state.doing and state.events_seen == events, (state.doing, state.events_seen)
 
-        await assert_eventually(in_anti_flap_delay)
-        await _send(client, task_queue, event(code=13, device=device, event_id="late", after_s=observed_after_s))
+        await assert_eventually(lambda: in_anti_flap_delay(1))
+        await _send(client, task_queue, event(code=13, device=device, event_id="late", after_s=observed_after_s),
+                    policy=LONG_ANTI_FLAP)
+        await assert_eventually(lambda: in_anti_flap_delay(2))  # received inside the delay, before it ends
         await time_skipping_env.sleep(timedelta(seconds=700))
         outcome = await _outcome(client, device)
     if reopens:
