@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from activities.heartbeat import kept_alive
+from podmedic.kube.cache_only import WouldRequest, cache_only
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry.thread_names import name_os_thread
 
@@ -43,6 +44,19 @@ class KubeActivities:
 async def blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a blocking call (the gateway's, a backend's) on ``CALLS``: ``asyncio.to_thread`` for activities."""
     return await _in(CALLS, functools.partial(fn, *args, **kwargs))
+
+
+async def cached_first(read: Callable[[], T], run: Callable[[Callable[[], T]], Awaitable[T]] | None = None) -> T:
+    """``read`` on the event loop when the worker's caches answer it alone (``podmedic/kube/cache_only.py``),
+    else through ``run`` (a thread: ``blocking``). For reads only: what ``read`` did before it needed
+    a request is done again in the thread. A poll's look at a cached pod costs the loop microseconds;
+    handing it to a thread and back cost more than the read (py-spy, ``python -m benchmarks cost``)."""
+    with cache_only():
+        try:
+            return read()
+        except WouldRequest:
+            pass
+    return await (run or blocking)(read)
 
 
 async def _in(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:

@@ -16,7 +16,7 @@ import time
 
 from temporalio import activity
 
-from activities.base import KubeActivities
+from activities.base import KubeActivities, cached_first
 from activities.checkpoints import spec as declared
 from activities.checkpoints.methods import CHANGED_BY, MethodRunner, recorded, result
 from activities.heartbeat import Heartbeat
@@ -34,7 +34,7 @@ class CheckpointActivities(KubeActivities):
 
     async def _one(self, pod: PodRef, runner: MethodRunner) -> PodCheckpoint:
         """Ask one pod by its declared method (read from the live pod) and wait for its answer."""
-        current = await self.run(self.kube.get_pod, pod.namespace, pod.name)
+        current = await cached_first(lambda: self.kube.get_pod(pod.namespace, pod.name), self.run)
         if current is None or current["metadata"].get("uid") != pod.uid:
             return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED, "pod is gone")
         if (stopped := runner.stopped(pod, current)) is not None:

@@ -13,7 +13,7 @@ import contextlib
 import time
 import urllib.parse
 
-from activities.base import blocking
+from activities.base import blocking, cached_first
 from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
 from podmedic.domain.base import Obj
@@ -84,7 +84,7 @@ class MethodRunner:
 
     async def _stopped_now(self, pod: PodRef) -> PodCheckpoint | None:
         """``stopped`` on the pod as it is now (an unreachable endpoint may be a dead process)."""
-        current = await blocking(self.kube.get_pod, pod.namespace, pod.name)
+        current = await cached_first(lambda: self.kube.get_pod(pod.namespace, pod.name))
         return None if current is None else self.stopped(pod, current)
 
     def timed_out(self, pod: PodRef, method: str, detail: str = "") -> PodCheckpoint:
@@ -104,7 +104,7 @@ class MethodRunner:
         """Wait for the workload to answer the request annotation on its pod."""
         while self.remaining() > 0:
             try:
-                current = await blocking(self.kube.get_pod, pod.namespace, pod.name)
+                current = await cached_first(lambda: self.kube.get_pod(pod.namespace, pod.name))
             except (ServerError, Throttled):  # a blip of the API server: look again at the next poll
                 await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
                 continue

@@ -19,6 +19,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.base import cached_first
 from activities.heartbeat import Heartbeat
 from podmedic.domain.base import Obj
 from podmedic.kube import podview
@@ -94,9 +95,10 @@ class Verification:
 
 async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callable[[], Any], timeout_s: float,
                poll_s: float, *details: Any) -> Any:
-    """Call ``check`` (through ``run``, in a thread) until it returns a value or ``timeout_s``
-    passes (``None``); ``details`` are heartbeated so a retried attempt resumes where this was
-    (after the first second of waiting: ``activities/heartbeat.py``). The last call, at the
+    """Call ``check`` (on the loop while the caches answer it, else through ``run``, in a thread:
+    ``activities.base.cached_first``) until it returns a value or ``timeout_s`` passes (``None``);
+    ``details`` are heartbeated so a retried attempt resumes where this was (after the first second
+    of waiting: ``activities/heartbeat.py``). The last call, at the
     deadline, reads pods from the API server (``live_reads``)."""
     deadline = time.monotonic() + timeout_s
     heartbeat = Heartbeat()
@@ -109,7 +111,7 @@ async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callab
                 with live_reads():
                     found = await run(check)
             else:
-                found = await run(check)
+                found = await cached_first(check, run)
         except (ServerError, Throttled) as err:
             # One failed read of a bounded poll is a poll that saw nothing yet: failing the whole
             # attempt for it would redo the rung's action bookkeeping and burn a retry on a blip.

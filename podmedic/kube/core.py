@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from podmedic import __version__
 from podmedic.domain.base import Obj
 from podmedic.kube.api_versions import GROUP, TAINT_RULE_VERSIONS, TaintRuleApi, choose
+from podmedic.kube.cache_only import may_request
 from podmedic.kube.errors import (
     KubeConfigError,
     KubeError,
@@ -175,7 +176,7 @@ class GatewayCore:
         """
         slept = 0.0
         for attempt in range(MAX_RETRIES + 1):
-            self.limiter.take()
+            self._take(getattr(fn, "__name__", "request"))
             try:
                 return fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
             except ApiException as exc:
@@ -185,6 +186,12 @@ class GatewayCore:
                 slept += wait
                 self.limiter.note_refused()
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _take(self, what: str) -> None:
+        """Before every request: refused within ``cache_only`` (``podmedic/kube/cache_only.py``), before a
+        token is spent; then a token of the QPS budget (which may wait for one)."""
+        may_request(what)
+        self.limiter.take()
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """``_send``, its answer parsed and its refusal translated to a ``KubeError``."""

@@ -81,7 +81,7 @@ class StreamCalls(GatewayCore):
         """
         lister = self._lister(kind)
         selector = {"field_selector": field_selector} if field_selector else {}
-        self.limiter.take()
+        self._take(f"watch {kind}")
         try:
             resp = lister(watch=True, resource_version=resource_version or None, timeout_seconds=timeout_s,
                           allow_watch_bookmarks=True, _preload_content=False,
@@ -119,7 +119,7 @@ class StreamCalls(GatewayCore):
             "POST", path, query_params=query or [], header_params=header_params, body=body,
             auth_settings=["BearerToken"],
         )
-        self.limiter.take()
+        self._take(f"POST {path}")
         try:
             resp = self._api.call_api(method, url, header_params=header_params, body=body_out,
                                       _request_timeout=(min(self.timeout_s, timeout_s), timeout_s))
@@ -150,7 +150,7 @@ class StreamCalls(GatewayCore):
                                       "tty": False, "_preload_content": False}
             if container:
                 kwargs["container"] = container
-            self.limiter.take()
+            self._take(f"exec in {namespace}/{name}")
             try:
                 resp = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, name, namespace, **kwargs)
             except ApiException as exc:
