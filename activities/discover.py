@@ -6,7 +6,7 @@ import datetime as dt
 
 from temporalio import activity
 
-from activities.base import KubeActivities
+from activities.base import KubeActivities, cached_first
 from activities.claim_cache import FINISHED, ReservedClaims
 from podmedic.domain import workloads
 from podmedic.domain.base import Obj
@@ -24,7 +24,8 @@ driver's health timeout), never by more than minutes."""
 
 
 class DiscoverActivities(KubeActivities):
-    """Read-only activities: safe to retry any number of times."""
+    """Read-only activities: safe to retry any number of times, and tried on the event loop first
+    (``cached_first``: with a current pod cache and known claims, a discovery sends no request)."""
 
     def __init__(self, kube: KubeGateway, claims: ReservedClaims | None = None) -> None:
         super().__init__(kube)
@@ -212,9 +213,9 @@ class DiscoverActivities(KubeActivities):
     @activity.defn(name="discover_device")
     async def discover_device(self, inp: DiscoverInput) -> Discovery:
         """Pods on the device (via ResourceClaim allocations) and its health now."""
-        return await self.run(self._discover, inp.device, inp.reported_by, inp.first_event)
+        return await cached_first(lambda: self._discover(inp.device, inp.reported_by, inp.first_event), self.run)
 
     @activity.defn(name="read_device_health")
     async def read_device_health(self, inp: DeviceInput) -> DeviceHealthReading:
         """The device's health from pods' allocatedResourcesStatus, else driver taints."""
-        return await self.run(lambda: self._reading(inp.device, self._pods_on(inp.device)))
+        return await cached_first(lambda: self._reading(inp.device, self._pods_on(inp.device)), self.run)
