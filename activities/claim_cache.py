@@ -10,14 +10,16 @@ allocates before it reserves, and a claim is deallocated only once ``reservedFor
 (KEP-4381). So a claim read while reserved for pod P still answers for P while P runs. Each
 use checks that the cached claim names P's uid among its reservations (a pod recreated under
 the same name has a new uid and reads the claim again) and that P has not finished; anything
-else is read from the API server, as before.
+else is read from the API server, as before. The worker's ``fetch`` answers from a watch of
+every claim when it can (``podmedic/kube/object_cache.py``); a watched claim not yet reserved
+for a running pod may only be behind the watch of its pod, so it is read once more, fresh.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from typing import Protocol
 
 from podmedic.domain.base import Obj
 from podmedic.kube.resource_ids import PodDeviceHealth, pod_device_health
@@ -39,13 +41,19 @@ def _kept(claim: Obj) -> Obj:
             "status": {"allocation": status.get("allocation"), "reservedFor": status.get("reservedFor")}}
 
 
+class ClaimFetch(Protocol):
+    """``KubeGateway.get_claim``: a claim by namespace and name, from the API server when ``fresh``."""
+
+    def __call__(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None: ...
+
+
 class ReservedClaims:
     """A pod's claims by name, from memory while the claim is reserved for that pod.
 
     Thread-safe: activities call it from the worker's API threads.
     """
 
-    def __init__(self, fetch: Callable[[str, str], Obj | None], max_claims: int = MAX_CLAIMS) -> None:
+    def __init__(self, fetch: ClaimFetch, max_claims: int = MAX_CLAIMS) -> None:
         self._fetch = fetch
         self._max = max_claims
         self._claims: OrderedDict[tuple[str, str], Obj] = OrderedDict()
@@ -66,6 +74,8 @@ class ReservedClaims:
                     self.hits += 1
                     return cached
         claim = self._fetch(*key)
+        if running and claim is not None and uid not in _reserved_uids(claim):
+            claim = self._fetch(*key, fresh=True)
         with self._lock:
             self.reads += 1
             if claim is not None and running and uid in _reserved_uids(claim):

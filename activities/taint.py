@@ -91,8 +91,8 @@ class TaintActivities(KubeActivities):
                 return TaintResult(rule_name=name, created=True, effect=effect)
             except NotServed as exc:  # a feature gate is off: no retry can create it, the workflow falls back
                 return TaintResult(rule_name="", created=False, effect=effect, unavailable=str(exc))
-            except Conflict:
-                existing = self.kube.get_taint_rule(name)
+            except Conflict:  # the rule exists: read it live (the rule cache may not have seen it yet)
+                existing = self.kube.get_taint_rule(name, fresh=True)
             if existing is None:
                 continue  # deleted between create and get: create it again
             if holders.edited_by_operator(existing):
@@ -110,8 +110,10 @@ class TaintActivities(KubeActivities):
 
     def release(self, rule_name: str, holder: str, why: str) -> UntaintResult:
         """Take ``holder`` off the rule; delete it when no one else holds it."""
-        for _ in range(_TRIES):
-            rule = self.kube.get_taint_rule(rule_name)
+        for attempt in range(_TRIES):
+            # The rule cache's copy first: a write over a version it has not seen yet answers 409, and
+            # every later try reads the API server's.
+            rule = self.kube.get_taint_rule(rule_name, fresh=attempt > 0)
             if rule is None:  # a retry after the delete went through, or someone removed it: untainted either way
                 return UntaintResult(removed=True, detail="already removed")
             plan = holders.plan_release(rule, holder, why)
@@ -130,8 +132,8 @@ class TaintActivities(KubeActivities):
         """Add ``holder`` to the rules that exist for ``inp.devices``; the names it now holds."""
         held: list[str] = []
         for device in inp.devices:
-            for _ in range(_TRIES):
-                rule = self.kube.get_taint_rule(device.object_name)
+            for attempt in range(_TRIES):
+                rule = self.kube.get_taint_rule(device.object_name, fresh=attempt > 0)
                 if rule is None or holders.edited_by_operator(rule):
                     break
                 current = holders.holders_of(rule)

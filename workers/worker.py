@@ -116,11 +116,11 @@ def build_worker(client: Client, task_queue: str, kube: KubeGateway, *, sandboxe
     On shutdown it stops polling at once and gives running activities ``shutdown_grace_s`` to
     finish; those still running are then cancelled, and Temporal retries them on another worker
     (a heartbeating one resumes from its last heartbeat's details). ``pod_cache``: the activities'
-    pod reads come from one watch of every pod (``podmedic/kube/pod_cache.py``), which ends
-    when ``kube`` is closed.
+    reads of pods, ResourceClaims and DeviceTaintRules come from one watch of each kind
+    (``podmedic/kube/pod_cache.py``, ``object_cache.py``), which end when ``kube`` is closed.
     """
     if pod_cache:
-        kube.start_pod_cache("worker")
+        kube.start_caches("worker")
     return Worker(
         client,
         task_queue=task_queue,
@@ -137,7 +137,7 @@ async def run_worker(client: Client, task_queue: str, kubeconfig: Path | None,
                      shutdown_grace_s: float = SHUTDOWN_GRACE_S, pod_cache: bool = True,
                      capacity: Capacity = DEFAULT_CAPACITY) -> None:
     """Run until SIGINT/SIGTERM, then drain (running activities get ``shutdown_grace_s``) and stop;
-    probes on ``health`` (host, port) if given; pod reads from a watch of every pod when ``pod_cache``."""
+    probes on ``health`` (host, port) if given; pod, claim and taint rule reads from watches when ``pod_cache``."""
     kube = KubeGateway(kubeconfig)
     await say_taint_rules(kube)
     worker = build_worker(client, task_queue, kube, sandboxed=sandboxed, shutdown_grace_s=shutdown_grace_s,

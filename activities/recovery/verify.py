@@ -24,7 +24,7 @@ from activities.heartbeat import Heartbeat
 from podmedic.domain.base import Obj
 from podmedic.kube import podview
 from podmedic.kube.gateway import ServerError, Throttled
-from podmedic.kube.pod_cache import live_reads
+from podmedic.kube.reflector import live_reads
 from podmedic.workload.protocol import PROGRESS, REPORTS_PROGRESS
 
 

@@ -165,9 +165,10 @@ def register(sub: Any) -> None:
                         "default 50: the manifests' terminationGracePeriodSeconds 60, less 10)")
     p.add_argument("--pod-cache", action=argparse.BooleanOptionalAction, default=None,
                    help="answer pod reads from one cluster-wide watch of pods (list + watch, as a client-go "
-                        "informer) instead of a GET or LIST per read; while the watch is broken every read "
-                        "goes to the API server (env PODMEDIC_POD_CACHE; default on). Costs the worker memory "
-                        "for every pod of the cluster")
+                        "informer) instead of a GET or LIST per read, and ResourceClaim and DeviceTaintRule "
+                        "reads from one watch of each; while a watch is broken its reads go to the API server "
+                        "(env PODMEDIC_POD_CACHE; default on). Costs the worker memory for every pod and claim "
+                        "of the cluster")
     p.add_argument("--max-cached-workflows", type=int, metavar="N",
                    help="incidents kept in memory between their tasks; one evicted is replayed from its history on "
                         "its next task, trading CPU for memory (env PODMEDIC_MAX_CACHED_WORKFLOWS; default 1500, "

@@ -27,6 +27,7 @@ from podmedic.kube.errors import (
     from_answer,
 )
 from podmedic.kube.json_text import parse
+from podmedic.kube.object_cache import CLAIMS, TAINT_RULES, ObjectCache
 from podmedic.kube.pod_cache import PodCache
 from podmedic.kube.pool_nodes import PoolNodes
 from podmedic.kube.throttle import MAX_RETRIES, BudgetedRetry, TokenBucket, sleep_for_retry, throttle_wait
@@ -102,7 +103,10 @@ class GatewayCore:
         self.custom = client.CustomObjectsApi(api_client)  # apps, batch and CRD kinds by group/version/plural
         self.timeout_s = timeout_s
         self._taint_rules: TaintRuleApi | None = None
-        self.pods: PodCache | None = None  # the worker's watch-fed pod reads (start_pod_cache)
+        # The worker's watch-fed reads (start_caches): pods, ResourceClaims, DeviceTaintRules.
+        self.pods: PodCache | None = None
+        self.claims: ObjectCache | None = None
+        self.rules: ObjectCache | None = None
         self.pool_nodes = PoolNodes()  # shared with the copies for_component makes, as the pod cache is
 
     def for_component(self, component: str) -> Self:
@@ -153,19 +157,31 @@ class GatewayCore:
             raise NotServed(found.describe(), 404)
         return self._resource_api(found.version)
 
-    def start_pod_cache(self, component: str) -> PodCache:
-        """Serve the pod reads of this gateway, and of its copies made after, from one watch of every pod
-        (``podmedic/kube/pod_cache.py``), whose requests say they are ``component``'s."""
+    def start_caches(self, component: str, *, watch_timeout_s: int = 60,
+                     backoff_s: tuple[float, float] = (0.5, 30.0)) -> None:
+        """Serve the pod, ResourceClaim and DeviceTaintRule reads of this gateway, and of its copies made
+        after, from one watch of each kind (``pod_cache.py``, ``object_cache.py``), whose requests say
+        they are ``component``'s. Each watch is renewed every ``watch_timeout_s``; a failed one is tried
+        again after ``backoff_s`` (first, doubling up to last). A cluster that serves no DeviceTaintRule
+        gets no rule cache (its thread ends)."""
+        source: Any = self.for_component(component)  # the streams' mixin lists and watches
+        timing: Any = {"watch_timeout_s": watch_timeout_s, "backoff_s": backoff_s}
         if self.pods is None:
-            self.pods = PodCache(self.for_component(component))  # type: ignore[arg-type]  # the streams' mixin
+            self.pods = PodCache(source, **timing)
             self.pods.start()
-        return self.pods
+        if self.claims is None:
+            self.claims = ObjectCache(source, CLAIMS, **timing)
+            self.claims.start()
+        if self.rules is None:
+            self.rules = ObjectCache(source, TAINT_RULES, **timing)
+            self.rules.start()
 
     def close(self) -> None:
-        """Release the connection pool (and end the pod cache's watch)."""
-        if self.pods is not None and self._owns_pool:
-            self.pods.stop()
+        """Release the connection pool (and end the caches' watches)."""
         if self._owns_pool:
+            for cache in (self.pods, self.claims, self.rules):
+                if cache is not None:
+                    cache.stop()
             self._api.close()
 
     def _send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

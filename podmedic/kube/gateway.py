@@ -72,7 +72,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         return sum(self.pool_nodes.learn(page) for page, _ in self.list_pages("resourceslices"))
 
     def get_pod(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None:
-        """A pod, or ``None`` if it is gone: from the pod cache when it holds the pod (``start_pod_cache``),
+        """A pod, or ``None`` if it is gone: from the pod cache when it holds the pod (``start_caches``),
         unless ``fresh`` asks the API server."""
         if not fresh and self.pods is not None and (cached := self.pods.get(namespace, name)) is not None:
             return cached
@@ -112,8 +112,12 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
                                       field_selector=f"spec.nodeName={node}")["items"]
         return items
 
-    def get_taint_rule(self, name: str) -> Obj | None:
-        """A DeviceTaintRule, or ``None`` (also when the cluster serves none)."""
+    def get_taint_rule(self, name: str, *, fresh: bool = False) -> Obj | None:
+        """A DeviceTaintRule, or ``None`` (also when the cluster serves none): from the rule cache when it
+        holds the rule (``start_caches``), unless ``fresh`` asks the API server (a write over a cached
+        version answered 409 Conflict)."""
+        if not fresh and self.rules is not None and (cached := self.rules.get("", name)) is not None:
+            return cached
         try:
             return self._read(f"get devicetaintrule {name}", self.taint_rule_calls().read_device_taint_rule, name)
         except (NotFound, NotServed):
@@ -188,8 +192,11 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         """Record a Kubernetes Event."""
         self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)
 
-    def get_claim(self, namespace: str, name: str) -> Obj | None:
-        """A ResourceClaim, or ``None`` if it is gone."""
+    def get_claim(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None:
+        """A ResourceClaim, or ``None`` if it is gone: from the claim cache when it holds the claim, unless
+        ``fresh`` asks the API server."""
+        if not fresh and self.claims is not None and (cached := self.claims.get(namespace, name)) is not None:
+            return cached
         try:
             return self._read(f"get resourceclaim {namespace}/{name}", self.resource.read_namespaced_resource_claim,
                               name, namespace)

@@ -25,6 +25,9 @@ class StreamCalls(GatewayCore):
 
     # -- generic list/watch for the ingest's cluster sources ---------------------------------
     def _lister(self, kind: str) -> Callable[..., Any]:
+        if kind == "devicetaintrules":  # at the version discovery found; NotServed when none is
+            found: Callable[..., Any] = self.taint_rule_calls().list_device_taint_rule
+            return found
         listers: dict[str, Callable[..., Any]] = {
             "pods": self.core.list_pod_for_all_namespaces,
             "resourceslices": self.resource.list_resource_slice,
@@ -32,13 +35,15 @@ class StreamCalls(GatewayCore):
             "events": self.core.list_event_for_all_namespaces,
         }
         if kind not in listers:
-            raise ValueError(f"kind {kind!r} cannot be watched; one of {', '.join(sorted(listers))}")
+            known = ", ".join(sorted([*listers, "devicetaintrules"]))
+            raise ValueError(f"kind {kind!r} cannot be watched; one of {known}")
         return listers[kind]
 
     def list_objects(self, kind: str, *, field_selector: str | None = None,
                      page_size: int = 500) -> tuple[list[Obj], str]:
-        """Every object of ``kind`` (``pods``, ``resourceslices``, ``resourceclaims`` or ``events``) across all
-        namespaces, page by page, as plain dicts, with the resourceVersion to watch from.
+        """Every object of ``kind`` (``pods``, ``resourceslices``, ``resourceclaims``, ``events`` or
+        ``devicetaintrules``) across all namespaces, page by page, as plain dicts, with the resourceVersion
+        to watch from.
 
         The first page's resourceVersion is returned: a watch from it replays anything that
         changed while later pages were read, so nothing falls between the list and the watch.

@@ -22,7 +22,7 @@ from activities.base import cached_first
 from activities.recovery.verify import poll
 from podmedic.kube.cache_only import WouldRequest, cache_only
 from podmedic.kube.gateway import Conflict, KubeGateway
-from podmedic.kube.pod_cache import live_reads
+from podmedic.kube.reflector import live_reads
 from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED
 from tests.helpers import wait_until
@@ -53,8 +53,9 @@ def api(sim: SimCluster) -> Iterator[client.ApiClient]:
 def kube(sim: SimCluster) -> Iterator[KubeGateway]:
     """A gateway whose pod reads the cache answers (a short watch, so a broken one is noticed fast)."""
     gateway = KubeGateway(Path(str(sim.kubeconfig_path)))
-    cache = gateway.start_pod_cache("worker")
-    cache.watch_timeout_s, cache.backoff_s = 2, (0.3, 0.3)
+    gateway.start_caches("worker", watch_timeout_s=2, backoff_s=(0.3, 0.3))
+    cache = gateway.pods
+    assert cache is not None
     wait_until(lambda: cache.current, what="the pod cache listed and watching")
     yield gateway
     gateway.close()
