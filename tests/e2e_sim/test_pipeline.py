@@ -107,6 +107,39 @@ async def test_transient_fault_recovers_in_place(sim: SimCluster, stack: tuple[C
     assert not [r for r in sim.state()["taint_rules"] if device in str(r)]
 
 
+@pytest.fixture
+def claim_and_rule_watches_refused(sim: SimCluster) -> Iterator[None]:
+    """The worker's watches of ResourceClaims and DeviceTaintRules answered 500 from its start (asked for
+    before ``stack``, so before the worker lists): its claim and rule caches never become current."""
+    sim.add_api_fault(verbs=["watch"], resources=["resourceclaims", "devicetaintrules"], components=["worker"],
+                      status=500)
+    yield
+    sim.clear_api_faults()
+
+
+async def test_without_its_claim_and_rule_watches_the_worker_reads_the_api_server(
+        sim: SimCluster, claim_and_rule_watches_refused: None, stack: tuple[Client, str]) -> None:
+    # The caches (podmedic/kube/object_cache.py) only ever save requests: with their watches broken the
+    # same incident recovers, discovery reading the pod's claim and the release its rule with a GET each.
+    # These are the worker's only claim and rule GETs in the e2e runs, which the RBAC proof counts.
+    client, _ = stack
+    _, pod = await _start_job(sim)
+    driver, pool, device = _device(pod)
+    previous = await last_run(client, pod["devices"][0])
+    gets = {r: _worker_requests(sim, "get", r) for r in ("resourceclaims", "devicetaintrules")}
+    sim.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=31,
+                          message="XID 31: MMU fault", clears_on_restart=True)
+    outcome = await next_outcome(client, f"{driver}/{pool}/{device}", previous)
+    assert outcome.outcome is Outcome.RECOVERED_IN_PLACE, outcome.explanation
+    assert outcome.taint_removed and not [r for r in sim.state()["taint_rules"] if device in str(r)]
+    assert all(_worker_requests(sim, "get", r) > n for r, n in gets.items()), gets
+
+
+def _worker_requests(sim: SimCluster, verb: str, resource: str) -> int:
+    return sum(int(e["count"]) for e in sim.ledger.entries()  # type: ignore[call-overload]
+               if e["verb"] == verb and e["resource"] == resource and e["component"] == "worker")
+
+
 async def test_fault_a_restart_cannot_fix_moves_the_pod_on_the_same_node(
     sim: SimCluster, stack: tuple[Client, str], desk: VendorDesk
 ) -> None:

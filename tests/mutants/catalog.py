@@ -62,7 +62,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "taint-retry-makes-a-second-rule", "no duplicated effect: a retried taint takes over its own rule",
         "activities/taint.py",
-        "            except Conflict:\n                existing = self.kube.get_taint_rule(name)",
+        "            except Conflict:  # the rule exists: read it live (the rule cache may not have seen it yet)\n"
+        "                existing = self.kube.get_taint_rule(name, fresh=True)",
         '            except Conflict:\n                body["metadata"]["name"] = name = name + "-again"\n'
         "                continue",
         ("tests/reliability/test_fault_suite.py",)),
