@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from activities.taint import TaintActivities
 from podmedic.domain.models import DeviceRef
@@ -24,25 +24,6 @@ from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import start_pod
-from tests.simkit import fast_config
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
-    cluster = SimCluster(fast_config(nodes=2, devices_per_node=4), bookmark_interval_s=0.1)
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("object-cache") / "kubeconfig")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def api(sim: SimCluster) -> Iterator[client.ApiClient]:
-    """The unmodified ``kubernetes`` client: the cluster's other writers."""
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
 
 
 @pytest.fixture

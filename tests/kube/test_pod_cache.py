@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
 from activities.base import cached_first
@@ -27,26 +27,6 @@ from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import start_pod
-from tests.simkit import fast_config
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
-    """A simulator whose watch history holds 50 changes, so a watch that falls behind is answered 410."""
-    cluster = SimCluster(fast_config(nodes=2, devices_per_node=4), history_size=50, bookmark_interval_s=0.1)
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("pod-cache") / "kubeconfig")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def api(sim: SimCluster) -> Iterator[client.ApiClient]:
-    """The unmodified ``kubernetes`` client: the cluster's other writers."""
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
 
 
 @pytest.fixture
