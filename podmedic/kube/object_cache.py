@@ -36,10 +36,5 @@ class ObjectCache(Reflector[bytes]):
             text = self._held((namespace, name))
         return copy_of(text) if text is not None else None
 
-    def count(self) -> int:
-        """How many objects it holds."""
-        with self._lock:
-            return len(self._kept)
-
     def _keep(self, obj: Obj) -> bytes:
         return kept_text(obj)
