@@ -21,9 +21,6 @@ CALLS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube", initialize
 """Threads for blocking API calls. asyncio's default pool has ``CPUs + 4`` threads (6 on a 2-core
 worker): in a 1,000-device storm every activity's calls queued behind six."""
 
-URGENT_CALLS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube-urgent", initializer=name_os_thread)
-"""Threads for the calls a device's taint waits on, so a fence never queues behind other steps'
-reads and polls."""
 
 
 class KubeActivities:
@@ -35,10 +32,6 @@ class KubeActivities:
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a blocking gateway call in a thread, heartbeating while it takes long."""
         return await blocking(fn, *args, **kwargs)
-
-    async def run_urgent(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``run`` on the threads kept for the taint (``URGENT_CALLS``)."""
-        return await _in(URGENT_CALLS, functools.partial(fn, *args, **kwargs))
 
 
 async def blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

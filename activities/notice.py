@@ -16,6 +16,7 @@ import urllib.parse
 from temporalio import activity
 
 from activities.base import KubeActivities
+from activities.heartbeat import kept_alive
 from podmedic.domain.base import Obj
 from podmedic.domain.incident import StepNotice, StepNoticeResult
 from podmedic.domain.steps import PodNoticeInput, PodNoticeResult
@@ -64,8 +65,8 @@ class NoticeActivities(KubeActivities):
         # worker's busy CPU (py-spy, python -m benchmarks cost).
         self.ui_url = TemporalTarget.load().ui_url
 
-    def _notice(self, inp: PodNoticeInput, key: str | None = None) -> PodNoticeResult:
-        pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name)
+    async def _notice(self, inp: PodNoticeInput, key: str | None = None) -> PodNoticeResult:
+        pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name)
         if pod is None or (inp.pod.uid and pod["metadata"].get("uid") != inp.pod.uid):
             return PodNoticeResult(pod_found=False, event_recorded=False)
         annotations = {podview.INCIDENT: inp.incident_id, **inp.annotations}
@@ -73,18 +74,18 @@ class NoticeActivities(KubeActivities):
         # An incident's later steps find the pod annotated by its first: a write that changes nothing is skipped.
         if any(current.get(key) != value for key, value in annotations.items()):
             with contextlib.suppress(NotFound):
-                self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
+                await self.kube.aio.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
         # Conflict: an earlier attempt of this activity already wrote this Event.
         with contextlib.suppress(Conflict):
-            self.kube.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", ""), key))
+            await self.kube.aio.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", ""), key))
         return PodNoticeResult(pod_found=True, event_recorded=True)
 
     @activity.defn(name="notify_pod")
     async def notify_pod(self, inp: PodNoticeInput) -> PodNoticeResult:
         """Record an Event on the pod and annotate it with the incident."""
-        return await self.run(self._notice, inp)
+        return await kept_alive(self._notice(inp))
 
-    def _step(self, notice: StepNotice, namespace: str) -> StepNoticeResult:
+    async def _step(self, notice: StepNotice, namespace: str) -> StepNoticeResult:
         ui = self.ui_url
         url = incident_url(ui, namespace, notice.incident_id, notice.run_id) if ui else ""
         message = f"{notice.message}; see {url}" if url else notice.message
@@ -94,16 +95,17 @@ class NoticeActivities(KubeActivities):
         for pod in notice.pods:
             inp = PodNoticeInput(incident_id=notice.incident_id, pod=pod, reason=notice.reason, message=message,
                                  warning=notice.warning, annotations={INCIDENT_URL: url} if url else {})
-            found = self._event_only(inp, key) if pod in known and pod.uid else self._notice(inp, key=key).pod_found
+            found = await self._event_only(inp, key) if pod in known and pod.uid else \
+                (await self._notice(inp, key=key)).pod_found
             (result.recorded if found else result.gone).append(f"{pod.namespace}/{pod.name}")
         return result
 
-    def _event_only(self, inp: PodNoticeInput, key: str) -> bool:
+    async def _event_only(self, inp: PodNoticeInput, key: str) -> bool:
         """The Event for a pod an earlier step of this run found and annotated: no read, no annotation
         (a pod deleted since gets it too: an Event names its pod by uid, and is harmless)."""
         try:
             with contextlib.suppress(Conflict):  # an earlier attempt of this activity wrote it
-                self.kube.create_event(inp.pod.namespace, event_body(inp, inp.pod.uid, key))
+                await self.kube.aio.create_event(inp.pod.namespace, event_body(inp, inp.pod.uid, key))
         except NotFound:  # its namespace is gone, and the pod with it
             return False
         return True
@@ -111,4 +113,4 @@ class NoticeActivities(KubeActivities):
     @activity.defn(name="notify_step")
     async def notify_step(self, notice: StepNotice) -> StepNoticeResult:
         """One Event per affected pod for one step of an incident (idempotent), linking the UI."""
-        return await self.run(self._step, notice, activity.info().namespace)
+        return await kept_alive(self._step(notice, activity.info().namespace))

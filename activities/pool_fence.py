@@ -11,6 +11,7 @@ from temporalio import activity
 
 from activities import holders
 from activities.base import KubeActivities
+from activities.heartbeat import kept_alive
 from activities.taint import TaintActivities, calling_run, selector_rule
 from podmedic.domain.policy_recovery import Effect
 from podmedic.domain.pool_fence import PoolDevicesInput, PoolRuleInput
@@ -27,23 +28,23 @@ class PoolFenceActivities(KubeActivities):
         super().__init__(kube)
         self.taints = TaintActivities(kube)
 
-    def _fence(self, inp: PoolRuleInput, holder: str) -> TaintResult:
+    async def _fence(self, inp: PoolRuleInput, holder: str) -> TaintResult:
         # NoSchedule only: no pod is evicted by a whole pool's rule, so the fleet guard's limits on
         # disruption are not what it spends; each device's incident decides its own effect.
         selector = {"driver": inp.pool.driver, "pool": inp.pool.pool}
         body = selector_rule(inp.pool.rule_name, selector, inp.pool.workflow_id, Effect.NO_SCHEDULE, inp.reason,
                              holder, CHANGED_BY)
-        return self.taints.ensure_rule(body, holder, Effect.NO_SCHEDULE, inp.reason)
+        return await self.taints.ensure_rule(body, holder, Effect.NO_SCHEDULE, inp.reason)
 
     @activity.defn(name="fence_pool")
     async def fence_pool(self, inp: PoolRuleInput) -> TaintResult:
         """Create the pool's NoSchedule rule, or take over the one already there."""
-        return await self.run_urgent(self._fence, inp, calling_run())
+        return await kept_alive(self._fence(inp, calling_run()))
 
     @activity.defn(name="unfence_pool")
     async def unfence_pool(self, inp: PoolRuleInput) -> UntaintResult:
         """Let go of the pool's rule: deleted unless someone else holds it (or an operator edited it)."""
-        return await self.run(self.taints.release, inp.pool.rule_name, calling_run(), inp.reason)
+        return await kept_alive(self.taints.release(inp.pool.rule_name, calling_run(), inp.reason))
 
     def _without_own_rule(self, inp: PoolDevicesInput) -> list[str]:
         # One list per pool (its rules carry the pool's label), not a get per device: in a 10,000-device

@@ -16,6 +16,7 @@ from temporalio import activity
 
 from activities import holders
 from activities.base import KubeActivities
+from activities.heartbeat import kept_alive
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.node import HoldTaintsInput
@@ -77,22 +78,22 @@ def calling_run() -> str:
 class TaintActivities(KubeActivities):
     """DeviceTaintRule create, take over and release; each idempotent."""
 
-    def ensure(self, inp: TaintInput, holder: str) -> TaintResult:
+    async def ensure(self, inp: TaintInput, holder: str) -> TaintResult:
         """Create the rule held by ``holder``, or take over the one already there."""
-        return self.ensure_rule(rule_body(inp.device, inp.incident_id, inp.effect, inp.reason, holder), holder,
+        return await self.ensure_rule(rule_body(inp.device, inp.incident_id, inp.effect, inp.reason, holder), holder,
                                 inp.effect, inp.reason)
 
-    def ensure_rule(self, body: Obj, holder: str, effect: Effect, reason: str) -> TaintResult:
+    async def ensure_rule(self, body: Obj, holder: str, effect: Effect, reason: str) -> TaintResult:
         """Create the rule ``body``, or take over the one of its name already there."""
         name = body["metadata"]["name"]
         for _ in range(_TRIES):
             try:
-                self.kube.create_taint_rule(body)
+                await self.kube.aio.create_taint_rule(body)
                 return TaintResult(rule_name=name, created=True, effect=effect)
             except NotServed as exc:  # a feature gate is off: no retry can create it, the workflow falls back
                 return TaintResult(rule_name="", created=False, effect=effect, unavailable=str(exc))
             except Conflict:  # the rule exists: read it live (the rule cache may not have seen it yet)
-                existing = self.kube.get_taint_rule(name, fresh=True)
+                existing = await self.kube.aio.get_taint_rule(name, fresh=True)
             if existing is None:
                 continue  # deleted between create and get: create it again
             if holders.edited_by_operator(existing):
@@ -102,38 +103,38 @@ class TaintActivities(KubeActivities):
             if patch is None:
                 return TaintResult(rule_name=name, created=False, effect=_effect(existing))
             try:
-                taken = self.kube.patch_taint_rule(name, patch)
+                taken = await self.kube.aio.patch_taint_rule(name, patch)
             except Conflict:
                 continue  # someone changed it since we read it: decide again
             return TaintResult(rule_name=name, created=False, effect=_effect(taken))
         raise Conflict(f"devicetaintrule {name}: still changing after {_TRIES} tries", 409)
 
-    def release(self, rule_name: str, holder: str, why: str) -> UntaintResult:
+    async def release(self, rule_name: str, holder: str, why: str) -> UntaintResult:
         """Take ``holder`` off the rule; delete it when no one else holds it."""
         for attempt in range(_TRIES):
             # The rule cache's copy first: a write over a version it has not seen yet answers 409, and
             # every later try reads the API server's.
-            rule = self.kube.get_taint_rule(rule_name, fresh=attempt > 0)
+            rule = await self.kube.aio.get_taint_rule(rule_name, fresh=attempt > 0)
             if rule is None:  # a retry after the delete went through, or someone removed it: untainted either way
                 return UntaintResult(removed=True, detail="already removed")
             plan = holders.plan_release(rule, holder, why)
             try:
                 if plan.action == "delete":
-                    self.kube.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])
+                    await self.kube.aio.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])
                     return UntaintResult(removed=True, detail=plan.detail)
                 if plan.action == "patch":
-                    self.kube.patch_taint_rule(rule_name, plan.patch)
+                    await self.kube.aio.patch_taint_rule(rule_name, plan.patch)
             except Conflict:
                 continue  # taken over or edited since we read it: decide again on the new version
             return UntaintResult(removed=False, kept_for=plan.remaining, detail=plan.detail)
         raise Conflict(f"devicetaintrule {rule_name}: still changing after {_TRIES} tries", 409)
 
-    def hold(self, inp: HoldTaintsInput, holder: str) -> list[str]:
+    async def hold(self, inp: HoldTaintsInput, holder: str) -> list[str]:
         """Add ``holder`` to the rules that exist for ``inp.devices``; the names it now holds."""
         held: list[str] = []
         for device in inp.devices:
             for attempt in range(_TRIES):
-                rule = self.kube.get_taint_rule(device.object_name, fresh=attempt > 0)
+                rule = await self.kube.aio.get_taint_rule(device.object_name, fresh=attempt > 0)
                 if rule is None or holders.edited_by_operator(rule):
                     break
                 current = holders.holders_of(rule)
@@ -145,7 +146,7 @@ class TaintActivities(KubeActivities):
                     holders.CHANGED_BY: f"podmedic worker ({holder} holds it too)",
                     holders.REASON: inp.reason[:1000]}}}
                 try:
-                    self.kube.patch_taint_rule(device.object_name, patch)
+                    await self.kube.aio.patch_taint_rule(device.object_name, patch)
                 except Conflict:
                     continue
                 held.append(device.object_name)
@@ -155,22 +156,22 @@ class TaintActivities(KubeActivities):
     @activity.defn(name="taint_device")
     async def taint_device(self, inp: TaintInput) -> TaintResult:
         """Create the incident's DeviceTaintRule, or take over the one already there."""
-        return await self.run_urgent(self.ensure, inp, calling_run())
+        return await kept_alive(self.ensure(inp, calling_run()))
 
     @activity.defn(name="remove_taint")
     async def remove_taint(self, inp: UntaintInput) -> UntaintResult:
         """Release the rule: deleted only if no other incident still holds it."""
-        return await self.run(self.release, inp.rule_name, calling_run(), f"{inp.incident_id} closed")
+        return await kept_alive(self.release(inp.rule_name, calling_run(), f"{inp.incident_id} closed"))
 
     @activity.defn(name="hold_taints")
     async def hold_taints(self, inp: HoldTaintsInput) -> list[str]:
         """A node incident holds its devices' rules, so they stay while it does."""
-        return await self.run(self.hold, inp, calling_run())
+        return await kept_alive(self.hold(inp, calling_run()))
 
     @activity.defn(name="release_taints")
     async def release_taints(self, inp: HoldTaintsInput) -> list[UntaintResult]:
         """A node incident lets go of its devices' rules (each deleted if no one else holds it)."""
-        return [await self.run(self.release, d.object_name, calling_run(), inp.reason) for d in inp.devices]
+        return [await kept_alive(self.release(d.object_name, calling_run(), inp.reason)) for d in inp.devices]
 
 
 def _effect(rule: Obj) -> Effect:

@@ -53,7 +53,7 @@ class CheckpointActivities(KubeActivities):
         if done is not None:
             return done
         if notes.get(protocol.REQUEST) != runner.request_id:
-            await self.run(self.kube.patch_pod_annotations, pod.namespace, pod.name, {
+            await self.kube.aio.patch_pod_annotations(pod.namespace, pod.name, {
                 protocol.REQUEST: runner.request_id, INCIDENT: runner.incident_id,
                 CHANGED_BY: f"podmedic worker (checkpoint stage, {spec.method} request) for {runner.incident_id}",
             })

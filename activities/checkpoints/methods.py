@@ -97,7 +97,7 @@ class MethodRunner:
                  protocol.LOCATION: ",".join(answer.locations),
                  CHANGED_BY: f"podmedic worker (checkpoint stage, {method} answer) for {self.incident_id}"}
         with contextlib.suppress(NotFound):  # the pod went away after saving: the answer still counts
-            await blocking(self.kube.patch_pod_annotations, pod.namespace, pod.name, dict(notes))
+            await self.kube.aio.patch_pod_annotations(pod.namespace, pod.name, dict(notes))
         return result(pod, method, CheckpointStatus.SAVED, answer=answer)
 
     async def annotation(self, pod: PodRef) -> PodCheckpoint:

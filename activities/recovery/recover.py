@@ -12,6 +12,7 @@ from temporalio import activity
 
 from activities.base import KubeActivities
 from activities.claim_cache import ReservedClaims
+from activities.heartbeat import kept_alive
 from activities.recovery import inplace
 from activities.recovery.reschedule import Rescheduler
 from activities.recovery.verify import Verification, poll
@@ -31,7 +32,7 @@ class RecoverActivities(KubeActivities):
         self.claims = claims if claims is not None else ReservedClaims(kube.get_claim)
 
     # -- in-place restart ----------------------------------------------------------------------
-    def _request_restart(self, inp: RecoverInput) -> tuple[str, dict[str, int]] | str:
+    async def _request_restart(self, inp: RecoverInput) -> tuple[str, dict[str, int]] | str:
         """Record the request on the pod (once per request id), then act; returns the trigger
         container and the restart counts before, or why the pod cannot restart in place.
 
@@ -40,7 +41,7 @@ class RecoverActivities(KubeActivities):
         retry that read an old pod is refused and reads again instead of acting twice.
         """
         for fresh in (False, True, True):
-            pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name, fresh=fresh)
+            pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name, fresh=fresh)
             if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
                 return "pod is gone"
             planned = inplace.plan(pod, inp.in_place)
@@ -52,15 +53,15 @@ class RecoverActivities(KubeActivities):
                 return container, baseline  # a retry: acted already (or was about to); never twice
             notes = inplace.request_annotations(pod, inp.request_id, inp.in_place, inp.incident_id, container, code)
             try:
-                self.kube.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes,
-                                                resource_version=pod["metadata"].get("resourceVersion"))
+                await self.kube.aio.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes,
+                                                          resource_version=pod["metadata"].get("resourceVersion"))
             except Conflict:
                 continue  # changed since it was read: decide again on the pod as it is
             if inp.in_place.mechanism == "exec_signal":
                 command = [part.replace("{signal}", inp.in_place.signal) for part in inp.in_place.command]
                 # Short: the activity heartbeats only between calls, and a kill answers at once.
-                rc, output = self.kube.exec_in_container(inp.pod.namespace, inp.pod.name, container, command,
-                                                         timeout_s=5.0)
+                rc, output = await self.run(self.kube.exec_in_container, inp.pod.namespace, inp.pod.name, container,
+                                            command, timeout_s=5.0)
                 if rc != 0:
                     return f"exec {' '.join(command)} in {container} exited {rc}: {output or 'no output'}"
             return container, inplace.container_restarts(pod)
@@ -80,7 +81,7 @@ class RecoverActivities(KubeActivities):
         if inp.pod.phase in ("Failed", "Succeeded"):
             return RecoveryResult(verified=False, action="in_place_restart", pod=inp.pod,
                                   detail=f"pod has terminated (phase {inp.pod.phase}): nothing to restart in place")
-        asked = await self.run(self._request_restart, inp)
+        asked = await kept_alive(self._request_restart(inp))
         if isinstance(asked, str):
             return RecoveryResult(verified=False, action="in_place_restart",
                                   pod=None if asked == "pod is gone" else inp.pod, detail=f"{mechanism}: {asked}")

@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from podmedic import __version__
 from podmedic.domain.base import Obj
+from podmedic.kube.api_requests import JSON, ApiRequest
 from podmedic.kube.api_versions import GROUP, TAINT_RULE_VERSIONS, TaintRuleApi, choose
 from podmedic.kube.cache_only import may_request
 from podmedic.kube.errors import (
@@ -27,13 +28,13 @@ from podmedic.kube.errors import (
     from_answer,
 )
 from podmedic.kube.json_text import parse
+from podmedic.kube.loop_http import LoopHttp
 from podmedic.kube.object_cache import CLAIMS, TAINT_RULES, ObjectCache
 from podmedic.kube.pod_cache import PodCache
 from podmedic.kube.pool_nodes import PoolNodes
 from podmedic.kube.throttle import MAX_RETRIES, BudgetedRetry, TokenBucket, sleep_for_retry, throttle_wait
 from podmedic.settings.groups import Cluster
 
-FIELD_MANAGER = "podmedic"
 # Every request carries ``podmedic-<component>/<version>`` (``podmedic/<version>`` when no component is set),
 # so API server audit logs and the simulator's recorder (podmedic_sim/audit.py) can tell who called.
 USER_AGENT = "podmedic"
@@ -102,6 +103,7 @@ class GatewayCore:
         self.resource = client.ResourceV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)  # apps, batch and CRD kinds by group/version/plural
         self.timeout_s = timeout_s
+        self.loop_http = LoopHttp(settings, self.limiter, timeout_s)  # the activities' writes (loop_calls.py)
         self._taint_rules: TaintRuleApi | None = None
         # The worker's watch-fed reads (start_caches): pods, ResourceClaims, DeviceTaintRules.
         self.pods: PodCache | None = None
@@ -123,6 +125,15 @@ class GatewayCore:
         clone.core, clone.resource, clone.custom = client.CoreV1Api(api), client.ResourceV1Api(api), \
             client.CustomObjectsApi(api)
         return clone
+
+    @property
+    def user_agent(self) -> str:
+        """This gateway's User-Agent (``user_agent(component)``)."""
+        return str(self._api.user_agent)
+
+    def discovered_taint_rules(self) -> TaintRuleApi | None:
+        """What DeviceTaintRule discovery found, or ``None`` before it ran (``taint_rule_api``)."""
+        return self._taint_rules
 
     def server_version(self) -> Obj:
         """``GET /version`` (major, minor, gitVersion)."""
@@ -152,10 +163,14 @@ class GatewayCore:
 
     def taint_rule_calls(self) -> Any:
         """The generated client of the served DeviceTaintRule version; ``NotServed`` when none is."""
+        return self._resource_api(self.taint_rule_version())
+
+    def taint_rule_version(self) -> str:
+        """The version serving DeviceTaintRule (``v1``, ...); ``NotServed`` when none is."""
         found = self.taint_rule_api()
         if found.version is None:
             raise NotServed(found.describe(), 404)
-        return self._resource_api(found.version)
+        return found.version
 
     def start_caches(self, component: str, *, watch_timeout_s: int = 60,
                      backoff_s: tuple[float, float] = (0.5, 30.0)) -> None:
@@ -182,6 +197,7 @@ class GatewayCore:
             for cache in (self.pods, self.claims, self.rules):
                 if cache is not None:
                     cache.stop()
+            self.loop_http.close()
             self._api.close()
 
     def _send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -220,6 +236,27 @@ class GatewayCore:
         data = resp.data
         result: Obj = parse(data) if data else {}
         return result
+
+    def _request(self, req: ApiRequest) -> Obj:
+        """``_call`` of a described request (``api_requests.py``), through the client's connection."""
+        return self._call(req.what, self._described, req)
+
+    def _read_request(self, req: ApiRequest) -> Obj:
+        """``_read`` of a described request: tried again on a 429 or 5xx."""
+        return self._read(req.what, self._described, req)
+
+    def _described(self, req: ApiRequest, *, _preload_content: bool = False, _request_timeout: Any = None) -> Any:
+        """``req`` sent as the generated client sends its calls (``ApiClient.param_serialize`` and
+        ``call_api``); the raw answer, or ``ApiException`` for an answer not 2xx, as ``_send`` expects."""
+        headers = {"Accept": JSON, **({"Content-Type": req.content_type} if req.body is not None else {})}
+        method, url, headers, body, _ = self._api.param_serialize(
+            req.method, req.path, query_params=list(req.query), header_params=headers, body=req.body,
+            auth_settings=["BearerToken"])
+        answer = self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=_request_timeout)
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException.from_response(http_resp=answer, body=None, data=None)
+        return answer.response
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """``_call`` for a read: a 429 or 5xx is tried again twice (0.1 s, then 0.3 s later) before it fails.

@@ -13,12 +13,13 @@ import json
 from typing import Any
 
 import urllib3
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from podmedic.domain.base import Obj
-from podmedic.kube.core import FIELD_MANAGER, user_agent
+from podmedic.kube import api_requests as requests
+from podmedic.kube.api_requests import FIELD_MANAGER
 from podmedic.kube.core import translate as _translate
+from podmedic.kube.core import user_agent
 from podmedic.kube.errors import (
     Conflict,
     Forbidden,
@@ -32,6 +33,7 @@ from podmedic.kube.errors import (
 )
 from podmedic.kube.holds import HoldCalls
 from podmedic.kube.leases import LeaseCalls
+from podmedic.kube.loop_calls import LoopCalls
 from podmedic.kube.streams import StreamCalls
 
 # The errors are defined in podmedic/kube/errors.py and imported from here by callers.
@@ -40,7 +42,13 @@ __all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway",
 
 
 class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
-    """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread)."""
+    """Thread-safe, synchronous access to the API calls podmedic makes (run it in a thread); ``aio`` has
+    an incident's per-run calls as coroutines."""
+
+    @property
+    def aio(self) -> LoopCalls:
+        """This gateway's per-incident calls awaited on the event loop (``podmedic/kube/loop_calls.py``)."""
+        return LoopCalls(self)
 
     # -- reads -------------------------------------------------------------------------------
     def list_claims(self) -> list[Obj]:
@@ -77,7 +85,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         if not fresh and self.pods is not None and (cached := self.pods.get(namespace, name)) is not None:
             return cached
         try:
-            return self._read(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+            return self._read_request(requests.get_pod(namespace, name))
         except NotFound:
             return None
 
@@ -119,7 +127,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         if not fresh and self.rules is not None and (cached := self.rules.get("", name)) is not None:
             return cached
         try:
-            return self._read(f"get devicetaintrule {name}", self.taint_rule_calls().read_device_taint_rule, name)
+            return self._read_request(requests.get_taint_rule(self.taint_rule_version(), name))
         except (NotFound, NotServed):
             return None
 
@@ -128,41 +136,28 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
                               resource_version: str | None = None) -> Obj:
         """Merge-patch annotations (``None`` removes one); with ``resource_version``, only over that version
         of the pod (else ``Conflict``: the API server's optimistic concurrency for a patch naming it)."""
-        body: Obj = {"metadata": {"annotations": annotations,
-                                  **({"resourceVersion": resource_version} if resource_version else {})}}
-        return self._call(
-            f"annotate pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, body,
-            field_manager=FIELD_MANAGER,
-        )
+        return self._request(requests.annotate_pod(namespace, name, annotations, resource_version))
 
     def create_taint_rule(self, body: Obj) -> Obj:
         """Create a DeviceTaintRule (in the version the cluster serves); raises ``Conflict`` if the name
         exists, ``NotServed`` if the cluster serves no DeviceTaintRule."""
-        name = body["metadata"]["name"]
-        calls = self.taint_rule_calls()
-        return self._call(
-            f"create devicetaintrule {name}", calls.create_device_taint_rule,
-            {**body, "apiVersion": self.taint_rule_api().api_version}, field_manager=FIELD_MANAGER,
-        )
+        return self._request(requests.create_taint_rule(self.taint_rule_version(), body))
 
     def delete_taint_rule(self, name: str) -> None:
         """Delete a DeviceTaintRule; a missing one is fine."""
         with contextlib.suppress(NotFound, NotServed):
-            self._call(f"delete devicetaintrule {name}", self.taint_rule_calls().delete_device_taint_rule, name)
+            self._request(requests.delete_taint_rule(self.taint_rule_version(), name))
 
     def patch_taint_rule(self, name: str, body: Obj) -> Obj:
         """Merge-patch a DeviceTaintRule; put ``metadata.resourceVersion`` in ``body`` to get
         ``Conflict`` when someone changed it since it was read."""
-        return self._call(f"patch devicetaintrule {name}", self.taint_rule_calls().patch_device_taint_rule, name,
-                          body, field_manager=FIELD_MANAGER)
+        return self._request(requests.patch_taint_rule(self.taint_rule_version(), name, body))
 
     def delete_taint_rule_if_unchanged(self, name: str, resource_version: str) -> None:
         """Delete a DeviceTaintRule only if it is still at ``resource_version`` (``Conflict``
         otherwise); a missing one is fine."""
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=resource_version))
         with contextlib.suppress(NotFound, NotServed):
-            self._call(f"delete devicetaintrule {name}", self.taint_rule_calls().delete_device_taint_rule, name,
-                       body=body)
+            self._request(requests.delete_taint_rule(self.taint_rule_version(), name, resource_version))
 
     def get_node(self, name: str) -> Obj | None:
         """A Node, or ``None``."""
@@ -190,7 +185,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
 
     def create_event(self, namespace: str, body: Obj) -> None:
         """Record a Kubernetes Event."""
-        self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)
+        self._request(requests.create_event(namespace, body))
 
     def get_claim(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None:
         """A ResourceClaim, or ``None`` if it is gone: from the claim cache when it holds the claim, unless
@@ -212,8 +207,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
 
     def patch_pod(self, namespace: str, name: str, body: Obj) -> Obj:
         """Patch a pod (strategic merge; ``None`` removes a field)."""
-        return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, body,
-                          field_manager=FIELD_MANAGER)
+        return self._request(requests.patch_pod(namespace, name, body))
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Delete the pod with this UID; a missing or replaced one is fine."""

@@ -15,7 +15,8 @@ from kubernetes import client
 
 from podmedic.domain.base import Obj
 from podmedic.domain.placement_holds import CONFIGMAP
-from podmedic.kube.core import FIELD_MANAGER, GatewayCore
+from podmedic.kube.api_requests import FIELD_MANAGER
+from podmedic.kube.core import GatewayCore
 from podmedic.kube.errors import Conflict, NotFound
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from kubernetes import client
 
 from podmedic.domain.base import Obj
-from podmedic.kube.core import FIELD_MANAGER, GatewayCore
+from podmedic.kube.api_requests import FIELD_MANAGER
+from podmedic.kube.core import GatewayCore
 from podmedic.kube.errors import NotFound
 
 

@@ -61,6 +61,14 @@ class TokenBucket:
 
     def take(self) -> float:
         """Take one token, sleeping until there is one; returns the seconds slept."""
+        wait = self.reserve()
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+    def reserve(self) -> float:
+        """Take one token now and return how long to wait before it may be spent (the event loop's
+        ``take``: it sleeps without blocking, ``podmedic/kube/loop_http.py``)."""
         with self._lock:
             now = time.monotonic()
             wait = 0.0
@@ -71,8 +79,6 @@ class TokenBucket:
                 wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
                 self.waited_s += wait
             self._count(now + wait)
-        if wait > 0:
-            time.sleep(wait)
         return wait
 
     def note_refused(self) -> None:

@@ -65,26 +65,26 @@ def test_a_claim_the_watch_saw_is_read_without_a_request(
     assert _requests(sim, "get", "resourceclaims") == gets + 1
 
 
-def test_a_rule_is_released_over_the_cached_version(
+async def test_a_rule_is_released_over_the_cached_version(
         sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
     pod = start_pod(sim, api)
     taint = TaintActivities(kube)
-    made = taint.ensure(TaintInput(incident_id="i-1", device=_device(pod), effect=Effect.NO_SCHEDULE,
-                                   reason="test"), holder="run-1")
+    made = await taint.ensure(TaintInput(incident_id="i-1", device=_device(pod), effect=Effect.NO_SCHEDULE,
+                                         reason="test"), holder="run-1")
     assert kube.rules is not None
     wait_until(lambda: kube.rules.get("", made.rule_name), what="the rule in the cache")  # type: ignore[union-attr]
     gets = _requests(sim, "get", "devicetaintrules")
-    done = taint.release(made.rule_name, "run-1", "healed")
+    done = await taint.release(made.rule_name, "run-1", "healed")
     assert done.removed and _requests(sim, "get", "devicetaintrules") == gets
     assert kube.get_taint_rule(made.rule_name, fresh=True) is None
 
 
-def test_a_release_over_a_stale_cached_version_reads_again_and_deletes(
+async def test_a_release_over_a_stale_cached_version_reads_again_and_deletes(
         sim: SimCluster, api: client.ApiClient, kube: KubeGateway, monkeypatch: pytest.MonkeyPatch) -> None:
     pod = start_pod(sim, api)
     taint = TaintActivities(kube)
-    made = taint.ensure(TaintInput(incident_id="i-2", device=_device(pod), effect=Effect.NO_SCHEDULE,
-                                   reason="test"), holder="run-2")
+    made = await taint.ensure(TaintInput(incident_id="i-2", device=_device(pod), effect=Effect.NO_SCHEDULE,
+                                         reason="test"), holder="run-2")
     stale = kube.get_taint_rule(made.rule_name, fresh=True)
     assert stale is not None
     # Another writer moves the rule on; the cache is made to answer the version before (a watch behind).
@@ -92,7 +92,7 @@ def test_a_release_over_a_stale_cached_version_reads_again_and_deletes(
     assert kube.rules is not None
     monkeypatch.setattr(kube.rules, "get", lambda namespace, name: stale)
     gets, refused = _requests(sim, "get", "devicetaintrules"), _requests(sim, "delete", "devicetaintrules", 409)
-    done = taint.release(made.rule_name, "run-2", "healed")
+    done = await taint.release(made.rule_name, "run-2", "healed")
     assert done.removed
     assert _requests(sim, "delete", "devicetaintrules", 409) == refused + 1  # the stale version was refused
     assert _requests(sim, "get", "devicetaintrules") == gets + 1  # then read from the API server

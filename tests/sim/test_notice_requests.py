@@ -56,26 +56,26 @@ def _podmedic_events(api: client.ApiClient, ns: str) -> list[Any]:
     return [e for e in client.CoreV1Api(api).list_namespaced_event(ns).items if e.reason.startswith("Podmedic")]
 
 
-def test_later_notices_of_an_incident_skip_the_annotation_write(
+async def test_later_notices_of_an_incident_skip_the_annotation_write(
     notices: NoticeActivities, raw: Raw, api: client.ApiClient, ns: str
 ) -> None:
     key = _pod(api, ns, "notice-a")
 
-    def notice(step: str, url: str) -> bool:
+    async def notice(step: str, url: str) -> bool:
         inp = PodNoticeInput(incident_id="device/d/p/gpu-0", pod=key, reason=f"Podmedic{step}", message=step,
                              annotations={"podmedic.io/incident-url": url})
-        return notices._notice(inp, key=f"device/d/p/gpu-0#run/{step}").event_recorded
+        return (await notices._notice(inp, key=f"device/d/p/gpu-0#run/{step}")).event_recorded
 
     raw("DELETE", "/sim/v1/ledger")
-    assert notice("Opened", "http://ui/1")
+    assert await notice("Opened", "http://ui/1")
     assert _writes(raw) == {("get", "pods"): 1, ("patch", "pods"): 1, ("create", "events"): 1}
 
     raw("DELETE", "/sim/v1/ledger")
-    assert notice("Tainted", "http://ui/1")
+    assert await notice("Tainted", "http://ui/1")
     assert _writes(raw) == {("get", "pods"): 1, ("create", "events"): 1}
 
     raw("DELETE", "/sim/v1/ledger")  # a new run of the incident: its URL changed, so the pod is re-annotated
-    assert notice("Closed", "http://ui/2")
+    assert await notice("Closed", "http://ui/2")
     assert _writes(raw) == {("get", "pods"): 1, ("patch", "pods"): 1, ("create", "events"): 1}
 
     notes = client.CoreV1Api(api).read_namespaced_pod("notice-a", ns).metadata.annotations
@@ -84,35 +84,35 @@ def test_later_notices_of_an_incident_skip_the_annotation_write(
                                                                      "PodmedicTainted"]
 
 
-def test_a_notice_to_a_replaced_pod_writes_nothing(
+async def test_a_notice_to_a_replaced_pod_writes_nothing(
     notices: NoticeActivities, raw: Raw, api: client.ApiClient, ns: str
 ) -> None:
     _pod(api, ns, "notice-b")
     inp = PodNoticeInput(incident_id="device/d/p/gpu-1", pod=PodKey(namespace=ns, name="notice-b", uid="old-uid"),
                          reason="PodmedicOpened", message="opened")
     raw("DELETE", "/sim/v1/ledger")
-    result = notices._notice(inp)
+    result = await notices._notice(inp)
     assert not result.pod_found and not result.event_recorded
     assert _writes(raw) == {("get", "pods"): 1}
 
 
-def test_a_step_notice_to_a_pod_this_run_annotated_writes_the_event_alone(
+async def test_a_step_notice_to_a_pod_this_run_annotated_writes_the_event_alone(
     notices: NoticeActivities, raw: Raw, api: client.ApiClient, ns: str
 ) -> None:
     key = _pod(api, ns, "notice-c")
 
-    def step(name: str, annotated: list[PodKey]) -> list[str]:
+    async def step(name: str, annotated: list[PodKey]) -> list[str]:
         notice = StepNotice(incident_id="device/d/p/gpu-2", run_id="run-1", step=name, reason=f"Podmedic{name}",
                             message=name, pods=[key], annotated=annotated)
-        return notices._step(notice, "default").recorded
+        return (await notices._step(notice, "default")).recorded
 
     raw("DELETE", "/sim/v1/ledger")
-    assert step("Opened", []) == [f"{ns}/notice-c"]
+    assert await step("Opened", []) == [f"{ns}/notice-c"]
     assert _writes(raw) == {("get", "pods"): 1, ("patch", "pods"): 1, ("create", "events"): 1}
 
     raw("DELETE", "/sim/v1/ledger")
-    assert step("Tainted", [key]) == [f"{ns}/notice-c"]
-    assert step("Tainted", [key]) == [f"{ns}/notice-c"]  # a retried attempt finds its Event written (409)
+    assert await step("Tainted", [key]) == [f"{ns}/notice-c"]
+    assert await step("Tainted", [key]) == [f"{ns}/notice-c"]  # a retried attempt finds its Event written (409)
     assert _writes(raw) == {("create", "events"): 2}
     assert sorted(e["status"] for e in raw("GET", "/sim/v1/ledger")[1]["entries"]) == [201, 409]
 

@@ -51,13 +51,13 @@ def _rule_reads(sim: SimCluster) -> dict[str, int]:
     return counts
 
 
-def test_the_pools_own_rules_are_found_with_one_list(sim: SimCluster, kube: KubeGateway) -> None:
+async def test_the_pools_own_rules_are_found_with_one_list(sim: SimCluster, kube: KubeGateway) -> None:
     taint, fence = TaintActivities(kube), PoolFenceActivities(kube)
     pool = [_device("node-0000", f"gpu-{n}") for n in range(4)]
     for ref in (pool[0], pool[2], _device("node-0001", "gpu-1")):  # the last: same device name, another pool
-        taint.ensure(TaintInput(incident_id=ref.workflow_id, device=ref, effect=Effect.NO_SCHEDULE, reason="t"),
-                     f"{ref.workflow_id}@run")
-    fence._fence(PoolRuleInput(pool=PoolRef(driver=DRIVER, pool="node-0000"), reason="storm"), "pool@run")
+        await taint.ensure(TaintInput(incident_id=ref.workflow_id, device=ref, effect=Effect.NO_SCHEDULE, reason="t"),
+                           f"{ref.workflow_id}@run")
+    await fence._fence(PoolRuleInput(pool=PoolRef(driver=DRIVER, pool="node-0000"), reason="storm"), "pool@run")
     before = _rule_reads(sim)
     without = fence._without_own_rule(PoolDevicesInput(devices=pool))
     after = _rule_reads(sim)

@@ -40,54 +40,54 @@ def _taint(device: str, effect: Effect = Effect.NO_SCHEDULE) -> TaintInput:
     return TaintInput(incident_id=ref.workflow_id, device=ref, effect=effect, reason="test")
 
 
-def test_old_run_closing_leaves_the_rule_the_new_run_holds(kube: KubeGateway) -> None:
+async def test_old_run_closing_leaves_the_rule_the_new_run_holds(kube: KubeGateway) -> None:
     taint = TaintActivities(kube)
     inp = _taint("gpu-0")
-    assert taint.ensure(inp, OLD).created
-    taken = taint.ensure(_taint("gpu-0", Effect.NO_EXECUTE), NEW)  # repeat offender: stronger effect
+    assert (await taint.ensure(inp, OLD)).created
+    taken = await taint.ensure(_taint("gpu-0", Effect.NO_EXECUTE), NEW)  # repeat offender: stronger effect
     assert not taken.created and taken.effect is Effect.NO_EXECUTE
-    released = taint.release(inp.device.object_name, OLD, "old run closed")
+    released = await taint.release(inp.device.object_name, OLD, "old run closed")
     assert not released.removed and "not by" in released.detail  # the new run took it over from the old one
     rule = kube.get_taint_rule(inp.device.object_name)
     assert rule is not None and holders_of(rule) == [NEW]
-    assert taint.release(inp.device.object_name, NEW, "new run closed").removed
+    assert (await taint.release(inp.device.object_name, NEW, "new run closed")).removed
     assert kube.get_taint_rule(inp.device.object_name) is None
 
 
-def test_retried_release_is_harmless(kube: KubeGateway) -> None:
+async def test_retried_release_is_harmless(kube: KubeGateway) -> None:
     taint = TaintActivities(kube)
     inp = _taint("gpu-1")
-    taint.ensure(inp, OLD)
-    assert taint.release(inp.device.object_name, OLD, "closed").removed
-    again = taint.release(inp.device.object_name, OLD, "closed (retry)")
+    await taint.ensure(inp, OLD)
+    assert (await taint.release(inp.device.object_name, OLD, "closed")).removed
+    again = await taint.release(inp.device.object_name, OLD, "closed (retry)")
     assert again.removed and again.detail == "already removed"
     # A retry after a new run created the rule again must not remove the new run's rule.
-    taint.ensure(inp, NEW)
-    assert not taint.release(inp.device.object_name, OLD, "closed (late retry)").removed
+    await taint.ensure(inp, NEW)
+    assert not (await taint.release(inp.device.object_name, OLD, "closed (late retry)")).removed
     assert kube.get_taint_rule(inp.device.object_name) is not None
-    taint.release(inp.device.object_name, NEW, "cleanup")
+    await taint.release(inp.device.object_name, NEW, "cleanup")
 
 
-def test_a_rule_an_operator_edited_is_kept(kube: KubeGateway) -> None:
+async def test_a_rule_an_operator_edited_is_kept(kube: KubeGateway) -> None:
     taint = TaintActivities(kube)
     inp = _taint("gpu-2")
-    taint.ensure(inp, OLD)
+    await taint.ensure(inp, OLD)
     kube.patch_taint_rule(inp.device.object_name, {"spec": {"taint": {"effect": "NoExecute"}}})
-    kept = taint.release(inp.device.object_name, OLD, "closed")
+    kept = await taint.release(inp.device.object_name, OLD, "closed")
     assert not kept.removed and "edited by an operator" in kept.detail
     assert kube.get_taint_rule(inp.device.object_name) is not None
     kube.delete_taint_rule(inp.device.object_name)
 
 
-def test_a_node_incident_holding_the_rule_keeps_it(kube: KubeGateway) -> None:
+async def test_a_node_incident_holding_the_rule_keeps_it(kube: KubeGateway) -> None:
     taint = TaintActivities(kube)
     inp = _taint("gpu-3")
-    taint.ensure(inp, OLD)
-    assert taint.hold(HoldTaintsInput(devices=[inp.device], reason="node incident"), NODE_RUN) == [
+    await taint.ensure(inp, OLD)
+    assert await taint.hold(HoldTaintsInput(devices=[inp.device], reason="node incident"), NODE_RUN) == [
         inp.device.object_name]
-    kept = taint.release(inp.device.object_name, OLD, "device incident closed")
+    kept = await taint.release(inp.device.object_name, OLD, "device incident closed")
     assert not kept.removed and kept.kept_for == [NODE_RUN]
-    assert taint.release(inp.device.object_name, NODE_RUN, "node healed").removed
+    assert (await taint.release(inp.device.object_name, NODE_RUN, "node healed")).removed
 
 
 def test_quarantine_is_idempotent_and_lift_restores_the_node(kube: KubeGateway) -> None:

@@ -1,0 +1,99 @@
+"""The requests an incident makes on every run, described once: path, query, body, content type.
+
+An incident's writes (its Events, its pod annotations, its DeviceTaintRule) and the reads just before
+them are sent on the worker's event loop (``podmedic/kube/loop_http.py``), and the same calls are
+sent through the ``kubernetes`` client by the CLI and the ingest (``GatewayCore._request``). Each is
+described here once, in the shape the generated client sends (kubernetes-client/python 37,
+``CoreV1Api.patch_namespaced_pod`` and ``ResourceV1Api``): a patch of a dict body is a strategic
+merge patch, and podmedic's writes name ``fieldManager=podmedic``.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+FIELD_MANAGER = "podmedic"
+JSON = "application/json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+"""What the client sends a dict patch as (rest.py turns its first choice, a JSON patch, into this)."""
+RESOURCE_GROUP = "resource.k8s.io"
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """One request to the API server, and what to call it in errors and logs (``what``)."""
+
+    what: str
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...] = ()
+    body: Any = None
+    content_type: str = JSON
+
+    def target(self) -> str:
+        """The path with its query string, as sent."""
+        return f"{self.path}?{urllib.parse.urlencode(self.query)}" if self.query else self.path
+
+
+_MANAGED = (("fieldManager", FIELD_MANAGER),)
+
+
+def _seg(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def get_pod(namespace: str, name: str) -> ApiRequest:
+    """``GET`` a pod."""
+    return ApiRequest(f"get pod {namespace}/{name}", "GET", f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}")
+
+
+def patch_pod(namespace: str, name: str, body: Any, what: str = "patch pod") -> ApiRequest:
+    """Strategic-merge-patch a pod (``None`` removes a field)."""
+    return ApiRequest(f"{what} {namespace}/{name}", "PATCH",
+                      f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}", _MANAGED, body, STRATEGIC_MERGE)
+
+
+def annotate_pod(namespace: str, name: str, annotations: dict[str, str | None],
+                 resource_version: str | None = None) -> ApiRequest:
+    """Merge annotations into a pod (``None`` removes one); with ``resource_version``, only over that version
+    (else 409 Conflict: the API server's optimistic concurrency for a patch that names it)."""
+    meta: dict[str, Any] = {"annotations": annotations}
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    return patch_pod(namespace, name, {"metadata": meta}, "annotate pod")
+
+
+def create_event(namespace: str, body: Any) -> ApiRequest:
+    """``POST`` a core/v1 Event."""
+    return ApiRequest(f"create event in {namespace}", "POST", f"/api/v1/namespaces/{_seg(namespace)}/events",
+                      body=body)
+
+
+def _rules(version: str) -> str:
+    return f"/apis/{RESOURCE_GROUP}/{version}/devicetaintrules"
+
+
+def get_taint_rule(version: str, name: str) -> ApiRequest:
+    """``GET`` a DeviceTaintRule at ``version`` (``v1``, ``v1beta2``, ...)."""
+    return ApiRequest(f"get devicetaintrule {name}", "GET", f"{_rules(version)}/{_seg(name)}")
+
+
+def create_taint_rule(version: str, body: Any) -> ApiRequest:
+    """``POST`` a DeviceTaintRule, its ``apiVersion`` set to ``version``'s."""
+    name = body["metadata"]["name"]
+    return ApiRequest(f"create devicetaintrule {name}", "POST", _rules(version), _MANAGED,
+                      {**body, "apiVersion": f"{RESOURCE_GROUP}/{version}"})
+
+
+def patch_taint_rule(version: str, name: str, body: Any) -> ApiRequest:
+    """Strategic-merge-patch a DeviceTaintRule."""
+    return ApiRequest(f"patch devicetaintrule {name}", "PATCH", f"{_rules(version)}/{_seg(name)}", _MANAGED, body,
+                      STRATEGIC_MERGE)
+
+
+def delete_taint_rule(version: str, name: str, resource_version: str | None = None) -> ApiRequest:
+    """``DELETE`` a DeviceTaintRule; with ``resource_version``, only that version (a precondition: 409 if not)."""
+    body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
+    return ApiRequest(f"delete devicetaintrule {name}", "DELETE", f"{_rules(version)}/{_seg(name)}", body=body)

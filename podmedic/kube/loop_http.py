@@ -1,0 +1,151 @@
+"""The gateway's requests sent on the event loop (aiohttp), for the worker's activities.
+
+Every other call of the gateway is blocking and runs in a thread. An incident's writes need not:
+sent through the ``kubernetes`` client in a thread, one Event cost the worker 410-480 us of CPU
+(the client's layers, urllib3 and ``http.client``'s header parsing, and the hand-off to the thread
+and back); sent here, 100-120 us (800 creates against the simulator, one and eight at a time). The
+connection is the gateway's own (``kubernetes.client.Configuration``: host, CA, client certificate,
+bearer token and its refresh hook, ``tls_server_name``), the QPS budget is shared with the client's
+calls (``throttle.TokenBucket``), and answers are read as ``GatewayCore`` reads them: a 429 with
+``Retry-After`` is sent again after it, anything else not 2xx is a ``KubeError``
+(``podmedic/kube/errors.py``). A cluster reached through an HTTP proxy is not served here
+(``usable``): its calls go through the client in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import weakref
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from podmedic.domain.base import Obj
+from podmedic.kube.api_requests import ApiRequest
+from podmedic.kube.cache_only import may_request
+from podmedic.kube.errors import ServerError, from_answer
+from podmedic.kube.json_text import compact, parse
+from podmedic.kube.throttle import MAX_RETRIES, MAX_WAIT_S, TokenBucket, throttle_wait
+
+CONNECTIONS = 32
+"""Kept-alive connections per event loop (the worker has one loop)."""
+CONNECTION_RETRIES = 3
+"""Tries again of a request whose connection failed, as urllib3's ``Retry(3)`` in the client's calls: a
+connection that could not be made, for any method; one that broke, only for a method safe to repeat."""
+REPEATABLE = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+def tls_context(settings: Any) -> ssl.SSLContext | None:
+    """The TLS settings of ``settings`` (a ``kubernetes.client.Configuration``) as an SSL context;
+    ``None`` for a plain-HTTP server."""
+    if not str(settings.host).startswith("https"):
+        return None
+    context = ssl.create_default_context(cafile=settings.ssl_ca_cert or None)
+    if getattr(settings, "ca_cert_data", None):
+        context.load_verify_locations(cadata=settings.ca_cert_data)
+    if settings.cert_file:
+        context.load_cert_chain(settings.cert_file, settings.key_file or None)
+    if not settings.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif settings.assert_hostname is False:
+        context.check_hostname = False
+    return context
+
+
+class LoopHttp:
+    """Requests on the running event loop, over one kept-alive connection pool per loop."""
+
+    def __init__(self, settings: Any, limiter: TokenBucket, timeout_s: float) -> None:
+        self._settings = settings
+        self._host = str(settings.host).rstrip("/")
+        self._tls = tls_context(settings)
+        name = getattr(settings, "tls_server_name", None) or (
+            settings.assert_hostname if isinstance(settings.assert_hostname, str) else None)
+        self._server_name: str | None = name if name and self._tls else None
+        self.limiter = limiter
+        self.timeout_s = timeout_s
+        self.usable = not settings.proxy
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = \
+            weakref.WeakKeyDictionary()
+        # Also when a gateway nobody closed (a CLI command's, a test's) is collected: a weakref's callback runs
+        # before the sessions' own finalizers, which would warn that they were left open.
+        self._closing = weakref.finalize(self, _close_sessions, self._sessions)
+
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=self._tls if self._tls else False),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s), skip_auto_headers=("User-Agent",))
+            self._sessions[loop] = session
+        return session
+
+    def _headers(self, req: ApiRequest, user_agent: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": user_agent}
+        if req.body is not None:
+            headers["Content-Type"] = req.content_type
+        # The kubeconfig loaders' refresh hook runs here, as before every request of the client.
+        auth = self._settings.auth_settings().get("BearerToken")
+        if auth and auth.get("value"):
+            headers["Authorization"] = str(auth["value"])
+        return headers
+
+    async def call(self, req: ApiRequest, user_agent: str) -> Obj:
+        """Send ``req``; its answer parsed (``{}`` when empty). A throttling 429 is sent again after its
+        ``Retry-After`` (at most ``MAX_RETRIES`` times and ``MAX_WAIT_S`` in all); every other refusal
+        raises its ``KubeError``, and a connection that fails past its retries ``ServerError``."""
+        slept = 0.0
+        for attempt in range(MAX_RETRIES + 1):
+            status, reason, headers, text = await self._send(req, user_agent)
+            if 200 <= status <= 299:
+                result: Obj = parse(text) if text else {}
+                return result
+            wait = throttle_wait(status, headers, text) if attempt < MAX_RETRIES else None
+            if wait is None or slept + wait > MAX_WAIT_S:
+                raise from_answer(status, text, reason, req.what)
+            await asyncio.sleep(wait)
+            slept += wait
+            self.limiter.note_refused()
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _send(self, req: ApiRequest, user_agent: str) -> tuple[int, str, Any, str]:
+        """One request (and its tries again on a failed connection), after a token of the QPS budget each."""
+        may_request(req.what)
+        url = URL(self._host + req.target(), encoded=True)
+        data = compact(req.body) if req.body is not None else None
+        for retry in range(CONNECTION_RETRIES + 1):
+            if (wait := self.limiter.reserve()) > 0:
+                await asyncio.sleep(wait)
+            try:
+                async with self._session().request(req.method, url, data=data, headers=self._headers(req, user_agent),
+                                                   server_hostname=self._server_name) as answer:
+                    body = await answer.read()
+                    return answer.status, answer.reason or "", answer.headers, body.decode("utf-8", "replace")
+            except aiohttp.ClientConnectorError as exc:  # never reached the server: safe to send again
+                if retry == CONNECTION_RETRIES:
+                    raise ServerError(f"{req.what}: {exc}") from exc
+            except TimeoutError as exc:
+                raise ServerError(f"{req.what}: no answer within {self.timeout_s:g}s") from exc
+            except (aiohttp.ClientError, OSError) as exc:  # broke on the way: again only if repeating is safe
+                if retry == CONNECTION_RETRIES or req.method not in REPEATABLE:
+                    raise ServerError(f"{req.what}: {exc}") from exc
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    def close(self) -> None:
+        """Drop every loop's connections (a loop that has ended has closed them already)."""
+        self._closing()
+
+
+def _close_sessions(sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:
+    for session in list(sessions.values()):
+        connector = session.connector
+        if connector is not None:
+            with contextlib.suppress(RuntimeError):
+                connector._close(abort_ssl=True)  # sync: close() would schedule a task on its loop
+        session.detach()
+    sessions.clear()

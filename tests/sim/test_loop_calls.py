@@ -1,0 +1,119 @@
+"""The gateway's calls on the event loop (``podmedic/kube/loop_calls.py``) against the simulator over HTTP.
+
+They must be the client's calls in every way the API server can tell: the same answers and errors
+for the same request, the same throttling manners (client-go's token bucket before every try; a 429
+with ``Retry-After`` from API Priority and Fairness waited out, as rest/request.go does), and the same
+User-Agent. The throttling's shape is upstream's (see tests/sim/test_flow_control.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from podmedic.kube import api_requests
+from podmedic.kube.gateway import Conflict, KubeGateway, ServerError
+from podmedic.kube.loop_http import CONNECTION_RETRIES
+from podmedic_sim import SimCluster
+from tests.sim.conftest import pod_manifest
+from tests.sim.test_flow_control import _flow
+
+
+@pytest.fixture(scope="module")
+def sim(unaudited_sim: SimCluster) -> SimCluster:
+    """Its gateways speak as components of their own (budgets are per user): kept out of the RBAC proof."""
+    return unaudited_sim
+
+
+def _pod(sim: SimCluster, api: client.ApiClient, ns: str, name: str) -> str:
+    client.CoreV1Api(api).create_namespaced_pod(ns, pod_manifest(name))
+    return str(client.CoreV1Api(api).read_namespaced_pod(name, ns).metadata.resource_version)
+
+
+async def test_a_write_on_the_loop_waits_out_retry_after(sim: SimCluster, api: client.ApiClient, ns: str) -> None:
+    _pod(sim, api, ns, "loop-apf")
+    _flow(sim, {"qps": 1, "burst": 1})
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("loopapf")
+    try:
+        started = time.monotonic()
+        for n in range(4):
+            await gateway.aio.patch_pod_annotations(ns, "loop-apf", {"test.podmedic.io/apf": str(n)})
+        elapsed = time.monotonic() - started
+    finally:
+        gateway.close()
+        state = _flow(sim)["users"]["podmedic-loopapf"]
+        _flow(sim, {"qps": None})
+    assert state["dropped"] > 0, state  # the server throttled ...
+    assert state["admitted"] == 4 and elapsed >= 3.0  # ... and each write got through after Retry-After
+    assert state["admitted"] + state["dropped"] == gateway.limiter.taken, state  # every try took a token
+    assert sim.store.get("pods", ns, "loop-apf")["metadata"]["annotations"]["test.podmedic.io/apf"] == "3"
+
+
+async def test_loop_calls_keep_under_the_client_side_limit(sim: SimCluster, api: client.ApiClient, ns: str) -> None:
+    _pod(sim, api, ns, "loop-polite")
+    _flow(sim, {"qps": 12, "burst": 6})
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=10, burst=5).for_component("looppolite")
+    try:
+        started = time.monotonic()
+        for _ in range(35):
+            assert await gateway.aio.get_pod(ns, "loop-polite", fresh=True) is not None
+        elapsed = time.monotonic() - started
+    finally:
+        gateway.close()
+        state = _flow(sim)["users"]["podmedic-looppolite"]
+        _flow(sim, {"qps": None})
+    assert state["dropped"] == 0, state  # never throttled: it never asked for more than it was given
+    assert state["max_per_second"] <= 10 + 5, state
+    assert elapsed >= (35 - 5) / 10 - 0.2  # the bucket, not the server, paced it
+
+
+async def test_the_loop_and_the_client_answer_a_request_alike(sim: SimCluster, api: client.ApiClient, ns: str) -> None:
+    version = _pod(sim, api, ns, "loop-alike")
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path))).for_component("loopalike")
+    try:
+        stale = str(int(version) - 1)
+        with pytest.raises(Conflict) as in_thread:
+            gateway.patch_pod_annotations(ns, "loop-alike", {"a": "1"}, resource_version=stale)
+        with pytest.raises(Conflict) as on_loop:
+            await gateway.aio.patch_pod_annotations(ns, "loop-alike", {"a": "1"}, resource_version=stale)
+        assert str(on_loop.value) == str(in_thread.value) and on_loop.value.status == 409
+        assert await gateway.aio.get_pod(ns, "no-such-pod", fresh=True) is None
+        assert gateway.get_pod(ns, "no-such-pod", fresh=True) is None
+        patched = await gateway.aio.patch_pod_annotations(ns, "loop-alike", {"a": "2"}, resource_version=version)
+        assert patched["metadata"]["annotations"]["a"] == "2"  # the pod as the server answered it
+        assert patched == gateway.get_pod(ns, "loop-alike", fresh=True)
+        seen = [e for e in sim.ledger.entries() if e["component"] == "loopalike" and e["resource"] == "pods"]
+        assert {(e["verb"], e["status"]) for e in seen} == {("patch", 409), ("patch", 200), ("get", 404),
+                                                           ("get", 200)}, seen
+    finally:
+        gateway.close()
+
+
+async def test_a_server_that_cannot_be_reached_is_a_server_error(sim: SimCluster) -> None:
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path))).for_component("unreachable")
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    gateway.loop_http._host = f"http://127.0.0.1:{port}"
+    try:
+        with pytest.raises(ServerError, match="create event in default"):
+            await gateway.aio.create_event("default", {"metadata": {"name": "x"}})
+    finally:
+        gateway.close()
+    assert gateway.limiter.taken == CONNECTION_RETRIES + 1  # tried again, each try a token
+
+
+def test_a_request_is_described_as_the_client_sends_it() -> None:
+    # kubernetes-client/python 37: patch_namespaced_pod's first content type, a JSON patch, is sent as a
+    # strategic merge patch for a dict body (rest.py); podmedic's writes name their field manager.
+    req = api_requests.annotate_pod("ns", "p/q", {"a": None}, "7")
+    assert (req.method, req.target(), req.content_type) == (
+        "PATCH", "/api/v1/namespaces/ns/pods/p%2Fq?fieldManager=podmedic", "application/strategic-merge-patch+json")
+    assert req.body == {"metadata": {"annotations": {"a": None}, "resourceVersion": "7"}}
+    delete = api_requests.delete_taint_rule("v1", "r", "9")
+    assert (delete.method, delete.target(), delete.body) == (
+        "DELETE", "/apis/resource.k8s.io/v1/devicetaintrules/r", {"preconditions": {"resourceVersion": "9"}})
