@@ -24,7 +24,8 @@ includes it, ``worker_cpu_ms_per_incident_above_idle`` does not.
 Each worker's CPU is also read thread by thread (``/proc/<pid>/task``, by kernel thread name:
 ``benchmarks.detection.thread_cpu_seconds``): the Temporal SDK's core (``tokio-rt-worker``), its
 workflow threads (``workflow-proces``), the asyncio loop (``python``), the Kubernetes-call threads
-(``kube``, ``kube-urgent``) and the pod cache (``pod-cache``), so the difference to bare has an address.
+(``kube``; an incident's writes are made on the loop) and the watches (``pod-cache``, ``claim-cache``,
+``rule-cache``), so the difference to bare has an address.
 Each worker's full collections (``workers/collector.py``) are read from the line it logs at its stop.
 ``--runs R`` makes R whole runs, each on a fresh stack, and reports the one with the median ratio.
 """

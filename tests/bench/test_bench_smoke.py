@@ -79,12 +79,12 @@ def test_cost_counts_each_process_and_each_request(tmp_path: Path, capsys: pytes
         assert r[key] > 0, key
     assert r["worker_cpu_ratio_to_bare"] == pytest.approx(
         r["worker_cpu_ms_per_incident"] / r["bare_worker_cpu_ms_per_workflow"], abs=0.01)
-    # By thread: the SDK core runs in both workers; only podmedic's calls the API server from its named
+    # By thread: the SDK core runs in both workers; only podmedic's watches the API server from its named
     # threads. (Not compared with the process's total: the kernel scales each thread's user/system split
     # on its own, so the threads' sum may differ from the process's by a few ticks either way.)
     threads, bare = r["worker_cpu_ms_per_incident_by_thread"], r["bare_worker_cpu_ms_per_workflow_by_thread"]
     assert threads["tokio-rt-worker"] > 0 and bare["tokio-rt-worker"] > 0, (threads, bare)
-    assert threads.get("kube", 0) + threads.get("kube-urgent", 0) > 0 and "kube" not in bare, (threads, bare)
+    assert threads.get("pod-cache", 0) > 0 and "pod-cache" not in bare, (threads, bare)
     out = capsys.readouterr().out
     assert "Kubernetes API requests per incident" in out and "by thread" in out
 
