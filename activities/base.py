@@ -19,8 +19,8 @@ T = TypeVar("T")
 
 CALLS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube", initializer=name_os_thread)
 """Threads for blocking API calls. asyncio's default pool has ``CPUs + 4`` threads (6 on a 2-core
-worker): in a 1,000-device storm every activity's calls queued behind six."""
-
+worker): in a 1,000-device storm every activity's calls queued behind six. An incident's writes are not
+made here but on the event loop (``podmedic/kube/loop_calls.py``)."""
 
 
 class KubeActivities:

@@ -81,7 +81,7 @@ class TaintActivities(KubeActivities):
     async def ensure(self, inp: TaintInput, holder: str) -> TaintResult:
         """Create the rule held by ``holder``, or take over the one already there."""
         return await self.ensure_rule(rule_body(inp.device, inp.incident_id, inp.effect, inp.reason, holder), holder,
-                                inp.effect, inp.reason)
+                                      inp.effect, inp.reason)
 
     async def ensure_rule(self, body: Obj, holder: str, effect: Effect, reason: str) -> TaintResult:
         """Create the rule ``body``, or take over the one of its name already there."""

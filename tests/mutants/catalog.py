@@ -63,7 +63,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "taint-retry-makes-a-second-rule", "no duplicated effect: a retried taint takes over its own rule",
         "activities/taint.py",
         "            except Conflict:  # the rule exists: read it live (the rule cache may not have seen it yet)\n"
-        "                existing = self.kube.get_taint_rule(name, fresh=True)",
+        "                existing = await self.kube.aio.get_taint_rule(name, fresh=True)",
         '            except Conflict:\n                body["metadata"]["name"] = name = name + "-again"\n'
         "                continue",
         ("tests/reliability/test_fault_suite.py",)),
