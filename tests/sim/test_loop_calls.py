@@ -8,9 +8,12 @@ User-Agent. The throttling's shape is upstream's (see tests/sim/test_flow_contro
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -34,19 +37,30 @@ def _pod(sim: SimCluster, api: client.ApiClient, ns: str, name: str) -> str:
     return str(client.CoreV1Api(api).read_namespaced_pod(name, ns).metadata.resource_version)
 
 
+@contextlib.contextmanager
+def _budgeted(sim: SimCluster, server: tuple[int, int], client_side: tuple[float, int],
+              user: str) -> Iterator[tuple[KubeGateway, dict[str, Any]]]:
+    """A gateway speaking as ``podmedic-<user>`` with the client-side QPS and burst ``client_side``, against a
+    server that admits ``server`` (QPS, burst) per user; yields it and, filled in after, the server's count."""
+    _flow(sim, {"qps": server[0], "burst": server[1]})
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=client_side[0], burst=client_side[1]
+                          ).for_component(user)
+    state: dict[str, Any] = {}
+    try:
+        yield gateway, state
+    finally:
+        gateway.close()
+        state.update(_flow(sim)["users"][f"podmedic-{user}"])
+        _flow(sim, {"qps": None})
+
+
 async def test_a_write_on_the_loop_waits_out_retry_after(sim: SimCluster, api: client.ApiClient, ns: str) -> None:
     _pod(sim, api, ns, "loop-apf")
-    _flow(sim, {"qps": 1, "burst": 1})
-    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("loopapf")
-    try:
+    with _budgeted(sim, (1, 1), (0, 1), "loopapf") as (gateway, state):
         started = time.monotonic()
         for n in range(4):
             await gateway.aio.patch_pod_annotations(ns, "loop-apf", {"test.podmedic.io/apf": str(n)})
         elapsed = time.monotonic() - started
-    finally:
-        gateway.close()
-        state = _flow(sim)["users"]["podmedic-loopapf"]
-        _flow(sim, {"qps": None})
     assert state["dropped"] > 0, state  # the server throttled ...
     assert state["admitted"] == 4 and elapsed >= 3.0  # ... and each write got through after Retry-After
     assert state["admitted"] + state["dropped"] == gateway.limiter.taken, state  # every try took a token
@@ -55,17 +69,11 @@ async def test_a_write_on_the_loop_waits_out_retry_after(sim: SimCluster, api: c
 
 async def test_loop_calls_keep_under_the_client_side_limit(sim: SimCluster, api: client.ApiClient, ns: str) -> None:
     _pod(sim, api, ns, "loop-polite")
-    _flow(sim, {"qps": 12, "burst": 6})
-    gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=10, burst=5).for_component("looppolite")
-    try:
+    with _budgeted(sim, (12, 6), (10, 5), "looppolite") as (gateway, state):
         started = time.monotonic()
         for _ in range(35):
             assert await gateway.aio.get_pod(ns, "loop-polite", fresh=True) is not None
         elapsed = time.monotonic() - started
-    finally:
-        gateway.close()
-        state = _flow(sim)["users"]["podmedic-looppolite"]
-        _flow(sim, {"qps": None})
     assert state["dropped"] == 0, state  # never throttled: it never asked for more than it was given
     assert state["max_per_second"] <= 10 + 5, state
     assert elapsed >= (35 - 5) / 10 - 0.2  # the bucket, not the server, paced it
