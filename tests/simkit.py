@@ -1,13 +1,18 @@
-"""Helpers for tests that drive a ``SimEngine`` directly on the current event loop."""
+"""Helpers for tests that drive a ``SimEngine`` directly on the current event loop, or serve a
+``SimCluster`` over HTTP to the unmodified ``kubernetes`` client."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
+from kubernetes import client, config
+
+from podmedic_sim import SimCluster
 from podmedic_sim.config import SimConfig, SimTimings
 from podmedic_sim.engine import SimEngine
 from podmedic_sim.store import Store
@@ -107,3 +112,22 @@ def gpu_pod(
             **spec,
         },
     }
+
+
+def serving(cluster: SimCluster, kubeconfig: Path) -> Iterator[SimCluster]:
+    """``cluster`` serving over HTTP, its kubeconfig written to ``kubeconfig``; stopped after (a fixture's body)."""
+    cluster.start(kubeconfig_path=kubeconfig)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def unmodified_client(sim: SimCluster) -> Iterator[client.ApiClient]:
+    """The unmodified ``kubernetes`` ApiClient on ``sim``'s kubeconfig; closed after (a fixture's body)."""
+    assert sim.kubeconfig_path is not None
+    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
+    try:
+        yield api_client
+    finally:
+        api_client.close()

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from podmedic.ingest.sources import ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from podmedic_sim.config import DriverPlugin
 from tests.helpers import wait_until
-from tests.simkit import fast_config, gpu_pod, gpu_template
+from tests.simkit import fast_config, gpu_pod, gpu_template, serving, unmodified_client
 
 DRIVER = "gpu.nvidia.com"
 
@@ -88,11 +88,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     default driver sends none (tests/e2e_sim, tests/e2e_stack)."""
     plugins = {"gpu.nvidia.com": DriverPlugin(cdi_ids="per-device", health_messages=True)}
     cluster = SimCluster(fast_config(nodes=2, devices_per_node=4, plugins=plugins), bookmark_interval_s=0.1)
-    cluster.start(kubeconfig_path=tmp_path_factory.mktemp("sources") / "kubeconfig")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from serving(cluster, tmp_path_factory.mktemp("sources") / "kubeconfig")
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +103,7 @@ def kube(sim: SimCluster) -> Iterator[KubeGateway]:
 @pytest.fixture(scope="module")
 def api(sim: SimCluster) -> Iterator[client.ApiClient]:
     """The unmodified ``kubernetes`` client, to create what the tests need."""
-    assert sim.kubeconfig_path is not None
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
+    yield from unmodified_client(sim)
 
 
 @pytest.fixture

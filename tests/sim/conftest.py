@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.audit import ENV
+from tests.simkit import serving, unmodified_client
 
 Raw = Callable[..., tuple[int, Any]]
 
@@ -28,12 +29,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     cluster = SimCluster(
         SimConfig(nodes=2, devices_per_node=2), bookmark_interval_s=0.2, api_only=api_only
     )
-    kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
-    cluster.start(kubeconfig_path=kubeconfig)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from serving(cluster, tmp_path_factory.mktemp("sim") / "kubeconfig")
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +52,7 @@ def unaudited_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimClust
 @pytest.fixture(scope="module")
 def api(sim: SimCluster) -> Iterator[client.ApiClient]:
     """An unmodified ``kubernetes`` ApiClient configured from the simulator's kubeconfig."""
-    assert sim.kubeconfig_path is not None
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
+    yield from unmodified_client(sim)
 
 
 @pytest.fixture
