@@ -118,7 +118,7 @@ class DiscoverActivities(KubeActivities):
     def _driver_taints(self, device: DeviceRef) -> list[Obj]:
         """Taints the driver itself put on the device in its ResourceSlice (not podmedic's)."""
         # Only the device's own pool: listing every slice made each incident O(cluster size).
-        for rslice in self.kube.list_slices(f"spec.driver={device.driver},spec.pool.name={device.pool}"):
+        for rslice in self.kube.pool_slices(device.driver, device.pool):
             spec = rslice.get("spec") or {}
             if spec.get("driver") != device.driver or (spec.get("pool") or {}).get("name") != device.pool:
                 continue

@@ -15,21 +15,33 @@ _SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\
 _CMP_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(==|!=|=)\s*([A-Za-z0-9_.-]*)\s*$")
 _KEY_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s*$")
 
-FIELD_PATHS: dict[str, tuple[str, ...]] = {
-    "metadata.name": ("metadata", "name"),
-    "metadata.namespace": ("metadata", "namespace"),
-    "spec.nodeName": ("spec", "nodeName"),
-    "status.phase": ("status", "phase"),
-    "spec.unschedulable": ("spec", "unschedulable"),
-    "spec.driver": ("spec", "driver"),
-    "spec.pool.name": ("spec", "pool", "name"),
-    "involvedObject.name": ("involvedObject", "name"),
-    "involvedObject.namespace": ("involvedObject", "namespace"),
-    "involvedObject.kind": ("involvedObject", "kind"),
-    "involvedObject.uid": ("involvedObject", "uid"),
-    "reason": ("reason",),
-    "type": ("type",),
+_META = ("metadata.name", "metadata.namespace")
+
+FIELD_LABELS: dict[str, tuple[str, ...]] = {
+    # kubernetes/kubernetes pkg/apis/core/v1/conversion.go (AddFieldLabelConversionFuncForKind).
+    "Pod": (*_META, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+            "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"),
+    "Node": (*_META, "spec.unschedulable"),
+    "Event": (*_META, "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+              "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+              "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"),
+    "Namespace": (*_META, "status.phase"),
+    # pkg/apis/batch/v1/conversion.go.
+    "Job": (*_META, "status.successful"),
+    # kubernetes/api resource/v1/types.go ResourceSliceSelector*; pkg/apis/resource/v1/conversion.go.
+    "ResourceSlice": (*_META, "spec.nodeName", "spec.driver"),
 }
+"""The field labels a real API server accepts per kind; every other kind only ``metadata.name`` and
+``metadata.namespace`` (apimachinery's ``DefaultMetaV1FieldSelectorConversion``). Anything else is
+400 ``field label not supported``, as upstream answers."""
+
+_FIELD_ALIASES: dict[str, tuple[str, ...]] = {"source": ("source", "component")}
+
+
+def field_labels(kind: str) -> tuple[str, ...]:
+    """The field selector labels upstream supports for ``kind``."""
+    return FIELD_LABELS.get(kind, _META)
+
 
 
 def _split_terms(text: str) -> list[str]:
@@ -143,13 +155,11 @@ def parse_field_selector(text: str | None, kind: str = "") -> Predicate | None:
         if not m:
             raise ApiError(400, f"invalid selector: {term!r}; can't understand {term!r}")
         name, op, value = m.groups()
-        path = FIELD_PATHS.get(name)
-        if path is None:
-            raise ApiError(
-                400,
-                f"field label not supported: {name}" + (f" for {kind}" if kind else ""),
-            )
-        checks.append(_field_check(path, op, value))
+        if name not in field_labels(kind):
+            # The two messages upstream gives: a kind's own conversion function, and the default one.
+            raise ApiError(400, f"field label not supported: {name}" if kind in FIELD_LABELS
+                           else f'"{name}" is not a known field selector: only "metadata.name", "metadata.namespace"')
+        checks.append(_field_check(_FIELD_ALIASES.get(name, tuple(name.split("."))), op, value))
     return lambda obj: all(check(obj) for check in checks)
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from workflows.context import NodeContext
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
-                     non_retryable_error_types=["InvalidObject", "Forbidden"])
+                     non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"])
 _TIMEOUT = timedelta(seconds=60)
 REASON = "PodmedicPluginDeviceUnhealthy"
 

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
-                     non_retryable_error_types=["InvalidObject", "Forbidden"])
+                     non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"])
 _TIMEOUT = timedelta(seconds=60)
 
 

@@ -112,7 +112,7 @@ async def _record(wf: IncidentContext, notice: StepNotice) -> None:
             NoticeActivities.notify_step, notice,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=5),
-                                     non_retryable_error_types=["InvalidObject", "Forbidden"]),
+                                     non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"]),
             summary=f"pod Event {notice.reason} on {', '.join(p.name for p in notice.pods)}"[:200],
             priority=BACKGROUND,
         )

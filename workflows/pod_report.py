@@ -39,7 +39,7 @@ async def report_on_pod(pod: PodKey, reason: str, explanation: str, problem: str
         PodNoticeInput(incident_id=workflow.info().workflow_id, pod=pod, reason=reason, message=explanation,
                        annotations={PROBLEM_ANNOTATION: problem[:500]}),
         start_to_close_timeout=timedelta(seconds=30),
-        retry_policy=RetryPolicy(maximum_attempts=10, non_retryable_error_types=["InvalidObject", "Forbidden"]),
+        retry_policy=RetryPolicy(maximum_attempts=10, non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"]),
         summary=summary,
     )
     if not notice.pod_found:

@@ -22,7 +22,7 @@ MAX_TEXT = 30_000  # Jira and ServiceNow refuse very long descriptions (Jira's l
 
 def device_attributes(kube: KubeGateway, device: DeviceRef) -> dict[str, Any]:
     """The device's entry in its ResourceSlice: attributes, capacity and node (empty when not found)."""
-    for rslice in kube.list_slices(f"spec.driver={device.driver},spec.pool.name={device.pool}"):
+    for rslice in kube.pool_slices(device.driver, device.pool):
         spec = rslice.get("spec") or {}
         for dev in spec.get("devices") or []:
             if dev.get("name") != device.device:

@@ -15,7 +15,7 @@ class RetryPolicy(ConfigModel):
     max_interval_s: float = Field(30.0, gt=0, description="Ceiling of the retry delay.")
     max_attempts: int = Field(5, ge=0, description="Attempts in all; 0 retries without limit.")
     non_retryable_errors: list[str] = Field(
-        default_factory=lambda: ["InvalidObject", "Forbidden", "BadPolicy"],
+        default_factory=lambda: ["BadRequest", "InvalidObject", "Forbidden", "BadPolicy"],
         description="Error types that fail the step at once.",
     )
 

@@ -1,7 +1,7 @@
 """The errors ``podmedic/kube/gateway.py`` turns Kubernetes API answers into.
 
-A few exception types whose class names Temporal retry policies can name: ``InvalidObject``
-and ``Forbidden`` fail a step at once; ``Conflict``, ``Throttled`` and ``ServerError`` are
+A few exception types whose class names Temporal retry policies can name: ``BadRequest``,
+``InvalidObject`` and ``Forbidden`` fail a step at once; ``Conflict``, ``Throttled`` and ``ServerError`` are
 retried. Kept apart from the gateway so that the gateway stays the one module importing
 ``kubernetes`` while it stays readable.
 """
@@ -25,6 +25,11 @@ class NotFound(KubeError):
 
 class Conflict(KubeError):
     """409: already exists, or a stale update; callers re-read and decide."""
+
+
+class BadRequest(KubeError):
+    """400: the server refused the request itself (an unsupported field selector, a malformed query);
+    the same request can never succeed, so it is not retried."""
 
 
 class InvalidObject(KubeError):
@@ -55,7 +60,7 @@ def from_answer(status: int, body: str | None, reason: str | None, what: str) ->
         message = reason
     text = f"{what}: {status} {message}"
     kinds: dict[int, type[KubeError]] = {
-        404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden, 429: Throttled,
+        400: BadRequest, 404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden, 429: Throttled,
     }
     return kinds.get(status, ServerError)(text, status)
 

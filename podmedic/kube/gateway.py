@@ -21,6 +21,7 @@ from podmedic.kube.api_requests import FIELD_MANAGER
 from podmedic.kube.core import translate as _translate
 from podmedic.kube.core import user_agent
 from podmedic.kube.errors import (
+    BadRequest,
     Conflict,
     Forbidden,
     InvalidObject,
@@ -37,7 +38,7 @@ from podmedic.kube.loop_calls import LoopCalls
 from podmedic.kube.streams import StreamCalls
 
 # The errors are defined in podmedic/kube/errors.py and imported from here by callers.
-__all__ = ["Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "NotServed", "Obj",
+__all__ = ["BadRequest", "Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "NotServed", "Obj",
            "ProxyTimeout", "ServerError", "Throttled", "user_agent"]
 
 
@@ -59,8 +60,9 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         return items
 
     def list_slices(self, field_selector: str = "") -> list[Obj]:
-        """ResourceSlices (drivers publish device taints there), all or by ``field_selector``
-        (``spec.driver``, ``spec.pool.name``, ``spec.nodeName``)."""
+        """ResourceSlices (drivers publish device taints there), all or by ``field_selector``: an API
+        server supports only ``metadata.name``, ``spec.nodeName`` and ``spec.driver`` on them
+        (kubernetes/api ``resource/v1/types.go``, ``ResourceSliceSelector*``); any other field is 400."""
         items: list[Obj] = self._read(f"list resourceslices {field_selector}".strip(),
                                       self.resource.list_resource_slice,
                                       **({"field_selector": field_selector} if field_selector else {}))["items"]
@@ -71,8 +73,16 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         now; ``None`` for a network-attached pool or one no slice publishes."""
         if (node := self.pool_nodes.get(driver, pool)) is not None:
             return node
-        self.pool_nodes.learn(self.list_slices(f"spec.driver={driver},spec.pool.name={pool}"))
+        self.pool_nodes.learn(self.pool_slices(driver, pool))
         return self.pool_nodes.get(driver, pool)
+
+    def pool_slices(self, driver: str, pool: str) -> list[Obj]:
+        """The ResourceSlices of one pool. No server selects by pool name, so the slices are selected by
+        what it supports (the pool's node when known, and the driver) and filtered here."""
+        node = self.pool_nodes.get(driver, pool)
+        selector = f"spec.nodeName={node},spec.driver={driver}" if node else f"spec.driver={driver}"
+        return [s for s in self.list_slices(selector)
+                if ((s.get("spec") or {}).get("pool") or {}).get("name") == pool]
 
     def learn_pools(self) -> int:
         """Learn the node of every node-local pool from all ResourceSlices, a page at a time; how many

@@ -5,10 +5,10 @@ node-local pool's node is its ResourceSlices' ``spec.nodeName`` (k8s.io/api reso
 ``ResourceSliceSpec``: ``nodeName`` for node-local devices, unset for network-attached pools).
 A pool does not move between nodes: a driver publishes each node's devices under a pool of
 its own. So the map is read once, not per incident: the worker lists every slice at its start
-(``KubeGateway.learn_pools``), and a pool it has not seen (a node added since) is read by a
-field selector at its first use (``KubeGateway.pool_node``). Before, every incident on a node
-new to the worker listed its slices: one request per incident in ``python -m benchmarks cost``,
-one per node in a hall-wide storm, all of them at the moment the API server is busiest.
+(``KubeGateway.learn_pools``), and a pool it has not seen (a node added since) is read at its
+first use (``KubeGateway.pool_node``): the driver's slices, since no API server selects slices by
+pool name, and every pool of that answer is learned with it. Reading per incident instead would
+cost a request per incident, all of them at the moment the API server is busiest.
 """
 
 from __future__ import annotations

@@ -42,7 +42,9 @@ def test_unhealthy_device_gets_a_taint_rule(api: Any, core: Any) -> None:
     """The fault is a device taint in the driver's ResourceSlice, as drivers publish it."""
     driver, pool, device = (os.environ[f"PODMEDIC_E2E_{k}"] for k in ("DRIVER", "POOL", "DEVICE"))
     resource = client.ResourceV1Api(api)
-    slices = resource.list_resource_slice(field_selector=f"spec.driver={driver},spec.pool.name={pool}").items
+    # No API server selects ResourceSlices by pool name (kubernetes/api resource/v1 ResourceSliceSelector*).
+    slices = [s for s in resource.list_resource_slice(field_selector=f"spec.driver={driver}").items
+              if s.spec.pool.name == pool]
     target = next(s for s in slices if any(d.name == device for d in s.spec.devices))
     body = target.to_dict()
     for d in body["spec"]["devices"]:

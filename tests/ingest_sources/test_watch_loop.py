@@ -80,7 +80,8 @@ def test_an_undelivered_object_is_replayed_after_a_restart(
         wait_until(lambda: first.source.stats.errors > 0, what="the failed delivery")
         first.close()
         saved = _cursor(tmp_path, "slice-taints")
-        slice_b = kube.list_objects("resourceslices", field_selector=f"spec.pool.name={pool}")[0][0]
+        slice_b = next(s for s in kube.list_objects("resourceslices", field_selector=f"spec.driver={driver}")[0]
+                       if s["spec"]["pool"]["name"] == pool)
         assert version_a <= int(str(saved["resourceVersion"])) < int(slice_b["metadata"]["resourceVersion"]), \
             "the cursor never passes an object whose observations were not delivered"
         assert rid_b not in json.dumps(saved["memory"])

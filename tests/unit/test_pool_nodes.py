@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from podmedic.kube.errors import BadRequest
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.pool_nodes import PoolNodes
 from podmedic_sim import SimCluster
@@ -69,6 +70,17 @@ def test_a_pool_not_learned_is_read_at_its_first_use_only(sim: SimCluster, kube:
     assert kube.pool_node(driver, pool) == node
     assert kube.pool_node(driver, pool) == node
     assert _slice_requests(sim) == 1
+
+
+def test_a_pool_of_a_node_added_later_is_found_by_what_the_server_selects(sim: SimCluster, kube: KubeGateway) -> None:
+    """A real API server refuses ``spec.pool.name`` on ResourceSlices with 400 (kubernetes/api
+    resource/v1 ``ResourceSliceSelector*``: name, nodeName and driver only); the gateway selects by the
+    driver and keeps the pool's slices."""
+    (driver, pool), node = sorted(_published(sim).items())[-1]
+    with pytest.raises(BadRequest, match="list resourceslices spec.pool.name"):
+        kube.list_slices(f"spec.pool.name={pool}")  # not retried: the same request can never succeed
+    assert kube.pool_node(driver, pool) == node
+    assert [s["spec"]["pool"]["name"] for s in kube.pool_slices(driver, pool)] == [pool]
 
 
 def test_a_network_attached_pool_has_no_node(sim: SimCluster, kube: KubeGateway) -> None:
