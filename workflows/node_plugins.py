@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
     from activities.quarantine import QuarantineActivities
     from podmedic.domain.node import PluginCapacityInput
+    from podmedic.domain.policy_steps import KUBE_REFUSALS
     from podmedic.domain.steps import PodNoticeInput
     from workflows.pod_report import PROBLEM_ANNOTATION
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from workflows.context import NodeContext
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
-                     non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"])
+                     non_retryable_error_types=list(KUBE_REFUSALS))
 _TIMEOUT = timedelta(seconds=60)
 REASON = "PodmedicPluginDeviceUnhealthy"
 

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
     from podmedic.domain.node_explain import release_terms
     from podmedic.domain.policy_recovery import Effect
+    from podmedic.domain.policy_steps import KUBE_REFUSALS
     from podmedic.domain.steps import TaintInput
     from workflows import node_permits as node_guard
     from workflows import node_plugins
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
-                     non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"])
+                     non_retryable_error_types=list(KUBE_REFUSALS))
 _TIMEOUT = timedelta(seconds=60)
 
 

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
     from podmedic.domain.incident import StepNotice
     from podmedic.domain.models import PodKey
+    from podmedic.domain.policy_steps import KUBE_REFUSALS
     from workflows.context import IncidentContext
     from workflows.options import BACKGROUND
     from workflows.patches import FOLD_STEP_NOTICES
@@ -112,7 +113,7 @@ async def _record(wf: IncidentContext, notice: StepNotice) -> None:
             NoticeActivities.notify_step, notice,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=5),
-                                     non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"]),
+                                     non_retryable_error_types=list(KUBE_REFUSALS)),
             summary=f"pod Event {notice.reason} on {', '.join(p.name for p in notice.pods)}"[:200],
             priority=BACKGROUND,
         )

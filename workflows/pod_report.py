@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
     from podmedic.domain import search
     from podmedic.domain.models import Outcome, PodKey
+    from podmedic.domain.policy_steps import KUBE_REFUSALS
     from podmedic.domain.steps import PodNoticeInput
 
 PROBLEM_ANNOTATION = "podmedic.io/problem"
@@ -39,7 +40,7 @@ async def report_on_pod(pod: PodKey, reason: str, explanation: str, problem: str
         PodNoticeInput(incident_id=workflow.info().workflow_id, pod=pod, reason=reason, message=explanation,
                        annotations={PROBLEM_ANNOTATION: problem[:500]}),
         start_to_close_timeout=timedelta(seconds=30),
-        retry_policy=RetryPolicy(maximum_attempts=10, non_retryable_error_types=["BadRequest", "InvalidObject", "Forbidden"]),
+        retry_policy=RetryPolicy(maximum_attempts=10, non_retryable_error_types=list(KUBE_REFUSALS)),
         summary=summary,
     )
     if not notice.pod_found:

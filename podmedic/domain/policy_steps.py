@@ -6,6 +6,10 @@ from pydantic import Field, model_validator
 
 from podmedic.domain.base import ConfigModel
 
+KUBE_REFUSALS = ("BadRequest", "InvalidObject", "Forbidden")
+"""The Kubernetes errors (``podmedic/kube/errors.py``) no retry can mend: the request, the object or
+the permission is wrong."""
+
 
 class RetryPolicy(ConfigModel):
     """Temporal retry policy for one step's activity."""
@@ -15,7 +19,7 @@ class RetryPolicy(ConfigModel):
     max_interval_s: float = Field(30.0, gt=0, description="Ceiling of the retry delay.")
     max_attempts: int = Field(5, ge=0, description="Attempts in all; 0 retries without limit.")
     non_retryable_errors: list[str] = Field(
-        default_factory=lambda: ["BadRequest", "InvalidObject", "Forbidden", "BadPolicy"],
+        default_factory=lambda: [*KUBE_REFUSALS, "BadPolicy"],
         description="Error types that fail the step at once.",
     )
 

@@ -60,7 +60,8 @@ def from_answer(status: int, body: str | None, reason: str | None, what: str) ->
         message = reason
     text = f"{what}: {status} {message}"
     kinds: dict[int, type[KubeError]] = {
-        400: BadRequest, 404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden, 429: Throttled,
+        400: BadRequest, 404: NotFound, 409: Conflict, 422: InvalidObject, 401: Forbidden, 403: Forbidden,
+        429: Throttled,
     }
     return kinds.get(status, ServerError)(text, status)
 

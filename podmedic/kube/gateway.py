@@ -38,8 +38,8 @@ from podmedic.kube.loop_calls import LoopCalls
 from podmedic.kube.streams import StreamCalls
 
 # The errors are defined in podmedic/kube/errors.py and imported from here by callers.
-__all__ = ["BadRequest", "Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "NotServed", "Obj",
-           "ProxyTimeout", "ServerError", "Throttled", "user_agent"]
+__all__ = ["BadRequest", "Conflict", "Forbidden", "InvalidObject", "KubeError", "KubeGateway", "NotFound", "NotServed",
+           "Obj", "ProxyTimeout", "ServerError", "Throttled", "user_agent"]
 
 
 class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):

@@ -77,7 +77,7 @@ def test_a_pool_of_a_node_added_later_is_found_by_what_the_server_selects(sim: S
     resource/v1 ``ResourceSliceSelector*``: name, nodeName and driver only); the gateway selects by the
     driver and keeps the pool's slices."""
     (driver, pool), node = sorted(_published(sim).items())[-1]
-    with pytest.raises(BadRequest, match="list resourceslices spec.pool.name"):
+    with pytest.raises(BadRequest, match=r"list resourceslices spec\.pool\.name"):
         kube.list_slices(f"spec.pool.name={pool}")  # not retried: the same request can never succeed
     assert kube.pool_node(driver, pool) == node
     assert [s["spec"]["pool"]["name"] for s in kube.pool_slices(driver, pool)] == [pool]
