@@ -182,7 +182,7 @@ class SimEngine:
         if rt is None:
             raise KeyError(f"no running pod {namespace}/{name}")
         for c in rt.containers:
-            if c.state == "running":
+            if c.state == "running" and not self.workloads.absorbs_failure(rt, c):
                 self.kubelet.exit_container(rt, c, exit_code, "Error")
 
     def set_plugin_device_health(self, node: str, resource: str, device: str, health: str) -> None:

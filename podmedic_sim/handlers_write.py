@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as dt
 import secrets
 import string
 import uuid
@@ -193,8 +194,12 @@ def delete_object(store: Store, target: Target, options: Obj, dry: bool) -> Obj:
             name=target.name,
         )
     grace = options.get("gracePeriodSeconds")
+    if target.rt.kind == "Pod":
+        grace = pod_grace_period(obj, grace)
     if dry:
         return obj
+    if target.rt.kind == "Pod" and (grace or meta.get("finalizers")):
+        return _terminate(store, target, int(grace or 0))
     if meta.get("finalizers"):
 
         def mark(o: Obj) -> None:
@@ -218,6 +223,33 @@ def delete_object(store: Store, target: Target, options: Obj, dry: bool) -> Obj:
     if grace is not None:
         result["metadata"]["deletionGracePeriodSeconds"] = grace
     return result
+
+
+def pod_grace_period(pod: Obj, requested: int | None) -> int:
+    """The grace period a pod's DELETE gets, as kubernetes/kubernetes ``pkg/registry/core/pod/strategy.go``
+    (``CheckGracefulDelete``) decides it: the request's, else the pod's ``terminationGracePeriodSeconds``
+    (defaulted to 30); 0, a deletion at once, for a pod not bound to a node or already terminal."""
+    period = requested if requested is not None else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 0)
+    if not (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+        return 0
+    return max(0, int(period or 0))
+
+
+def _terminate(store: Store, target: Target, grace: int) -> Obj:
+    """A graceful pod deletion (``rest.BeforeDelete`` in k8s.io/apiserver ``pkg/registry/rest/delete.go``): the
+    pod stays, Terminating, with ``deletionTimestamp`` = now + grace; the kubelet sends SIGTERM, and deletes it
+    once its containers stopped (its claims stay reserved until then). A second DELETE may only shorten it."""
+    assert target.name is not None
+    when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=grace)
+
+    def mark(o: Obj) -> None:
+        m = o["metadata"]
+        current = m.get("deletionGracePeriodSeconds")
+        if current is None or grace < int(current):  # the finalizers keep a pod deleted with 0 until they go
+            m["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+            m["deletionGracePeriodSeconds"] = grace
+
+    return _store_call(target, store.mutate, target.rt.plural, target.namespace, target.name, mark)
 
 
 async def _delete_options(request: web.Request) -> Obj:

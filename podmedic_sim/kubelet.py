@@ -111,6 +111,7 @@ class Kubelet(KubeletPods):
             self._reset_transient(rt, rt.container_devices(c))
         gen = c.bump()
         c.new_id()
+        c.hung = False
         c.state, c.reason, c.message = "running", "", ""
         c.started_at, c.started_mono = now_rfc3339(), self._timers.now()
         rt.phase = "Running"
@@ -129,8 +130,15 @@ class Kubelet(KubeletPods):
         )
 
     def _crash(self, rt: PodRt, c: ContainerRt, gen: int) -> None:
-        if c.gen == gen and c.state == "running" and self._crashing(rt, c):
+        if c.gen != gen or c.state != "running" or c.hung or not self._crashing(rt, c):
+            return  # a hung process is stuck in the device, not killed by it
+        if not any(hook.absorbs_failure(rt, c) for hook in self.hooks):
             self.exit_container(rt, c, CRASH_EXIT_CODE, "Error")
+
+    def rearm_crash(self, rt: PodRt, c: ContainerRt, gen: int) -> None:
+        """Workers restarted inside a running container (in-job restarts) meet their device again."""
+        if c.gen == gen and c.state == "running" and self._crashing(rt, c):
+            self._timers.call_later(self._t.crash_after_s, lambda: self._crash(rt, c, gen))
 
     def exit_container(self, rt: PodRt, c: ContainerRt, code: int, reason: str = "Error") -> None:
         """The container's process exits with ``code``; restart rules and policy decide next."""

@@ -28,6 +28,7 @@ class KubeletHooks(Protocol):
 
     def on_container_started(self, rt: PodRt, c: ContainerRt) -> None: ...
     def on_container_stopped(self, rt: PodRt, c: ContainerRt) -> None: ...
+    def absorbs_failure(self, rt: PodRt, c: ContainerRt) -> bool: ...
 
 
 class KubeletPods(ABC):
@@ -157,9 +158,14 @@ class KubeletPods(ABC):
         return self._t.termination_grace_s if grace is None else min(float(grace), self._t.termination_grace_s)
 
     def _remove(self, key: PodKey, uid: str) -> None:
+        """The kubelet's final DELETE (grace 0) once the containers stopped; finalizers still hold the pod."""
         pod = self._store.find("pods", *key)
-        if pod is not None and pod["metadata"].get("uid") == uid:
+        if pod is None or pod["metadata"].get("uid") != uid:
+            return
+        if not pod["metadata"].get("finalizers"):
             self._store.delete("pods", *key)
+        elif pod["metadata"].get("deletionGracePeriodSeconds") != 0:
+            self._store.mutate("pods", *key, lambda p: p["metadata"].update(deletionGracePeriodSeconds=0))
 
     def _forget(self, rt: PodRt) -> None:
         if rt.gone:

@@ -44,6 +44,7 @@ class ContainerRt:
     restart_count: int = 0
     crashes: int = 0  # consecutive, for back-off
     gen: int = 0  # bumps on every transition; stale timers compare it
+    hung: bool = False  # the process is stuck (in a CUDA call): it neither steps nor dies of its device
 
     def bump(self) -> int:
         """Invalidate timers armed for the previous state; returns the new generation."""

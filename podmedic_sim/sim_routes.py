@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import ConfigDict, Field, ValidationError, model_validator
@@ -105,6 +105,8 @@ class TrainingJob(_Strict):
     prefer_node_label: bool = True
     checkpoint_on_sigterm: bool = False
     jobset: bool = False
+    collectives: dict[Literal["peer_exit_s", "collective_timeout_s", "in_job_restarts", "in_job_restart_s"],
+                      Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class Crash(_Strict):
@@ -114,6 +116,20 @@ class Crash(_Strict):
     name: str = Field(min_length=1)
     namespace: str = "default"
     exit_code: int = Field(1, ge=1, le=255)
+
+
+class Rank(_Strict):
+    """Body of ``POST /sim/v1/workloads/hang``: a training pod's process hangs (docs/simulator.md)."""
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+
+
+class SlowRank(Rank):
+    """Body of ``POST /sim/v1/workloads/slow``: a training pod steps ``factor`` times slower for ``for_s``."""
+
+    factor: float = Field(gt=1)
+    for_s: float = Field(gt=0)
 
 
 class Stall(_Strict):
@@ -240,6 +256,10 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         return web.json_response(prog.to_json())
 
     crash = _route(Crash, lambda b: engine.crash_pod(b.namespace, b.name, b.exit_code), lambda b: b.model_dump())
+    hang = _route(Rank, lambda b: engine.workloads.collectives.hang(*engine.workloads.rank(b.namespace, b.name)),
+                  lambda b: b.model_dump())
+    slow = _route(SlowRank, lambda b: engine.workloads.collectives.slow(
+        *engine.workloads.rank(b.namespace, b.name), b.factor, b.for_s), lambda b: b.model_dump())
 
     async def state(request: web.Request) -> web.Response:
         return web.json_response(engine.state())
@@ -253,5 +273,7 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         web.post("/sim/v1/workloads/training", training),
         web.post("/sim/v1/workloads/training/stall", stall),
         web.post("/sim/v1/workloads/crash", crash),
+        web.post("/sim/v1/workloads/hang", hang),
+        web.post("/sim/v1/workloads/slow", slow),
         web.get("/sim/v1/state", state),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from podmedic.domain.base import Obj
+from podmedic_sim.collectives import COLLECTIVE_TIMEOUT_S, IN_JOB_RESTART_S, IN_JOB_RESTARTS, PEER_EXIT_S
 from podmedic_sim.store import Store
 from podmedic_sim.workload_protocol import (
     CKPT_ANSWER,
@@ -16,6 +17,8 @@ from podmedic_sim.workload_protocol import (
 )
 
 PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
+COLLECTIVE_ANNOTATIONS = {"peer_exit_s": PEER_EXIT_S, "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
+                          "in_job_restarts": IN_JOB_RESTARTS, "in_job_restart_s": IN_JOB_RESTART_S}
 
 
 def create_training_job(
@@ -38,6 +41,7 @@ def create_training_job(
     prefer_node_label: bool = True,
     checkpoint_on_sigterm: bool = False,
     jobset: bool = False,
+    collectives: dict[str, float] | None = None,
 ) -> Obj:
     """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job.
 
@@ -50,6 +54,8 @@ def create_training_job(
     or a signal) if the grace period covers ``checkpoint_save_s``. ``jobset`` makes a JobSet
     ``<name>`` of ``parallelism`` one-pod Jobs instead (``backoffLimit`` 0, failurePolicy
     ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job.
+    ``collectives`` declares how the ranks fail together (``podmedic_sim/collectives.py``: ``peer_exit_s``,
+    ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``); none: each rank waits for the others.
     """
     template_name = f"{name}-gpu"
     store.create(
@@ -83,6 +89,8 @@ def create_training_job(
         annotations[CKPT_ANSWER] = checkpoint_answer
     if checkpoint_on_sigterm:
         annotations[SIGTERM_CHECKPOINT] = "true"
+    for key, value in (collectives or {}).items():
+        annotations[COLLECTIVE_ANNOTATIONS[key]] = f"{value:g}"
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [

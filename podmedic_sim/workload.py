@@ -14,6 +14,7 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim import workload_http
+from podmedic_sim.collectives import Collectives
 from podmedic_sim.config import SimConfig
 from podmedic_sim.jobs import JobController, JobKey, owning_job
 from podmedic_sim.kubelet import Kubelet
@@ -71,6 +72,7 @@ class Workloads:
         self._work: dict[str, _PodWork] = {}  # by pod uid
         self._ticking = False
         self._groups = TrainingGroups(store)  # JobSets', StatefulSets' training pods
+        self.collectives = Collectives(timers, kubelet, self._pods_of, self.progress)
         kubelet.hooks.append(self)
         jobs.on_pod_created.append(self._pod_created)
 
@@ -100,6 +102,7 @@ class Workloads:
             group = group_of(obj, owned_by_job=owner is not None)
             job = (meta.get("namespace", "default"), group or (owner[0] if owner else meta["name"]))
             work = self._work[uid] = _PodWork(job)
+            self.collectives.configure(job, meta.get("annotations") or {})
             if group is not None:  # a JobSet's, or a StatefulSet's (LeaderWorkerSet's) pods: one group
                 self._groups.join(job, obj, self.progress)
                 self._ensure_ticking()
@@ -134,11 +137,18 @@ class Workloads:
         work.saving = None
         self._resolve(work, None, (503, {"error": "connection reset: the container stopped while saving"}))
         if c.exit_code == KILL_EXIT_CODE and prog.saves_on_sigterm and prog.step > prog.checkpointed_step \
+                and not c.hung and self.collectives.can_save(work.job) \
                 and (not rt.deleting or self._kubelet.grace_s(rt.key) >= self._t.checkpoint_save_s):
             # The trainer's SIGTERM handler; once a rank died the step was rolled back: nothing to save.
             self.save_now(work.job, requested=False)
             prog.sigterm_checkpoints += 1
         prog.interrupt()
+        self.collectives.on_rank_stopped(work.job, rt)
+
+    def absorbs_failure(self, rt: PodRt, c: ContainerRt) -> bool:
+        """Kubelet hook: whether the trainer's agent restarts its workers in place instead of exiting."""
+        work = self._work.get(rt.uid)
+        return work is not None and self.collectives.absorbs(work.job, rt, c)
 
     # -- protocol ----------------------------------------------------------------------
     def _running(self, pkey: PodKey, uid: str) -> tuple[PodRt, ContainerRt] | None:
@@ -171,6 +181,7 @@ class Workloads:
             and ann.get(CKPT_METHOD) == "annotation"
             and request not in work.answered
             and work.saving is None
+            and self.collectives.can_save(work.job)  # a hung job never answers
         ):
             mode, delay = workload_http.answer_mode(ann, self._t.checkpoint_save_s)
             if mode == "never":
@@ -238,6 +249,14 @@ class Workloads:
         prog.last_checkpoint_id = f"{job[1]}-step-{prog.step}"
         return prog.last_checkpoint_id, f"sim://{job[0]}/{job[1]}/step-{prog.step}"
 
+    def rank(self, namespace: str, name: str) -> tuple[JobKey, PodKey]:
+        """The training job of a running pod and the pod's key; ``KeyError`` when it is none."""
+        rt = self._kubelet.pods.get((namespace, name))
+        work = self._work.get(rt.uid) if rt is not None else None
+        if rt is None or work is None:
+            raise KeyError(f"no running training pod {namespace}/{name}")
+        return work.job, rt.key
+
     def job_of(self, uid: str) -> JobKey | None:
         """The training Job of a pod (by uid), if it is a training pod."""
         work = self._work.get(uid)
@@ -261,12 +280,16 @@ class Workloads:
         for key, prog in self.progress.items():
             pods = [self._kubelet.pods.get(p) for p in self._pods_of(key)]
             ready = sum(1 for rt in pods if rt is not None and rt.ready())
-            if ready and ready >= prog.parallelism and key not in saving_jobs and not prog.stalled:
-                prog.step += 1
-                if every and prog.step % every == 0:
-                    prog.checkpointed_step = prog.step
-                    prog.checkpoints += 1
-                    prog.last_checkpoint_id = f"{key[1]}-step-{prog.step}"
+            share = self.collectives.step_share(key)
+            if ready and ready >= prog.parallelism and key not in saving_jobs and not prog.stalled and share:
+                prog.credit += share  # a slow rank: a step in 1/share ticks
+                if prog.credit >= 1.0 - 1e-9:
+                    prog.credit -= 1.0
+                    prog.step += 1
+                    if every and prog.step % every == 0:
+                        prog.checkpointed_step = prog.step
+                        prog.checkpoints += 1
+                        prog.last_checkpoint_id = f"{key[1]}-step-{prog.step}"
             values = (prog.step, prog.checkpointed_step, prog.lost_steps)
             if values != prog.written and now - prog.last_write >= self._t.progress_write_s:
                 self._write_progress(key, prog, values, now)

@@ -79,6 +79,7 @@ class Progress:
     requested_step: int = -1  # step of the last checkpoint saved on request (podmedic), -1: none
     interruptions: list[dict[str, int]] = field(default_factory=list)
     stalled: bool = False  # a hung workload: Ready, but no step advances
+    credit: float = 0.0  # part of the next step made (a slow rank makes less than one a tick)
     written: tuple[int, int, int] = (-1, -1, -1)
     last_write: float = float("-inf")
 
