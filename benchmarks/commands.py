@@ -7,12 +7,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from benchmarks.llama3 import LLAMA3_INTERVAL_H
+from benchmarks.goodput_faults import INTERVAL_H
 from benchmarks.results import RESULTS
 
 SERVER_CHOICES = ("default", "tuned")
-POLICY_CHOICES = ("podmedic", "k8s-only", "cordon-drain")  # benchmarks.goodput.POLICIES
-KNOBS = ("repair_s", "warn_share", "checkpoint_save_real_s")  # benchmarks.goodput_sensitivity.SWEEPS
+POLICY_CHOICES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-job", "cordon-drain")  # goodput_run
+KNOBS = ("collective_timeout_real_s", "checkpoint_save_real_s")  # benchmarks.goodput_sensitivity.SWEEPS
 
 
 def _servers(value: str) -> list[str]:
@@ -80,8 +80,8 @@ def _goodput(args: argparse.Namespace) -> int:
     from benchmarks.goodput import run_and_print
 
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
-                  pods_per_job=args.pods_per_job, policies=tuple(args.policy or POLICY_CHOICES), reuse=args.reuse,
-                  jobset=args.jobset)
+                  ranks=args.ranks, policies=tuple(args.policy or POLICY_CHOICES), merge=args.merge,
+                  jobset=args.jobset, collective_timeout_real_s=args.collective_timeout_min * 60)
     return 0
 
 
@@ -89,7 +89,7 @@ def _goodput_sensitivity(args: argparse.Namespace) -> int:
     from benchmarks.goodput_sensitivity import run_and_print
 
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.knob or list(KNOBS),
-                  args.json, pods_per_job=args.pods_per_job)
+                  args.json, ranks=args.ranks)
     return 0
 
 
@@ -186,32 +186,32 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                    help="seconds watched while tripped, and again after the resume (default %(default)s)")
     p.add_argument("--json", type=Path, default=RESULTS / "storm-guard.json")
     p.set_defaults(func=_storm_guard)
-    p = which.add_parser("goodput", help="training jobs under the Llama 3 fault mix: podmedic vs two baselines")
-    p.add_argument("--jobs", type=int, default=32, help="training jobs per policy (default %(default)s)")
-    p.add_argument("--faults", type=int, default=16, help="faults per policy (default %(default)s)")
-    p.add_argument("--seed", type=int, default=1, help="first seed (default %(default)s)")
-    p.add_argument("--seeds", type=int, default=8, help="seeds run, from --seed on; each policy's figure is the "
-                                                        "mean with its 95%% interval (default %(default)s)")
-    p.add_argument("--interval-h", type=float, default=LLAMA3_INTERVAL_H,
-                   help="real hours between one job's interruptions; sets the run's length (default: Llama 3's "
-                        "job, 419 in 54 days = %(default).2f h; 0.375 is 8x as often)")
-    p.add_argument("--duration-s", type=float, default=None,
-                   help="simulated seconds per policy instead (then the interval follows from it)")
-    p.add_argument("--pods-per-job", type=_at_least_one, default=1, metavar="N",
-                   help="1 (default): single-GPU Jobs; more: synchronous Jobs shaped like Llama 3's, N pods of 8 "
-                        "GPUs on a node each, every rank needed for a step, the trainer saving on SIGTERM")
+    p = which.add_parser("goodput", help="training jobs under Llama 3's interruptions: podmedic against the baselines")
+    p.add_argument("--jobs", type=int, default=4, help="training jobs per run (default %(default)s)")
+    p.add_argument("--ranks", type=_at_least_one, default=1, metavar="N",
+                   help="8-GPU pods per job, a node each (default %(default)s: single-node jobs)")
     p.add_argument("--jobset", action="store_true",
-                   help="with --pods-per-job N: each job a JobSet of N one-pod Jobs (backoffLimit 0, failurePolicy "
-                        "RestartJobSet: one failed pod restarts them all, as JobSet training runs)")
+                   help="with --ranks N: each job a JobSet of N one-pod Jobs (backoffLimit 0, failurePolicy "
+                        "RestartJobSet: one failed pod restarts them all)")
+    p.add_argument("--faults", type=int, default=4, help="faults per run (default %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="first seed (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=8, help="seeds run, from --seed on (default %(default)s)")
+    p.add_argument("--interval-h", type=float, default=INTERVAL_H,
+                   help="real hours between one job's interruptions; sets the run's length (default: Llama 3's, "
+                        "466 in 54 days = %(default).2f h)")
+    p.add_argument("--duration-s", type=float, default=None,
+                   help="simulated seconds per run instead (then the interval follows from it)")
+    p.add_argument("--collective-timeout-min", type=float, default=10.0,
+                   help="the trainer's NCCL timeout in real minutes (default %(default)s, PyTorch's)")
     p.add_argument("--policy", action="append", choices=POLICY_CHOICES,
-                   help="run only this policy (repeatable; default: all); the others come from --reuse")
-    p.add_argument("--reuse", type=Path, metavar="FILE",
-                   help="an earlier result of the same setup and seeds: the control and the policies not run are "
-                        "taken from it (the JSON says which, and when they were measured)")
+                   help="run only this policy (repeatable; default: all)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the runs already in --json (same setup) and add or replace these: a table measured "
+                        "a few seeds at a time")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
     p.set_defaults(func=_goodput)
     p = which.add_parser("goodput-sensitivity",
-                         help="goodput with each assumption varied: repair time, faults announced, checkpoint cost")
+                         help="goodput with each chosen value varied: the collective timeout, the checkpoint cost")
     p.add_argument("--jobs", type=int, default=8, help="training jobs per run (default %(default)s)")
     p.add_argument("--faults", type=int, default=16, help="faults per run (default %(default)s)")
     p.add_argument("--duration-s", type=float, default=45.0,
@@ -219,7 +219,7 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--seed", type=int, default=1, help="first seed (default %(default)s)")
     p.add_argument("--seeds", type=int, default=2, help="seeds per point (default %(default)s)")
     p.add_argument("--knob", action="append", choices=KNOBS, help="vary only this (repeatable; default: all)")
-    p.add_argument("--pods-per-job", type=_at_least_one, default=1, metavar="N", help="as for goodput")
+    p.add_argument("--ranks", type=_at_least_one, default=1, metavar="N", help="as for goodput")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput-sensitivity.json")
     p.set_defaults(func=_goodput_sensitivity)
     p = which.add_parser("memory", help="RSS of the worker and the ingest with open incidents and a large cluster")

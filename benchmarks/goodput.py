@@ -1,63 +1,35 @@
-"""``python -m benchmarks goodput``: how much training survives the Llama 3 fault mix, by remediation policy.
+"""``python -m benchmarks goodput``: how much training survives Llama 3's interruptions, by remediation policy.
 
-Time-compressed training Jobs (one GPU each, a step every 0.1 s, their own checkpoint every
-``CHECKPOINT_EVERY`` steps) run on the simulator for ``duration_s``; the same seeded faults
-hit them under each policy, each on a fresh stack, for several seeds:
-
-- **podmedic**: the shipped policy (fleet guard and node quarantine on; only its waits compressed),
-  the ingest's watches and the node agent, podmedic's worker;
-- **k8s-only**: nobody remediates: the Job controller replaces crashed pods with its back-off, the
-  job resumes from its own last checkpoint;
-- **cordon-drain**: node-level remediation without checkpoint requests (NVSentinel-like): on a fault
-  it can see, the node is cordoned and its pods deleted; uncordoned when the GPU is repaired;
-- **control**: no faults at all: the ceiling the others are measured against.
-
-Every policy runs on the same cluster: its DRA driver taints a failed GPU in its ResourceSlice
-(NoSchedule; ``None`` for the XIDs NVIDIA's driver calls the application's), so no scheduler puts a pod
-back on a broken GPU (health-aware placement for every baseline).
-The faults, their signals and costs: ``benchmarks/goodput_faults.py``. Every broken GPU is repaired
-(set Healthy) ``repair_s`` after its fault. Effective training time = steps kept / steps an
-undisturbed job makes in the same time. Each policy's figure is the mean over the seeds with its
-95 % confidence interval.
-
-The rate of faults is what the ratio mostly says: by default each job is interrupted as often
-as Llama 3's 16K-GPU job was (419 unexpected interruptions in 54 days: one every 3.1 hours),
-the rate at which the published goodput figures (Llama 3 ~90 %, ByteRobust 97 %) were taken;
-``--interval-h`` sets another.
+Synchronous training jobs (8-GPU pods, a node each; single-node jobs or a multi-node JobSet) run on
+the simulator for ``duration_s``; the same seeded faults hit them under each policy
+(``benchmarks/goodput_run.py``), each run on a fresh stack, for several seeds. The faults are drawn
+from Llama 3's causes at Llama 3's rate per job (``benchmarks/goodput_faults.py``, with every
+parameter's source). Effective training time (ETTR) = steps kept / steps an undisturbed job makes in
+the same time; each policy's figure is the mean over the seeds with its 95 % interval, and podmedic's
+difference from each baseline is taken per seed (the same faults) with its own interval. Where the lost
+time went is sampled by stage and by cause (``benchmarks/goodput_stages.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
+import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.goodput_faults import (
-    BACKOFF_BASE_REAL_S,
-    BACKOFF_MAX_REAL_S,
-    GRACE_REAL_S,
-    PULL_REAL_S,
-    RESTART_REAL_S,
-)
-from benchmarks.goodput_run import CHECKPOINT_EVERY, SCALE, STEP_S, Setup, effective_ratio, one_run
-from benchmarks.llama3 import LLAMA3_INTERVAL_H, LLAMA3_MIX
+from benchmarks.goodput_faults import INTERVAL_H, MIX, PARAMETERS, draw_faults
+from benchmarks.goodput_run import CHECKPOINT_EVERY, CONTROL, POLICIES, SCALE, STEP_S, Setup, effective_ratio, one_run
+from benchmarks.goodput_stages import STAGES
 from benchmarks.results import write
 from benchmarks.stats import machine, mean_ci95
 
-POLICIES = ("podmedic", "k8s-only", "cordon-drain")
-CONTROL = "control"
-__all__ = ["CHECKPOINT_EVERY", "LLAMA3_MIX", "SCALE", "STEP_S", "Setup", "draw_faults", "duration_for",
+PAIRS = (("podmedic", "k8s-only"), ("podmedic", "k8s-only+taints"), ("podmedic", "in-job"),
+         ("podmedic", "cordon-drain"), ("podmedic+in-job", "in-job"))
+"""The paired differences reported: (policy, baseline)."""
+__all__ = ["CHECKPOINT_EVERY", "MIX", "POLICIES", "SCALE", "STEP_S", "Setup", "draw_faults", "duration_for",
            "effective_ratio", "interval_h_of", "run_goodput"]
-
-
-def draw_faults(count: int, seed: int, duration_s: float) -> list[tuple[float, str]]:
-    """``count`` (time, kind) pairs: kinds in the Llama 3 proportions, times spread over the middle of the run."""
-    rng = random.Random(seed)
-    kinds = rng.choices(list(LLAMA3_MIX), weights=list(LLAMA3_MIX.values()), k=count)
-    times = sorted(rng.uniform(0.1 * duration_s, 0.7 * duration_s) for _ in range(count))
-    return list(zip(times, kinds, strict=True))
 
 
 def duration_for(faults: int, jobs: int, interval_h: float, scale: float = SCALE) -> float:
@@ -71,118 +43,151 @@ def interval_h_of(faults: int, jobs: int, duration_s: float, scale: float = SCAL
     return jobs * duration_s * scale / 3600 / faults if faults > 0 else float("inf")
 
 
+def breakdown(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """GPU-minutes lost per interruption by stage (stalled time and the work rolled back) and stalled
+    GPU-minutes by cause, over ``runs``."""
+    hits = sum(r["faults_hit"] for r in runs) or 1
+    stages: dict[str, float] = defaultdict(float)
+    causes: dict[str, float] = defaultdict(float)
+    for r in runs:
+        for cause, by_stage in r["stalled_gpu_min"].items():
+            for stage, minutes in by_stage.items():
+                stages[stage] += minutes
+                causes[cause] += minutes
+        stages["lost work"] += r["lost_work_gpu_min"]
+    lost = sum(r["gpu_hours_lost"] * 60 for r in runs)
+    stages["slow, other"] = max(0.0, lost - sum(stages.values()))
+    return {"per_interruption_by_stage": {s: round(stages.get(s, 0.0) / hits, 1)
+                                          for s in (*STAGES, "lost work", "slow, other")},
+            "stalled_by_cause": {c: round(m, 1) for c, m in sorted(causes.items(), key=lambda kv: -kv[1])}}
+
+
 def _summary(policy: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     mean, half = mean_ci95([r["effective_training_ratio"] for r in runs])
     per, per_half = mean_ci95([r["gpu_min_lost_per_interruption"] for r in runs if r["faults_hit"]])
     return {"policy": policy, "effective_training_ratio": round(mean, 4), "ci95": round(half, 4),
             "gpu_min_lost_per_interruption": round(per, 1), "gpu_min_ci95": round(per_half, 1),
-            "seeds": len(runs), "runs": runs}
+            "seeds": len(runs), **breakdown(runs), "runs": runs}
+
+
+def paired(policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each pair's ETTR difference per seed (the same faults), mean with its 95 % interval."""
+    by = {p["policy"]: {r["seed"]: r["effective_training_ratio"] for r in p["runs"]} for p in policies}
+    found = []
+    for ours, theirs in PAIRS:
+        seeds = sorted(set(by.get(ours, {})) & set(by.get(theirs, {})))
+        if not seeds:
+            continue
+        mean, half = mean_ci95([by[ours][s] - by[theirs][s] for s in seeds])
+        found.append({"policy": ours, "baseline": theirs, "difference": round(mean, 4), "ci95": round(half, 4),
+                      "seeds": len(seeds)})
+    return found
 
 
 async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
-                      label: str = "goodput", policies: tuple[str, ...] = POLICIES,
+                      policies: tuple[str, ...] = POLICIES,
                       reused: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """``policies`` on the same faults under ``setup``, for each seed (the others' runs taken from
-    ``reused``); returns every policy's summary and the mix."""
+    """``policies`` on the same faults under ``setup``, for each seed (other policies' runs taken from
+    ``reused``); returns every policy's summary, the paired differences and the mix."""
     runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in POLICIES}
     mix: dict[str, int] = {}
+    begun, total, done = time.monotonic(), len(seeds) * len(policies), 0
     for seed in seeds:
         drawn = draw_faults(faults, seed, setup.duration_s)
         for _, kind in drawn:
             mix[kind] = mix.get(kind, 0) + 1
         for policy in policies:
+            runs[policy] = [r for r in runs[policy] if r["seed"] != seed]
             result = await one_run(policy, setup, drawn)
             runs[policy].append({**result, "seed": seed, "faults_drawn": drawn})
-            progress(f"[{label}] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective")
-    return {"mix_drawn": mix, "policies": [_summary(p, runs[p]) for p in POLICIES]}
+            done += 1
+            eta = (time.monotonic() - begun) / done * (total - done)
+            progress(f"[goodput] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective "
+                     f"({done}/{total}, {time.monotonic() - begun:.0f} s elapsed, ETA {eta:.0f} s)")
+    summaries = [_summary(p, sorted(runs[p], key=lambda r: r["seed"])) for p in POLICIES if runs[p]]
+    return {"mix_drawn": mix, "policies": summaries, "paired": paired(summaries)}
 
 
-SAME_SETUP = ("jobs", "pods_per_job", "faults", "seeds", "duration_s", "repair_s")
+SAME_SETUP = ("jobs", "ranks", "jobset", "faults", "duration_s", "collective_timeout_real_s")
 
 
-def reusable(earlier: dict[str, Any], setup: Setup, faults: int, seeds: list[int],
-             policies: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
-    """The runs of the policies not re-run, from an earlier result of the same setup and seeds (a
-    policy's runs do not depend on another's: each has a stack of its own); refuses another setup."""
-    wanted = {"jobs": setup.jobs, "pods_per_job": setup.pods_per_job, "faults": faults, "seeds": seeds,
-              "duration_s": setup.duration_s, "repair_s": setup.repair_s, "jobset": setup.jobset}
-    absent = {"pods_per_job": 1, "jobset": False}
-    differs = [f"{k} {earlier.get(k, absent.get(k))!r} != {v!r}" for k, v in wanted.items()
-               if earlier.get(k, absent.get(k)) != v]
+def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple[str, ...],
+             seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """The runs of an earlier result of the same setup (a policy's runs do not depend on another's: each has
+    a stack of its own), less those about to be run again; refuses another setup. Runs of other seeds are
+    kept, so a table is measured a few seeds at a time and merged."""
+    wanted = {"jobs": setup.jobs, "ranks": setup.ranks, "jobset": setup.jobset, "faults": faults,
+              "duration_s": setup.duration_s, "collective_timeout_real_s": setup.collective_timeout_real_s}
+    differs = [f"{k} {earlier.get(k)!r} != {v!r}" for k, v in wanted.items() if earlier.get(k) != v]
     if differs:
         raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
-    return {p["policy"]: p["runs"] for p in earlier["policies"] if p["policy"] not in policies}
+    return {p["policy"]: [r for r in p["runs"] if not (p["policy"] in policies and r["seed"] in seeds)]
+            for p in earlier["policies"]}
 
 
 def shape_words(setup: Setup) -> str:
     """The jobs of a setup, in words."""
-    if setup.jobset:
-        return (f"{setup.jobs} training JobSet{'s' if setup.jobs > 1 else ''} of {setup.pods_per_job} one-pod Jobs "
-                f"of 8 GPUs (a node each, every "
-                f"rank needed for a step; backoffLimit 0 and failurePolicy RestartJobSet: one failed pod restarts "
-                f"every Job; the trainer saving on SIGTERM within the {GRACE_REAL_S:g} s grace period)")
-    if setup.llama3_shape:
-        return (f"{setup.jobs} synchronous training Jobs shaped like Llama 3's ({setup.pods_per_job} pods of 8 GPUs, "
-                f"a node each, every rank needed for a step, the trainer saving on SIGTERM within the "
-                f"{GRACE_REAL_S:g} s grace period)")
-    return f"{setup.jobs} single-GPU training Jobs"
+    what = (f"{setup.jobs} JobSet{'s' if setup.jobs > 1 else ''} of {setup.ranks} one-pod Jobs (failurePolicy "
+            f"RestartJobSet)" if setup.jobset else
+            f"{setup.jobs} {'single-node' if setup.ranks == 1 else f'{setup.ranks}-node'} training Job"
+            f"{'s' if setup.jobs > 1 else ''}")
+    return (f"{what}, 8 GPUs a node, synchronous (a peer's exit takes every rank down; a hang waits "
+            f"{setup.collective_timeout_real_s / 60:g} min for the collective timeout), saving on SIGTERM")
 
 
 async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
                       policies: tuple[str, ...] = POLICIES, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``policies`` on the same faults, for each seed, and one fault-free control; with ``earlier``, the
-    other policies' runs and the control are taken from it. Returns the figures."""
-    jobs, duration_s = setup.jobs, setup.duration_s
-    interval_h = interval_h_of(faults, jobs, duration_s)
-    progress(f"[goodput] {shape_words(setup)}, {faults} faults in {duration_s:.0f} s per run, seeds {seeds}: one "
-             f"interruption per job every {interval_h:.2f} h (scaled; Llama 3: {LLAMA3_INTERVAL_H:.2f} h)")
-    reused = reusable(earlier, setup, faults, seeds, policies) if earlier is not None else None
+    """``policies`` on the same faults, for each seed, and one fault-free control (taken from ``earlier`` when
+    given, with the runs it has that are not run again). Returns the figures."""
+    interval_h = interval_h_of(faults, setup.jobs, setup.duration_s)
+    progress(f"[goodput] {shape_words(setup)}; {faults} faults in {setup.duration_s:.0f} s per run, seeds {seeds}: "
+             f"one interruption per job every {interval_h:.2f} h (scaled; Llama 3's: {INTERVAL_H:.2f} h)")
+    reused = reusable(earlier, setup, faults, policies, seeds) if earlier is not None else None
     control = earlier["control"] if earlier is not None else await one_run(CONTROL, setup, [])
     progress(f"[goodput] control (no faults): {control['effective_training_ratio'] * 100:.1f} % effective")
     found = await policies_on(setup, faults, seeds, progress, policies=policies, reused=reused)
-    if earlier is not None:
-        found["reused"] = {"measured": earlier["machine"]["when"], "policies": [*sorted(reused or {}), "control"]}
-    return {"benchmark": "goodput", "machine": machine(), "jobs": jobs, "pods_per_job": setup.pods_per_job,
-            **({"jobset": True} if setup.jobset else {}),
-            "faults": faults, "seeds": seeds, "duration_s": duration_s, "repair_s": setup.repair_s,
-            "step_s": STEP_S, "checkpoint_every": CHECKPOINT_EVERY,
-            "scale": SCALE, "interval_h": round(interval_h, 2), "llama3_interval_h": round(LLAMA3_INTERVAL_H, 2),
-            "costs_real_s": {"backoff_base": BACKOFF_BASE_REAL_S, "backoff_max": BACKOFF_MAX_REAL_S,
-                             "restart_startup_assumed": RESTART_REAL_S, "image_pull_assumed": PULL_REAL_S,
-                             "checkpoint_save_assumed": setup.checkpoint_save_real_s,
-                             **({"termination_grace": GRACE_REAL_S} if setup.llama3_shape else {})},
+    all_seeds = sorted({r["seed"] for p in found["policies"] for r in p["runs"]})
+    return {"benchmark": "goodput", "machine": machine(), "jobs": setup.jobs, "ranks": setup.ranks,
+            "jobset": setup.jobset, "faults": faults, "seeds": all_seeds, "duration_s": setup.duration_s,
+            "collective_timeout_real_s": setup.collective_timeout_real_s, "step_s": STEP_S,
+            "checkpoint_every": CHECKPOINT_EVERY, "scale": SCALE, "interval_h": round(interval_h, 2),
+            "llama3_interval_h": round(INTERVAL_H, 2), "parameters": [list(p) for p in PARAMETERS],
             "control": control, **found,
-            "description": f"{shape_words(setup)} for {duration_s:.0f} s per run (a step every "
-                           f"{STEP_S:g} s, their own checkpoint every {CHECKPOINT_EVERY} steps); {faults} faults "
-                           f"per run drawn from the whole Llama 3 cause table, seeds {seeds[0]}..{seeds[-1]}: one "
-                           f"interruption per job every {interval_h:.2f} h scaled (Llama 3's job: every "
-                           f"{LLAMA3_INTERVAL_H:.2f} h); every broken GPU repaired {setup.repair_s:g} s after its "
-                           f"fault. Scaled: 1 simulated s = {SCALE:g} real s."}
+            "description": f"{shape_words(setup)}, for {setup.duration_s:.0f} s per run (a step every {STEP_S:g} s, "
+                           f"their own checkpoint every {CHECKPOINT_EVERY} steps); {faults} faults per run drawn "
+                           f"from Llama 3's causes, planned ones included, seeds {all_seeds}: one interruption per "
+                           f"job every {interval_h:.2f} h (Llama 3's rate: every {INTERVAL_H:.2f} h). Scaled: 1 "
+                           f"simulated s = {SCALE:g} real s."}
 
 
 def goodput_table(r: dict[str, Any]) -> str:
-    """The goodput figures as plain text: per policy the mean over the seeds with its 95 % interval."""
+    """The goodput figures as plain text."""
     c = r["control"]
-    lines = [r["description"], f"  mix drawn (all seeds): {r['mix_drawn']}",
-             f"  {'policy':<14}{'effective (95% CI)':>22}{'GPU-min lost/interr.':>24}{'seeds':>7}",
-             f"  {'control':<14}{c['effective_training_ratio'] * 100:>11.1f}% (no faults){'':>24}{1:>7}"]
-    lines += [f"  {p['policy']:<14}{p['effective_training_ratio'] * 100:>11.1f}% ± {p['ci95'] * 100:<5.1f}"
-              f"{p['gpu_min_lost_per_interruption']:>17.1f} ± {p['gpu_min_ci95']:<5.1f}{p['seeds']:>7}"
+    lines = [r["description"], f"  mix drawn: {r['mix_drawn']}",
+             f"  {'policy':<17}{'ETTR (95% CI)':>18}{'GPU-min/interr.':>20}{'seeds':>7}",
+             f"  {'control':<17}{c['effective_training_ratio'] * 100:>9.1f}% (no faults)"]
+    lines += [f"  {p['policy']:<17}{p['effective_training_ratio'] * 100:>9.1f}% ± {p['ci95'] * 100:<5.1f}"
+              f"{p['gpu_min_lost_per_interruption']:>12.1f} ± {p['gpu_min_ci95']:<5.1f}{p['seeds']:>7}"
+              for p in r["policies"]]
+    lines += [f"  {d['policy']} - {d['baseline']}: {d['difference'] * 100:+.1f} ± {d['ci95'] * 100:.1f} points "
+              f"({d['seeds']} seeds)" for d in r["paired"]]
+    lines += [f"  {p['policy']}: lost per interruption by stage {p['per_interruption_by_stage']}"
               for p in r["policies"]]
     return "\n".join(lines)
 
 
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
-                  out: Path, pods_per_job: int = 1, policies: tuple[str, ...] = POLICIES,
-                  reuse: Path | None = None, jobset: bool = False) -> dict[str, Any]:
+                  out: Path, ranks: int = 1, policies: tuple[str, ...] = POLICIES, merge: bool = False,
+                  jobset: bool = False, collective_timeout_real_s: float = 600.0) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1``; without ``duration_s`` it follows from
-    ``interval_h``; ``reuse`` takes the runs of the policies not named, and the control, from that file."""
+    ``interval_h``; ``merge`` keeps the other runs of ``out`` (same setup) and adds these."""
     if duration_s is None:
         duration_s = duration_for(faults, jobs, interval_h)
-    if jobset and pods_per_job < 2:
-        raise SystemExit("goodput: --jobset needs --pods-per-job 2 or more (a JobSet of one-pod Jobs, a node each)")
-    setup = Setup(jobs=jobs, duration_s=duration_s, pods_per_job=pods_per_job, jobset=jobset)
-    earlier = json.loads(reuse.read_text()) if reuse is not None else None
+    if jobset and ranks < 2:
+        raise SystemExit("goodput: --jobset needs --ranks 2 or more (a JobSet of one-pod Jobs, a node each)")
+    setup = Setup(jobs=jobs, duration_s=duration_s, ranks=ranks, jobset=jobset,
+                  collective_timeout_real_s=collective_timeout_real_s)
+    earlier = json.loads(out.read_text()) if merge and out.exists() else None
     results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds)), policies=policies,
                                       earlier=earlier))
     print(goodput_table(results))

@@ -1,63 +1,154 @@
-"""How each Llama 3 interruption cause shows in the simulated cluster, and what a real one costs.
+"""The goodput benchmark's fault model: how each Llama 3 interruption cause shows, and what it costs.
 
-Every cause of the Llama 3 table (``benchmarks/llama3.py``) is here, those no device health watcher
-can see included. Three ways a cause shows:
+Every number the model uses is in ``PARAMETERS`` with its source and whether it is measured,
+documented or chosen; docs/BENCHMARKS.md prints that table. How each cause shows is a mix of:
 
-- ``xid``: the GPU reports it (an XID in the node agent's NVML events, the device Unhealthy in pod
-  status, and the DRA driver's ResourceSlice taint, KEP-5055, which keeps new pods off it under
-  every policy): faulty GPU (XID 79), HBM3 (XID 48, double-bit ECC), GPU SRAM (XID 95, uncontained
-  ECC), NVLink switch/cable (XID 74), and software (XID 13, a graphics exception the workload made).
-- ``maintenance``: announced before it happens. Compute Engine gives GPU VMs a 1-hour notice of a
-  host maintenance event ("Handle GPU host maintenance events", cloud.google.com/compute/docs/gpus/
-  gpu-host-maintenance); the only warning window used here. No other cause is given one: no
-  source documents a warning before an HBM3, SRAM or NVLink error kills the process.
-- ``silent``: the process dies and no device says anything: GPU system processor (GSP), NIC, NCCL
-  watchdog timeouts, silent data corruption (found later, by a loss spike), thermal, and the host
-  causes (SSD, power supply, chassis, IO board, dependency, CPU, system memory). Only the Job's own
-  restart helps, under every policy.
+- ``crash``: the failing rank's process exits (``POST /sim/v1/workloads/crash``, or the device's own
+  crash for a device-visible cause);
+- ``hang``: the rank is stuck (Running and Ready, no step, no checkpoint): its peers abort when the
+  collective timeout fires (``POST /sim/v1/workloads/hang``; ``podmedic_sim/collectives.py``);
+- ``slow``: the rank steps ``SLOW_FACTOR`` times slower for ``SLOW_REAL_S``, and so does the job;
+- ``sdc``: silent data corruption found late: the job crashes and its last checkpoint is unusable;
+- ``planned``: an announced interruption the team makes (firmware, configuration, data): every rank is
+  deleted gracefully and saves on SIGTERM.
 
-Costs, in real seconds (scaled like everything else): the Job controller's back-off after a failed
-pod, 10 s doubling to 6 minutes (kubernetes.io, Jobs, "Pod backoff failure policy"); a restart's
-start-up (image present: checkpoint load and NCCL initialisation) and an image pull on a node
-without it are assumptions, stated here and in the results (``RESTART_S``, ``PULL_S``).
+A cause's ``xid`` is what a device watcher sees (the node agent through NVML, the pod's device health);
+``None`` is nothing device-visible. ``repair`` is what brings the hardware back: ``none`` (nothing is
+broken once the process restarts), ``reset`` (minutes; the driver's health taint stays, since NVIDIA's
+DRA driver does not remove it), ``reboot`` (tens of minutes; the plugin restarts and its taints go), ``rma``
+(days: longer than any run, the GPU stays out).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import random
+from dataclasses import dataclass
 
-Kind = dict[str, Any]
+from benchmarks.llama3 import LLAMA3_MIX
 
-KINDS: dict[str, Kind] = {
-    "faulty_gpu": {"signal": "xid", "code": 79, "crash": True, "clears_on_restart": False,
-                   "message": "XID 79: GPU has fallen off the bus"},
-    "hbm3": {"signal": "xid", "code": 48, "crash": True, "clears_on_restart": False,
-             "message": "XID 48: double-bit ECC error (HBM3)"},
-    "gpu_sram": {"signal": "xid", "code": 95, "crash": True, "clears_on_restart": False,
-                 "message": "XID 95: uncontained ECC error (SRAM)"},
-    "switch_cable": {"signal": "xid", "code": 74, "crash": True, "clears_on_restart": False,
-                     "message": "XID 74: NVLink error"},
-    "software": {"signal": "xid", "code": 13, "crash": True, "clears_on_restart": True,
-                 "message": "XID 13: graphics exception"},
-    "host_maintenance": {"signal": "maintenance", "code": None, "crash": False, "clears_on_restart": False,
-                         "reason": "NodeMaintenance", "message": "host maintenance scheduled in 1 hour",
-                         "warn_real_s": 3600.0},  # WARN_REAL_S
+
+@dataclass(frozen=True)
+class Cause:
+    """How one cause of Llama 3's Table 5 shows and is repaired."""
+
+    shows: tuple[tuple[str, float], ...]
+    xid: int | None
+    repair: tuple[tuple[str, float], ...]
+    source: str
+    host: bool = False  # the node goes down with the rank: unschedulable until its reboot
+
+    def draw(self, rng: random.Random) -> tuple[str, str]:
+        """The manifestation and the repair of one occurrence."""
+        shows = rng.choices([s for s, _ in self.shows], weights=[w for _, w in self.shows])[0]
+        repair = rng.choices([r for r, _ in self.repair], weights=[w for _, w in self.repair])[0]
+        return shows, repair
+
+
+_NONE = (("none", 1.0),)
+_HOST = Cause((("crash", 1.0),), None, (("reboot", 1.0),),
+              "a host part failing takes the node's processes down with no GPU error; the host reboots (chosen)",
+              host=True)
+_NETWORK = Cause((("crash", 0.5), ("hang", 0.5)), None, _NONE,
+                 "network faults show as NCCL errors or hangs, no GPU XID (Llama 3 3.3.4; goodput-facts); "
+                 "half each chosen; the path fails over once the job restarts (chosen)")
+
+CAUSES: dict[str, Cause] = {
+    "faulty_gpu": Cause((("crash", 0.5), ("hang", 0.5)), 79, (("reboot", 0.8), ("rma", 0.2)),
+                        "XID 79, fallen off the bus; Llama 3 3.3.4: a failed GPU 'often' shows as stalled "
+                        "load/store (half hang chosen); a reboot brings most back, a fifth replaced (chosen)"),
+    "hbm3": Cause((("crash", 1.0),), 48, (("reset", 0.9), ("rma", 0.1)),
+                  "XID 48, double-bit ECC: the processes using the memory end (NVIDIA memory error recovery); "
+                  "a reset remaps the row (share replaced chosen)"),
+    "gpu_sram": Cause((("crash", 1.0),), 95, (("reset", 1.0),),
+                      "XID 95, uncontained ECC: every process on the GPU ends, a reset is needed (NVIDIA)"),
+    "gpu_system_processor": Cause((("hang", 1.0),), 119, (("reboot", 1.0),),
+                                  "XID 119/120 (GSP), visible to NVML; GSP faults tend to hang the GPU and need a "
+                                  "reboot (Delta study, second-hand: chosen)"),
+    "gpu_thermal": Cause((("slow", 1.0),), None, _NONE,
+                         "thermal and sensor faults throttle the clocks (no XID); slowdown chosen"),
+    "software": Cause((("crash", 1.0),), None, _NONE, "a bug in the job: the process exits, no device fault"),
+    "dependency": Cause((("crash", 1.0),), None, _NONE, "an outside dependency fails: the process exits"),
+    "nccl_watchdog": Cause((("hang", 1.0),), None, _NONE,
+                           "the collective hung until the watchdog fired (Llama 3 Table 5's own name)"),
+    "silent_data_corruption": Cause((("sdc", 1.0),), None, _NONE,
+                                    "found late (a loss spike): the newest checkpoint holds bad state (chosen: one)"),
+    "switch_cable": _NETWORK,
+    "nic": _NETWORK,
+    "host_maintenance": _HOST,  # Table 5's "unplanned" maintenance: not announced
+    "ssd": _HOST, "power_supply": _HOST, "server_chassis": _HOST, "io_expansion_board": _HOST, "cpu": _HOST,
+    "system_memory": _HOST,
+    "planned": Cause((("planned", 1.0),), None, _NONE,
+                     "Llama 3 3.3.4: 47 planned interruptions (firmware, configuration, dataset updates)"),
 }
-SILENT = ("gpu_system_processor", "nic", "nccl_watchdog", "silent_data_corruption", "gpu_thermal", "ssd",
-          "power_supply", "server_chassis", "io_expansion_board", "dependency", "cpu", "system_memory")
-KINDS.update({cause: {"signal": "silent"} for cause in SILENT})
 
-BACKOFF_BASE_REAL_S = 10.0
-BACKOFF_MAX_REAL_S = 360.0
-RESTART_REAL_S = 120.0
-"""Assumed: a restarted pod's start-up before its first step (checkpoint load, NCCL initialisation)."""
+PLANNED = 47
+INTERVAL_H = 54 * 24 / (419 + PLANNED)
+"""Hours between one job's interruptions, planned ones included: 2.78."""
+MIX: dict[str, int] = {**LLAMA3_MIX, "planned": PLANNED}
+"""Table 5's 419 unexpected interruptions and the 47 planned ones of the same 54 days: 466 in all."""
+
+# -- costs, in real seconds (the benchmark scales them) -------------------------------------------
+JOB_BACKOFF_BASE_REAL_S = 10.0
+JOB_BACKOFF_MAX_REAL_S = 360.0
+KUBELET_BACKOFF_MAX_REAL_S = 300.0
+KUBELET_BACKOFF_RESET_REAL_S = 600.0
+STARTUP_REAL_S = 120.0
 PULL_REAL_S = 120.0
-"""Assumed: pulling the trainer image on a node that lacks it."""
+IN_JOB_RESTART_REAL_S = 60.0
+IN_JOB_RESTARTS = 3
 CHECKPOINT_SAVE_REAL_S = 30.0
-"""Assumed: saving a checkpoint on request or on SIGTERM, the job stopped meanwhile. The job's own
-periodic saves are taken as asynchronous and free (as with torch.distributed.checkpoint's async_save)."""
 GRACE_REAL_S = 30.0
-"""A pod's ``terminationGracePeriodSeconds`` by default (kubernetes.io, "Pod Lifecycle"): a save on
-SIGTERM must finish within it."""
-WARN_REAL_S = 3600.0
-"""How far ahead an announced fault is announced: Compute Engine's GPU host maintenance notice."""
+PEER_EXIT_REAL_S = 5.0
+COLLECTIVE_TIMEOUT_REAL_S = 600.0
+SLOW_FACTOR = 2.0
+SLOW_REAL_S = 1800.0
+REPAIR_REAL_S: dict[str, tuple[float, float]] = {
+    "none": (0.0, 0.0), "reset": (300.0, 900.0), "reboot": (1200.0, 3600.0), "rma": (2 * 86400.0, 5 * 86400.0)}
+"""Uniform ranges of each repair class."""
+CHECKPOINT_EVERY_REAL_S = 300.0
+
+PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
+    ("interruptions per job", "466 in 54 days (419 unexpected + 47 planned): one every 2.78 h",
+     "Llama 3, arXiv 2407.21783, 3.3.4 and Table 5", "documented"),
+    ("causes and their counts", "Table 5's 18 causes, with planned added", "Llama 3, Table 5", "documented"),
+    ("how each cause shows, what a device sees, its repair", "``CAUSES`` (table below)",
+     "per cause, in the table below", "documented / chosen"),
+    ("Job pod-failure back-off", f"{JOB_BACKOFF_BASE_REAL_S:g} s doubling to {JOB_BACKOFF_MAX_REAL_S:g} s",
+     "kubernetes.io Jobs, 'Pod backoff failure policy'; pkg/controller/job", "documented"),
+    ("kubelet crash-loop back-off", f"{JOB_BACKOFF_BASE_REAL_S:g} s doubling to {KUBELET_BACKOFF_MAX_REAL_S:g} s, "
+     f"reset after {KUBELET_BACKOFF_RESET_REAL_S:g} s running", "kubernetes.io 'Pod Lifecycle', container restarts",
+     "documented"),
+    ("termination grace period", f"{GRACE_REAL_S:g} s", "k8s.io/api core/v1 terminationGracePeriodSeconds default",
+     "documented"),
+    ("peer exit noticed", f"{PEER_EXIT_REAL_S:g} s", "a closed peer connection is an NCCL error in seconds "
+     "(goodput-facts)", "chosen"),
+    ("collective (NCCL) timeout", f"{COLLECTIVE_TIMEOUT_REAL_S:g} s", "torch.distributed.init_process_group "
+     "default (pytorch/pytorch#110947); production 30-60 min (ByteRobust)", "documented"),
+    ("trainer start-up (process, NCCL init, checkpoint load)", f"{STARTUP_REAL_S:g} s, any job size",
+     "no cited figure at <= 4 nodes; ByteRobust's are at >= 2k GPUs", "chosen"),
+    ("image pull on a node without it", f"{PULL_REAL_S:g} s", "trainer images of 10-20 GB", "chosen"),
+    ("in-job restart (torchrun agent)", f"{IN_JOB_RESTART_REAL_S:g} s, up to {IN_JOB_RESTARTS} per agent",
+     "ByteRobust in-place hot update 46-65 s; torchrun --max-restarts (default 0)", "documented / chosen"),
+    ("checkpoint save on request or SIGTERM", f"{CHECKPOINT_SAVE_REAL_S:g} s, the job stopped meanwhile",
+     "fits the default grace period", "chosen"),
+    ("periodic checkpoint", f"every {CHECKPOINT_EVERY_REAL_S:g} s, asynchronous (free)",
+     "torch.distributed.checkpoint async_save", "chosen"),
+    ("slow rank", f"x{SLOW_FACTOR:g} for {SLOW_REAL_S:g} s", "thermal throttling", "chosen"),
+    ("repair: reset / reboot / RMA", "5-15 min / 20-60 min / 2-5 days, uniform",
+     "the issue's orders of magnitude; no distribution published", "chosen"),
+    ("DRA driver health taints", "off (alpha, off by default); on in `k8s-only+taints`: NoSchedule, removed "
+     "only by a reboot", "dra-driver-nvidia-gpu 'GPU health checking'", "documented"),
+    ("pods on a dead node bound for 300 s", "not modelled: a host cause is the rank's crash and its node "
+     "unschedulable until the reboot", "DefaultTolerationSeconds", "known gap"),
+    ("repeat offenders, spare nodes", "not modelled: a repaired GPU does not fail again; 2 spare nodes",
+     "", "known gap"),
+)
+"""Every parameter of the model: name, value, source, kind."""
+
+
+def draw_faults(count: int, seed: int, duration_s: float) -> list[tuple[float, str]]:
+    """``count`` (time, cause) pairs: causes in ``MIX``'s proportions, times spread over the middle of the run."""
+    rng = random.Random(seed)
+    kinds = rng.choices(list(MIX), weights=list(MIX.values()), k=count)
+    times = sorted(rng.uniform(0.1 * duration_s, 0.7 * duration_s) for _ in range(count))
+    return list(zip(times, kinds, strict=True))

@@ -1,10 +1,22 @@
-"""One goodput run: a fresh stack, the training Jobs, the seeded faults under one policy, the steps kept.
+"""One goodput run: a fresh stack, the training jobs, the seeded faults under one policy, the steps kept.
 
-What a run varies is a ``Setup``: the jobs' shape (single-GPU Jobs, or synchronous multi-node Jobs
-shaped like Llama 3's: one 8-GPU pod per node, every rank needed for a step, a trainer that saves
-on SIGTERM), how long a broken GPU takes to repair, what a checkpoint costs, and which faults are
-announced ahead. ``benchmarks/goodput.py`` runs the policies and seeds; ``goodput_sensitivity.py``
-sweeps the setup.
+The jobs are synchronous trainers of one 8-GPU pod per node (PyTorch's defaults: a peer's exit takes
+every rank down, a hung rank waits for the collective timeout; ``podmedic_sim/collectives.py``), saving
+on SIGTERM within the grace period and checkpointing on their own every ``CHECKPOINT_EVERY`` steps:
+single-node jobs (one pod) or multi-node JobSets. The policies:
+
+- ``podmedic``: the shipped policy, every wait scaled (``benchmarks/scaled_policy.py``), the ingest's
+  watches and the node agent, podmedic's worker;
+- ``k8s-only``: nobody remediates; the cluster as 1.35 runs it by default (no DRA device health, so no
+  taint keeps a replacement off a broken GPU); ``k8s-only+taints``: with the DRA driver's health taints;
+- ``in-job``: what a good training team does without podmedic (torchrun ``--max-restarts``, on top of
+  Kubernetes' restarts); ``podmedic+in-job``: the same job with podmedic running;
+- ``cordon-drain``: node-level remediation as NVSentinel does it: on a device fault (not on the
+  application's XIDs), cordon the node and delete its pods gracefully (the trainer saves on SIGTERM);
+  uncordon when the GPU is repaired;
+- ``control``: no faults, the ceiling.
+
+The fault model (how each cause shows, what a device sees, its repair): ``benchmarks/goodput_faults.py``.
 """
 
 from __future__ import annotations
@@ -19,15 +31,24 @@ import aiohttp
 
 from benchmarks.fleet import Sim
 from benchmarks.goodput_faults import (
-    BACKOFF_BASE_REAL_S,
-    BACKOFF_MAX_REAL_S,
+    CAUSES,
     CHECKPOINT_SAVE_REAL_S,
+    COLLECTIVE_TIMEOUT_REAL_S,
     GRACE_REAL_S,
-    KINDS,
+    IN_JOB_RESTART_REAL_S,
+    IN_JOB_RESTARTS,
+    JOB_BACKOFF_BASE_REAL_S,
+    JOB_BACKOFF_MAX_REAL_S,
+    KUBELET_BACKOFF_MAX_REAL_S,
+    KUBELET_BACKOFF_RESET_REAL_S,
+    PEER_EXIT_REAL_S,
     PULL_REAL_S,
-    RESTART_REAL_S,
-    WARN_REAL_S,
+    REPAIR_REAL_S,
+    SLOW_FACTOR,
+    SLOW_REAL_S,
+    STARTUP_REAL_S,
 )
+from benchmarks.goodput_stages import StageSampler
 from benchmarks.scaled_policy import shipped_policy_scaled
 from benchmarks.settings import BENCH_TIMINGS, DEVICES_PER_NODE, stack_config
 from benchmarks.stack import running_stack
@@ -38,51 +59,49 @@ from podmedic_sim.config import SimTimings
 from podmedic_sim.vendors.desk import running_desk
 
 STEP_S = 0.1
-CHECKPOINT_EVERY = 50  # the job's own checkpoint: every 5 s of simulated training
+CHECKPOINT_EVERY = 50  # the job's own checkpoint: every 5 s of simulated training (5 real minutes)
 SCALE = 60.0  # one simulated second stands for a minute of a real job (GPU-hours are scaled by it)
 DRIVER_TAINT = "gpu.nvidia.com/xid"
-NON_FATAL_XIDS = frozenset({13, 31, 43, 45, 68, 109})
-"""XIDs NVIDIA's DRA driver calls application-level: their ResourceSlice taint has effect ``None``, which
-keeps no pod off the GPU; every other XID's is ``NoSchedule`` (kubernetes-sigs/dra-driver-nvidia-gpu,
-docs "GPU health checking", XID errors)."""
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+"""XIDs NVIDIA's DRA driver calls the application's (kubernetes-sigs/dra-driver-nvidia-gpu, "GPU health
+checking"): no driver taint keeps a pod off the GPU, and NVSentinel-style drains leave them alone."""
+
+POLICIES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-job", "cordon-drain")
+CONTROL = "control"
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What one goodput run is made of, besides the policy and the faults.
-
-    ``warn_share`` ``None`` announces only what a source documents an announcement for (host
-    maintenance); a number announces that share of the faults a device reports (maintenance
-    included), ``WARN_REAL_S`` ahead, and none of the others.
-    """
+    """What one goodput run is made of, besides the policy and the faults: ``jobs`` of ``ranks`` 8-GPU pods
+    (a JobSet when ``jobset``), ``duration_s`` simulated seconds, and the knobs the sensitivity sweeps."""
 
     jobs: int
     duration_s: float
-    pods_per_job: int = 1
-    repair_s: float = 15.0
+    ranks: int = 1
+    jobset: bool = False
+    collective_timeout_real_s: float = COLLECTIVE_TIMEOUT_REAL_S
     checkpoint_save_real_s: float = CHECKPOINT_SAVE_REAL_S
-    warn_share: float | None = None
-    jobset: bool = False  # each job a JobSet of one-pod Jobs, gang-restarted (pods_per_job > 1)
-
-    @property
-    def llama3_shape(self) -> bool:
-        """Synchronous multi-node Jobs: one pod per node holding all its GPUs, saving on SIGTERM."""
-        return self.pods_per_job > 1
 
     def nodes(self) -> int:
-        """Single-GPU Jobs: 4 a node at most (room to move); multi-node Jobs: a node per pod and two spare."""
-        if self.llama3_shape:
-            return self.jobs * self.pods_per_job + 2
-        return max(2, (self.jobs + 3) // 4 + 1)
+        """A node per rank and two spare."""
+        return self.jobs * self.ranks + 2
 
     def timings(self) -> SimTimings:
         """The simulator's pace with the real costs of ``benchmarks/goodput_faults.py`` scaled by ``SCALE``."""
-        update = {"workload_step_s": STEP_S, "progress_write_s": 0.5, "backoff_base_s": BACKOFF_BASE_REAL_S / SCALE,
-                  "backoff_max_s": BACKOFF_MAX_REAL_S / SCALE, "container_start_s": RESTART_REAL_S / SCALE,
-                  "image_pull_s": PULL_REAL_S / SCALE, "checkpoint_save_s": self.checkpoint_save_real_s / SCALE}
-        if self.llama3_shape:  # a SIGTERM save must fit in Kubernetes' default grace period
-            update["termination_grace_s"] = GRACE_REAL_S / SCALE
-        return BENCH_TIMINGS.model_copy(update=update)
+        return BENCH_TIMINGS.model_copy(update={
+            "workload_step_s": STEP_S, "progress_write_s": 0.5, "backoff_base_s": JOB_BACKOFF_BASE_REAL_S / SCALE,
+            "backoff_max_s": KUBELET_BACKOFF_MAX_REAL_S / SCALE, "job_backoff_max_s": JOB_BACKOFF_MAX_REAL_S / SCALE,
+            "backoff_reset_s": KUBELET_BACKOFF_RESET_REAL_S / SCALE, "container_start_s": STARTUP_REAL_S / SCALE,
+            "image_pull_s": PULL_REAL_S / SCALE, "checkpoint_save_s": self.checkpoint_save_real_s / SCALE,
+            "termination_grace_s": GRACE_REAL_S / SCALE})
+
+    def collectives(self, in_job: bool) -> dict[str, float]:
+        """The trainer's declared process-group behaviour (``podmedic_sim/collectives.py``), scaled."""
+        declared = {"peer_exit_s": PEER_EXIT_REAL_S / SCALE,
+                    "collective_timeout_s": self.collective_timeout_real_s / SCALE}
+        if in_job:
+            declared.update(in_job_restarts=IN_JOB_RESTARTS, in_job_restart_s=IN_JOB_RESTART_REAL_S / SCALE)
+        return declared
 
     def with_(self, **changes: Any) -> Setup:
         """A copy with ``changes``."""
@@ -95,101 +114,114 @@ class _Run:
     setup: Setup
     sim: Sim
     kube_url: str
+    http: aiohttp.ClientSession
+    sampler: StageSampler
+
+    @property
+    def driver_taints(self) -> bool:
+        return self.policy == "k8s-only+taints"
 
 
-async def _cordon_drain(run: _Run, node: str, http: aiohttp.ClientSession, cordon: bool) -> None:
-    """The node-level baseline: cordon the node and delete its pods (or uncordon it)."""
-    patch = {"spec": {"unschedulable": cordon}}
-    async with http.patch(f"{run.kube_url}/api/v1/nodes/{node}", json=patch,
-                          headers={"Content-Type": "application/merge-patch+json"}) as answer:
+async def _cordon(run: _Run, node: str, cordon: bool, drain: bool) -> None:
+    """Cordon (or uncordon) ``node``; with ``drain``, delete its pods gracefully (a plain API DELETE)."""
+    async with run.http.patch(f"{run.kube_url}/api/v1/nodes/{node}", json={"spec": {"unschedulable": cordon}},
+                              headers={"Content-Type": "application/merge-patch+json"}) as answer:
         answer.raise_for_status()
-    if not cordon:
+    if not drain:
         return
     for pod in (await run.sim.state())["pods"]:
-        if pod["node"] == node and not pod["deleting"]:
-            async with http.delete(f"{run.kube_url}/api/v1/namespaces/{pod['namespace']}/pods/{pod['name']}"):
+        if pod["node"] == node and not pod["deleting"] and pod["phase"] in ("Pending", "Running"):
+            async with run.http.delete(f"{run.kube_url}/api/v1/namespaces/{pod['namespace']}/pods/{pod['name']}"):
                 pass
-
-
-def _announced(spec: dict[str, Any], share: float | None, rng: random.Random) -> bool:
-    if spec["signal"] == "silent":
-        return False
-    if share is None:
-        return "warn_real_s" in spec
-    return rng.random() < share
-
-
-async def _inject(run: _Run, faults: list[tuple[float, str]], started: float) -> int:
-    """Inject the faults at their times; returns how many hit a running job."""
-    rng, warn_rng = random.Random(len(faults)), random.Random(f"warn-{faults!r}")
-    hit = 0
-    async with aiohttp.ClientSession() as http:
-        repairs: list[asyncio.Task[None]] = []
-        for at, kind in faults:
-            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
-            running = [p for p in (await run.sim.state())["pods"] if p.get("job") and p["ready"]]
-            if not running:
-                continue
-            hit += 1
-            pod = rng.choice(sorted(running, key=lambda p: p["name"]))
-            spec = KINDS[kind]
-            if spec["signal"] == "silent":  # the process dies; no device says anything, nobody can act
-                await run.sim.post("workloads/crash", {"namespace": pod.get("namespace", "default"),
-                                                       "name": pod["name"]})
-                continue
-            dev = tuple((pod["devices"][0] if len(pod["devices"]) == 1 else rng.choice(pod["devices"])).split("/"))
-            if _announced(spec, run.setup.warn_share, warn_rng):
-                await run.sim.post("faults/device", {**_device(dev), **_announcement()})
-                repairs.append(asyncio.create_task(_fall_over(run, dev, spec, WARN_REAL_S / SCALE)))
-            else:
-                await _fall_over(run, dev, spec, 0.0)
-            if run.policy == "cordon-drain":
-                await _cordon_drain(run, pod["node"], http, True)
-            repairs.append(asyncio.create_task(_repair(run, http, dev, pod["node"], spec)))
-        await asyncio.gather(*repairs)
-    return hit
 
 
 def _device(dev: tuple[str, ...]) -> dict[str, str]:
     return {"driver": dev[0], "pool": dev[1], "device": dev[2]}
 
 
-def _announcement() -> dict[str, Any]:
-    """What an announced fault shows first: Compute Engine's maintenance notice, nothing broken yet."""
-    notice = KINDS["host_maintenance"]
-    return {"health": "Unhealthy", "reason": notice["reason"], "code": None, "message": notice["message"],
-            "crash": False, "clears_on_restart": False}
+async def _target(run: _Run, rng: random.Random) -> tuple[str, dict[str, Any]] | None:
+    """The job and the Ready pod a fault hits: drawn by job and rank, so every policy's same fault picks the
+    same job and rank; ``None`` when that rank is not running."""
+    job, rank = f"train-{rng.randrange(run.setup.jobs):02d}", rng.randrange(run.setup.ranks)
+    pods = sorted((p for p in (await run.sim.state())["pods"]
+                   if (p.get("jobset") or p.get("job")) == job and not p["deleting"]), key=lambda p: p["name"])
+    pod = pods[rank] if rank < len(pods) else None
+    return (job, pod) if pod is not None and pod["ready"] else None
 
 
-async def _fall_over(run: _Run, dev: tuple[str, ...], spec: dict[str, Any], after_s: float) -> None:
-    """The fault itself, ``after_s`` from now: whatever still runs on the device dies; the driver taints
-    a GPU that reports an XID in its ResourceSlice, ``NoSchedule`` (no scheduler places a pod on it) unless
-    the XID is an application's (``None``: informational)."""
+async def _inject(run: _Run, faults: list[tuple[float, str]], started: float,
+                  repairs: list[asyncio.Task[None]]) -> dict[str, int]:
+    """Inject the faults at their times (their repairs added to ``repairs``); returns how many hit a running
+    job, by manifestation."""
+    hit: dict[str, int] = {}
+    for index, (at, cause) in enumerate(faults):
+        rng = random.Random(f"{index}-{at}-{cause}")  # the same draws under every policy
+        await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+        shows, repair = CAUSES[cause].draw(rng)
+        target = await _target(run, rng)
+        if target is None:
+            continue
+        job, pod = target
+        hit[shows] = hit.get(shows, 0) + 1
+        run.sampler.fault(job, cause)
+        dev = tuple(pod["devices"][rng.randrange(len(pod["devices"]))].split("/"))
+        await _show(run, cause, shows, job, pod, dev)
+        lo, hi = REPAIR_REAL_S[repair]
+        repairs.append(asyncio.create_task(_repair(run, cause, repair, dev, pod["node"], rng.uniform(lo, hi) / SCALE)))
+    return hit
+
+
+async def _show(run: _Run, cause: str, shows: str, job: str, pod: dict[str, Any], dev: tuple[str, ...]) -> None:
+    """The fault as the cluster sees it."""
+    spec, rank = CAUSES[cause], {"namespace": pod["namespace"], "name": pod["name"]}
+    if shows == "planned":  # the team restarts the job: every rank deleted gracefully, saving on SIGTERM
+        for other in (await run.sim.state())["pods"]:
+            if (other.get("jobset") or other.get("job")) == job and not other["deleting"]:
+                async with run.http.delete(f"{run.kube_url}/api/v1/namespaces/{other['namespace']}/pods/"
+                                           f"{other['name']}"):
+                    pass
+        return
+    if shows == "slow":
+        await run.sim.post("workloads/slow", {**rank, "factor": SLOW_FACTOR, "for_s": SLOW_REAL_S / SCALE})
+        return
+    if shows == "hang":
+        await run.sim.post("workloads/hang", rank)
+    if spec.xid is not None:  # the device reports it; a process on it (not a hung one) dies, as new ones will
+        await run.sim.post("faults/device", {
+            **_device(dev), "health": "Unhealthy", "reason": "XidError", "code": spec.xid,
+            "message": f"XID {spec.xid}", "crash": True, "clears_on_restart": False})
+        if run.driver_taints:
+            effect = "None" if spec.xid in APPLICATION_XIDS else "NoSchedule"
+            await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "value": str(spec.xid),
+                                                      "effect": effect})
+        if run.policy == "cordon-drain" and spec.xid not in APPLICATION_XIDS:
+            await _cordon(run, pod["node"], True, drain=True)
+    elif shows in ("crash", "sdc"):
+        await run.sim.post("workloads/crash", {**rank, "corrupted_checkpoints": 1 if shows == "sdc" else 0})
+    if spec.host:
+        await _cordon(run, pod["node"], True, drain=False)  # the node is down until its reboot
+
+
+async def _repair(run: _Run, cause: str, repair: str, dev: tuple[str, ...], node: str, after_s: float) -> None:
+    """The hardware comes back ``after_s`` later (an RMA never within a run); a reboot restarts the driver's
+    plugin, which clears its taints, a reset does not."""
+    spec = CAUSES[cause]
+    if repair == "none" and not spec.host and spec.xid is None:
+        return
     await asyncio.sleep(after_s)
-    await run.sim.post("faults/device", {
-        **_device(dev), "health": "Unhealthy", "reason": spec.get("reason", "XidError"), "code": spec["code"],
-        "message": spec["message"], "crash": True, "clears_on_restart": spec["clears_on_restart"]})
-    if spec["code"] is not None:
-        effect = "None" if spec["code"] in NON_FATAL_XIDS else "NoSchedule"
-        await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "value": str(spec["code"]),
-                                                  "effect": effect})
-
-
-async def _repair(run: _Run, http: aiohttp.ClientSession, dev: tuple[str, ...], node: str,
-                  spec: dict[str, Any]) -> None:
-    await asyncio.sleep(run.setup.repair_s)
-    await run.sim.post("faults/device", {**_device(dev), "health": "Healthy"})
-    if spec["code"] is not None:
-        await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "remove": True})
-    if run.policy == "cordon-drain":
-        await _cordon_drain(run, node, http, False)
+    if spec.xid is not None:
+        await run.sim.post("faults/device", {**_device(dev), "health": "Healthy"})
+        if run.driver_taints and repair == "reboot":
+            await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "remove": True})
+    if spec.host or (run.policy == "cordon-drain" and spec.xid is not None and spec.xid not in APPLICATION_XIDS):
+        await _cordon(run, node, False, drain=False)
 
 
 async def _all_ranks_ready(sim: Sim, setup: Setup, names: list[str], timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         pods = [p for p in (await sim.state())["pods"] if (p.get("jobset") or p.get("job")) in names and p["ready"]]
-        if len(pods) >= len(names) * setup.pods_per_job:
+        if len(pods) >= len(names) * setup.ranks:
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {len(pods)} training pods Ready after {timeout_s:g}s")
@@ -203,36 +235,39 @@ def effective_ratio(steps_kept: int, jobs: int, seconds: float, step_s: float = 
 
 
 async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) -> dict[str, Any]:
-    """``faults`` under ``policy`` on a fresh stack; returns the steps kept and what they are worth."""
-    config = stack_config("tuned", setup.nodes(), timings=setup.timings(), worker=policy == "podmedic",
+    """``faults`` under ``policy`` on a fresh stack; returns the steps kept, what they are worth and where the
+    rest went."""
+    podmedic, in_job = policy.startswith("podmedic"), policy.endswith("in-job")
+    config = stack_config("tuned", setup.nodes(), timings=setup.timings(), worker=podmedic,
                           checkpoint_every_steps=CHECKPOINT_EVERY)
     names = [f"train-{i:02d}" for i in range(setup.jobs)]
-    shape: dict[str, Any] = {"parallelism": setup.pods_per_job, "devices_per_pod": DEVICES_PER_NODE,
-             "checkpoint_on_sigterm": True} if setup.llama3_shape else {}
-    if setup.jobset:
-        shape["jobset"] = True
-    # The repair is the vendor's: under podmedic a GPU that failed for good comes back through its ticket
-    # (the desk resolves it when the repair is done), as the shipped policy expects of a vendor.
-    async with running_stack(config) as stack, Sim(stack.sim_url) as sim, \
-            running_desk(stack.sim_url, setup.repair_s) as (_, ticket_url):
-        if setup.jobset:  # a JobSet's pods are its Jobs' (<name>-node-<i>): waited for by the JobSet's name
-            await asyncio.gather(*(sim.post("workloads/training", {"name": n, **shape}) for n in names))
-        else:
-            await sim.start_jobs(names, **shape)
+    shape: dict[str, Any] = {"parallelism": setup.ranks, "devices_per_pod": DEVICES_PER_NODE,
+                             "checkpoint_on_sigterm": True, "collectives": setup.collectives(in_job),
+                             "jobset": setup.jobset}
+    gpus = setup.ranks * DEVICES_PER_NODE
+    async with running_stack(config) as stack, Sim(stack.sim_url) as sim, aiohttp.ClientSession() as http, \
+            running_desk(stack.sim_url, REPAIR_REAL_S["reboot"][0] / SCALE) as (_, ticket_url):
+        await asyncio.gather(*(sim.post("workloads/training", {"name": n, **shape}) for n in names))
         await _all_ranks_ready(sim, setup, names)
         stop, ingest, kube = asyncio.Event(), None, None
-        if policy == "podmedic":
+        if podmedic:
             kube = KubeGateway(stack.kubeconfig)
             ingest = asyncio.create_task(run_ingest_and_agent(
                 stack.client, kube, shipped_policy_scaled(SCALE, ticket_url), stack.task_queue, stop, stack.sim_url))
-        run = _Run(policy, setup, sim, stack.sim_url)
+        sampler = StageSampler(sim, frozenset(names), setup.ranks, gpus, SCALE)
+        run = _Run(policy, setup, sim, stack.sim_url, http, sampler)
         before = {j["name"]: j for j in (await sim.state())["jobs"] if j["name"] in names}
-        started = time.monotonic()
-        hit, _ = await asyncio.gather(_inject(run, faults, started), asyncio.sleep(setup.duration_s))
+        await sampler.sample()
+        sampling = asyncio.create_task(sampler.run(stop))
+        started, repairs = time.monotonic(), list[asyncio.Task[None]]()
+        hit, _ = await asyncio.gather(_inject(run, faults, started, repairs), asyncio.sleep(setup.duration_s))
         await asyncio.sleep(max(0.0, started + setup.duration_s - time.monotonic()))
         elapsed = time.monotonic() - started
+        for pending in repairs:  # what is still broken at the end stays broken (an RMA takes days)
+            pending.cancel()
         after = {j["name"]: j for j in (await sim.state())["jobs"]}
         stop.set()
+        await sampling
         if ingest is not None:
             await ingest
         if kube is not None:
@@ -240,11 +275,12 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
     kept = sum(after[n]["step"] - before[n]["step"] for n in before)
     lost = sum(after[n]["lost_steps"] - before[n]["lost_steps"] for n in before)
     ratio = effective_ratio(kept, setup.jobs, elapsed)
-    gpus = setup.jobs * (setup.pods_per_job * DEVICES_PER_NODE if setup.llama3_shape else 1)
-    lost_gpu_s = gpus * elapsed * (1 - ratio)
-    per_interruption = lost_gpu_s * SCALE / 60 / hit if hit else 0.0
+    lost_gpu_min = setup.jobs * gpus * elapsed * (1 - ratio) * SCALE / 60
+    faults_hit = sum(hit.values())
     return {"policy": policy, "effective_training_ratio": ratio, "steps_kept": kept, "steps_lost": lost,
-            "stalled_s": round(lost_gpu_s, 1), "gpu_hours_lost": round(lost_gpu_s * SCALE / 3600, 2),
-            "faults_hit": hit, "gpu_min_lost_per_interruption": round(per_interruption, 1),
-            "sigterm_checkpoints": sum(after[n].get("sigterm_checkpoints", 0) for n in after),
+            "gpu_hours_lost": round(lost_gpu_min / 60, 2), "faults_hit": faults_hit, "hit_by_manifestation": hit,
+            "gpu_min_lost_per_interruption": round(lost_gpu_min / faults_hit, 1) if faults_hit else 0.0,
+            "lost_work_gpu_min": round(lost * STEP_S * gpus * SCALE / 60, 1),
+            "stalled_gpu_min": sampler.gpu_minutes(),
+            "sigterm_checkpoints": sum(after[n].get("sigterm_checkpoints", 0) for n in before),
             "elapsed_s": round(elapsed, 1), "load_1m": load_1m()}

@@ -77,15 +77,17 @@ def goodput(results: dict[str, Any], out: Path) -> Path | None:
     names = [p["policy"] for p in g["policies"]]
     ratios = [p["effective_training_ratio"] * 100 for p in g["policies"]]
     errors = [p.get("ci95", 0.0) * 100 for p in g["policies"]]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    bars = ax.bar(names, ratios, yerr=errors, capsize=4, color=["tab:green", "tab:gray", "tab:orange"][: len(names)])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    colors = ["tab:green" if n.startswith("podmedic") else "tab:gray" for n in names]
+    bars = ax.bar(names, ratios, yerr=errors, capsize=4, color=colors)
+    ax.tick_params(axis="x", labelsize=8)
     for bar, value in zip(bars, ratios, strict=True):
         ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.1f}%", ha="center", va="bottom")
     ax.axhline(97, linestyle="--", color="black", linewidth=0.8, label="ByteRobust 97%")
     ax.axhline(90, linestyle=":", color="black", linewidth=0.8, label="Llama 3 ~90%")
     ax.set_ylim(0, 105)
     ax.set_ylabel("effective training time, %")
-    ax.set_title(f"{g['jobs']} jobs, {g['faults']} faults (Llama 3 mix)")
+    ax.set_title(f"{g['jobs']} single-node jobs, {g['faults']} faults a run (Llama 3's causes and rate)")
     ax.legend(fontsize=8, loc="lower right")
     return _save(fig, out / "goodput-by-policy.png")
 

@@ -37,14 +37,11 @@ RUNS: dict[str, list[str]] = {
     "storm-10k-qps": ["storm", "--nodes", "1250", "--kube-qps", "50", "--wait-s", "7200"],
     # The same 1,000 devices failing for good with the guard as it ships: the trip, and NoExecute at once.
     "storm-guard": ["storm-guard", "--nodes", "125"],
-    "goodput": ["goodput"],  # 32 jobs, 16 faults at Llama 3's rate: 93 s per run, 8 seeds x 3 policies + control
-    # Llama 3's shape: 2 synchronous Jobs of 4 nodes x 8 GPUs, 4 faults in 46 s (8x Llama 3's rate, so a
-    # run is short enough for 8 seeds): the per-interruption loss is the figure that compares.
-    "goodput-llama3": ["goodput", "--jobs", "2", "--pods-per-job", "4", "--faults", "4", "--duration-s", "46"],
-    # One JobSet of 4 one-pod Jobs x 8 GPUs, gang-restarted: 2 faults in 46 s (the rate per job of the run above).
-    "goodput-jobset": ["goodput", "--jobs", "1", "--pods-per-job", "4", "--jobset", "--faults", "2", "--duration-s",
-                       "46", "--seeds", "4"],
-    "goodput-sensitivity": ["goodput-sensitivity", "--seeds", "1"],  # 8 jobs, 16 faults in 45 s: 7 points x 3 policies
+    # 4 single-node jobs, 4 faults at Llama 3's rate (one per job every 2.78 h): 167 s per run, 6 policies x 8 seeds.
+    "goodput": ["goodput"],
+    # 2 JobSets of 4 nodes x 8 GPUs, 2 faults at the same rate per job: 167 s per run.
+    "goodput-jobset": ["goodput", "--jobs", "2", "--ranks", "4", "--jobset", "--faults", "2"],
+    "goodput-sensitivity": ["goodput-sensitivity", "--seeds", "1"],
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
 QUICK: dict[str, list[str]] = {
@@ -59,12 +56,10 @@ QUICK: dict[str, list[str]] = {
     "storm-10k-qps": ["storm", "--nodes", "8", "--kube-qps", "50", "--wait-s", "60"],
     "storm-guard": ["storm-guard", "--nodes", "2", "--observe-s", "3"],
     "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20", "--seeds", "2"],
-    "goodput-llama3": ["goodput", "--jobs", "1", "--pods-per-job", "2", "--faults", "1", "--duration-s", "10",
+    "goodput-jobset": ["goodput", "--jobs", "1", "--ranks", "2", "--jobset", "--faults", "1", "--duration-s", "10",
                        "--seeds", "1"],
-    "goodput-jobset": ["goodput", "--jobs", "1", "--pods-per-job", "2", "--jobset", "--faults", "1", "--duration-s",
-                       "10", "--seeds", "1"],
     "goodput-sensitivity": ["goodput-sensitivity", "--jobs", "2", "--faults", "2", "--duration-s", "10", "--seeds",
-                            "1", "--knob", "repair_s"],
+                            "1", "--knob", "collective_timeout_real_s"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],
 }
 

@@ -127,37 +127,54 @@ def _storm_guard(r: dict[str, Any]) -> list[str]:
 
 
 def _goodput(r: dict[str, Any]) -> list[str]:
-    if "control" not in r:  # a result of the single-seed benchmark, before seeds and the control run
-        return ["Not shown: the result on file was measured with the earlier method (one seed, five causes, no "
-                "control run, no driver taint keeping the baselines' pods off a failed GPU), so it does not compare "
-                "with the section above. Rerun this section's command."]
-    rows = [["control (no faults)", f"{r['control']['effective_training_ratio'] * 100:.1f} %", "", 1]]
+    if "paired" not in r:
+        return ["Not shown: the result on file was measured with an earlier fault model (every fault a crash seen "
+                "at once, no hangs, no survivors' failures). Rerun this section's command."]
+    rows = [["control (no faults)", f"{r['control']['effective_training_ratio'] * 100:.1f} %", "", "", 1]]
     rows += [[p["policy"], f"**{p['effective_training_ratio'] * 100:.1f} % ± {p['ci95'] * 100:.1f}**",
-              f"{p['gpu_min_lost_per_interruption']:.1f} ± {p['gpu_min_ci95']:.1f}", p["seeds"]]
+              f"{p['gpu_min_lost_per_interruption']:.0f} ± {p['gpu_min_ci95']:.0f}",
+              sum(run["sigterm_checkpoints"] for run in p["runs"]), p["seeds"]]
              for p in r["policies"]]
-    costs = ", ".join(f"{k.replace('_', ' ')} {v:g} s" for k, v in r["costs_real_s"].items())
-    reused = r.get("reused")
-    if reused:
-        costs += (f". Rows {', '.join(reused['policies'])} were measured on {reused['measured']} (the same setup and "
-                  f"seeds; no run depends on another policy's) and the others on {r['machine']['when']}")
-    return [r["description"], "", table(["policy", "effective training time (mean ± 95 % CI)",
-                                        "GPU-minutes lost per interruption", "seeds"], rows), "",
-            f"Fault mix drawn over all seeds: {r['mix_drawn']}. Real costs charged (scaled): {costs}. "
-            "Target: podmedic ≥ 97 % and ahead of both baselines (the published figures were taken at "
-            "real-world interruption rates)."]
+    pairs = [[f"{d['policy']} - {d['baseline']}", f"**{d['difference'] * 100:+.1f} ± {d['ci95'] * 100:.1f}**",
+              d["seeds"]] for d in r["paired"]]
+    stage_names = list(r["policies"][0]["per_interruption_by_stage"]) if r["policies"] else []
+    stages = [[p["policy"], *(f"{p['per_interruption_by_stage'][s]:.0f}" for s in stage_names)] for p in r["policies"]]
+    causes = [[p["policy"], ", ".join(f"{c} {m:.0f}" for c, m in list(p["stalled_by_cause"].items())[:6])]
+              for p in r["policies"]]
+    return [r["description"], "", table(["policy", "ETTR (mean ± 95 % CI)", "GPU-minutes lost per interruption",
+                                        "SIGTERM saves", "seeds"], rows), "",
+            "Paired by seed (the same faults), ETTR points:", "",
+            table(["difference", "points (mean ± 95 % CI)", "seeds"], pairs), "",
+            "GPU-minutes lost per interruption, by stage (`benchmarks/goodput_stages.py`):", "",
+            table(["policy", *stage_names], stages), "",
+            "Stalled GPU-minutes by cause (all seeds, the six largest):", "", table(["policy", "by cause"], causes),
+            "", f"Faults drawn over all seeds: {r['mix_drawn']}."]
+
+
+def goodput_model() -> list[str]:
+    """The goodput model's parameters and causes, from ``benchmarks/goodput_faults.py``."""
+    from benchmarks.goodput_faults import CAUSES, MIX, PARAMETERS
+
+    causes = [[name, MIX[name], ", ".join(f"{s} {w:g}" for s, w in c.shows), c.xid or "none",
+               ", ".join(f"{k} {w:g}" for k, w in c.repair), c.source] for name, c in CAUSES.items()]
+    return ["Every parameter of the goodput model (`benchmarks/goodput_faults.py`, `benchmarks/goodput_run.py`):", "",
+            table(["parameter", "value", "source", "kind"], [list(p) for p in PARAMETERS]), "",
+            "How each cause shows (share), what a device watcher sees (XID), and its repair (share):", "",
+            table(["cause", "count", "shows", "XID", "repair", "source"], causes)]
 
 
 def _sensitivity(r: dict[str, Any]) -> list[str]:
-    from benchmarks.goodput import POLICIES
-    from benchmarks.goodput_sensitivity import KNOB_WORDS, sensitivity_rows
+    from benchmarks.goodput_sensitivity import KNOB_WORDS, SENSITIVITY_POLICIES, sensitivity_rows
 
-    out = [f"{r['description']}: one interruption per job every {r['interval_h']} h (scaled). Each assumption "
-           "varied on its own, the others at the base's; every policy on the same seeded faults. Cells: effective "
-           "training time, mean ± 95 % CI with more than one seed (GPU-minutes lost per interruption). Within a "
-           "row the policies compare; across rows compare the GPU-minutes: a run lasts until its last repair and "
-           "fall-over, so the rows' windows differ.", ""]
+    if "knobs" not in r or not set(r["knobs"]) <= set(KNOB_WORDS):
+        return ["Not shown: the result on file was measured with an earlier fault model. Rerun this section's "
+                "command."]
+    out = [f"{r['description']}: one interruption per job every {r['interval_h']} h (scaled). Each chosen value "
+           "varied on its own, the others at the base's; every policy on the same seeded faults. Cells: ETTR, "
+           "mean ± 95 % CI with more than one seed (GPU-minutes lost per interruption).", ""]
     for knob, rows in r["knobs"].items():
-        out += [f"**{KNOB_WORDS[knob]}**", "", table(["value", *POLICIES], sensitivity_rows(knob, rows)), ""]
+        out += [f"**{KNOB_WORDS[knob]}**", "", table(["value", *SENSITIVITY_POLICIES], sensitivity_rows(knob, rows)),
+                ""]
     return out
 
 
@@ -219,12 +236,10 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "storm-10k-qps": ("Storm: 10,000 devices at once, the worker limited to 50 API requests a second",
                               _storm),
             "storm-guard": ("Storm under the shipped fleet guard", _storm_guard),
-            "goodput": ("Goodput under the Llama 3 fault mix, at Llama 3's interruption rate", _goodput),
-            "goodput-llama3": ("Goodput of synchronous multi-node Jobs (Llama 3's shape), "
-                               "cordon-and-drain with a SIGTERM checkpoint", _goodput),
-            "goodput-jobset": ("Goodput of a multi-node JobSet (4 nodes x 8 GPUs, gang-restarted on failure)",
+            "goodput": ("Goodput of single-node jobs at Llama 3's interruption rate", _goodput),
+            "goodput-jobset": ("Goodput of a multi-node JobSet (4 nodes x 8 GPUs) at Llama 3's interruption rate",
                                _goodput),
-            "goodput-sensitivity": ("Goodput: how far it rests on its assumptions", _sensitivity),
+            "goodput-sensitivity": ("Goodput: how far it rests on its chosen values", _sensitivity),
             "memory": ("Memory", _memory)}
 
 
@@ -249,6 +264,8 @@ def render(results: dict[str, Any], runs: dict[str, list[str]], plots: list[Path
              for name, argv in runs.items()],
            "```", ""]
     for name, (title, section) in SECTIONS.items():
+        if name == "goodput":
+            out += ["## The goodput model", "", *goodput_model(), ""]
         out += [f"## {title}", "", f"`python -m benchmarks {' '.join(runs.get(name, [name]))}`", ""]
         out += section(results[name]) if name in results else ["Not run yet."]
         out.append("")

@@ -180,6 +180,13 @@ class Collectives:
         group.slow = {k: v for k, v in group.slow.items() if v[1] > now}
         return 1.0 / max((f for f, _ in group.slow.values()), default=1.0)
 
+    def status(self, job: JobKey) -> dict[str, int | bool]:
+        """What ``GET /sim/v1/state`` shows of a job: ranks hung, workers restarting in place."""
+        group = self.groups.get(job)
+        if group is None:
+            return {"hung_ranks": 0, "restarting_in_job": False}
+        return {"hung_ranks": len(group.hung), "restarting_in_job": self._timers.now() < group.paused_until}
+
     def can_save(self, job: JobKey) -> bool:
         """A checkpoint needs every rank in step: none while one hangs."""
         group = self.groups.get(job)

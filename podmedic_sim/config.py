@@ -21,6 +21,9 @@ class SimTimings(BaseModel):
     kubelet_report_s: float = Field(0.2, gt=0, description="How often the kubelet syncs pod status.")
     backoff_base_s: float = Field(0.5, ge=0, description="First crash-loop back-off; doubles per restart.")
     backoff_max_s: float = Field(10.0, ge=0, description="Crash-loop back-off ceiling.")
+    job_backoff_max_s: float | None = Field(
+        None, ge=0, description="The Job controller's pod-failure back-off ceiling (upstream 6 minutes against the "
+        "kubelet's 5); unset: backoff_max_s.")
     scheduler_interval_s: float = Field(0.1, gt=0, description="How often pending pods are scheduled.")
     workload_step_s: float = Field(0.5, gt=0, description="Time per training step of a workload.")
     checkpoint_save_s: float = Field(0.3, ge=0, description="Time a workload takes to save a checkpoint.")

@@ -103,7 +103,8 @@ class JobController:
         last = self._failed_at.get(key)
         if last is None or failed == 0:
             return 0.0
-        backoff = min(self._t.backoff_base_s * 2 ** (failed - 1), self._t.backoff_max_s)
+        ceiling = self._t.backoff_max_s if self._t.job_backoff_max_s is None else self._t.job_backoff_max_s
+        backoff = min(self._t.backoff_base_s * 2 ** (failed - 1), ceiling)
         return float(last + backoff - self._timers.now())
 
     def _mark(self, key: JobKey) -> None:

@@ -116,6 +116,8 @@ class Crash(_Strict):
     name: str = Field(min_length=1)
     namespace: str = "default"
     exit_code: int = Field(1, ge=1, le=255)
+    corrupted_checkpoints: int = Field(
+        0, ge=0, description="Silent data corruption found late: the job's last N checkpoints are unusable.")
 
 
 class Rank(_Strict):
@@ -255,7 +257,12 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         prog.stalled = body.stalled
         return web.json_response(prog.to_json())
 
-    crash = _route(Crash, lambda b: engine.crash_pod(b.namespace, b.name, b.exit_code), lambda b: b.model_dump())
+    def crash_rank(b: Crash) -> None:
+        if b.corrupted_checkpoints:
+            engine.workloads.discard_checkpoints(engine.workloads.rank(b.namespace, b.name)[0], b.corrupted_checkpoints)
+        engine.crash_pod(b.namespace, b.name, b.exit_code)
+
+    crash = _route(Crash, crash_rank, lambda b: b.model_dump())
     hang = _route(Rank, lambda b: engine.workloads.collectives.hang(*engine.workloads.rank(b.namespace, b.name)),
                   lambda b: b.model_dump())
     slow = _route(SlowRank, lambda b: engine.workloads.collectives.slow(

@@ -59,6 +59,8 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
                 "job": (meta.get("labels") or {}).get(JOB_NAME_LABEL),
                 "jobset": (meta.get("labels") or {}).get(JOBSET_NAME),
                 "deleting": "deletionTimestamp" in meta,
+                "waiting": rt.containers[0].reason if rt is not None and rt.containers
+                and rt.containers[0].state == "waiting" else "",
             }
         )
     jobs = []
@@ -80,6 +82,7 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
         )
         entry.update(
             {
+                **engine.workloads.collectives.status(jkey),
                 "training": prog is not None,
                 "active": status.get("active", 0),
                 "failed": status.get("failed", 0),
@@ -91,7 +94,9 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
         meta, status = jobset["metadata"], jobset.get("status") or {}
         prog = engine.workloads.progress.get((meta.get("namespace", "default"), meta["name"]))
         if prog is not None:
-            jobs.append({**prog.to_json(), "training": True, "kind": "JobSet",
+            jobs.append({**prog.to_json(), **engine.workloads.collectives.status((meta.get("namespace", "default"),
+                                                                                 meta["name"])),
+                         "training": True, "kind": "JobSet",
                          "restarts_of_jobset": int(status.get("restarts") or 0)})
     rules = [
         {"name": r["metadata"]["name"], "spec": r.get("spec"), "status": r.get("status") or {}}

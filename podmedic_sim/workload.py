@@ -257,6 +257,12 @@ class Workloads:
             raise KeyError(f"no running training pod {namespace}/{name}")
         return work.job, rt.key
 
+    def discard_checkpoints(self, job: JobKey, count: int) -> None:
+        """The job's last ``count`` periodic checkpoints hold corrupted state (silent data corruption found
+        late): its next restart resumes from the one before them."""
+        prog, every = self.progress[job], self._config.checkpoint_every_steps
+        prog.checkpointed_step = max(0, prog.checkpointed_step - count * every) if every else 0
+
     def job_of(self, uid: str) -> JobKey | None:
         """The training Job of a pod (by uid), if it is a training pod."""
         work = self._work.get(uid)

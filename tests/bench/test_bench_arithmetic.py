@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.fleet import Timing
-from benchmarks.goodput import LLAMA3_MIX, draw_faults, duration_for, effective_ratio, interval_h_of
+from benchmarks.goodput import duration_for, effective_ratio, interval_h_of
 from benchmarks.orchestration import incident_figures, nodes_for, per_node_words, placement
 from benchmarks.stats import mean_ci95, percentile, rate, ratio, summary
 
@@ -65,18 +65,6 @@ def test_per_node_words_say_when_the_nodes_are_node_incidents() -> None:
     assert per_node_words({"per_node": 2}) == "2 failing devices per node"
     assert per_node_words({"per_node": 3}) == "3 failing devices per node (node incidents)"
     assert per_node_words({}) == "8 failing devices per node (node incidents)"  # results from before --per-node
-
-
-def test_fault_mix_draw_follows_the_llama3_proportions() -> None:
-    drawn = draw_faults(20_000, seed=1, duration_s=100.0)
-    counts = {kind: sum(1 for _, k in drawn if k == kind) for kind in LLAMA3_MIX}
-    total = sum(LLAMA3_MIX.values())
-    for kind, weight in LLAMA3_MIX.items():
-        assert abs(counts[kind] / len(drawn) - weight / total) < 0.015, (kind, counts)
-    assert all(10.0 <= at <= 70.0 for at, _ in drawn)
-    assert [at for at, _ in drawn] == sorted(at for at, _ in drawn)
-    assert draw_faults(5, seed=7, duration_s=10) == draw_faults(5, seed=7, duration_s=10)
-    assert draw_faults(5, seed=7, duration_s=10) != draw_faults(5, seed=8, duration_s=10)
 
 
 def test_the_run_length_follows_from_the_interruption_interval() -> None:

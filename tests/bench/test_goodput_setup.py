@@ -1,59 +1,81 @@
-"""The goodput benchmark's setups: the Llama 3 job shape, the announced share, the sensitivity sweeps.
+"""The goodput benchmark's model: causes, setups, scaling, stages and paired differences.
 
-The shape is Llama 3's ("The Llama 3 Herd of Models", section 3.3: synchronous training on nodes of
-8 GPUs); Kubernetes' default grace period is 30 s (kubernetes.io, "Pod Lifecycle").
+Expected values come from the sources the model cites, not from the code: Llama 3's Table 5 and its
+47 planned interruptions in 54 days (arXiv 2407.21783, 3.3.4); Kubernetes' Job back-off (10 s doubling
+to 6 min, kubernetes.io "Jobs") and the kubelet's (capped at 5 min, reset after 10 min running,
+"Pod Lifecycle"); the default grace period, 30 s; PyTorch's NCCL timeout, 10 minutes
+(``init_process_group``).
 """
 
 from __future__ import annotations
 
 import random
 
-from benchmarks.goodput_faults import KINDS
-from benchmarks.goodput_run import SCALE, Setup, _announced
+import pytest
+
+from benchmarks.goodput import breakdown, duration_for, paired, reusable
+from benchmarks.goodput_faults import CAUSES, INTERVAL_H, MIX, PARAMETERS, draw_faults
+from benchmarks.goodput_run import APPLICATION_XIDS, POLICIES, SCALE, Setup
 from benchmarks.goodput_sensitivity import SWEEPS, sensitivity_rows, value_words
+from benchmarks.goodput_stages import stage_of
+from benchmarks.llama3 import LLAMA3_MIX
 
 
-def test_single_gpu_jobs_pack_four_to_a_node_and_keep_the_benchmark_grace() -> None:
-    setup = Setup(jobs=32, duration_s=90.0)
-    assert not setup.llama3_shape and setup.nodes() == 9
-    assert setup.timings().termination_grace_s == 0.05  # as the published single-GPU runs had it
+def test_every_cause_of_table_5_and_the_planned_ones_are_drawn_at_llama3s_rate() -> None:
+    assert sum(LLAMA3_MIX.values()) == 419 and MIX["planned"] == 47
+    assert set(CAUSES) == set(MIX)
+    assert pytest.approx(54 * 24 / 466) == INTERVAL_H
+    # One fault per job at Llama 3's rate: 2.78 real hours, at 60 real s a simulated one, 167 s.
+    assert duration_for(4, jobs=4, interval_h=INTERVAL_H, scale=60.0) == pytest.approx(166.9, abs=0.1)
 
 
-def test_the_llama3_shape_gives_each_rank_a_node_two_spare_and_room_for_a_sigterm_save() -> None:
-    setup = Setup(jobs=2, duration_s=45.0, pods_per_job=4)
-    assert setup.llama3_shape and setup.nodes() == 2 * 4 + 2
-    timings = setup.timings()
-    assert timings.termination_grace_s == 30.0 / SCALE
-    assert timings.checkpoint_save_s == 30.0 / SCALE  # the assumed save fits the default grace exactly
-    assert setup.with_(checkpoint_save_real_s=120.0).timings().checkpoint_save_s > timings.termination_grace_s
+def test_the_causes_show_as_their_sources_say() -> None:
+    # Network faults have no GPU XID; XID 48/95 end the processes (NVIDIA's memory error recovery).
+    assert CAUSES["switch_cable"].xid is None and CAUSES["nic"].xid is None
+    assert dict(CAUSES["switch_cable"].shows).get("hang", 0) > 0
+    assert dict(CAUSES["hbm3"].shows) == {"crash": 1.0} and CAUSES["hbm3"].xid == 48
+    assert dict(CAUSES["gpu_system_processor"].shows) == {"hang": 1.0} and CAUSES["gpu_system_processor"].xid == 119
+    assert CAUSES["software"].xid is None  # a bug in the job is no device's fault
+    assert dict(CAUSES["host_maintenance"].shows) == {"crash": 1.0}  # unplanned: not announced
+    assert not APPLICATION_XIDS & {c.xid for c in CAUSES.values()}
+    for cause in CAUSES.values():
+        assert sum(w for _, w in cause.shows) == pytest.approx(1.0) and cause.source
+        assert sum(w for _, w in cause.repair) == pytest.approx(1.0)
+    draws = [CAUSES["faulty_gpu"].draw(random.Random(i))[0] for i in range(2000)]
+    assert 0.45 < draws.count("hang") / len(draws) < 0.55
 
 
-def test_only_host_maintenance_is_announced_unless_a_share_is_set() -> None:
-    rng = random.Random(1)
-    assert _announced(KINDS["host_maintenance"], None, rng)
-    assert not _announced(KINDS["faulty_gpu"], None, rng)
-    assert not _announced(KINDS["host_maintenance"], 0.0, rng)  # a share of 0 announces nothing at all
-    assert not any(_announced(KINDS["nic"], 1.0, rng) for _ in range(10))  # what no device reports, never
-    shares = [_announced(KINDS["hbm3"], 0.5, rng) for _ in range(2000)]
-    assert 0.45 < sum(shares) / len(shares) < 0.55
+def test_every_parameter_has_a_source_or_says_chosen_or_a_gap() -> None:
+    for name, value, source, kind in PARAMETERS:
+        assert value and kind in ("documented", "chosen", "documented / chosen", "known gap"), name
+        assert source or kind == "known gap", name
 
 
-def test_a_sensitivity_table_lists_the_base_and_each_value_in_order() -> None:
-    def point(value: object, base: bool, ratio: float) -> dict[str, object]:
-        return {"value": value, "base": base, "policies": [
-            {"policy": p, "effective_training_ratio": ratio, "ci95": 0.01, "gpu_min_lost_per_interruption": 7.0}
-            for p in ("podmedic", "k8s-only", "cordon-drain")]}
+def test_the_faults_drawn_are_seeded_and_in_the_middle_of_the_run() -> None:
+    drawn = draw_faults(20_000, seed=1, duration_s=100.0)
+    total = sum(MIX.values())
+    for kind, weight in MIX.items():
+        assert abs(sum(1 for _, k in drawn if k == kind) / len(drawn) - weight / total) < 0.015, kind
+    assert all(10.0 <= at <= 70.0 for at, _ in drawn)
+    assert draw_faults(5, seed=7, duration_s=10) == draw_faults(5, seed=7, duration_s=10)
 
-    rows = sensitivity_rows("repair_s", [point(5.0, False, 0.97), point(15.0, True, 0.96), point(60.0, False, 0.9)])
-    assert [r[0] for r in rows] == ["5", "15 (base)", "60"]  # simulated seconds read as real minutes
-    assert rows[2][1] == "90.0 % ± 1.0 (7 min)"
-    assert value_words("warn_share", None) == "host maintenance only (documented)"
-    assert value_words("warn_share", 0.5) == "50 %"
-    assert set(SWEEPS) == {"repair_s", "warn_share", "checkpoint_save_real_s"}
+
+def test_kubernetes_costs_are_upstreams_scaled() -> None:
+    t = Setup(jobs=4, duration_s=100).timings()
+    assert t.backoff_base_s * SCALE == 10 and t.job_backoff_max_s is not None and t.job_backoff_max_s * SCALE == 360
+    assert t.backoff_max_s * SCALE == 300 and t.backoff_reset_s * SCALE == 600
+    assert t.termination_grace_s * SCALE == 30
+    assert Setup(jobs=2, duration_s=10, ranks=4).nodes() == 2 * 4 + 2
+
+
+def test_the_trainer_declares_pytorchs_timeout_and_in_job_restarts_only_where_the_policy_has_them() -> None:
+    plain, in_job = Setup(jobs=1, duration_s=10).collectives(False), Setup(jobs=1, duration_s=10).collectives(True)
+    assert plain["collective_timeout_s"] * SCALE == 600 and "in_job_restarts" not in plain
+    assert in_job["in_job_restarts"] >= 1
+    assert {"podmedic", "k8s-only", "in-job", "podmedic+in-job", "cordon-drain"} <= set(POLICIES)
 
 
 def test_the_shipped_policys_waits_are_scaled_like_the_rest_of_the_run() -> None:
-    # The shipped values are read from the embedded policy with plain YAML here.
     import yaml
 
     from benchmarks.scaled_policy import scaled_raw
@@ -63,25 +85,65 @@ def test_the_shipped_policys_waits_are_scaled_like_the_rest_of_the_run() -> None
     scaled = scaled_raw(yaml.safe_load(embedded_text()), 60.0)
     default, nvidia = scaled["drivers"]["default"], scaled["drivers"]["gpu.nvidia.com"]
     assert default["close"]["heal_wait_s"] == shipped["drivers"]["default"]["close"]["heal_wait_s"] / 60
-    assert nvidia["checkpoint"]["timeout_s"] == shipped["drivers"]["gpu.nvidia.com"]["checkpoint"]["timeout_s"] / 60
-    assert [r["timeout_s"] for r in default["recovery"]["transient"]] == [
-        r["timeout_s"] / 60 for r in shipped["drivers"]["default"]["recovery"]["transient"]]
-    assert scaled["guard"]["storm"]["clear_s"] == shipped["guard"]["storm"]["clear_s"] / 60
-    # Machines answering are not scaled: the activities' limits and the wait for the node agent's XID.
-    assert default["steps"] == shipped["drivers"]["default"]["steps"]
-    assert nvidia["detection"]["corroborate_s"] == shipped["drivers"]["gpu.nvidia.com"]["detection"]["corroborate_s"]
-    assert default["checkpoint"]["poll_s"] == 0.05  # 1 s / 60, floored
+    # The wait for the node agent's XID is a wait like the others: 15 s unscaled would be 15 real minutes.
+    shipped_nvidia = shipped["drivers"]["gpu.nvidia.com"]
+    assert nvidia["detection"]["corroborate_s"] == shipped_nvidia["detection"]["corroborate_s"] / 60
+    assert default["steps"] == shipped["drivers"]["default"]["steps"]  # machines answering: not scaled
 
 
-def test_reuse_takes_the_other_policies_runs_only_from_the_same_setup() -> None:
-    import pytest
+def _pod(**fields: object) -> dict[str, object]:
+    return {"deleting": False, "phase": "Running", "node": "node-0000", "waiting": "", **fields}
 
-    from benchmarks.goodput import reusable
 
-    setup = Setup(jobs=2, duration_s=46.0, pods_per_job=4)
-    earlier = {"jobs": 2, "pods_per_job": 4, "faults": 4, "seeds": [1, 2], "duration_s": 46.0, "repair_s": 15.0,
-               "policies": [{"policy": p, "runs": [p]} for p in ("podmedic", "k8s-only", "cordon-drain")]}
-    assert reusable(earlier, setup, 4, [1, 2], ("podmedic",)) == {"k8s-only": ["k8s-only"],
-                                                                  "cordon-drain": ["cordon-drain"]}
-    with pytest.raises(ValueError, match="seeds"):
-        reusable(earlier, setup, 4, [1, 2, 3], ("podmedic",))
+def test_a_stalled_job_is_charged_to_what_holds_it() -> None:
+    assert stage_of({"hung_ranks": 1}, [_pod()], 1) == "hung"
+    assert stage_of({"restarting_in_job": True}, [_pod()], 1) == "in-job restart"
+    assert stage_of({}, [_pod(deleting=True)], 1) == "termination"
+    assert stage_of({}, [_pod(phase="Failed")], 1) == "back-off"  # its replacement not made yet
+    assert stage_of({}, [_pod(waiting="CrashLoopBackOff")], 1) == "back-off"
+    assert stage_of({}, [_pod(phase="Pending", node=None)], 1) == "scheduling"
+    assert stage_of({}, [_pod(phase="Pending")], 1) == "start-up"
+
+
+def _run(seed: int, ratio: float, stalled: dict[str, dict[str, float]] | None = None) -> dict[str, object]:
+    return {"seed": seed, "effective_training_ratio": ratio, "faults_hit": 2, "gpu_hours_lost": 1.0,
+            "lost_work_gpu_min": 20.0, "stalled_gpu_min": stalled or {}}
+
+
+def test_differences_are_paired_by_seed() -> None:
+    policies = [{"policy": "podmedic", "runs": [_run(1, 0.9), _run(2, 0.8)]},
+                {"policy": "k8s-only", "runs": [_run(2, 0.7), _run(1, 0.85), _run(3, 0.1)]}]
+    [d] = paired(policies)
+    assert (d["policy"], d["baseline"], d["seeds"]) == ("podmedic", "k8s-only", 2)
+    assert d["difference"] == pytest.approx(0.075) and d["ci95"] > 0
+
+
+def test_the_breakdown_splits_each_interruptions_loss_and_the_rest_is_slow() -> None:
+    found = breakdown([_run(1, 0.9, {"faulty_gpu": {"hung": 30.0, "start-up": 4.0}})])
+    per = found["per_interruption_by_stage"]
+    assert per["hung"] == 15.0 and per["start-up"] == 2.0 and per["lost work"] == 10.0
+    assert per["slow, other"] == pytest.approx((60 - 54) / 2)
+    assert found["stalled_by_cause"] == {"faulty_gpu": 34.0}
+
+
+def test_reuse_keeps_other_seeds_and_refuses_another_setup() -> None:
+    setup = Setup(jobs=2, duration_s=46.0, ranks=4, jobset=True)
+    earlier = {"jobs": 2, "ranks": 4, "jobset": True, "faults": 2, "duration_s": 46.0,
+               "collective_timeout_real_s": 600.0,
+               "policies": [{"policy": p, "runs": [{"seed": 1}, {"seed": 2}]} for p in ("podmedic", "k8s-only")]}
+    kept = reusable(earlier, setup, 2, ("podmedic",), [2])
+    assert kept == {"podmedic": [{"seed": 1}], "k8s-only": [{"seed": 1}, {"seed": 2}]}
+    with pytest.raises(ValueError, match="faults"):
+        reusable(earlier, setup, 3, ("podmedic",), [2])
+
+
+def test_a_sensitivity_table_lists_the_base_and_each_value() -> None:
+    def point(value: object, base: bool) -> dict[str, object]:
+        return {"value": value, "base": base, "policies": [
+            {"policy": p, "effective_training_ratio": 0.9, "ci95": 0.01, "gpu_min_lost_per_interruption": 7.0}
+            for p in ("podmedic", "k8s-only", "in-job")]}
+
+    rows = sensitivity_rows("collective_timeout_real_s", [point(600.0, True), point(1800.0, False)])
+    assert [r[0] for r in rows] == ["10 (base)", "30"] and rows[0][1] == "90.0 % ± 1.0 (7 min)"
+    assert value_words("checkpoint_save_real_s", 120.0) == "120"
+    assert set(SWEEPS) == {"collective_timeout_real_s", "checkpoint_save_real_s"}

@@ -18,7 +18,7 @@ import pytest
 
 from podmedic_sim.collectives import ABORT_EXIT_CODE
 from podmedic_sim.engine import SimEngine
-from tests.simkit import running_engine, wait_until
+from tests.simkit import FAST, fast_config, running_engine, wait_until
 
 
 def _job(engine: SimEngine, job: str = "train") -> dict[str, Any]:
@@ -102,3 +102,26 @@ async def test_a_slow_rank_sets_the_pace_of_every_step() -> None:
         assert collectives.step_share(job) == 0.25
         collectives.slow(job, ("default", pods[0]["name"]), 4.0, 0.0)  # over
         assert collectives.step_share(job) == 0.5
+
+
+async def test_silent_data_corruption_found_late_resumes_from_the_checkpoint_before_the_last() -> None:
+    async with running_engine(fast_config(checkpoint_every_steps=5)) as engine:
+        await _running(engine, 1)
+        await wait_until(lambda: _job(engine)["checkpointed_step"] >= 10, what="two checkpoints")
+        engine.workloads.discard_checkpoints(("default", "train"), 1)
+        assert _job(engine)["checkpointed_step"] % 5 == 0
+        checkpointed = _job(engine)["checkpointed_step"]
+        pod = _ready(engine, 1)
+        assert pod is not None
+        engine.crash_pod("default", pod[0]["name"], exit_code=1)
+        assert _job(engine)["step"] == checkpointed, "the restart resumes from the older checkpoint"
+
+
+async def test_the_job_controllers_back_off_has_its_own_ceiling() -> None:
+    """kubernetes.io "Jobs": 10 s doubling to 6 minutes, beside the kubelet's crash-loop cap of 5 minutes."""
+    timings = FAST.model_copy(update={"backoff_base_s": 10, "backoff_max_s": 300, "job_backoff_max_s": 360})
+    async with running_engine(fast_config(timings=timings)) as engine:
+        key = ("default", "train")
+        engine.jobs._failed_at[key] = engine.timers.now()
+        assert 359 < engine.jobs._replacement_delay(key, failed=10) <= 360
+        assert 39 < engine.jobs._replacement_delay(key, failed=3) <= 40
