@@ -11,7 +11,8 @@ from benchmarks.goodput_faults import INTERVAL_H
 from benchmarks.results import RESULTS
 
 SERVER_CHOICES = ("default", "tuned")
-POLICY_CHOICES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-job", "cordon-drain")  # goodput_run
+POLICY_CHOICES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-job", "cordon-drain",
+                  "control")  # benchmarks.goodput.RUN
 KNOBS = ("collective_timeout_real_s", "checkpoint_save_real_s")  # benchmarks.goodput_sensitivity.SWEEPS
 
 
@@ -204,7 +205,7 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--collective-timeout-min", type=float, default=10.0,
                    help="the trainer's NCCL timeout in real minutes (default %(default)s, PyTorch's)")
     p.add_argument("--policy", action="append", choices=POLICY_CHOICES,
-                   help="run only this policy (repeatable; default: all)")
+                   help="run only this policy (repeatable; default: all, and the fault-free control)")
     p.add_argument("--merge", action="store_true",
                    help="keep the runs already in --json (same setup) and add or replace these: a table measured "
                         "a few seeds at a time")

@@ -25,6 +25,9 @@ from benchmarks.goodput_stages import STAGES
 from benchmarks.results import write
 from benchmarks.stats import machine, mean_ci95
 
+RUN = (*POLICIES, CONTROL)
+"""What a table runs per seed: every policy, and the fault-free control."""
+
 PAIRS = (("podmedic", "k8s-only"), ("podmedic", "k8s-only+taints"), ("podmedic", "in-job"),
          ("podmedic", "cordon-drain"), ("podmedic+in-job", "in-job"))
 """The paired differences reported: (policy, baseline)."""
@@ -85,11 +88,11 @@ def paired(policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
-                      policies: tuple[str, ...] = POLICIES,
+                      policies: tuple[str, ...] = RUN,
                       reused: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """``policies`` on the same faults under ``setup``, for each seed (other policies' runs taken from
     ``reused``); returns every policy's summary, the paired differences and the mix."""
-    runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in POLICIES}
+    runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in RUN}
     mix: dict[str, int] = {}
     begun, total, done = time.monotonic(), len(seeds) * len(policies), 0
     for seed in seeds:
@@ -98,13 +101,13 @@ async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any
             mix[kind] = mix.get(kind, 0) + 1
         for policy in policies:
             runs[policy] = [r for r in runs[policy] if r["seed"] != seed]
-            result = await one_run(policy, setup, drawn)
+            result = await one_run(policy, setup, drawn if policy != CONTROL else [])
             runs[policy].append({**result, "seed": seed, "faults_drawn": drawn})
             done += 1
             eta = (time.monotonic() - begun) / done * (total - done)
             progress(f"[goodput] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective "
                      f"({done}/{total}, {time.monotonic() - begun:.0f} s elapsed, ETA {eta:.0f} s)")
-    summaries = [_summary(p, sorted(runs[p], key=lambda r: r["seed"])) for p in POLICIES if runs[p]]
+    summaries = [_summary(p, sorted(runs[p], key=lambda r: r["seed"])) for p in RUN if runs[p]]
     return {"mix_drawn": mix, "policies": summaries, "paired": paired(summaries)}
 
 
@@ -136,15 +139,13 @@ def shape_words(setup: Setup) -> str:
 
 
 async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any = print,
-                      policies: tuple[str, ...] = POLICIES, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``policies`` on the same faults, for each seed, and one fault-free control (taken from ``earlier`` when
-    given, with the runs it has that are not run again). Returns the figures."""
+                      policies: tuple[str, ...] = RUN, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``policies`` on the same faults for each seed (with ``earlier``, its runs not run again are kept).
+    Returns the figures."""
     interval_h = interval_h_of(faults, setup.jobs, setup.duration_s)
     progress(f"[goodput] {shape_words(setup)}; {faults} faults in {setup.duration_s:.0f} s per run, seeds {seeds}: "
              f"one interruption per job every {interval_h:.2f} h (scaled; Llama 3's: {INTERVAL_H:.2f} h)")
     reused = reusable(earlier, setup, faults, policies, seeds) if earlier is not None else None
-    control = earlier["control"] if earlier is not None else await one_run(CONTROL, setup, [])
-    progress(f"[goodput] control (no faults): {control['effective_training_ratio'] * 100:.1f} % effective")
     found = await policies_on(setup, faults, seeds, progress, policies=policies, reused=reused)
     all_seeds = sorted({r["seed"] for p in found["policies"] for r in p["runs"]})
     return {"benchmark": "goodput", "machine": machine(), "jobs": setup.jobs, "ranks": setup.ranks,
@@ -152,7 +153,7 @@ async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any
             "collective_timeout_real_s": setup.collective_timeout_real_s, "step_s": STEP_S,
             "checkpoint_every": CHECKPOINT_EVERY, "scale": SCALE, "interval_h": round(interval_h, 2),
             "llama3_interval_h": round(INTERVAL_H, 2), "parameters": [list(p) for p in PARAMETERS],
-            "control": control, **found,
+            **found,
             "description": f"{shape_words(setup)}, for {setup.duration_s:.0f} s per run (a step every {STEP_S:g} s, "
                            f"their own checkpoint every {CHECKPOINT_EVERY} steps); {faults} faults per run drawn "
                            f"from Llama 3's causes, planned ones included, seeds {all_seeds}: one interruption per "
@@ -162,10 +163,8 @@ async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any
 
 def goodput_table(r: dict[str, Any]) -> str:
     """The goodput figures as plain text."""
-    c = r["control"]
     lines = [r["description"], f"  mix drawn: {r['mix_drawn']}",
-             f"  {'policy':<17}{'ETTR (95% CI)':>18}{'GPU-min/interr.':>20}{'seeds':>7}",
-             f"  {'control':<17}{c['effective_training_ratio'] * 100:>9.1f}% (no faults)"]
+             f"  {'policy':<17}{'ETTR (95% CI)':>18}{'GPU-min/interr.':>20}{'seeds':>7}"]
     lines += [f"  {p['policy']:<17}{p['effective_training_ratio'] * 100:>9.1f}% ± {p['ci95'] * 100:<5.1f}"
               f"{p['gpu_min_lost_per_interruption']:>12.1f} ± {p['gpu_min_ci95']:<5.1f}{p['seeds']:>7}"
               for p in r["policies"]]
@@ -177,7 +176,7 @@ def goodput_table(r: dict[str, Any]) -> str:
 
 
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
-                  out: Path, ranks: int = 1, policies: tuple[str, ...] = POLICIES, merge: bool = False,
+                  out: Path, ranks: int = 1, policies: tuple[str, ...] = RUN, merge: bool = False,
                   jobset: bool = False, collective_timeout_real_s: float = 600.0) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1``; without ``duration_s`` it follows from
     ``interval_h``; ``merge`` keeps the other runs of ``out`` (same setup) and adds these."""

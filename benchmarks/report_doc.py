@@ -130,11 +130,11 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     if "paired" not in r:
         return ["Not shown: the result on file was measured with an earlier fault model (every fault a crash seen "
                 "at once, no hangs, no survivors' failures). Rerun this section's command."]
-    rows = [["control (no faults)", f"{r['control']['effective_training_ratio'] * 100:.1f} %", "", "", 1]]
-    rows += [[p["policy"], f"**{p['effective_training_ratio'] * 100:.1f} % ± {p['ci95'] * 100:.1f}**",
-              f"{p['gpu_min_lost_per_interruption']:.0f} ± {p['gpu_min_ci95']:.0f}",
-              sum(run["sigterm_checkpoints"] for run in p["runs"]), p["seeds"]]
-             for p in r["policies"]]
+    rows = [[p["policy"] + (" (no faults)" if p["policy"] == "control" else ""),
+             f"**{p['effective_training_ratio'] * 100:.1f} % ± {p['ci95'] * 100:.1f}**",
+             f"{p['gpu_min_lost_per_interruption']:.0f} ± {p['gpu_min_ci95']:.0f}",
+             sum(run["sigterm_checkpoints"] for run in p["runs"]), p["seeds"]]
+            for p in r["policies"]]
     pairs = [[f"{d['policy']} - {d['baseline']}", f"**{d['difference'] * 100:+.1f} ± {d['ci95'] * 100:.1f}**",
               d["seeds"]] for d in r["paired"]]
     stage_names = list(r["policies"][0]["per_interruption_by_stage"]) if r["policies"] else []

@@ -14,6 +14,7 @@ from typing import Any
 from podmedic.domain.base import Obj
 from podmedic_sim.claims import PodKey, random_suffix
 from podmedic_sim.parts import SimParts
+from podmedic_sim.pod_failure_policy import failure_action, replaces_terminating
 from podmedic_sim.store import NotFound, WatchEvent, json_copy, now_rfc3339
 from podmedic_sim.timers import Coalescer
 
@@ -47,7 +48,7 @@ class JobController:
         self._pass = Coalescer(parts.timers, self._t.job_requeue_s, self._reconcile_dirty)
         self.job_pods: dict[JobKey, set[PodKey]] = {}
         self._last_phase: dict[PodKey, tuple[str, str, bool]] = {}  # pod -> (uid, phase, deleting)
-        self._lost: dict[JobKey, set[str]] = {}  # uids of pods deleted before finishing
+        self._lost: dict[JobKey, dict[str, Obj]] = {}  # pods deleted before finishing, by uid
         self._counted: dict[JobKey, set[str]] = {}
         self._admission = parts.admission
         self._expected: dict[JobKey, int] = {}  # pod creations in flight (admission webhooks)
@@ -90,7 +91,7 @@ class JobController:
             self.job_pods.get(key, set()).discard(pkey)
             self._last_phase.pop(pkey, None)
             if state[1] not in TERMINAL:
-                self._lost.setdefault(key, set()).add(state[0])
+                self._lost.setdefault(key, {})[state[0]] = ev.obj
             self._mark(key)
         else:
             self.job_pods.setdefault(key, set()).add(pkey)
@@ -135,16 +136,21 @@ class JobController:
         ]
         counted = self._counted.setdefault(key, set())
         failed, succeeded = int(status.get("failed", 0)), int(status.get("succeeded", 0))
-        for uid in self._lost.pop(key, set()) - counted:
-            counted.add(uid)
-            failed += 1
+        newly_failed = [pod for uid, pod in self._lost.pop(key, {}).items() if uid not in counted]
         for p in pods:
             uid, phase = p["metadata"]["uid"], p.get("status", {}).get("phase")
             if phase in TERMINAL and uid not in counted:
-                counted.add(uid)
-                failed, succeeded = (
-                    (failed + 1, succeeded) if phase == "Failed" else (failed, succeeded + 1)
-                )
+                if phase == "Failed":
+                    newly_failed.append(p)
+                else:
+                    counted.add(uid)
+                    succeeded += 1
+        fail_job = ""
+        for p in newly_failed:  # the Job's podFailurePolicy decides what each failure counts for
+            counted.add(p["metadata"]["uid"])
+            action, message = failure_action(job, p)
+            failed += action != "Ignore"
+            fail_job = fail_job or (message if action == "FailJob" else "")
         active = [
             p
             for p in pods
@@ -158,12 +164,12 @@ class JobController:
         backoff_limit = int(
             spec.get("backoffLimit", 6) if spec.get("backoffLimit") is not None else 6
         )
-        if failed > backoff_limit:
-            conditions += _finished(
+        if failed > backoff_limit or fail_job:
+            conditions += _finished("Failed", "PodFailurePolicy", fail_job) if fail_job else _finished(
                 "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"
             )
             for p in active:
-                self._delete_pod(p, "BackoffLimitExceeded")
+                self._delete_pod(p, "PodFailurePolicy" if fail_job else "BackoffLimitExceeded")
             active = []
         elif completions is not None and succeeded >= int(completions):
             conditions += _finished(
@@ -175,7 +181,8 @@ class JobController:
                 if completions is None
                 else min(parallelism, int(completions) - succeeded)
             )
-            missing = max(want - len(active) - self._expected.get(key, 0), 0)
+            waiting_for = 0 if replaces_terminating(job) else terminating  # podReplacementPolicy: Failed
+            missing = max(want - len(active) - waiting_for - self._expected.get(key, 0), 0)
             if failed > int(status.get("failed", 0)):
                 self._failed_at[key] = self._timers.now()
             delay = self._replacement_delay(key, failed)
