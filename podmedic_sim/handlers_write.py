@@ -228,8 +228,10 @@ def delete_object(store: Store, target: Target, options: Obj, dry: bool) -> Obj:
 def pod_grace_period(pod: Obj, requested: int | None) -> int:
     """The grace period a pod's DELETE gets, as kubernetes/kubernetes ``pkg/registry/core/pod/strategy.go``
     (``CheckGracefulDelete``) decides it: the request's, else the pod's ``terminationGracePeriodSeconds``
-    (defaulted to 30); 0, a deletion at once, for a pod not bound to a node or already terminal."""
-    period = requested if requested is not None else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 0)
+    (30 when unset: upstream defaults every pod, a controller's too); 0, a deletion at once, for a pod not
+    bound to a node or already terminal."""
+    spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    period = requested if requested is not None else (30 if spec_grace is None else spec_grace)
     if not (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
         return 0
     return max(0, int(period or 0))

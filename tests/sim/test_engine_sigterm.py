@@ -69,3 +69,21 @@ async def test_after_a_rank_crashed_the_survivors_sigterm_keeps_nothing() -> Non
         engine.delete_pod("default", pods[1]["name"])
         progress = await wait_until(lambda: (p := _progress(engine))["restarts"] >= 2 and p, what="the rank stopped")
         assert progress["lost_steps"] == lost and progress["sigterm_checkpoints"] == 0, progress
+
+
+async def test_an_api_delete_of_a_controllers_pod_is_graceful_so_the_trainer_saves() -> None:
+    """A Job's pod carries no terminationGracePeriodSeconds here, but upstream defaults every pod to 30 s
+    (pkg/apis/core/v1/defaults.go), so an API DELETE of it is graceful (pkg/registry/core/pod/strategy.go)."""
+    from podmedic_sim.handlers_request import Target
+    from podmedic_sim.handlers_write import delete_object
+    from podmedic_sim.resources import RESOURCES
+
+    async with running_engine(_config(save_s=0.05, grace_s=0.5)) as engine:
+        engine.create_training_job("train", parallelism=1, checkpoint_on_sigterm=True)
+        (pod,) = await wait_until(lambda: _ready(engine, 1), what="the rank Ready")
+        await wait_until(lambda: _progress(engine)["step"] >= 5, what="steps")
+        pods = next(r for r in RESOURCES if r.plural == "pods")
+        answer = delete_object(engine.store, Target(pods, "default", pod["name"], None), {}, False)
+        assert answer["metadata"]["deletionGracePeriodSeconds"] == 30
+        progress = await wait_until(lambda: (p := _progress(engine))["restarts"] >= 1 and p, what="the rank stopped")
+        assert progress["sigterm_checkpoints"] == 1 and progress["lost_steps"] == 0, progress
