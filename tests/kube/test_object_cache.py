@@ -85,8 +85,10 @@ async def test_a_release_over_a_stale_cached_version_reads_again_and_deletes(
     taint = TaintActivities(kube)
     made = await taint.ensure(TaintInput(incident_id="i-2", device=_device(pod), effect=Effect.NO_SCHEDULE,
                                          reason="test"), holder="run-2")
-    stale = kube.get_taint_rule(made.rule_name, fresh=True)
-    assert stale is not None
+    # The eviction controller writes the rule's EvictionInProgress condition (KEP-5055) once, soon after it is
+    # made: a write that would refuse one more delete if it landed between the test's read and the release.
+    stale = wait_until(lambda: (r := kube.get_taint_rule(made.rule_name, fresh=True)) and (r.get("status") or {})
+                       .get("conditions") and r, what="the eviction controller's condition on the rule")
     # Another writer moves the rule on; the cache is made to answer the version before (a watch behind).
     client.ResourceV1Api(api).patch_device_taint_rule(made.rule_name, {"metadata": {"labels": {"seen": "yes"}}})
     assert kube.rules is not None
