@@ -111,7 +111,7 @@ PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
     ("interruptions per job", "466 in 54 days (419 unexpected + 47 planned): one every 2.78 h",
      "Llama 3, arXiv 2407.21783, 3.3.4 and Table 5", "documented"),
     ("causes and their counts", "Table 5's 18 causes, with planned added", "Llama 3, Table 5", "documented"),
-    ("how each cause shows, what a device sees, its repair", "``CAUSES`` (table below)",
+    ("how each cause shows, what a device sees, its repair", "the cause table below",
      "per cause, in the table below", "documented / chosen"),
     ("Job pod-failure back-off", f"{JOB_BACKOFF_BASE_REAL_S:g} s doubling to {JOB_BACKOFF_MAX_REAL_S:g} s",
      "kubernetes.io Jobs, 'Pod backoff failure policy'; pkg/controller/job", "documented"),
@@ -135,7 +135,8 @@ PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
      "torch.distributed.checkpoint async_save", "chosen"),
     ("slow rank", f"x{SLOW_FACTOR:g} for {SLOW_REAL_S:g} s", "thermal throttling", "chosen"),
     ("repair: reset / reboot / RMA", "5-15 min / 20-60 min / 2-5 days, uniform",
-     "the issue's orders of magnitude; no distribution published", "chosen"),
+     "orders of magnitude only (a reset minutes, a reboot tens of minutes, an RMA days); no published "
+     "distribution", "chosen"),
     ("DRA driver health taints", "off (alpha, off by default); on in `k8s-only+taints`: NoSchedule, removed "
      "only by a reboot", "dra-driver-nvidia-gpu 'GPU health checking'", "documented"),
     ("pods on a dead node bound for 300 s", "not modelled: a host cause is the rank's crash and its node "

@@ -130,17 +130,22 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     if "paired" not in r:
         return ["Not shown: the result on file was measured with an earlier fault model (every fault a crash seen "
                 "at once, no hangs, no survivors' failures). Rerun this section's command."]
+    def ci(half: float, seeds: int, scale: float = 100.0, digits: int = 1) -> str:
+        return f" ± {half * scale:.{digits}f}" if seeds > 1 else " (one seed: no interval)"
+
     rows = [[p["policy"] + (" (no faults)" if p["policy"] == "control" else ""),
-             f"**{p['effective_training_ratio'] * 100:.1f} % ± {p['ci95'] * 100:.1f}**",
-             f"{p['gpu_min_lost_per_interruption']:.0f} ± {p['gpu_min_ci95']:.0f}",
+             f"**{p['effective_training_ratio'] * 100:.1f} %{ci(p['ci95'], p['seeds'])}**",
+             f"{p['gpu_min_lost_per_interruption']:.0f}{ci(p['gpu_min_ci95'], p['seeds'], 1, 0)}"
+             if p["policy"] != "control" else "",
              sum(run["sigterm_checkpoints"] for run in p["runs"]), p["seeds"]]
             for p in r["policies"]]
-    pairs = [[f"{d['policy']} - {d['baseline']}", f"**{d['difference'] * 100:+.1f} ± {d['ci95'] * 100:.1f}**",
+    pairs = [[f"{d['policy']} - {d['baseline']}", f"**{d['difference'] * 100:+.1f}{ci(d['ci95'], d['seeds'])}**",
               d["seeds"]] for d in r["paired"]]
-    stage_names = list(r["policies"][0]["per_interruption_by_stage"]) if r["policies"] else []
-    stages = [[p["policy"], *(f"{p['per_interruption_by_stage'][s]:.0f}" for s in stage_names)] for p in r["policies"]]
+    faulted = [p for p in r["policies"] if p["policy"] != "control"]
+    stage_names = list(faulted[0]["per_interruption_by_stage"]) if faulted else []
+    stages = [[p["policy"], *(f"{p['per_interruption_by_stage'][s]:.0f}" for s in stage_names)] for p in faulted]
     causes = [[p["policy"], ", ".join(f"{c} {m:.0f}" for c, m in list(p["stalled_by_cause"].items())[:6])]
-              for p in r["policies"]]
+              for p in faulted]
     return [r["description"], "", table(["policy", "ETTR (mean ± 95 % CI)", "GPU-minutes lost per interruption",
                                         "SIGTERM saves", "seeds"], rows), "",
             "Paired by seed (the same faults), ETTR points:", "",
