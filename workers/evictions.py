@@ -12,6 +12,7 @@ included, goes through).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import temporalio.converter
 import temporalio.workflow
@@ -19,7 +20,6 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import StorageDriverStoreContext
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
-from temporalio.worker._command_aware_visitor import CommandInfo  # the type WorkflowInstance's methods take
 
 
 class Evictions:
@@ -72,11 +72,13 @@ class _CountedInstance(WorkflowInstance):
         self.evictions.saw(act)
         return completion
 
-    def get_serialization_context(self, command_info: CommandInfo | None
+    # ``command_info`` is the SDK's CommandInfo, which temporalio.worker does not export: typed Any here so
+    # that no private module is imported.
+    def get_serialization_context(self, command_info: Any
                                   ) -> temporalio.converter.SerializationContext | None:
         return self.inner.get_serialization_context(command_info)
 
-    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
+    def get_external_store_context(self, command_info: Any) -> StorageDriverStoreContext:
         return self.inner.get_external_store_context(command_info)
 
     def get_info(self) -> temporalio.workflow.Info:

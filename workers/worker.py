@@ -90,13 +90,13 @@ def pool_fence_activities(kube: KubeGateway) -> list[Any]:
 
 
 def guard_activities(kube: KubeGateway, client: Client) -> list[Any]:
-    """The fleet guard's: ask, release, fleet sizes (issue 7)."""
+    """The fleet guard's: ask, release, fleet sizes."""
     guard = GuardActivities(client, kube)
     return [guard.ask_guard, guard.release_guard, guard.fleet_size]
 
 
 def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
-    """Node quarantine, shared taint rules and incident history (issue 5, HD)."""
+    """Node quarantine, shared taint rules and incident history."""
     node, taint, quarantine = NodeActivities(client), TaintActivities(kube), QuarantineActivities(kube)
     return [node.request_node_quarantine, node.device_incidents_status, taint.hold_taints, taint.release_taints,
             quarantine.quarantine_node, quarantine.lift_quarantine, quarantine.node_plugin_capacity,

@@ -142,6 +142,12 @@ class LoopHttp:
 
 
 def _close_sessions(sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:
+    """Close every session's connections now, from synchronous code (a finalizer, a gateway's close).
+
+    aiohttp's only public close is the coroutine ``BaseConnector.close()``, which needs the session's own
+    loop to run it, and that loop may be closed or on another thread here; so this one call uses the
+    connector's synchronous ``_close``, the private step that coroutine is built on. Kept to this function.
+    """
     for session in list(sessions.values()):
         connector = session.connector
         if connector is not None:
