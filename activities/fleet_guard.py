@@ -1,4 +1,5 @@
-"""The fleet guard's side effects: asking and releasing (Temporal), and fleet sizes (ResourceSlices).
+"""The fleet guard's side effects: asking and releasing (Temporal), its holders' runs, and fleet sizes
+(ResourceSlices).
 
 ``ask_guard`` starts the guard if it is not running (``USE_EXISTING``), then sends the
 ``ask_many`` update (with the process's other asks of the moment), so the first incident of a
@@ -20,11 +21,14 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import blocking
+from activities.running_incidents import closed_among
 from podmedic.domain.fleet_guard.messages import (
     GUARD_WORKFLOW_ID,
+    ClosedHolder,
     FleetSize,
     FleetSizeInput,
     GuardInput,
+    HoldersInput,
     PermitAnswer,
     PermitAnswers,
     PermitRelease,
@@ -154,6 +158,13 @@ class GuardActivities:
     async def release_guard(self, rel: PermitRelease) -> bool:
         """Give back an incident's permit; False when no guard runs (nothing was held)."""
         return await signal_if_open(self.client, GUARD_WORKFLOW_ID, "release", rel)
+
+    @activity.defn(name="closed_holders")
+    async def closed_holders(self, inp: HoldersInput) -> list[ClosedHolder]:
+        """The permit holders whose latest run is closed: a run terminated or reset from Temporal ran no
+        cleanup, so nothing gave its permit back."""
+        closed = await closed_among(self.client, inp.incidents)
+        return [ClosedHolder(incident_id=i, status=run.status) for i, run in closed.items()]
 
     @activity.defn(name="fleet_size")
     async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:

@@ -13,11 +13,11 @@ import datetime as dt
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
-from activities.running_incidents import running_among
+from activities.running_incidents import closed_among
 from podmedic.domain import search
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import Outcome
@@ -88,25 +88,16 @@ class NodeActivities:
     @activity.defn(name="device_incidents_status")
     async def device_incidents_status(self, inp: DeviceIncidentsInput) -> list[DeviceIncidentStatus]:
         """Each device incident's latest run: running, or closed and how."""
+        closed = await closed_among(self.client, inp.incidents)
         out: list[DeviceIncidentStatus] = []
-        running = await running_among(self.client, inp.incidents)
         for incident_id in inp.incidents:
-            if incident_id in running:
+            run = closed.get(incident_id)
+            if run is None:
                 out.append(DeviceIncidentStatus(incident_id=incident_id, running=True))
                 continue
-            handle = self.client.get_workflow_handle(incident_id)
-            try:
-                desc = await handle.describe()
-            except RPCError:
-                out.append(DeviceIncidentStatus(incident_id=incident_id, running=False, outcome="not found"))
-                continue
-            if desc.status == WorkflowExecutionStatus.RUNNING:
-                out.append(DeviceIncidentStatus(incident_id=incident_id, running=True))
-                continue
-            outcome: str | None = desc.status.name.lower() if desc.status else None
-            healthy = False
-            if desc.status == WorkflowExecutionStatus.COMPLETED:
-                result = await self.client.get_workflow_handle(incident_id, run_id=desc.run_id,
+            outcome, healthy = run.status, False
+            if run.status == "completed":
+                result = await self.client.get_workflow_handle(incident_id, run_id=run.run_id,
                                                                result_type=IncidentOutcome).result()
                 outcome, healthy = result.outcome.value, result.outcome in HEALTHY_OUTCOMES
             out.append(DeviceIncidentStatus(incident_id=incident_id, running=False, outcome=outcome, healthy=healthy))

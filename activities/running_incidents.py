@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger("podmedic.activities.running_incidents")
@@ -40,6 +41,35 @@ async def running_among(client: Client, workflow_ids: Sequence[str]) -> set[str]
         if err.status != RPCStatusCode.UNIMPLEMENTED:
             log.warning("listing running incidents failed, describing each instead: %s", err)
         return set()
+
+
+class ClosedRun(NamedTuple):
+    """An incident whose latest run is not running: how it closed (``completed``, ``terminated``,
+    ... or ``not found``) and that run's id (``None`` when not found)."""
+
+    status: str
+    run_id: str | None
+
+
+async def closed_among(client: Client, workflow_ids: Sequence[str]) -> dict[str, ClosedRun]:
+    """The ids among ``workflow_ids`` whose latest run is closed, or that have none. One visibility
+    query names the running ones; each other id is described, so visibility's lag never calls a
+    running incident closed."""
+    running = await running_among(client, workflow_ids)
+    closed: dict[str, ClosedRun] = {}
+    for workflow_id in dict.fromkeys(workflow_ids):
+        if workflow_id in running:
+            continue
+        try:
+            desc = await client.get_workflow_handle(workflow_id).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            closed[workflow_id] = ClosedRun("not found", None)
+            continue
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            closed[workflow_id] = ClosedRun(desc.status.name.lower() if desc.status else "closed", desc.run_id)
+    return closed
 
 
 async def _listed_running(client: Client, ids: list[str]) -> set[str]:

@@ -90,9 +90,9 @@ def pool_fence_activities(kube: KubeGateway) -> list[Any]:
 
 
 def guard_activities(kube: KubeGateway, client: Client) -> list[Any]:
-    """The fleet guard's: ask, release, fleet sizes."""
+    """The fleet guard's: ask, release, closed holders, fleet sizes."""
     guard = GuardActivities(client, kube)
-    return [guard.ask_guard, guard.release_guard, guard.fleet_size]
+    return [guard.ask_guard, guard.release_guard, guard.closed_holders, guard.fleet_size]
 
 
 def node_activities(kube: KubeGateway, client: Client) -> list[Any]:

@@ -13,6 +13,7 @@ when room frees; they also ask again every ``retry_s``.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from datetime import timedelta
 
 from temporalio import workflow
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         FleetSizeInput,
         GuardInput,
         GuardStatus,
+        HoldersInput,
         PermitAnswer,
         PermitAnswers,
         PermitRelease,
@@ -46,6 +48,10 @@ ASK_WAKES_ONLY_ON_TRIP = "ask-wakes-only-on-trip"
 """Patch: an ask wakes the guard's loop only when it trips the storm breaker (every ask used to: a timer
 cancelled and started again per ask). Commit 30d6e63 made this change without the marker; guards that
 ran its code have no marker and cannot be told from older ones (tests/replay/test_replay.py)."""
+NODE_ADDS_NO_SHARE = "node-permit-adds-no-share"
+"""Patch: a node quarantine is not held by the driver and pool shares either (it adds no device to them)."""
+RECLAIMS_CLOSED_HOLDERS = "guard-reclaims-closed-holders"
+"""Patch: the guard frees the permits of runs that closed without giving them back."""
 
 MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
@@ -66,6 +72,7 @@ class FleetGuardWorkflow:
         self.to_open: StormRecord | None = None
         self.to_close: list[tuple[str, str]] = []
         self.uncounted = False  # sightings not yet weighed for a storm (the fleet's size was unknown)
+        self.holders_checked: dt.datetime | None = None
 
     # -- incidents -------------------------------------------------------------------------
     @workflow.update
@@ -92,12 +99,16 @@ class FleetGuardWorkflow:
             found = limits.storm(self.ledger, self.policy, self.fleet, now)
             if found is not None:
                 self._trip(found)
-        answer = limits.evaluate(self.ledger, req, self.fleet, now)
+        # Patch: a node quarantine adds no device to the shares, so they do not hold it either.
+        shares = req.counts or not workflow.patched(NODE_ADDS_NO_SHARE)
+        answer = limits.evaluate(self.ledger, req, self.fleet, now, shares=shares)
         if answer.granted:
             # Patch: a node incident's permit no longer counts as one more device of its pool.
             limits.grant(self.ledger, req, now, shares=req.counts or not workflow.patched(NODE_NOT_A_DEVICE))
         else:
             limits.wait(self.ledger, req.incident_id, now)
+            # A refusal may be a closed run's leaked permit: the loop checks the holders when that is due.
+            self.dirty = self.dirty or (self._holders_due() and workflow.patched(RECLAIMS_CLOSED_HOLDERS))
         if workflow.patched(ASK_WAKES_ONLY_ON_TRIP):
             self.dirty = self.dirty or self.to_open is not None
         else:
@@ -166,6 +177,7 @@ class FleetGuardWorkflow:
             now = workflow.now()
             limits.prune(self.ledger, self.policy, now)
             self._watch_storm()
+            await self._reclaim()
             await self._fleet_incidents()
             await self._send_wakes()
             info = workflow.info()
@@ -184,7 +196,41 @@ class FleetGuardWorkflow:
             wait = self.policy.fleet_refresh_s - (workflow.now() - self.fleet.read_at).total_seconds()
         if self.ledger.storm is not None:
             wait = min(wait, self.policy.storm.window_s / 10, self.policy.storm.clear_s / 10)
+        if self.ledger.waiting and self.ledger.permits and workflow.patched(RECLAIMS_CLOSED_HOLDERS):
+            wait = min(wait, self._holders_wait())
         return max(wait, 1.0)
+
+    def _holders_wait(self) -> float:
+        """Seconds until the holders are checked again: every ``reclaim_s`` while an incident waits,
+        every ``fleet_refresh_s`` otherwise (a leaked permit then holds nobody back)."""
+        every = self.policy.reclaim_s if self.ledger.waiting else self.policy.fleet_refresh_s
+        if self.holders_checked is None:
+            return 0.0
+        return every - (workflow.now() - self.holders_checked).total_seconds()
+
+    def _holders_due(self) -> bool:
+        return bool(self.ledger.permits) and self._holders_wait() <= 0
+
+    async def _reclaim(self) -> None:
+        """Free the permits of runs that closed without giving them back: a run terminated or reset from
+        Temporal runs no cleanup, and its permit would otherwise count against the limits for ever."""
+        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):
+            return
+        self.holders_checked = workflow.now()
+        try:
+            closed = await workflow.execute_activity_method(
+                GuardActivities.closed_holders, HoldersInput(incidents=sorted(self.ledger.permits)),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=10)),
+                summary=f"are the {len(self.ledger.permits)} permit holders still running")
+        except ActivityError as err:  # the permits stay counted until the next check: too many, never too few
+            self._remember(f"{workflow.now():%H:%M:%S} permit holders not checked: {err.cause or err}")
+            return
+        for holder in closed:
+            if limits.release(self.ledger, holder.incident_id):
+                self._remember(f"{workflow.now():%H:%M:%S} freed the permit of {holder.incident_id}: its run "
+                               f"closed ({holder.status}) without giving it back")
+                self.wake.extend(i for i in self.ledger.waiting if i not in self.wake)
 
     async def _refresh_fleet(self) -> None:
         now = workflow.now()

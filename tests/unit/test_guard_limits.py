@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,29 @@ def test_a_bad_guard_section_is_refused_with_the_field_path() -> None:
     text = str(refused.value)
     for path in ("guard.on_limit", "guard.max_driver_share", "guard.storm.clear_s", "drivers.x.guard"):
         assert path in text, text
+
+
+@pytest.mark.parametrize("policy_file", ["podmedic/stack/demo_policy.yaml", "podmedic/domain/default_policy.yaml"])
+def test_the_demos_node_quarantine_is_not_held_by_the_pool_share_its_devices_used(policy_file: str) -> None:
+    # `make demo`: node-0000 (a pool of 4 GPUs) sees three hardware faults and an idle device's XID 79.
+    # Under the demo's policy all four are remediated (100% share), under the shipped one three (its floor);
+    # the node incident's quarantine then adds no device to the pool: its devices are those already counted.
+    guard = load_policy(Path(policy_file)).guard
+    assert guard is not None and guard.enabled
+    demo = FleetSize(drivers={DRIVER: 16}, pools={f"{DRIVER}/node-{n}": 4 for n in range(4)})
+    ledger = Ledger()
+    for gpu in range(4):
+        req = ask(0, gpu, guard)
+        limits.observe(ledger, req, at(gpu))
+        answer = limits.evaluate(ledger, req, demo, at(gpu))
+        if answer.granted:
+            limits.grant(ledger, req, at(gpu))
+    assert len(ledger.permits) >= 3
+    node = ask(0, 0, guard).model_copy(update={"incident_id": "node/node-0", "step": "node_quarantine",
+                                               "counts": False})
+    answer = limits.evaluate(ledger, node, demo, at(5), shares=False)
+    assert answer.granted, answer.detail
+    # A device's ask is still held by the shares when over them (the shipped policy's fourth device).
+    if guard.max_pool_share < 1:
+        held = limits.evaluate(ledger, ask(0, 3, guard), demo, at(6))
+        assert not held.granted and held.limit.endswith("_share")

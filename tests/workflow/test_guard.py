@@ -88,6 +88,34 @@ async def test_over_the_limit_an_incident_is_throttled_until_a_permit_frees(env:
     assert lines[-1].startswith("taint allowed by the fleet guard")
 
 
+async def test_a_terminated_holders_permit_is_reclaimed_and_a_running_holders_is_not(env: WorkflowEnvironment,
+                                                                                     task_queue: str) -> None:
+    # Terminate (the Temporal UI's button, `temporal workflow terminate`) runs none of the incident's code,
+    # so nothing sends the guard's release: the guard learns it from the run's status (describe, as
+    # Temporal reports a terminated execution) when it checks its holders.
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy("{max_devices_tainted: 1, retry_s: 600, reclaim_s: 30}")
+    async with guard_worker(client, task_queue, fake, fleet(client)):
+        first = await open_incident(client, task_queue, device(0, 0), rules)
+        await state_in(first, Phase.AWAITING_VENDOR)
+        second = await open_incident(client, task_queue, device(1, 0), rules)
+        await state_in(second, Phase.THROTTLED)
+        await env.sleep(90)  # three checks of the holders: the first still runs, its permit stays
+        status = await guard_status(client, permits=1, waiting=1)
+        assert [p.incident_id for p in status.permits] == [first.id]
+        await first.terminate(reason="operator pressed Terminate")
+        for _ in range(10):
+            if (await second.query(DeviceIncidentWorkflow.get_state)).phase is not Phase.THROTTLED:
+                break
+            await env.sleep(30)
+        await state_in(second, Phase.AWAITING_VENDOR)
+        status = await guard_status(client, permits=1, waiting=0)
+        assert [p.incident_id for p in status.permits] == [second.id]
+        assert any(f"freed the permit of {first.id}: its run closed (terminated)" in line for line in status.history)
+        assert (await first.describe()).status == WorkflowExecutionStatus.TERMINATED
+
+
 async def test_ask_operator_waits_at_a_gate_and_approval_goes_past_the_limit(env: WorkflowEnvironment,
                                                                              task_queue: str) -> None:
     client, fake = env.client, FakeCluster()

@@ -48,8 +48,13 @@ def prune(ledger: Ledger, policy: GuardPolicy, now: dt.datetime) -> None:
     ledger.grants = [o for o in ledger.grants if o.at >= grants_from]
 
 
-def evaluate(ledger: Ledger, req: PermitRequest, fleet: FleetSize | None, now: dt.datetime) -> PermitAnswer:
-    """Whether ``req`` may go now, and if not which limit holds it (changes nothing)."""
+def evaluate(ledger: Ledger, req: PermitRequest, fleet: FleetSize | None, now: dt.datetime, *,
+             shares: bool = True) -> PermitAnswer:
+    """Whether ``req`` may go now, and if not which limit holds it (changes nothing).
+
+    Without ``shares`` the driver and pool shares are not checked: the request adds no device to them
+    (a node quarantine, whose failed devices count through their own incidents and whose node counts
+    toward ``max_nodes_disrupted``), so they cannot be what holds it."""
     policy = req.policy
     if ledger.storm is not None:
         storm = ledger.storm
@@ -76,7 +81,7 @@ def evaluate(ledger: Ledger, req: PermitRequest, fleet: FleetSize | None, now: d
                _in_window(ledger.grants, since, driver=driver)),
               ("pool_share", f"devices of pool {driver}/{pool}", sizes.pools.get(f"{driver}/{pool}", 0),
                policy.max_pool_share, _in_window(ledger.grants, since, driver=driver, pool=pool)))
-    for limit, what, size, share, done in scopes:
+    for limit, what, size, share, done in scopes if shares else ():
         if size <= 0:
             continue  # unknown denominator (no ResourceSlice): the at-once limits still hold
         room = allowed(share, size, policy.min_devices)

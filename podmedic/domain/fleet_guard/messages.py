@@ -89,6 +89,20 @@ class PermitRelease(BaseModel):
     incident_id: str
 
 
+class HoldersInput(BaseModel):
+    """Input of the ``closed_holders`` activity: the incidents holding permits."""
+
+    incidents: list[str]
+
+
+class ClosedHolder(BaseModel):
+    """A permit holder whose latest run closed without giving the permit back."""
+
+    incident_id: str
+    status: str = Field(description="How its run closed: terminated, failed, canceled, timed_out, completed, "
+                                    "continued_as_new, or not found.")
+
+
 class ResumeRequest(BaseModel):
     """An operator ending a storm pause."""
 

@@ -56,4 +56,8 @@ class GuardPolicy(ConfigModel):
     retry_s: float = Field(60.0, gt=0, description="A throttled incident asks again at least this often (it is "
                                                    "also woken when room frees).")
     fleet_refresh_s: float = Field(300.0, gt=0, description="How often fleet sizes are read from ResourceSlices.")
+    reclaim_s: float = Field(30.0, gt=0, description="How often the guard checks that the incidents holding "
+                                                     "permits still run while another waits (at least every "
+                                                     "fleet_refresh_s otherwise): a run terminated or reset from "
+                                                     "Temporal gives nothing back, so its permit is freed there.")
     storm: StormPolicy = Field(default_factory=StormPolicy)
