@@ -56,7 +56,8 @@ def guard_worker(client: Client, task_queue: str, fake: FakeCluster, fleet: Flee
     return incident_worker(client, task_queue,
                            [DeviceIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow, FleetIncidentWorkflow],
                            [*activities, real.report_to_node, real.device_incidents_status,
-                              real.request_node_quarantine, fleet.ask_guard, fleet.release_guard, fleet.closed_holders, fleet.fleet_size])
+                              real.request_node_quarantine, fleet.ask_guard, fleet.release_guard,
+                              fleet.closed_holders, fleet.fleet_size])
 
 
 def guard_handle(client: Client) -> WorkflowHandle[FleetGuardWorkflow, None]:
