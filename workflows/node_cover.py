@@ -40,8 +40,8 @@ def skip_taint(wf: IncidentContext) -> bool:
     node_incident = covered(wf)
     if node_incident is None:
         return False
-    wf.note("taint", f"no DeviceTaintRule: covered by node incident {node_incident} (the node is cordoned and "
-                     "tainted instead)")
+    wf.note("taint", f"no DeviceTaintRule: covered by node incident {node_incident} (it cordons and taints the "
+                     "node instead, once approved and allowed: its state says whether it has)")
     return True
 
 
@@ -53,7 +53,8 @@ def skip_rung(wf: IncidentContext, rung: LadderRung) -> bool:
         return False
     node_incident = covered(wf)
     if node_incident is not None:
-        wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is quarantined by {node_incident}")
+        wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is node incident {node_incident}, which "
+                           "quarantines it: a node turning bad takes no replacement")
         return True
     if wf.state.node_failures and wf.patches.patched(SAME_NODE_NOT_ON_A_FAILING_NODE):
         wf.note("recover", f"{rung.action} skipped: other devices of its node failed within the "
