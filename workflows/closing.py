@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import move_off, ticketing, unverified
     from workflows.context import IncidentContext
     from workflows.options import activity_options
-    from workflows.patches import HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
+    from workflows.patches import FLAPPING_WAITS_FOR_THE_VENDOR, HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
 
 
 
@@ -46,6 +46,7 @@ class Closer:
         self.verified_healthy = False
         self.read_healthy = False  # a read answered Healthy (pod status, the driver): a source that sees it
         self.unverified = ""
+        self.resolved_by = ""
 
     async def close(self, permanent: bool) -> IncidentOutcome:
         """Ticket if needed, wait for the fix, untaint, and end with an outcome."""
@@ -76,10 +77,13 @@ class Closer:
             )
         if await self._wait_vendor():
             untainted = await self._untaint()
-            by = self.wf.resolution.by if self.wf.resolution else "vendor"
+            if not self.resolved_by:  # nobody resolved the ticket: the device's own report ended the wait
+                return self.wf.finish(
+                    Outcome.CLEARED, f"device reported Healthy with ticket {self.wf.state.ticket_id} still open "
+                                     f"(not resolved by the vendor); {workload}; {untainted}")
             return self.wf.finish(
                 Outcome.RESOLVED_BY_VENDOR,
-                f"ticket {self.wf.state.ticket_id} resolved by {by}; {workload}; {untainted}",
+                f"ticket {self.wf.state.ticket_id} resolved by {self.resolved_by}; {workload}; {untainted}",
             )
         if self.unverified:
             return self.wf.finish(
@@ -153,9 +157,17 @@ class Closer:
         return await ticketing.file_ticket(self.wf)
 
     async def _wait_vendor(self) -> bool:
-        """Wait for a resolve signal, a Healthy event, or the backend saying resolved; then verify the device."""
-        if not await ticketing.wait_vendor(self):
-            return False
+        """Wait for a resolve signal, a Healthy event, or the backend saying resolved; then verify the device.
+        A Healthy event with nobody's resolution must hold for the anti-flap delay, or the wait goes on."""
+        truthful = self.wf.patches.patched(FLAPPING_WAITS_FOR_THE_VENDOR)
+        deadline = workflow.now() + timedelta(seconds=self.policy.ticket.wait_resolution_s)
+        while True:
+            if not await ticketing.wait_vendor(self, deadline):
+                return False
+            if self.resolved_by or not truthful or await self._stays_healthy():
+                break
+            self.wf.note("ticket", f"device Unhealthy again: ticket {self.wf.state.ticket_id} stays open, the "
+                                   "incident waits for the vendor")
         if not self.wf.patches.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
             return True
         self.unverified = self.unverified or (f"ticket {self.wf.state.ticket_id} resolved but the device did not "

@@ -89,6 +89,9 @@ class ClosingContext(Protocol):
     policy: DriverPolicy
     unverified: str
     """Why the device's taint is kept although the vendor resolved its ticket ("" while it is not)."""
+    resolved_by: str
+    """Who ended the vendor wait: "vendor" (its backend), the name on a resolution, or "" (the device
+    reported Healthy with the ticket still open)."""
 
     async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
         """A durable timer an operator's abort, or ``wake`` turning true, cuts short."""

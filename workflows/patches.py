@@ -37,6 +37,11 @@ FOLD_STEP_NOTICES = "fold-step-notices"
 """A step whose notice can wait rides on the next notice to the same pods: one pod Event, not two
 (``workflows/notices.py``)."""
 
+FLAPPING_WAITS_FOR_THE_VENDOR = "flapping-waits-for-the-vendor"
+"""A flapping device's Healthy reports do not end the vendor wait: its episode stays one run until the
+vendor or an operator resolves the ticket; and an outcome says "resolved by vendor" only when the vendor
+did (``workflows/ticketing.py``, ``workflows/closing.py``); asked when an incident waits for a vendor."""
+
 BUNDLES: dict[str, frozenset[str]] = {
     "incident-2027-01": frozenset({
         "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",

@@ -8,6 +8,7 @@ What the workflow sends is capped, so a long-running flapping device cannot bloa
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
-    from workflows.patches import HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
+    from workflows.patches import FLAPPING_WAITS_FOR_THE_VENDOR, HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
     from workflows.unverified import ask_to_untaint
 
 
@@ -121,28 +122,43 @@ ends the sleep at once: a 14-day wait is a few hundred calls, not one every ``po
 300 s, some 44,000 history events, near the 51,200 at which Temporal terminates a run)."""
 
 
-async def wait_vendor(closer: ClosingContext) -> bool:
-    """Wait for a resolve callback, a Healthy event, or the backend saying resolved."""
+async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = None) -> bool:
+    """Wait until ``deadline`` (``ticket.wait_resolution_s`` from now by default) for a resolve callback, a
+    Healthy event (not from a flapping device), or the backend saying resolved; ``closer.resolved_by``
+    says which."""
     wf, ticket = closer.wf, closer.policy.ticket
     current = wf.patches.patched(PATCH)
     backoff = wf.patches.patched(BACKOFF)
     strict = wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)  # asked here: never inside a wait's condition
-    wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {ticket.wait_resolution_s:g}s for the vendor "
-                                              f"to resolve ticket {wf.state.ticket_id}")
-    deadline = workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
+    # A flapping device's next Healthy report says nothing about a fix: only the vendor or a person ends it.
+    truthful = wf.patches.patched(FLAPPING_WAITS_FOR_THE_VENDOR)
+    deadline = deadline or workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
+    wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {(deadline - workflow.now()).total_seconds():g}s for "
+                                              f"the vendor to resolve ticket {wf.state.ticket_id}")
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
     seen = len(wf.events) if current else 0
 
     def healed() -> bool:
+        if truthful and wf.state.flapping:
+            return False
         news = wf.events[seen:]
         if not any(e.health is Health.HEALTHY for e in news):
             return False
         # A Healthy report observed before the failure (delivered late) is no fix; it counted before the patch.
         return healthy_after_the_failure(wf.events) or not strict
 
+    def ended() -> bool:
+        if wf.resolution is not None:
+            closer.resolved_by = wf.resolution.by
+            return True
+        if healed():
+            closer.resolved_by = "" if truthful else "vendor"
+            return True
+        return False
+
     gap = ticket.poll_s
     while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
-        if wf.resolution is not None or healed():
+        if ended():
             return True
         status = await workflow.execute_activity_method(
             TicketActivities.ticket_status,
@@ -151,6 +167,7 @@ async def wait_vendor(closer: ClosingContext) -> bool:
         )
         if status == "resolved":
             wf.note("ticket", f"backend reports ticket {wf.state.ticket_id} resolved")
+            closer.resolved_by = "vendor"
             return True
         if backoff:
             await closer.sleep(min(gap, remaining), "wait for the vendor", wake=healed)
@@ -158,7 +175,7 @@ async def wait_vendor(closer: ClosingContext) -> bool:
         else:
             await closer.sleep(min(ticket.poll_s, remaining), "wait for the vendor")
         wf.check_abort()
-    return wf.resolution is not None or (backoff and healed())
+    return ended() if backoff else (wf.resolution is not None and ended())
 
 
 async def verify_fixed(closer: ClosingContext) -> bool:

@@ -111,7 +111,10 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
         await deliver_event(client, healthy, _policy(), task_queue=task_queue, search_attributes=False)
         handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
         outcome = await outcome_of(env, handle, step=timedelta(minutes=1), rounds=60)
-    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome
+    # Nobody resolved the ticket: the outcome says what happened, not that the vendor fixed it.
+    assert outcome.outcome is Outcome.CLEARED, outcome
+    assert f"device reported Healthy with ticket {outcome.ticket_id} still open (not resolved by the vendor)" in \
+        outcome.explanation, outcome.explanation
     assert fake.calls["ticket_status"] == calls, "the wait asked the vendor again instead of ending on the report"
     # The vendor-wait timer running when the report came: the wait must end before it fires, not when it does.
     timer_fires_at = None
@@ -124,3 +127,37 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
     assert timer_fires_at is not None
     verified = next(t.at for t in outcome.timeline if "device verified after the ticket's resolution" in t.message)
     assert verified < timer_fires_at, f"the wait ended only when its timer fired ({timer_fires_at}), not on the report"
+
+
+async def test_a_flapping_device_stays_one_incident_until_the_vendor_resolves_its_ticket(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # The operator's scenario: XID 94 Unhealthy and Healthy alternating every 2.8 s, 20 reports, a ticket
+    # desk that does not resolve. Each Healthy report of a flapping device is no fix, so none ends the
+    # vendor wait; the reports join the one open run; the ticket is filed once.
+    client = env.client
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0005", device="gpu-2")
+    fake = _vendor_never_answers()
+    fake.pods = []  # a device no pod holds, as a CloudEvent source reports it: nothing restarts in place
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+    async with worker(client, task_queue, fake):
+        first_run = None
+        for n in range(20):
+            unhealthy = n % 2 == 0
+            fake.health = Health.UNHEALTHY if unhealthy else Health.HEALTHY
+            report = event(fake.health, code=94 if unhealthy else None, device=device, event_id=f"flap-{n}",
+                           after_s=2.8 * n)
+            await deliver_event(client, report, _policy(), task_queue=task_queue, search_attributes=False)
+            first_run = first_run or (await handle.describe()).run_id
+            await env.sleep(2.8)
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        assert state.flapping and state.phase is Phase.AWAITING_VENDOR, (state.phase, state.timeline[-3:])
+        assert state.events_seen == 20
+        await env.sleep(timedelta(hours=1))  # the device last read Healthy: still no end without the vendor
+        assert (await handle.query(DeviceIncidentWorkflow.get_state)).phase is Phase.AWAITING_VENDOR
+        assert (await handle.describe()).run_id == first_run
+        fake.ticket_state = "resolved"
+        outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
+    assert f"ticket {outcome.ticket_id} resolved by vendor" in outcome.explanation
+    assert fake.calls["file_ticket"] == 1
