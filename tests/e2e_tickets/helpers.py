@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from podmedic.agent.sim_reader import SimNvmlReader
 from podmedic.agent.translate import AgentConfig, Translator
-from podmedic.domain.incident import IncidentOutcome
+from podmedic.domain.incident import IncidentOutcome, Phase
 from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic_sim import SimCluster
 from tests.helpers import wait_until
@@ -73,6 +73,20 @@ async def outcome(client: Client, device: str, *, timeout: float = 60) -> Incide
     """The result of the device incident's latest run."""
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{device}")
     return await asyncio.wait_for(handle.result(), timeout=timeout)
+
+
+async def vendor_word_taken(client: Client, device: str, *, timeout: float = 30) -> None:
+    """Wait until the incident has taken the vendor's resolution (it left ``AwaitingVendor``), so that the
+    device's repair, reported next, verifies that resolution instead of ending the wait on its own."""
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{device}")
+
+    async def left() -> bool:
+        return (await handle.query(DeviceIncidentWorkflow.get_state)).phase is not Phase.AWAITING_VENDOR
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await left():
+        assert asyncio.get_running_loop().time() < deadline, "the incident never took the vendor's resolution"
+        await asyncio.sleep(0.2)
 
 
 async def history_text(client: Client, workflow_id: str) -> str:

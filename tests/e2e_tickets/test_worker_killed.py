@@ -18,7 +18,14 @@ from podmedic_sim.vendors.desk import VendorDesk
 from podmedic_sim.vendors.jira import FakeJira
 from podmedic_sim.vendors.servicenow import FakeServiceNow
 from tests.e2e_tickets.conftest import SECRETS, WorkerProcess
-from tests.e2e_tickets.helpers import assert_no_secret, free_device, outcome, policy, replaced_and_seen_by_the_agent
+from tests.e2e_tickets.helpers import (
+    assert_no_secret,
+    free_device,
+    outcome,
+    policy,
+    replaced_and_seen_by_the_agent,
+    vendor_word_taken,
+)
 from tests.helpers import assert_eventually
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -77,11 +84,14 @@ async def test_sigkill_between_create_and_record_files_one_ticket(
         assert desk.posts >= 2  # the retry did post again, and the Idempotency-Key found the first ticket
     else:
         assert desk.creates_received == 1  # the retry searched first and found the issue/record
-    await replaced_and_seen_by_the_agent(sim, front, device)
+    # The vendor resolves, then the swapped GPU is seen: the order that makes the outcome the vendor's
+    # (a repair seen before any resolution closes the incident "cleared", tests/workflow/test_vendor_wait.py).
     if kind == "webhook":
         await desk._resolve(desk.tickets[ticket_id])
     else:
         await desk.resolve(ticket_id)
+    await vendor_word_taken(client, device)
+    await replaced_and_seen_by_the_agent(sim, front, device)
     result = await outcome(client, device)
     assert result.outcome is Outcome.RESOLVED_BY_VENDOR and result.ticket_id == ticket_id, result.explanation
     assert len(desk.tickets) == 1
