@@ -168,8 +168,13 @@ class Closer:
                 break
             self.wf.note("ticket", f"device Unhealthy again: ticket {self.wf.state.ticket_id} stays open, the "
                                    "incident waits for the vendor")
-        if truthful and not self.resolved_by and self.wf.resolution is not None:
-            self.resolved_by = self.wf.resolution.by  # the resolution came during the anti-flap delay
+        if truthful and not self.resolved_by:
+            # The device held Healthy with nobody's word yet: the vendor may have marked the ticket
+            # resolved meanwhile (a repair is seen before its ticket is closed), or a person resolved it.
+            if self.wf.resolution is not None:
+                self.resolved_by = self.wf.resolution.by
+            else:
+                await ticketing.vendor_resolved(self)
         if not self.wf.patches.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
             return True
         self.unverified = self.unverified or (f"ticket {self.wf.state.ticket_id} resolved but the device did not "

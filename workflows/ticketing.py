@@ -160,14 +160,7 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
     while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
         if ended():
             return True
-        status = await workflow.execute_activity_method(
-            TicketActivities.ticket_status,
-            TicketStatusInput(url=ticket.url, ticket_id=wf.state.ticket_id or "", ticket=ticket),
-            **activity_options(closer.policy.steps.ticket, f"status of ticket {wf.state.ticket_id}"),
-        )
-        if status == "resolved":
-            wf.note("ticket", f"backend reports ticket {wf.state.ticket_id} resolved")
-            closer.resolved_by = "vendor"
+        if await vendor_resolved(closer):
             return True
         if backoff:
             await closer.sleep(min(gap, remaining), "wait for the vendor", wake=healed)
@@ -176,6 +169,21 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
             await closer.sleep(min(ticket.poll_s, remaining), "wait for the vendor")
         wf.check_abort()
     return ended() if backoff else (wf.resolution is not None and ended())
+
+
+async def vendor_resolved(closer: ClosingContext) -> bool:
+    """Ask the backend whether the ticket is resolved (``closer.resolved_by`` is then "vendor")."""
+    wf, ticket = closer.wf, closer.policy.ticket
+    status = await workflow.execute_activity_method(
+        TicketActivities.ticket_status,
+        TicketStatusInput(url=ticket.url, ticket_id=wf.state.ticket_id or "", ticket=ticket),
+        **activity_options(closer.policy.steps.ticket, f"status of ticket {wf.state.ticket_id}"),
+    )
+    if status != "resolved":
+        return False
+    wf.note("ticket", f"backend reports ticket {wf.state.ticket_id} resolved")
+    closer.resolved_by = "vendor"
+    return True
 
 
 async def verify_fixed(closer: ClosingContext) -> bool:

@@ -84,8 +84,7 @@ async def test_sigkill_between_create_and_record_files_one_ticket(
         assert desk.posts >= 2  # the retry did post again, and the Idempotency-Key found the first ticket
     else:
         assert desk.creates_received == 1  # the retry searched first and found the issue/record
-    # The vendor resolves, then the swapped GPU is seen: the order that makes the outcome the vendor's
-    # (a repair seen before any resolution closes the incident "cleared", tests/workflow/test_vendor_wait.py).
+    # The vendor resolves, then the swapped GPU is seen and verifies the resolution.
     if kind == "webhook":
         await desk._resolve(desk.tickets[ticket_id])
     else:
