@@ -55,6 +55,10 @@ __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
 CONCURRENT_OPEN = "concurrent-open"
 """Patch: correlation, the repeat-offender check and discovery run at once (they ran one by one)."""
+CANCEL_CLOSES = "cancel-closes-the-incident"
+"""Patch: a Temporal cancel request (the UI's Cancel, ``temporal workflow cancel``) closes the incident
+as ``abort`` does (its permit and storm turn given back, the pods told) instead of ending the run
+with none of that."""
 
 
 @workflow.defn(name="DeviceIncident")
@@ -72,6 +76,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.resolution: Resolution | None = None
         self.resolved_by_operator = False  # the resolve update (a person), not a vendor's signal
         self.abort_request: AbortRequest | None = None
+        self.canceled = ""  # why, once a Temporal cancel request closed the incident
         self.approved: set[str] = set()
         self.running: str | None = None
         self.done: set[str] = set()
@@ -122,15 +127,17 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         """Run the pipeline; every path ends in an ``IncidentOutcome``, told to the pods."""
         self.patches.start()
         self.attributes.start(self.patches.patched(COALESCE_ATTRIBUTES))
+        # The work runs as a task of its own, shielded: a Temporal cancel request reaches this await
+        # whatever the work is doing (and whatever it catches), and the incident closes here.
+        work = asyncio.create_task(self._work())
         try:
-            if self.policy_problem:
-                raise IncidentStopped(Outcome.FAILED, f"{self.policy_problem}; nothing was done")
-            outcome = await self._pipeline()
-        except IncidentStopped as stop:
-            outcome = self.finish(stop.outcome, stop.explanation)
-        except ActivityError as err:
-            cause = err.cause or err
-            outcome = self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
+            outcome = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.cancel()
+            if not self.patches.patched(CANCEL_CLOSES):
+                raise
+            self.canceled = self._canceled()
+            outcome = self.finish(Outcome.ABORTED, self.canceled)
         await guarded.release(self)
         await storm_wait.give_back(self)
         good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
@@ -141,6 +148,29 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.attributes.stop()
         # The record closes with what the notices written at the close noted (one they could not write).
         return outcome.model_copy(update={"timeline": list(self.state.timeline)})
+
+    async def _work(self) -> IncidentOutcome:
+        """The pipeline, closed with its outcome; after a cancel request it only stops."""
+        try:
+            if self.policy_problem:
+                raise IncidentStopped(Outcome.FAILED, f"{self.policy_problem}; nothing was done")
+            return await self._pipeline()
+        except IncidentStopped as stop:
+            if self.canceled:
+                raise asyncio.CancelledError(self.canceled) from stop
+            return self.finish(stop.outcome, stop.explanation)
+        except ActivityError as err:
+            if self.canceled:
+                raise asyncio.CancelledError(self.canceled) from err
+            cause = err.cause or err
+            return self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
+
+    def _canceled(self) -> str:
+        """Why the incident ends on a Temporal cancel request, in words (the request names nobody to it)."""
+        step = self.state.pending_approval.step if self.state.pending_approval else "incident"
+        self._decide(step, "canceled", "temporal", f"cancel request in phase {self.state.phase.value}")
+        return (f"canceled from Temporal (a cancel request: the UI's Cancel or `temporal workflow cancel`) in phase "
+                f"{self.state.phase.value}")
 
     async def _pipeline(self) -> IncidentOutcome:
         await workflow.wait_condition(lambda: bool(self.events))
@@ -237,7 +267,9 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         return f"{self.state.incident_id}#{run}#{purpose}#{attempt}"
 
     def check_abort(self) -> None:
-        """End the incident if an operator asked to."""
+        """End the incident if an operator asked to, or stop its work once Temporal canceled it."""
+        if self.canceled:
+            raise IncidentStopped(Outcome.ABORTED, self.canceled)
         if self.abort_request is not None:
             request = self.abort_request
             raise IncidentStopped(Outcome.ABORTED, f"aborted by {request.by}: {request.reason}")

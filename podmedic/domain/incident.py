@@ -97,7 +97,8 @@ class Decision(BaseModel):
     """How a gate or a skip was settled, and by whom."""
 
     step: str
-    decision: str = Field(description="approved, skipped, aborted, timed_out_proceed or timed_out_abort.")
+    decision: str = Field(description="approved, skipped, aborted, canceled (a Temporal cancel request), "
+                                      "timed_out_proceed or timed_out_abort.")
     by: str
     at: dt.datetime
     note: str = ""

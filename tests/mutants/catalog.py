@@ -220,4 +220,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if digest != ref.digest:",
         "    if digest == '':",
         ("tests/workflow/test_policy_by_reference.py",)),
+    Mutant(
+        "cancel-swallowed-by-a-step", "a Temporal Cancel closes an incident at any stage: no step's error "
+        "handling can swallow it",
+        "workflows/incident.py",
+        "            outcome = await asyncio.shield(work)",
+        "            outcome = await work",
+        ("tests/workflow/test_cancel.py",)),
+    Mutant(
+        "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
+        "workflows/fleet_guard.py",
+        "        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):",
+        "        if True:",
+        ("tests/workflow/test_guard.py",)),
+    Mutant(
+        "flapping-healthy-ends-vendor-wait", "a flapping device stays one incident until its ticket is resolved",
+        "workflows/ticketing.py",
+        "        if truthful and wf.state.flapping:\n            return False",
+        "        if False:\n            return False",
+        ("tests/workflow/test_vendor_wait.py",)),
 )

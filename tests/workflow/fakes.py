@@ -122,6 +122,7 @@ class FakeCluster:
         async def request_checkpoints(inp: CheckpointInput) -> CheckpointReport:
             self.calls["request_checkpoints"] += 1
             self.order.append("request_checkpoints")
+            await self._pass("request_checkpoints")
             if self.checkpoint_error:
                 raise ApplicationError("API unavailable", type=self.checkpoint_error)
             return CheckpointReport(results=[
@@ -133,6 +134,7 @@ class FakeCluster:
         async def taint_device(inp: TaintInput) -> TaintResult:
             self.calls["taint_device"] += 1
             self.order.append("taint_device")
+            await self._pass("taint_device")
             self.taint_effects.append(inp.effect.value)
             self.tainted.add(inp.device.resource_id)
             if self.taint_error:

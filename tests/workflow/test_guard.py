@@ -116,6 +116,32 @@ async def test_a_terminated_holders_permit_is_reclaimed_and_a_running_holders_is
         assert (await first.describe()).status == WorkflowExecutionStatus.TERMINATED
 
 
+async def test_a_temporal_cancel_closes_the_incident_as_abort_does(env: WorkflowEnvironment, task_queue: str) -> None:
+    # Cancel (the UI's button, `temporal workflow cancel`) reaches the wait the incident is in (here the
+    # vendor wait) as a cancellation; the incident then closes as `abort` closes it: outcome aborted, its
+    # permit given back at once (the throttled incident proceeds long before a holder check could free
+    # it), the pods told.
+    client, fake = env.client, FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    rules = policy("{max_devices_tainted: 1, retry_s: 600, reclaim_s: 3600}")
+    async with guard_worker(client, task_queue, fake, fleet(client)):
+        first = await open_incident(client, task_queue, device(0, 0), rules)
+        await state_in(first, Phase.AWAITING_VENDOR)
+        second = await open_incident(client, task_queue, device(1, 0), rules)
+        await state_in(second, Phase.THROTTLED)
+        await first.cancel()
+        outcome = await outcome_of(env, first)
+        assert outcome.outcome is Outcome.ABORTED, outcome.explanation
+        assert outcome.explanation.startswith("canceled from Temporal") and "in phase AwaitingVendor" in \
+            outcome.explanation, outcome.explanation
+        assert [(d.decision, d.by) for d in outcome.decisions][-1] == ("canceled", "temporal")
+        assert any(n.step == "closed" and "incident closed: aborted" in n.message for n in fake.notices)
+        await state_in(second, Phase.AWAITING_VENDOR)  # woken by the release, not by a holder check
+        status = await guard_status(client, permits=1)
+        assert [p.incident_id for p in status.permits] == [second.id]
+        assert not any("freed the permit" in line for line in status.history)
+
+
 async def test_ask_operator_waits_at_a_gate_and_approval_goes_past_the_limit(env: WorkflowEnvironment,
                                                                              task_queue: str) -> None:
     client, fake = env.client, FakeCluster()
