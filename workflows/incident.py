@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
@@ -55,6 +55,9 @@ __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
 CONCURRENT_OPEN = "concurrent-open"
 """Patch: correlation, the repeat-offender check and discovery run at once (they ran one by one)."""
+ABORT_CANCELS = "abort-cancels-the-work"
+"""Patch: ``abort`` cancels the incident's work where it waits, as a Temporal cancel does, instead of
+each wait looking for the request (a step in flight is abandoned, not waited for)."""
 CANCEL_CLOSES = "cancel-closes-the-incident"
 """Patch: a Temporal cancel request (the UI's Cancel, ``temporal workflow cancel``) closes the incident
 as ``abort`` does (its permit and storm turn given back, the pods told) instead of ending the run
@@ -77,6 +80,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.resolved_by_operator = False  # the resolve update (a person), not a vendor's signal
         self.abort_request: AbortRequest | None = None
         self.canceled = ""  # why, once a Temporal cancel request closed the incident
+        self.work: asyncio.Task[IncidentOutcome] | None = None
+        self.abort_cancels = False  # abort canceled the work (``stop_work``)
         self.approved: set[str] = set()
         self.running: str | None = None
         self.done: set[str] = set()
@@ -129,15 +134,18 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.attributes.start(self.patches.patched(COALESCE_ATTRIBUTES))
         # The work runs as a task of its own, shielded: a Temporal cancel request reaches this await
         # whatever the work is doing (and whatever it catches), and the incident closes here.
-        work = asyncio.create_task(self._work())
+        self.work = work = asyncio.create_task(self._work())
         try:
             outcome = await asyncio.shield(work)
         except asyncio.CancelledError:
             work.cancel()
-            if not self.patches.patched(CANCEL_CLOSES):
+            if self.abort_cancels and self.abort_request is not None:  # the work was canceled by abort
+                outcome = self.finish(Outcome.ABORTED, self._aborted())
+            elif self.patches.patched(CANCEL_CLOSES):
+                self.canceled = self._canceled()
+                outcome = self.finish(Outcome.ABORTED, self.canceled)
+            else:
                 raise
-            self.canceled = self._canceled()
-            outcome = self.finish(Outcome.ABORTED, self.canceled)
         await guarded.release(self)
         await storm_wait.give_back(self)
         good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
@@ -162,8 +170,20 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         except ActivityError as err:
             if self.canceled:
                 raise asyncio.CancelledError(self.canceled) from err
+            if self.abort_cancels and self.abort_request is not None and isinstance(err.cause, CancelledError):
+                return self.finish(Outcome.ABORTED, self._aborted())  # the step abort cut short
             cause = err.cause or err
             return self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
+
+    def stop_work(self) -> None:
+        """An operator's ``abort``: cancel the work where it waits (every wait, by construction)."""
+        if self.work is not None and self.patches.patched(ABORT_CANCELS):
+            self.abort_cancels = True
+            self.work.cancel()
+
+    def _aborted(self) -> str:
+        assert self.abort_request is not None
+        return f"aborted by {self.abort_request.by}: {self.abort_request.reason}"
 
     def _canceled(self) -> str:
         """Why the incident ends on a Temporal cancel request, in words (the request names nobody to it)."""
@@ -271,8 +291,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if self.canceled:
             raise IncidentStopped(Outcome.ABORTED, self.canceled)
         if self.abort_request is not None:
-            request = self.abort_request
-            raise IncidentStopped(Outcome.ABORTED, f"aborted by {request.by}: {request.reason}")
+            raise IncidentStopped(Outcome.ABORTED, self._aborted())
 
     def enter(self, phase: Phase, step: str | None, doing: str | None = None) -> None:
         """Move to ``phase`` doing ``doing``; ``step`` is recorded once in the list of stages that ran."""

@@ -46,6 +46,10 @@ class OperatorHandlers:
         """Rewrite the current details (the workflow class provides it)."""
         raise NotImplementedError
 
+    def stop_work(self) -> None:
+        """Cancel the incident's work where it waits (the workflow class provides it)."""
+        raise NotImplementedError
+
     def _answer(self, accepted: str) -> OperatorAnswer:
         self.note("operator", accepted)
         self.refresh_details()
@@ -98,7 +102,8 @@ class OperatorHandlers:
     # -- abort ---------------------------------------------------------------------------
     @workflow.update
     def abort(self, request: AbortRequest) -> OperatorAnswer:
-        """Stop the incident before its next step; what was done stays done and is recorded."""
+        """Stop the incident now, at whatever it waits on (a step in flight is abandoned); what was done
+        stays done and is recorded."""
         self._stop(request)
         return self._answer(f"abort requested by {request.by}: {request.reason}; "
                             "the incident stops before its next step")
@@ -116,6 +121,7 @@ class OperatorHandlers:
         self.abort_request = request
         step = self.state.pending_approval.step if self.state.pending_approval else "incident"
         self._decide(step, "aborted", request.by, request.reason)
+        self.stop_work()
 
     @workflow.signal(name="abort_incident")
     def abort_signal(self, request: AbortRequest) -> None:

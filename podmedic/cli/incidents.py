@@ -236,7 +236,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("--by", default=_by(), help="who decides (default: your user name)")
     q.set_defaults(func=_steering("skip", lambda a: SkipRequest(step=a.step, by=a.by, reason=a.reason)))
 
-    q = isub.add_parser("abort", help="stop the incident before its next step (what was done stays done)")
+    q = isub.add_parser("abort", help="stop the incident now, at whatever it waits on (what was done stays done)")
     q.add_argument("id")
     q.add_argument("--reason", required=True, help="why, for the record")
     q.add_argument("--by", default=_by(), help="who aborts (default: your user name)")

@@ -228,6 +228,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "            outcome = await work",
         ("tests/workflow/test_cancel.py",)),
     Mutant(
+        "abort-waits-for-the-step", "abort stops an incident at any wait or step, by construction",
+        "workflows/incident.py",
+        "        if self.work is not None and self.patches.patched(ABORT_CANCELS):",
+        "        if False:",
+        ("tests/workflow/test_cancel.py",)),
+    Mutant(
         "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
         "workflows/fleet_guard.py",
         "        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):",

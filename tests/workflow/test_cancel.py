@@ -1,11 +1,12 @@
-"""A Temporal cancel request closes a device incident at whatever stage it is in, as ``abort`` does.
+"""A Temporal cancel request, or podmedic's ``abort``, closes a device incident at whatever stage it is in.
 
 What Cancel is comes from Temporal: the UI's Cancel and ``temporal workflow cancel`` send a
 RequestCancelWorkflowExecution, which the Python SDK delivers as ``asyncio.CancelledError`` at
 the workflow's current await (a timer, a condition, or an activity: with the default
 ``ActivityCancellationType.TRY_CANCEL`` the activity's result is abandoned at once, an
-``ActivityError`` caused by ``CancelledError``). Each stage below holds the incident inside one
-step (the fake activity waits), cancels, and checks the close.
+``ActivityError`` caused by ``CancelledError``). ``abort`` cancels the incident's work the same way.
+Each stage below holds the incident inside one step (the fake activity waits and is never let go
+before the close), stops it, and checks the close: no wait or step has to look for the request.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.domain.incident import Phase
+from podmedic.domain.incident import AbortRequest, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import parse_policy
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.operator_helpers import open_incident, own_time_skipping_env, state_in, worker
+from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -41,6 +43,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield server
 
 
+@pytest.mark.parametrize("how", ["cancel", "abort"])
 @pytest.mark.parametrize(("held", "code", "phase"), [
     ("request_checkpoints", 94, Phase.CHECKPOINTING),  # an activity in flight
     ("taint_device", 79, Phase.TAINTING),  # the fence (a local activity), NoSchedule before discovery
@@ -48,12 +51,13 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     (None, 94, Phase.AWAITING_HEAL),  # a transient fault waiting for the device to heal: a timer
     (None, 79, Phase.AWAITING_VENDOR),  # a condition with a timeout
 ])
-async def test_cancel_closes_the_incident_at_each_stage(env: WorkflowEnvironment, task_queue: str,
-                                                        held: str | None, code: int, phase: Phase) -> None:
+async def test_cancel_and_abort_close_the_incident_at_each_stage(env: WorkflowEnvironment, task_queue: str,
+                                                                held: str | None, code: int, phase: Phase,
+                                                                how: str) -> None:
     fake = FakeCluster()
     fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
     gate = fake.hold(held) if held else None
-    name = f"gpu-{held or phase.value}".lower().replace("_", "-")
+    name = f"gpu-{how}-{held or phase.value}".lower().replace("_", "-")
     device = DeviceRef(driver="gpu.nvidia.com", pool="node-0007", device=name)
     async with worker(env.client, task_queue, fake):
         handle = await open_incident(env.client, task_queue, device, POLICY, code=code)
@@ -64,7 +68,10 @@ async def test_cancel_closes_the_incident_at_each_stage(env: WorkflowEnvironment
         await assert_eventually(inside, timeout=30)
         if held != "taint_device":  # the fence's phase moves on around its local activity
             await state_in(handle, phase)
-        await handle.cancel()
+        if how == "cancel":
+            await handle.cancel()
+        else:
+            await handle.execute_update(DeviceIncidentWorkflow.abort, AbortRequest(by="dana", reason="wrong node"))
 
         async def closed() -> None:
             assert (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING
@@ -73,10 +80,14 @@ async def test_cancel_closes_the_incident_at_each_stage(env: WorkflowEnvironment
         if gate is not None:
             gate.set()  # the abandoned attempt ends; its result goes nowhere
     assert outcome.outcome is Outcome.ABORTED, outcome.explanation
-    canceled = "canceled from Temporal (a cancel request: the UI's Cancel or `temporal workflow cancel`) in phase "
-    assert outcome.explanation.startswith(canceled), outcome.explanation
-    if held != "taint_device":
-        assert outcome.explanation == canceled + phase.value
-    assert outcome.decisions[-1].decision == "canceled"
+    if how == "abort":
+        assert outcome.explanation == "aborted by dana: wrong node"
+        assert (outcome.decisions[-1].decision, outcome.decisions[-1].by) == ("aborted", "dana")
+    else:
+        canceled = "canceled from Temporal (a cancel request: the UI's Cancel or `temporal workflow cancel`) in phase "
+        assert outcome.explanation.startswith(canceled), outcome.explanation
+        if held != "taint_device":
+            assert outcome.explanation == canceled + phase.value
+        assert (outcome.decisions[-1].decision, outcome.decisions[-1].by) == ("canceled", "temporal")
     if held != "taint_device":  # the fence comes before discovery: no pod is known to tell yet
         assert fake.notices[-1].step == "closed" and "incident closed: aborted" in fake.notices[-1].message
