@@ -106,7 +106,7 @@ class OperatorHandlers:
         stays done and is recorded."""
         self._stop(request)
         return self._answer(f"abort requested by {request.by}: {request.reason}; "
-                            "the incident stops before its next step")
+                            "the incident stops where it is")
 
     @abort.validator
     def _validate_abort(self, request: AbortRequest) -> None:
