@@ -250,3 +250,24 @@ async def test_any_node_when_the_node_has_no_free_healthy_device(sim: SimCluster
     assert outcome.recovered_by == "any_node", text
     assert "node node-0001 has 0 free healthy" in text, text
     assert outcome.pod is not None and outcome.pod.node == "node-0000" and outcome.pod.job == job
+
+
+async def test_two_jobs_on_one_node_rescheduled_at_once_each_name_their_own_pod(
+    sim: SimCluster, worker: tuple[Client, str]
+) -> None:
+    # Two incidents of one node reschedule two Jobs' pods at the same moment: each incident's recovery
+    # names its own Job's replacement (the Job controller's pods carry batch.kubernetes.io/job-name,
+    # k8s.io/api batch/v1 JobNameLabel), never the replacement the other incident is waiting for.
+    client, queue = worker
+    first, second = await start_job(sim), await start_job(sim)
+    (job_a, pod_a), (job_b, pod_b) = first, second
+    assert pod_a["node"] == pod_b["node"], (pod_a["node"], pod_b["node"])
+    for pod in (pod_a, pod_b):
+        fault(sim, pod, clears_on_restart=False)
+    rungs = policy("[{action: any_node, timeout_s: 30}]")
+    out_a, out_b = await asyncio.gather(incident(client, queue, pod_a, rungs), incident(client, queue, pod_b, rungs))
+    for job, pod, outcome in ((job_a, pod_a, out_a), (job_b, pod_b, out_b)):
+        assert outcome.recovered_by == "any_node" and outcome.pod is not None, notes(outcome)
+        assert outcome.pod.job == job and outcome.pod.uid != pod["uid"], (job, outcome.pod, notes(outcome))
+        assert outcome.pod.name.startswith(job), outcome.pod
+    assert out_a.pod is not None and out_b.pod is not None and out_a.pod.uid != out_b.pod.uid

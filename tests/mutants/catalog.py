@@ -234,6 +234,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:",
         ("tests/workflow/test_cancel.py",)),
     Mutant(
+        "replacement-of-any-workload", "each incident's recovery names its own workload's pod",
+        "activities/recovery/reschedule.py",
+        "        return self.kube.list_pods(self.inp.pod.namespace, self.selector)",
+        "        return self.kube.list_pods(self.inp.pod.namespace, \"\")",
+        ("tests/e2e_recover/test_reschedule.py",)),
+    Mutant(
         "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
         "workflows/fleet_guard.py",
         "        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):",
