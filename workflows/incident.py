@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         Phase,
         Resolution,
         StepNotice,
+        fold_timeline,
     )
     from podmedic.domain.models import (
         DeviceHealthEvent,
@@ -155,7 +156,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         await drain(self)
         self.attributes.stop()
         # The record closes with what the notices written at the close noted (one they could not write).
-        return outcome.model_copy(update={"timeline": list(self.state.timeline)})
+        return outcome.model_copy(update={"timeline": list(self.state.timeline),
+                                          "timeline_folded": self.state.timeline_folded})
 
     async def _work(self) -> IncidentOutcome:
         """The pipeline, closed with its outcome; after a cancel request it only stops."""
@@ -317,6 +319,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     def note(self, step: str, message: str) -> None:
         """Add a line to the timeline (workflow time, so replay gives the same record)."""
         self.state.timeline.append(TimelineEntry(at=workflow.now(), step=step, message=message))
+        fold_timeline(self.state)
 
     def upsert(self, key: SearchAttributeKey[Any], value: object | None) -> None:
         """Set (``None``: unset) a search attribute, only when its value changes (``workflows/attributes.py``)."""
@@ -357,5 +360,6 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             pod=verified[-1].pod if verified else None,
             ticket_id=self.state.ticket_id,
             timeline=list(self.state.timeline),
+            timeline_folded=self.state.timeline_folded,
             decisions=list(self.state.decisions),
         )

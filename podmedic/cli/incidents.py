@@ -22,7 +22,15 @@ from temporalio.service import RPCError
 from podmedic.cli import connection
 from podmedic.cli.exiting import exit_now
 from podmedic.cli.output import add_output_flag, render
-from podmedic.domain.incident import STEPS, AbortRequest, ApprovalRequest, Phase, Resolution, SkipRequest
+from podmedic.domain.incident import (
+    STEPS,
+    TIMELINE_HEAD,
+    AbortRequest,
+    ApprovalRequest,
+    Phase,
+    Resolution,
+    SkipRequest,
+)
 from podmedic.domain.policy_ref import ref_of
 from podmedic.incidents.query import (
     KINDS,
@@ -112,7 +120,10 @@ def _print_shown(s: Shown, link: str) -> None:
     for d in decisions:
         print(f"decision: {d.at:%H:%M:%S} {d.step} {d.decision} by {d.by}" + (f": {d.note}" if d.note else ""))
     timeline = st.timeline if st else out.timeline if out else []
-    for t in timeline:
+    folded = st.timeline_folded if st else out.timeline_folded if out else 0
+    for i, t in enumerate(timeline):
+        if folded and i == TIMELINE_HEAD:
+            print(f"  ... {folded} line(s) folded (the first {TIMELINE_HEAD} and the latest are kept) ...")
         print(f"  {t.at:%H:%M:%S} {t.step:<10} {t.message}")
     if s.other is not None:
         print(json.dumps(s.other, indent=2, default=str))

@@ -134,7 +134,25 @@ class IncidentState(BaseModel):
     decisions: list[Decision] = Field(default_factory=list, description="Approvals, skips, timeouts, aborts.")
     skip: dict[str, str] = Field(default_factory=dict, description="Steps an operator skipped: step → reason.")
     doing: str = Field("", description="What the incident is doing now, for a person.")
-    timeline: list[TimelineEntry] = Field(default_factory=list)
+    timeline: list[TimelineEntry] = Field(default_factory=list, description="The first TIMELINE_HEAD lines and "
+                                          "the latest up to TIMELINE_KEPT in all; the lines between are folded.")
+    timeline_folded: int = Field(0, description="Timeline lines folded out of the middle (a chatty device's reports "
+                                                "would otherwise grow every query and the result without bound).")
+
+
+TIMELINE_HEAD = 50
+"""Timeline lines always kept from the start: how the incident opened, was classified and acted."""
+TIMELINE_KEPT = 500
+"""Timeline lines kept in all (at a few hundred bytes each, far below Temporal's 2 MB payload limit)."""
+
+
+def fold_timeline(state: IncidentState) -> None:
+    """Keep the timeline within ``TIMELINE_KEPT`` lines: the first ``TIMELINE_HEAD`` and the latest; count
+    what is folded out of the middle."""
+    extra = len(state.timeline) - TIMELINE_KEPT
+    if extra > 0:
+        del state.timeline[TIMELINE_HEAD:TIMELINE_HEAD + extra]
+        state.timeline_folded += extra
 
 
 class IncidentOutcome(BaseModel):
@@ -157,6 +175,7 @@ class IncidentOutcome(BaseModel):
     ticket_id: str | None
     timeline: list[TimelineEntry]
     decisions: list[Decision] = Field(default_factory=list)
+    timeline_folded: int = Field(0, description="Timeline lines folded out of the middle (``IncidentState``).")
 
 
 class StepNotice(BaseModel):

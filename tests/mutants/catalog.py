@@ -240,6 +240,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return self.kube.list_pods(self.inp.pod.namespace, \"\")",
         ("tests/e2e_recover/test_reschedule.py",)),
     Mutant(
+        "timeline-grows-without-bound", "a chatty device keeps an incident's record and queries bounded",
+        "podmedic/domain/incident.py",
+        "    if extra > 0:\n        del state.timeline",
+        "    if extra > 10**9:\n        del state.timeline",
+        ("tests/workflow/test_vendor_wait.py",)),
+    Mutant(
         "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
         "workflows/fleet_guard.py",
         "        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):",

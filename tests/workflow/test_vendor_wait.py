@@ -20,7 +20,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.domain.incident import Phase
+from podmedic.domain.incident import TIMELINE_HEAD, TIMELINE_KEPT, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
 from podmedic.ingest.starts import deliver_event
@@ -162,3 +162,38 @@ async def test_a_flapping_device_stays_one_incident_until_the_vendor_resolves_it
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
     assert f"ticket {outcome.ticket_id} resolved by vendor" in outcome.explanation
     assert fake.calls["file_ticket"] == 1
+
+
+async def test_a_chatty_device_keeps_the_incidents_record_and_queries_bounded(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # A flapping device keeps reporting through its vendor wait: every report is a timeline line, and
+    # the timeline rides in every get_state query and in the result (Temporal refuses payloads over
+    # 2 MB, its blob size limit). The record keeps its first and latest lines and counts the rest.
+    client = env.client
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0006", device="gpu-3")
+    fake = _vendor_never_answers()
+    fake.pods = []
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+    reports = 700
+    async with worker(client, task_queue, fake):
+        for n in range(reports):
+            unhealthy = n % 2 == 0
+            fake.health = Health.UNHEALTHY if unhealthy else Health.HEALTHY
+            report = event(fake.health, code=94 if unhealthy else None, device=device, event_id=f"chat-{n}",
+                           after_s=float(n))
+            await deliver_event(client, report, _policy(), task_queue=task_queue, search_attributes=False)
+            if n < 12:
+                await env.sleep(2.8)  # flapping is found, the ticket filed; then the reports come fast
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        assert state.events_seen == reports and state.phase is Phase.AWAITING_VENDOR, state.phase
+        assert len(state.timeline) == TIMELINE_KEPT and state.timeline_folded > reports - TIMELINE_KEPT
+        assert state.timeline[0].message.startswith("test: Unhealthy")  # how it opened stays
+        assert any(t.step == "classify" for t in state.timeline[:TIMELINE_HEAD])
+        payload = len(state.model_dump_json())
+        print(f"{reports} reports: get_state {payload} bytes, {state.timeline_folded} timeline lines folded")
+        assert payload < 200_000, payload
+        fake.ticket_state = "resolved"
+        outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR and outcome.timeline_folded >= state.timeline_folded
+    assert len(outcome.timeline) == TIMELINE_KEPT
