@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
@@ -22,7 +22,7 @@ from podmedic.domain.policy_file import PolicySet, parse_policy
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker
-from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
+from tests.workflow.operator_helpers import Handle, open_incident, outcome_of, own_time_skipping_env, state_in
 from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
@@ -88,6 +88,15 @@ async def test_over_the_limit_an_incident_is_throttled_until_a_permit_frees(env:
     assert lines[-1].startswith("taint allowed by the fleet guard")
 
 
+async def _holder_and_waiter(client: Client, task_queue: str, rules: PolicySet) -> tuple[Handle, Handle]:
+    """The first incident holds the only permit (waiting for its vendor); the second waits for it."""
+    first = await open_incident(client, task_queue, device(0, 0), rules)
+    await state_in(first, Phase.AWAITING_VENDOR)
+    second = await open_incident(client, task_queue, device(1, 0), rules)
+    await state_in(second, Phase.THROTTLED)
+    return first, second
+
+
 async def test_a_terminated_holders_permit_is_reclaimed_and_a_running_holders_is_not(env: WorkflowEnvironment,
                                                                                      task_queue: str) -> None:
     # Terminate (the Temporal UI's button, `temporal workflow terminate`) runs none of the incident's code,
@@ -97,10 +106,7 @@ async def test_a_terminated_holders_permit_is_reclaimed_and_a_running_holders_is
     fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
     rules = policy("{max_devices_tainted: 1, retry_s: 600, reclaim_s: 30}")
     async with guard_worker(client, task_queue, fake, fleet(client)):
-        first = await open_incident(client, task_queue, device(0, 0), rules)
-        await state_in(first, Phase.AWAITING_VENDOR)
-        second = await open_incident(client, task_queue, device(1, 0), rules)
-        await state_in(second, Phase.THROTTLED)
+        first, second = await _holder_and_waiter(client, task_queue, rules)
         await env.sleep(90)  # three checks of the holders: the first still runs, its permit stays
         status = await guard_status(client, permits=1, waiting=1)
         assert [p.incident_id for p in status.permits] == [first.id]
@@ -125,10 +131,7 @@ async def test_a_temporal_cancel_closes_the_incident_as_abort_does(env: Workflow
     fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
     rules = policy("{max_devices_tainted: 1, retry_s: 600, reclaim_s: 3600}")
     async with guard_worker(client, task_queue, fake, fleet(client)):
-        first = await open_incident(client, task_queue, device(0, 0), rules)
-        await state_in(first, Phase.AWAITING_VENDOR)
-        second = await open_incident(client, task_queue, device(1, 0), rules)
-        await state_in(second, Phase.THROTTLED)
+        first, second = await _holder_and_waiter(client, task_queue, rules)
         await first.cancel()
         outcome = await outcome_of(env, first)
         assert outcome.outcome is Outcome.ABORTED, outcome.explanation

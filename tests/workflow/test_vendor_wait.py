@@ -130,6 +130,23 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
     assert verified < timer_fires_at, f"the wait ended only when its timer fired ({timer_fires_at}), not on the report"
 
 
+async def _flap(env: WorkflowEnvironment, task_queue: str, fake: FakeCluster, device: DeviceRef, *, reports: int,
+                paced: int) -> set[str]:
+    """XID 94 Unhealthy and Healthy reports in turn; the first ``paced`` of them 2.8 s apart (workflow
+    time), long enough for each to be acted on, the rest at once. The runs the reports went to."""
+    runs: set[str] = set()
+    for n in range(reports):
+        unhealthy = n % 2 == 0
+        fake.health = Health.UNHEALTHY if unhealthy else Health.HEALTHY
+        report = event(fake.health, code=94 if unhealthy else None, device=device, event_id=f"flap-{n}",
+                       after_s=2.8 * n)
+        run = await deliver_event(env.client, report, _policy(), task_queue=task_queue, search_attributes=False)
+        runs |= {run} if run else set()
+        if n < paced:
+            await env.sleep(2.8)
+    return runs
+
+
 async def test_a_flapping_device_stays_one_incident_until_the_vendor_resolves_its_ticket(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
@@ -142,21 +159,14 @@ async def test_a_flapping_device_stays_one_incident_until_the_vendor_resolves_it
     fake.pods = []  # a device no pod holds, as a CloudEvent source reports it: nothing restarts in place
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
     async with worker(client, task_queue, fake):
-        first_run = None
-        for n in range(20):
-            unhealthy = n % 2 == 0
-            fake.health = Health.UNHEALTHY if unhealthy else Health.HEALTHY
-            report = event(fake.health, code=94 if unhealthy else None, device=device, event_id=f"flap-{n}",
-                           after_s=2.8 * n)
-            await deliver_event(client, report, _policy(), task_queue=task_queue, search_attributes=False)
-            first_run = first_run or (await handle.describe()).run_id
-            await env.sleep(2.8)
+        runs = await _flap(env, task_queue, fake, device, reports=20, paced=20)
+        assert len(runs) == 1, f"the reports opened {len(runs)} runs"
         state = await handle.query(DeviceIncidentWorkflow.get_state)
         assert state.flapping and state.phase is Phase.AWAITING_VENDOR, (state.phase, state.timeline[-3:])
         assert state.events_seen == 20
         await env.sleep(timedelta(hours=1))  # the device last read Healthy: still no end without the vendor
         assert (await handle.query(DeviceIncidentWorkflow.get_state)).phase is Phase.AWAITING_VENDOR
-        assert (await handle.describe()).run_id == first_run
+        assert (await handle.describe()).run_id in runs
         fake.ticket_state = "resolved"
         outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
@@ -177,14 +187,7 @@ async def test_a_chatty_device_keeps_the_incidents_record_and_queries_bounded(
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
     reports = 700
     async with worker(client, task_queue, fake):
-        for n in range(reports):
-            unhealthy = n % 2 == 0
-            fake.health = Health.UNHEALTHY if unhealthy else Health.HEALTHY
-            report = event(fake.health, code=94 if unhealthy else None, device=device, event_id=f"chat-{n}",
-                           after_s=float(n))
-            await deliver_event(client, report, _policy(), task_queue=task_queue, search_attributes=False)
-            if n < 12:
-                await env.sleep(2.8)  # flapping is found, the ticket filed; then the reports come fast
+        await _flap(env, task_queue, fake, device, reports=reports, paced=12)  # then the reports come fast
         state = await handle.query(DeviceIncidentWorkflow.get_state)
         assert state.events_seen == reports and state.phase is Phase.AWAITING_VENDOR, state.phase
         assert len(state.timeline) == TIMELINE_KEPT and state.timeline_folded > reports - TIMELINE_KEPT
