@@ -120,6 +120,13 @@ def plan_release(rule: Obj | None, holder: str, why: str) -> Release:
     return Release("patch", f"kept for {', '.join(remaining)}", patch=patch, remaining=remaining)
 
 
+def older_runs(rule: Obj, holder: str) -> list[str]:
+    """Holders of ``rule`` that are other runs of ``holder``'s incident (same workflow id): after a
+    Temporal reset the new run may close without ever taking the rule over from the one reset away."""
+    workflow_id = holder.split("@", 1)[0]
+    return [h for h in holders_of(rule) if h != holder and "@" in h and h.split("@", 1)[0] == workflow_id]
+
+
 def plan_take(rule: Obj, holder: str, effect: str, why: str) -> Obj | None:
     """The patch that makes ``holder`` the owner of an existing rule (and one of its holders),
     raising its effect if ``effect`` is stronger; ``None`` when nothing needs to change."""

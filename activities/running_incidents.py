@@ -14,7 +14,7 @@ or a visibility store that fails answers nothing running: every incident is then
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
@@ -69,6 +69,21 @@ async def closed_among(client: Client, workflow_ids: Sequence[str]) -> dict[str,
             continue
         if desc.status != WorkflowExecutionStatus.RUNNING:
             closed[workflow_id] = ClosedRun(desc.status.name.lower() if desc.status else "closed", desc.run_id)
+    return closed
+
+
+def run_closed(client: Client) -> Callable[[str], Awaitable[bool]]:
+    """A check of one incident run named ``<workflow id>@<run id>``: closed (or gone past retention)?"""
+    async def closed(holder: str) -> bool:
+        workflow_id, _, run_id = holder.partition("@")
+        try:
+            desc = await client.get_workflow_handle(workflow_id, run_id=run_id or None).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return True
+        return desc.status != WorkflowExecutionStatus.RUNNING
+
     return closed
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Awaitable, Callable
 
 from temporalio import activity
 
@@ -22,7 +23,7 @@ from podmedic.domain.models import DeviceRef
 from podmedic.domain.node import HoldTaintsInput
 from podmedic.domain.policy_recovery import Effect
 from podmedic.domain.steps import TaintInput, TaintResult, UntaintInput, UntaintResult
-from podmedic.kube.gateway import Conflict, NotServed
+from podmedic.kube.gateway import Conflict, KubeGateway, NotServed
 
 TAINT_KEY = "podmedic.io/unhealthy"
 _TRIES = 5  # optimistic-concurrency retries against other writers of the same rule
@@ -75,8 +76,17 @@ def calling_run() -> str:
     return holders.holder_id(info.workflow_id or "", info.workflow_run_id or "")
 
 
+ClosedRun = Callable[[str], Awaitable[bool]]
+"""Whether the incident run named ``<workflow id>@<run id>`` is closed (Temporal describes it)."""
+
+
 class TaintActivities(KubeActivities):
-    """DeviceTaintRule create, take over and release; each idempotent."""
+    """DeviceTaintRule create, take over and release; each idempotent. With ``closed_run``, a release
+    also lets go of a closed run's hold of the same incident (a run reset away)."""
+
+    def __init__(self, kube: KubeGateway, closed_run: ClosedRun | None = None) -> None:
+        super().__init__(kube)
+        self.closed_run = closed_run
 
     async def ensure(self, inp: TaintInput, holder: str) -> TaintResult:
         """Create the rule held by ``holder``, or take over the one already there."""
@@ -118,6 +128,14 @@ class TaintActivities(KubeActivities):
             if rule is None:  # a retry after the delete went through, or someone removed it: untainted either way
                 return UntaintResult(removed=True, detail="already removed")
             plan = holders.plan_release(rule, holder, why)
+            if plan.action == "keep" and self.closed_run is not None:
+                # A run reset away held it and this run never took it over: once that run is closed
+                # its hold is this incident's to give up (a late release of the old run finds the new
+                # one running and keeps the rule).
+                for older in holders.older_runs(rule, holder):
+                    if await self.closed_run(older):
+                        plan = holders.plan_release(rule, older, f"{why} (for {older}, closed: reset away)")
+                        break
             try:
                 if plan.action == "delete":
                     await self.kube.aio.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])

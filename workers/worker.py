@@ -23,6 +23,7 @@ from activities.notice import NoticeActivities
 from activities.pool_fence import PoolFenceActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
+from activities.running_incidents import run_closed
 from activities.storm_turns import TurnActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
@@ -54,7 +55,8 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     kube = kube.for_component("worker")  # requests say who made them (RBAC proof: tests/deploy)
     claims = ReservedClaims(kube.get_claim)  # one cache: discovery's reads serve the health reads and recovery
     discover, checkpoint = DiscoverActivities(kube, claims), CheckpointActivities(kube)
-    taint, recover, ticket = TaintActivities(kube), RecoverActivities(kube, claims), TicketActivities(kube, client)
+    taint, recover = TaintActivities(kube, run_closed(client)), RecoverActivities(kube, claims)
+    ticket = TicketActivities(kube, client)
     notice = NoticeActivities(kube)
     return [
         discover.discover_device,
@@ -97,7 +99,8 @@ def guard_activities(kube: KubeGateway, client: Client) -> list[Any]:
 
 def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
     """Node quarantine, shared taint rules and incident history."""
-    node, taint, quarantine = NodeActivities(client), TaintActivities(kube), QuarantineActivities(kube)
+    node, quarantine = NodeActivities(client), QuarantineActivities(kube)
+    taint = TaintActivities(kube, run_closed(client))
     return [node.request_node_quarantine, node.device_incidents_status, taint.hold_taints, taint.release_taints,
             quarantine.quarantine_node, quarantine.lift_quarantine, quarantine.node_plugin_capacity,
             HistoryActivities(client).previous_incidents]

@@ -246,6 +246,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if extra > 10**9:\n        del state.timeline",
         ("tests/workflow/test_vendor_wait.py",)),
     Mutant(
+        "reset-run-never-releases", "a run reset away does not keep its device tainted after the new run closes",
+        "activities/taint.py",
+        "            if plan.action == \"keep\" and self.closed_run is not None:",
+        "            if False:",
+        ("tests/unit/test_untaint_holders.py",)),
+    Mutant(
         "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
         "workflows/fleet_guard.py",
         "        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):",

@@ -68,6 +68,29 @@ async def test_retried_release_is_harmless(kube: KubeGateway) -> None:
     await taint.release(inp.device.object_name, NEW, "cleanup")
 
 
+async def test_a_run_reset_away_leaves_its_hold_to_the_new_run_and_a_late_old_release_keeps_it(
+    kube: KubeGateway
+) -> None:
+    # Temporal's Reset ends the old run (Terminated) and replays a new run of the same workflow id up to
+    # the reset point: past the taint, the new run never takes the rule over, so the rule names the old
+    # run only. The new run's release lets go of the closed run's hold; the old run's late release (an
+    # activity still in flight when it was reset) finds the new run running and keeps the rule.
+    closed = {OLD: True, NEW: False}
+
+    async def closed_run(holder: str) -> bool:
+        return closed[holder]
+
+    taint = TaintActivities(kube, closed_run)
+    inp = _taint("gpu-5")
+    await taint.ensure(inp, OLD)
+    released = await taint.release(inp.device.object_name, NEW, "new run closed")
+    assert released.removed and kube.get_taint_rule(inp.device.object_name) is None, released.detail
+    await taint.ensure(inp, NEW)  # the other order: the new run holds it, the old run's release comes late
+    assert not (await taint.release(inp.device.object_name, OLD, "old run's late release")).removed
+    assert kube.get_taint_rule(inp.device.object_name) is not None
+    assert (await TaintActivities(kube).release(inp.device.object_name, NEW, "cleanup")).removed
+
+
 async def test_a_rule_an_operator_edited_is_kept(kube: KubeGateway) -> None:
     taint = TaintActivities(kube)
     inp = _taint("gpu-2")
