@@ -15,6 +15,7 @@ already says whether the device is covered.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -36,6 +37,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows import node_permits as node_guard
     from workflows import node_plugins, node_quarantine, operator_checks
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
+
+CANCEL_CLOSES = "node-cancel-closes-the-incident"
+"""Patch: a Temporal cancel request closes the node incident with what it did said, and gives its permit
+back, instead of ending the run with none of that."""
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
@@ -204,7 +209,18 @@ class NodeIncidentWorkflow:
         self.upsert("NodeIncident")
         self.details(f"**NodeIncident** — {self.state.why}")
         await self.tell_devices()
-        explanation = await node_quarantine.run(self)
+        # Shielded, as the device incident's work: a cancel request reaches this await whatever the
+        # quarantine is waiting on, and the incident closes here.
+        work = asyncio.create_task(node_quarantine.run(self))
+        try:
+            explanation = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.cancel()
+            if not workflow.patched(CANCEL_CLOSES):
+                raise
+            kept = (f"node {inp.node} stays cordoned and tainted, its devices' DeviceTaintRules held, for an operator"
+                    if self.state.quarantined else f"node {inp.node} was not quarantined")
+            explanation = f"canceled from Temporal (a cancel request) in phase {self.state.phase}: {kept}"
         await node_guard.release(self)
         return self._close(explanation)
 

@@ -16,15 +16,21 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.incident import AbortRequest, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
+from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
 from podmedic.domain.policy_file import parse_policy
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster
+from tests.workflow.fakes import FakeCluster, event
 from tests.workflow.operator_helpers import open_incident, own_time_skipping_env, state_in, worker
+from tests.workflow.test_node_quarantine import GATED
+from tests.workflow.test_node_quarantine import _send as send
+from tests.workflow.test_node_quarantine import _worker as node_worker
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -91,3 +97,39 @@ async def test_cancel_and_abort_close_the_incident_at_each_stage(env: WorkflowEn
         assert (outcome.decisions[-1].decision, outcome.decisions[-1].by) == ("canceled", "temporal")
     if held != "taint_device":  # the fence comes before discovery: no pod is known to tell yet
         assert fake.notices[-1].step == "closed" and "incident closed: aborted" in fake.notices[-1].message
+
+
+async def test_a_temporal_cancel_closes_the_node_incident_saying_what_stays(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # Cancel reaches the node incident wherever its quarantine waits (here at its approval gate) and
+    # closes it with what it did said: nothing was quarantined yet, nothing is left for an operator.
+    client = env.client
+    node = "node-0310"
+    devices = [DeviceRef(driver="gpu.nvidia.com", pool=node, device=f"gpu-{i}") for i in range(3)]
+    fake = FakeCluster()
+    fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
+    async with node_worker(client, task_queue, fake):
+        await send(client, task_queue, GATED, *(event(code=79, device=d, event_id=f"c{i}", after_s=10 * i)
+                                                 for i, d in enumerate(devices)))
+        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
+
+        async def awaiting() -> None:
+            try:
+                state = await watch.query(NodeIncidentWorkflow.get_state)
+            except RPCError as err:  # the watch is not open yet
+                raise AssertionError(str(err)) from err
+            assert state.phase == "AwaitingApproval", state.phase
+
+        await assert_eventually(awaiting)
+        await watch.cancel()
+
+        async def closed() -> None:  # no time needs to pass (waiting on the result would skip time)
+            assert (await watch.describe()).status is not WorkflowExecutionStatus.RUNNING
+        await assert_eventually(closed)
+        result: NodeIncidentOutcome = await watch.result()
+        for d in devices:
+            await client.get_workflow_handle(d.workflow_id).terminate("test done")
+    assert result.explanation == (f"canceled from Temporal (a cancel request) in phase AwaitingApproval: node {node} "
+                                  "was not quarantined"), result.explanation
+    assert not result.quarantined and fake.calls["quarantine_node"] == 0

@@ -276,3 +276,4 @@ async def test_a_report_that_opens_the_watch_asks_nothing_and_the_next_one_asks(
         assert counter.queries == 1
         assert second.other_failures == [f"gpu.nvidia.com/{node}/gpu-0"] and second.node_incident is None
         await client.get_workflow_handle(node_workflow_id(node)).terminate("test over")
+
