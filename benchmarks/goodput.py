@@ -93,12 +93,9 @@ async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any
     """``policies`` on the same faults under ``setup``, for each seed (other policies' runs taken from
     ``reused``); returns every policy's summary, the paired differences and the mix."""
     runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in RUN}
-    mix: dict[str, int] = {}
     begun, total, done = time.monotonic(), len(seeds) * len(policies), 0
     for seed in seeds:
         drawn = draw_faults(faults, seed, setup.duration_s)
-        for _, kind in drawn:
-            mix[kind] = mix.get(kind, 0) + 1
         for policy in policies:
             runs[policy] = [r for r in runs[policy] if r["seed"] != seed]
             result = await one_run(policy, setup, drawn if policy != CONTROL else [])
@@ -108,7 +105,21 @@ async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any
             progress(f"[goodput] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective "
                      f"({done}/{total}, {time.monotonic() - begun:.0f} s elapsed, ETA {eta:.0f} s)")
     summaries = [_summary(p, sorted(runs[p], key=lambda r: r["seed"])) for p in RUN if runs[p]]
-    return {"mix_drawn": mix, "policies": summaries, "paired": paired(summaries)}
+    return {"mix_drawn": mix_of(runs), "policies": summaries, "paired": paired(summaries)}
+
+
+def mix_of(runs: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """How often each cause was drawn over every seed the runs cover, merged ones too (a seed's draw,
+    the same for every policy, counted once)."""
+    by_seed: dict[int, list[Any]] = {}
+    for policy_runs in runs.values():
+        for run in policy_runs:
+            by_seed.setdefault(run["seed"], run.get("faults_drawn") or [])
+    mix: dict[str, int] = {}
+    for drawn in by_seed.values():
+        for _, kind in drawn:
+            mix[kind] = mix.get(kind, 0) + 1
+    return mix
 
 
 SAME_SETUP = ("jobs", "ranks", "jobset", "faults", "duration_s", "collective_timeout_real_s")

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from benchmarks.goodput import breakdown, duration_for, paired, reusable
+from benchmarks.goodput import breakdown, duration_for, mix_of, paired, reusable
 from benchmarks.goodput_faults import CAUSES, INTERVAL_H, MIX, PARAMETERS, draw_faults
 from benchmarks.goodput_run import APPLICATION_XIDS, POLICIES, SCALE, Setup
 from benchmarks.goodput_sensitivity import SWEEPS, sensitivity_rows, value_words
@@ -147,3 +147,16 @@ def test_a_sensitivity_table_lists_the_base_and_each_value() -> None:
     assert [r[0] for r in rows] == ["10 (base)", "30"] and rows[0][1] == "90.0 % ± 1.0 (7 min)"
     assert value_words("checkpoint_save_real_s", 120.0) == "120"
     assert set(SWEEPS) == {"collective_timeout_real_s", "checkpoint_save_real_s"}
+
+
+def test_the_mix_counts_every_seeds_draw_once_merged_seeds_too() -> None:
+    # A table measured a few seeds at a time (--merge) reports the faults of all its seeds, each seed's
+    # draw once however many policies ran it.
+    one, two = draw_faults(4, 1, 600.0), draw_faults(4, 2, 600.0)
+    runs = {"podmedic": [{"seed": 1, "faults_drawn": one}, {"seed": 2, "faults_drawn": two}],
+            "k8s-only": [{"seed": 1, "faults_drawn": one}, {"seed": 2, "faults_drawn": two}],
+            "control": [{"seed": 2, "faults_drawn": two}]}
+    expected: dict[str, int] = {}
+    for _, kind in [*one, *two]:
+        expected[kind] = expected.get(kind, 0) + 1
+    assert mix_of(runs) == expected and sum(expected.values()) == 8
