@@ -15,7 +15,6 @@ calls (``throttle.TokenBucket``), and answers are read as ``GatewayCore`` reads 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import weakref
 from typing import Any
@@ -142,16 +141,22 @@ class LoopHttp:
 
 
 def _close_sessions(sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:
-    """Close every session's connections now, from synchronous code (a finalizer, a gateway's close).
+    """Close every session from synchronous code (a finalizer, a gateway's close), on its own loop.
 
-    aiohttp's only public close is the coroutine ``BaseConnector.close()``, which needs the session's own
-    loop to run it, and that loop may be closed or on another thread here; so this one call uses the
-    connector's synchronous ``_close``, the private step that coroutine is built on. Kept to this function.
+    ``ClientSession.close()`` is a coroutine of the session's loop: a running loop (this thread's or
+    another's) is handed it and closes the connections when it next runs; an idle loop runs it here; a
+    closed loop took its transports with it, and the session is only detached.
     """
-    for session in list(sessions.values()):
-        connector = session.connector
-        if connector is not None:
-            with contextlib.suppress(RuntimeError):
-                connector._close(abort_ssl=True)  # sync: close() would schedule a task on its loop
-        session.detach()
+    for loop, session in list(sessions.items()):
+        if loop.is_closed():
+            session.detach()
+        elif loop.is_running():
+            asyncio.run_coroutine_threadsafe(session.close(), loop)
+        else:
+            closing = session.close()
+            try:
+                loop.run_until_complete(closing)
+            except RuntimeError:  # another loop runs on this thread: the session cannot be awaited here
+                closing.close()
+                session.detach()
     sessions.clear()
