@@ -76,7 +76,7 @@ def calling_run() -> str:
     return holders.holder_id(info.workflow_id or "", info.workflow_run_id or "")
 
 
-ClosedRun = Callable[[str], Awaitable[bool]]
+RunClosedCheck = Callable[[str], Awaitable[bool]]
 """Whether the incident run named ``<workflow id>@<run id>`` is closed (Temporal describes it)."""
 
 
@@ -84,7 +84,7 @@ class TaintActivities(KubeActivities):
     """DeviceTaintRule create, take over and release; each idempotent. With ``closed_run``, a release
     also lets go of a closed run's hold of the same incident (a run reset away)."""
 
-    def __init__(self, kube: KubeGateway, closed_run: ClosedRun | None = None) -> None:
+    def __init__(self, kube: KubeGateway, closed_run: RunClosedCheck | None = None) -> None:
         super().__init__(kube)
         self.closed_run = closed_run
 

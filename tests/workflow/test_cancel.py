@@ -16,21 +16,18 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.incident import AbortRequest, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
-from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
+from podmedic.domain.node import NodeIncidentOutcome
 from podmedic.domain.policy_file import parse_policy
 from tests.helpers import assert_eventually
-from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.fakes import FakeCluster
 from tests.workflow.operator_helpers import open_incident, own_time_skipping_env, state_in, worker
-from tests.workflow.test_node_quarantine import GATED
-from tests.workflow.test_node_quarantine import _send as send
 from tests.workflow.test_node_quarantine import _worker as node_worker
+from tests.workflow.test_node_quarantine import gated_watch_at_its_gate
 from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -110,18 +107,7 @@ async def test_a_temporal_cancel_closes_the_node_incident_saying_what_stays(
     fake = FakeCluster()
     fake.health, fake.ticket_state = Health.UNHEALTHY, "open"
     async with node_worker(client, task_queue, fake):
-        await send(client, task_queue, GATED, *(event(code=79, device=d, event_id=f"c{i}", after_s=10 * i)
-                                                 for i, d in enumerate(devices)))
-        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
-
-        async def awaiting() -> None:
-            try:
-                state = await watch.query(NodeIncidentWorkflow.get_state)
-            except RPCError as err:  # the watch is not open yet
-                raise AssertionError(str(err)) from err
-            assert state.phase == "AwaitingApproval", state.phase
-
-        await assert_eventually(awaiting)
+        watch = await gated_watch_at_its_gate(client, task_queue, devices, "c")
         await watch.cancel()
 
         async def closed() -> None:  # no time needs to pass (waiting on the result would skip time)

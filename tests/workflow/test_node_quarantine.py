@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
+from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
@@ -67,6 +67,24 @@ async def _send(client: Client, tq: str, policy_yaml: str, *events: object) -> N
         await deliver_event(client, ev, policy, task_queue=tq, search_attributes=False)  # type: ignore[arg-type]
 
 
+async def gated_watch_at_its_gate(client: Client, task_queue: str, devices: list[DeviceRef],
+                                  tag: str) -> WorkflowHandle[NodeIncidentWorkflow, NodeIncidentOutcome]:
+    """Fail ``devices`` of one node under the gated policy; the node's watch once it waits for approval."""
+    await _send(client, task_queue, GATED, *(event(code=79, device=d, event_id=f"{tag}{i}", after_s=10 * i)
+                                             for i, d in enumerate(devices)))
+    watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(devices[0].pool))
+
+    async def awaiting() -> None:
+        try:
+            state = await watch.query(NodeIncidentWorkflow.get_state)
+        except RPCError as err:  # the watch is not open yet
+            raise AssertionError(str(err)) from err
+        assert state.pending_approval is not None and state.phase == "AwaitingApproval", state.phase
+
+    await assert_eventually(awaiting)
+    return watch
+
+
 async def test_node_quarantine_waits_at_its_gate_and_covers_later_devices(
     time_skipping_env: WorkflowEnvironment, task_queue: str
 ) -> None:
@@ -77,18 +95,7 @@ async def test_node_quarantine_waits_at_its_gate_and_covers_later_devices(
     fake.health = Health.UNHEALTHY
     fake.ticket_state = "open"
     async with _worker(client, task_queue, fake):
-        await _send(client, task_queue, GATED, *(event(code=79, device=d, event_id=f"g{i}", after_s=10 * i)
-                                                 for i, d in enumerate(devices[:3])))
-        watch = client.get_workflow_handle_for(NodeIncidentWorkflow.run, node_workflow_id(node))
-
-        async def awaiting() -> None:
-            try:
-                state = await watch.query(NodeIncidentWorkflow.get_state)
-            except RPCError as err:  # the watch is not open yet
-                raise AssertionError(str(err)) from err
-            assert state.pending_approval is not None and state.phase == "AwaitingApproval", state.phase
-
-        await assert_eventually(awaiting)
+        watch = await gated_watch_at_its_gate(client, task_queue, devices[:3], "g")
         assert fake.calls["quarantine_node"] == 0  # nothing happens to the node before the approval
         answer = await watch.execute_update(NodeIncidentWorkflow.approve,
                                             ApprovalRequest(step="node_quarantine", by="alice"))
