@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import threading
 import weakref
 from typing import Any
 
@@ -141,22 +142,46 @@ class LoopHttp:
 
 
 def _close_sessions(sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:
-    """Close every session from synchronous code (a finalizer, a gateway's close), on its own loop.
+    """Close every session from synchronous code (a finalizer, a gateway's close), each on its own loop.
 
-    ``ClientSession.close()`` is a coroutine of the session's loop: a running loop (this thread's or
-    another's) is handed it and closes the connections when it next runs; an idle loop runs it here; a
-    closed loop took its transports with it, and the session is only detached.
+    ``ClientSession.close()`` is a coroutine of the session's loop: an idle loop runs it to its end (on a
+    thread of its own when another loop runs on this one), a loop running on another thread is handed it,
+    and this thread's running loop or a closed loop has it run up to its first wait (``_close_now``).
     """
+    here = _running_loop()
     for loop, session in list(sessions.items()):
-        if loop.is_closed():
-            session.detach()
+        if loop.is_closed() or loop is here:
+            _close_now(session)
         elif loop.is_running():
             asyncio.run_coroutine_threadsafe(session.close(), loop)
+        elif here is None:
+            loop.run_until_complete(session.close())
         else:
-            closing = session.close()
-            try:
-                loop.run_until_complete(closing)
-            except RuntimeError:  # another loop runs on this thread: the session cannot be awaited here
-                closing.close()
-                session.detach()
+            closer = threading.Thread(target=loop.run_until_complete, args=(session.close(),), name="close-http")
+            closer.start()
+            closer.join()
     sessions.clear()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """This thread's running loop, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _close_now(session: aiohttp.ClientSession) -> None:
+    """Run ``session.close()`` up to its first wait, without a loop to run it on.
+
+    Its synchronous part is the whole close: the connector is marked closed and every connection closed
+    (or, on a closed loop, dropped with the loop's transports). What it would wait for is its transports
+    finishing to close, which their own loop does if it runs again; nothing is left for this coroutine.
+    """
+    closing = session.close()
+    try:
+        closing.send(None)
+    except StopIteration:
+        return
+    closing.close()
+    session.detach()
