@@ -26,6 +26,9 @@ HOLDERS = "podmedic.io/holders"
 SPEC_HASH = "podmedic.io/spec-hash"
 CHANGED_BY = "podmedic.io/changed-by"
 REASON = "podmedic.io/reason"
+ORPHANED_FROM = "podmedic.io/orphaned-from"
+"""On a rule every holder of which closed without letting go: the last of them, whose input and policy a new
+run of the device's incident takes up if the device still reads Unhealthy (``activities/rule_sweep.py``)."""
 MANAGED_BY = "app.kubernetes.io/managed-by"
 POOL = "podmedic.io/pool"
 """A label on every rule podmedic makes for a pool or a device in it: ``pool_label``'s value, so a storm's
@@ -141,8 +144,11 @@ def plan_take(rule: Obj, holder: str, effect: str, why: str) -> Obj | None:
     # hold (left by a terminated run, say) passes to the new one instead of pinning the rule forever.
     workflow_id = holder.split("@", 1)[0]
     new_holders = [h for h in holders if h.split("@", 1)[0] != workflow_id] + [holder]
-    annotations = {HOLDERS: json.dumps(new_holders), OWNER_RUN: holder, INCIDENT: holder.split("@", 1)[0],
-                   CHANGED_BY: f"podmedic worker ({holder} took it over)", REASON: why[:1000]}
+    annotations: dict[str, str | None] = {
+        HOLDERS: json.dumps(new_holders), OWNER_RUN: holder, INCIDENT: holder.split("@", 1)[0],
+        CHANGED_BY: f"podmedic worker ({holder} took it over)", REASON: why[:1000]}
+    if ORPHANED_FROM in notes:
+        annotations[ORPHANED_FROM] = None  # held again: a merge patch's null removes the mark
     body: Obj = {"metadata": {"resourceVersion": (rule.get("metadata") or {}).get("resourceVersion"),
                               "annotations": annotations}}
     if stronger:
@@ -152,3 +158,36 @@ def plan_take(rule: Obj, holder: str, effect: str, why: str) -> Obj | None:
         body["spec"] = {"taint": taint}
         annotations[SPEC_HASH] = spec_hash(new_spec)
     return body
+
+
+def plan_reclaim(rule: Obj, closed: list[str], why: str) -> Release:
+    """How the sweeper takes ``closed`` runs (each closed without letting go) off ``rule``: ``patch`` the
+    holders to those left, or, when none is left, ``patch`` the rule to no holder, naming the last closed
+    one in ``ORPHANED_FROM`` (``remaining`` empty): the device's health, not the sweeper, decides whether
+    it goes. ``keep`` when the rule is an operator's now or none of ``closed`` holds it."""
+    edited = edited_by_operator(rule)
+    if edited:
+        return Release("keep", f"kept: edited by an operator ({edited})")
+    holders = holders_of(rule)
+    gone = [h for h in holders if any(h == c or h == c.split("@", 1)[0] for c in closed)]
+    if not gone:
+        return Release("keep", "kept: no closed run holds it", remaining=holders)
+    remaining = [h for h in holders if h not in gone]
+    annotations = {HOLDERS: json.dumps(remaining), CHANGED_BY: "podmedic rule sweeper (fleet guard)",
+                   REASON: f"{', '.join(gone)} closed without letting go ({why})"[:1000]}
+    if remaining:
+        annotations.update({OWNER_RUN: remaining[-1], INCIDENT: remaining[-1].split("@", 1)[0]})
+        detail = f"kept for {', '.join(remaining)}; {', '.join(gone)} taken off ({why})"
+    else:
+        annotations[ORPHANED_FROM] = gone[-1]
+        detail = f"no holder left: {', '.join(gone)} closed ({why})"
+    patch = {"metadata": {"resourceVersion": (rule.get("metadata") or {}).get("resourceVersion"),
+                          "annotations": annotations}}
+    return Release("patch", detail, patch=patch, remaining=remaining)
+
+
+def orphaned_from(rule: Obj) -> str | None:
+    """The closed run a rule with no holder was left by, or ``None`` for a rule somebody holds."""
+    if holders_of(rule):
+        return None
+    return _annotations(rule).get(ORPHANED_FROM) or None

@@ -13,6 +13,7 @@ or a visibility store that fails answers nothing running: every incident is then
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
@@ -45,10 +46,11 @@ async def running_among(client: Client, workflow_ids: Sequence[str]) -> set[str]
 
 class ClosedRun(NamedTuple):
     """An incident whose latest run is not running: how it closed (``completed``, ``terminated``,
-    ... or ``not found``) and that run's id (``None`` when not found)."""
+    ... or ``not found``), that run's id and when it closed (``None`` when not found)."""
 
     status: str
     run_id: str | None
+    closed_at: dt.datetime | None = None
 
 
 async def closed_among(client: Client, workflow_ids: Sequence[str]) -> dict[str, ClosedRun]:
@@ -68,7 +70,8 @@ async def closed_among(client: Client, workflow_ids: Sequence[str]) -> dict[str,
             closed[workflow_id] = ClosedRun("not found", None)
             continue
         if desc.status != WorkflowExecutionStatus.RUNNING:
-            closed[workflow_id] = ClosedRun(desc.status.name.lower() if desc.status else "closed", desc.run_id)
+            closed[workflow_id] = ClosedRun(desc.status.name.lower() if desc.status else "closed", desc.run_id,
+                                            desc.close_time)
     return closed
 
 

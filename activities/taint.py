@@ -162,7 +162,8 @@ class TaintActivities(KubeActivities):
                 patch = {"metadata": {"resourceVersion": rule["metadata"]["resourceVersion"], "annotations": {
                     holders.HOLDERS: json.dumps([*current, holder]),
                     holders.CHANGED_BY: f"podmedic worker ({holder} holds it too)",
-                    holders.REASON: inp.reason[:1000]}}}
+                    holders.REASON: inp.reason[:1000],
+                    **({holders.ORPHANED_FROM: None} if holders.orphaned_from(rule) else {})}}}
                 try:
                     await self.kube.aio.patch_taint_rule(device.object_name, patch)
                 except Conflict:

@@ -23,10 +23,12 @@ from activities.notice import NoticeActivities
 from activities.pool_fence import PoolFenceActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
+from activities.rule_sweep import RuleSweepActivities
 from activities.running_incidents import run_closed
 from activities.storm_turns import TurnActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
+from podmedic.domain.steps import DeviceInput
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.load_report import kube_load_reports
 from podmedic.kube.startup import learning_pools, say_taint_rules
@@ -74,6 +76,8 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         NodeActivities(client).report_to_node,
         *node_activities(kube, client),
         *guard_activities(kube, client),
+        RuleSweepActivities(kube, client, lambda device: discover.read_device_health(DeviceInput(device=device)))
+        .sweep_taint_rules,
         *pool_fence_activities(kube),
         *turn_activities(client),
     ]

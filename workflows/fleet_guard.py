@@ -23,6 +23,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_guard import GuardActivities
+    from activities.rule_sweep import RuleSweepActivities
     from podmedic.domain import search
     from podmedic.domain.fleet_guard import limits as limits
     from podmedic.domain.fleet_guard.messages import (
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeRequest,
         Sightings,
         StormRecord,
+        SweepInput,
     )
     from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
 
@@ -52,6 +54,8 @@ NODE_ADDS_NO_SHARE = "node-permit-adds-no-share"
 """Patch: a node quarantine is not held by the driver and pool shares either (it adds no device to them)."""
 RECLAIMS_CLOSED_HOLDERS = "guard-reclaims-closed-holders"
 """Patch: the guard frees the permits of runs that closed without giving them back."""
+SWEEPS_TAINT_RULES = "guard-sweeps-taint-rules"
+"""Patch: the guard sweeps podmedic's DeviceTaintRules for holders that closed without letting go."""
 
 MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
@@ -73,6 +77,8 @@ class FleetGuardWorkflow:
         self.to_close: list[tuple[str, str]] = []
         self.uncounted = False  # sightings not yet weighed for a storm (the fleet's size was unknown)
         self.holders_checked: dt.datetime | None = None
+        self.rules_swept: dt.datetime | None = None
+        self.sweep_kept: list[str] = []  # told once, not every sweep while a rule waits for its device
 
     # -- incidents -------------------------------------------------------------------------
     @workflow.update
@@ -178,6 +184,7 @@ class FleetGuardWorkflow:
             limits.prune(self.ledger, self.policy, now)
             self._watch_storm()
             await self._reclaim()
+            await self._sweep()
             await self._fleet_incidents()
             await self._send_wakes()
             info = workflow.info()
@@ -198,7 +205,33 @@ class FleetGuardWorkflow:
             wait = min(wait, self.policy.storm.window_s / 10, self.policy.storm.clear_s / 10)
         if self.ledger.waiting and self.ledger.permits and workflow.patched(RECLAIMS_CLOSED_HOLDERS):
             wait = min(wait, self._holders_wait())
+        if self.rules_swept is not None:
+            wait = min(wait, self._sweep_wait())
         return max(wait, 1.0)
+
+    def _sweep_wait(self) -> float:
+        if self.rules_swept is None:
+            return 0.0
+        return self.policy.sweep_s - (workflow.now() - self.rules_swept).total_seconds()
+
+    async def _sweep(self) -> None:
+        """Sweep podmedic's DeviceTaintRules every ``sweep_s`` (``activities/rule_sweep.py``): a run terminated
+        or reset from Temporal stays a holder of its rules, and a rule held by a closed run is never deleted."""
+        if self._sweep_wait() > 0 or not workflow.patched(SWEEPS_TAINT_RULES):
+            return
+        self.rules_swept = workflow.now()
+        try:
+            swept = await workflow.execute_activity_method(
+                RuleSweepActivities.sweep_taint_rules, SweepInput(grace_s=self.policy.sweep_grace_s),
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=30)),
+                summary="take closed runs off podmedic's DeviceTaintRules")
+        except ActivityError as err:  # the rules stay held until the next sweep: tainted too long, never too short
+            self._remember(f"{workflow.now():%H:%M:%S} DeviceTaintRules not swept: {err.cause or err}")
+            return
+        for line in [*swept.changed, *(k for k in swept.kept if k not in self.sweep_kept)]:
+            self._remember(f"{workflow.now():%H:%M:%S} swept {line}")
+        self.sweep_kept = swept.kept
 
     def _holders_wait(self) -> float:
         """Seconds until the holders are checked again: every ``reclaim_s`` while an incident waits,

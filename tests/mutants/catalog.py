@@ -263,4 +263,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if truthful and wf.state.flapping:\n            return False",
         "        if False:\n            return False",
         ("tests/workflow/test_vendor_wait.py",)),
+    Mutant(
+        "sweep-never-runs", "a DeviceTaintRule held by a terminated run is swept and settled by its device's health",
+        "workflows/fleet_guard.py",
+        "        if self._sweep_wait() > 0 or not workflow.patched(SWEEPS_TAINT_RULES):",
+        "        if True:",
+        ("tests/e2e_guard/test_rule_sweep_e2e.py",)),
+    Mutant(
+        "sweep-takes-deliberate-holds", "a hold kept for an operator by a completed incident is not swept",
+        "activities/rule_sweep.py",
+        'LEAKED = frozenset({"terminated", "failed", "timed_out", "not found"})',
+        'LEAKED = frozenset({"terminated", "failed", "timed_out", "not found", "completed", "canceled"})',
+        ("tests/e2e_guard/test_rule_sweep_e2e.py",)),
+    Mutant(
+        "sweep-drops-unseen-devices", "a rule nobody holds stays while nothing can see its device",
+        "activities/rule_sweep.py",
+        "        if reading.health is Health.HEALTHY:",
+        "        if reading.health is not Health.UNHEALTHY:",
+        ("tests/e2e_guard/test_rule_sweep_e2e.py",)),
 )

@@ -19,6 +19,8 @@ from podmedic.domain.fleet_guard.messages import (
     GuardStatus,
     PermitAnswer,
     PermitRequest,
+    SweepInput,
+    SweepReport,
 )
 from podmedic.kube.gateway import KubeGateway
 from tests.helpers import assert_eventually
@@ -36,6 +38,7 @@ class FleetOf(GuardActivities):
         super().__init__(client, cast(KubeGateway, None))
         self.sizes = sizes
         self.asks = 0
+        self.sweeps = 0
 
     @activity.defn(name="fleet_size")
     async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:
@@ -45,6 +48,12 @@ class FleetOf(GuardActivities):
     async def ask_guard(self, req: PermitRequest) -> PermitAnswer:
         self.asks += 1
         return await super().ask_guard(req)
+
+    @activity.defn(name="sweep_taint_rules")
+    async def sweep_taint_rules(self, inp: SweepInput) -> SweepReport:
+        """The fake cluster keeps no DeviceTaintRules: nothing to sweep (tests/e2e_guard sweeps real ones)."""
+        self.sweeps += 1
+        return SweepReport()
 
 
 def guard_worker(client: Client, task_queue: str, fake: FakeCluster, fleet: FleetOf) -> Worker:
@@ -57,7 +66,7 @@ def guard_worker(client: Client, task_queue: str, fake: FakeCluster, fleet: Flee
                            [DeviceIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow, FleetIncidentWorkflow],
                            [*activities, real.report_to_node, real.device_incidents_status,
                               real.request_node_quarantine, fleet.ask_guard, fleet.release_guard,
-                              fleet.closed_holders, fleet.fleet_size])
+                              fleet.closed_holders, fleet.fleet_size, fleet.sweep_taint_rules])
 
 
 def guard_handle(client: Client) -> WorkflowHandle[FleetGuardWorkflow, None]:

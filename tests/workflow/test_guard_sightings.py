@@ -54,7 +54,8 @@ def guard_only(client: Client, task_queue: str) -> tuple[Worker, FleetOf]:
     sizes = FleetSize(drivers={DRIVER: 20}, pools={f"{DRIVER}/node-{n}": 4 for n in range(5)})
     fleet = FleetOf(client, sizes)
     return incident_worker(client, task_queue, [FleetGuardWorkflow, FleetIncidentWorkflow],
-                           [fleet.ask_guard, fleet.release_guard, fleet.closed_holders, fleet.fleet_size]), fleet
+                           [fleet.ask_guard, fleet.release_guard, fleet.closed_holders, fleet.fleet_size,
+                            fleet.sweep_taint_rules]), fleet
 
 
 def device(n: int) -> DeviceRef:

@@ -103,6 +103,20 @@ class ClosedHolder(BaseModel):
                                     "continued_as_new, or not found.")
 
 
+class SweepInput(BaseModel):
+    """Input of the ``sweep_taint_rules`` activity."""
+
+    grace_s: float = Field(description="A holder is taken off only once its run has been closed this long.")
+
+
+class SweepReport(BaseModel):
+    """What one sweep of podmedic's DeviceTaintRules changed, a line per rule, and what it left for later."""
+
+    changed: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list, description="Rules with no holder kept: their device "
+                                                              "reads Unknown, or the change was refused.")
+
+
 class ResumeRequest(BaseModel):
     """An operator ending a storm pause."""
 

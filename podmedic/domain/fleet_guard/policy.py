@@ -60,4 +60,9 @@ class GuardPolicy(ConfigModel):
                                                      "permits still run while another waits (at least every "
                                                      "fleet_refresh_s otherwise): a run terminated or reset from "
                                                      "Temporal gives nothing back, so its permit is freed there.")
+    sweep_s: float = Field(300.0, gt=0, description="How often the guard sweeps podmedic's DeviceTaintRules for "
+                                                   "holders whose runs closed without letting go "
+                                                   "(activities/rule_sweep.py).")
+    sweep_grace_s: float = Field(120.0, ge=0, description="How long a holder's run must have been closed before "
+                                                          "the sweep takes it off a rule.")
     storm: StormPolicy = Field(default_factory=StormPolicy)
