@@ -13,9 +13,10 @@ import asyncio
 import contextlib
 import logging
 import threading
-from typing import Any
+from typing import Any, Protocol
 
-from opentelemetry.metrics import Counter, Histogram, Meter, _Gauge
+from opentelemetry.metrics import Counter, Histogram, Meter
+from opentelemetry.util.types import Attributes
 from temporalio.runtime import (
     BUFFERED_METRIC_KIND_COUNTER,
     BUFFERED_METRIC_KIND_GAUGE,
@@ -33,7 +34,16 @@ log = logging.getLogger("podmedic.telemetry.temporal")
 BUFFER_SIZE = 200_000
 DRAIN_INTERVAL_S = 1.0
 
-Instrument = Counter | Histogram | _Gauge
+
+
+class SynchronousGauge(Protocol):
+    """What ``Meter.create_gauge`` returns, by what it does: the API exports its class only under a private
+    name (``opentelemetry.metrics._Gauge``)."""
+
+    def set(self, amount: int | float, attributes: Attributes = None) -> None: ...
+
+
+Instrument = Counter | Histogram | SynchronousGauge
 
 
 class TemporalMetricBridge:
