@@ -107,8 +107,11 @@ class NodeActivities:
 def _started_by(handle: WorkflowHandle[Any, Any]) -> bool:
     """Whether the signal-with-start behind ``handle`` started a new run (the server's ``started``).
 
-    The SDK keeps the server's answer on the handle but offers no public name for it; without
-    one this says False and the caller asks the watch, as it did before."""
+    The SDK keeps the server's answer (``SignalWithStartWorkflowExecutionResponse.started``) on the handle
+    but offers no public name for it, and no temporalio/sdk-python issue asks for one yet (searched: "started",
+    "signal with start"); the public way is the raw ``workflow_service`` call, which would re-implement
+    ``start_workflow``'s conversions. The one private read is here; without it this says False and the caller
+    asks the watch, which is only slower."""
     return getattr(getattr(handle, "_start_workflow_response", None), "started", False) is True
 
 

@@ -49,8 +49,9 @@ class EvictionCountingRunner(WorkflowRunner):
         self.inner = inner
         self.evictions = evictions
 
-    def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
-        """See base class."""
+    def prepare_workflow(self, defn: Any) -> None:
+        """See base class. The definition is passed through untouched: ``WorkflowRunner`` types it with the
+        SDK's private ``workflow._Definition``, which this need not name."""
         self.inner.prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
