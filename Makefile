@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := podmedic podmedic_sim workflows activities workers benchmarks
 
-.PHONY: install demo test fuzz mutants lint image image-tools clean
+.PHONY: install demo test check fuzz mutants lint image image-tools clean
 
 install: $(STAMP)
 
@@ -24,6 +24,10 @@ demo: install
 # The image's smoke test (tests/image) runs when the Debian tools are here: installed as root, else skipped.
 test: install image-tools
 	$(BIN)/pytest -q -m "not slow"
+
+# The edit loop: lint, then the unit, workflow (time-skipping server) and fidelity tests. make test stays the gate.
+check: lint
+	$(BIN)/pytest -q -m "not slow" tests/unit tests/workflow tests/fidelity
 
 # The long property-based runs (10,000 generated cases each).
 fuzz: install
