@@ -281,4 +281,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if reading.health is Health.HEALTHY:",
         "        if reading.health is not Health.UNHEALTHY:",
         ("tests/e2e_guard/test_rule_sweep_e2e.py",)),
+    Mutant(
+        "sweep-keeps-healed-devices", "a rule nobody holds goes once a source that can see its device reads it Healthy",
+        "activities/rule_sweep.py",
+        "        if reading.health is Health.HEALTHY:",
+        "        if False:",
+        ("tests/e2e_guard/test_rule_sweep_healthy_e2e.py",)),
 )
