@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -51,11 +52,7 @@ class Closer:
     async def close(self, permanent: bool) -> IncidentOutcome:
         """Ticket if needed, wait for the fix, untaint, and end with an outcome."""
         recovered = [r for r in self.wf.state.recovery if r.verified]
-        workload = (
-            f"workload recovered by {recovered[-1].action}" if recovered
-            else "no workload to recover" if not self.wf.state.pods
-            else "workload NOT recovered"
-        )
+        workload = self.workload()
         healed_in_place = any(r.action == "in_place_restart" for r in recovered)
         self.read_healthy = healed_in_place  # verified on the restarted pod's own device status
         healed = healed_in_place or (not permanent and await self._wait_heal())
@@ -75,7 +72,20 @@ class Closer:
                     f"DeviceTaintRule {self.wf.state.taint_rule} kept for an operator" if self.wf.state.taint_rule
                     else "no DeviceTaintRule in force"),
             )
-        if await self._wait_vendor():
+        return await self.after_ticket()
+
+    def workload(self) -> str:
+        """What became of the incident's workload, for the outcome."""
+        recovered = [r for r in self.wf.state.recovery if r.verified]
+        return (f"workload recovered by {recovered[-1].action}" if recovered
+                else "no workload to recover" if not self.wf.state.pods
+                else "workload NOT recovered")
+
+    async def after_ticket(self, deadline: dt.datetime | None = None, gap: float | None = None,
+                           news_from: int | None = None) -> IncidentOutcome:
+        """Wait for the vendor (from where a continued run's carry says it stood), untaint, and end."""
+        ticket, workload = self.policy.ticket, self.workload()
+        if await self._wait_vendor(deadline, gap, news_from):
             untainted = await self._untaint()
             if not self.resolved_by:  # nobody resolved the ticket: the device's own report ended the wait
                 return self.wf.finish(
@@ -156,14 +166,16 @@ class Closer:
     async def _file_ticket(self) -> bool:
         return await ticketing.file_ticket(self.wf)
 
-    async def _wait_vendor(self) -> bool:
+    async def _wait_vendor(self, deadline: dt.datetime | None = None, gap: float | None = None,
+                           news_from: int | None = None) -> bool:
         """Wait for a resolve signal, a Healthy event, or the backend saying resolved; then verify the device.
         A Healthy event with nobody's resolution must hold for the anti-flap delay, or the wait goes on."""
         truthful = self.wf.patches.patched(FLAPPING_WAITS_FOR_THE_VENDOR)
-        deadline = workflow.now() + timedelta(seconds=self.policy.ticket.wait_resolution_s)
+        deadline = deadline or workflow.now() + timedelta(seconds=self.policy.ticket.wait_resolution_s)
         while True:
-            if not await ticketing.wait_vendor(self, deadline):
+            if not await ticketing.wait_vendor(self, deadline, gap, news_from):
                 return False
+            gap = news_from = None  # after an anti-flap check the wait starts afresh
             if self.resolved_by or not truthful or await self._stays_healthy():
                 break
             self.wf.note("ticket", f"device Unhealthy again: ticket {self.wf.state.ticket_id} stays open, the "

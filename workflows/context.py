@@ -10,6 +10,7 @@ mypy checks that wherever a workflow passes ``self``.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -81,6 +82,9 @@ class IncidentContext(Protocol):
     def track_pods(self) -> None:
         """Keep ``PodmedicPods`` naming every pod the incident touched."""
 
+    async def continue_vendor_wait(self, deadline: dt.datetime, gap: float, news_from: int, read_healthy: bool) -> None:
+        """Continue as a new run that takes the vendor wait up where it stands (never returns)."""
+
 
 class ClosingContext(Protocol):
     """The closing stage as the ticket helpers see it: the incident, its policy, waits and reads."""
@@ -92,6 +96,8 @@ class ClosingContext(Protocol):
     resolved_by: str
     """Who ended the vendor wait: "vendor" (its backend), the name on a resolution, or "" (the device
     reported Healthy with the ticket still open)."""
+    read_healthy: bool
+    """A read answered Healthy (pod status, the driver): a source that can see the device did."""
 
     async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
         """A durable timer an operator's abort, or ``wake`` turning true, cuts short."""

@@ -7,6 +7,7 @@ signals (signal-with-start), so duplicates and several ingest replicas join one 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 from temporalio import workflow
@@ -19,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
     from podmedic.domain.incident import (
+        EVENTS_CARRIED,
         AbortRequest,
         IncidentOutcome,
         IncidentState,
@@ -26,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         Phase,
         Resolution,
         StepNotice,
+        VendorWaitCarry,
         fold_timeline,
     )
     from podmedic.domain.models import (
@@ -96,6 +99,19 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.annotated: set[PodKey] = set()  # pods a notice of this run found and annotated (workflows/notices.py)
         self.held_notice: StepNotice | None = None  # a step's notice riding on the next one (workflows/notices.py)
         self.placements = move_off.Placements()
+        self.carry = VendorWaitCarry.model_validate_json(inp.carry) if inp.carry else None
+        if self.carry is not None:
+            self._take_up(self.carry)
+
+    def _take_up(self, carry: VendorWaitCarry) -> None:
+        """Take up the record and the vendor wait of the run this one continues."""
+        self.state = carry.state
+        self.events = list(carry.events)
+        self._seen = set(carry.seen_ids)
+        self.resolution, self.resolved_by_operator = carry.resolution, carry.resolved_by_operator
+        self.approved, self.done = set(carry.approved), set(carry.done)
+        self.guard_asked, self.turn_asked = carry.guard_asked, carry.turn_asked
+        self.annotated = set(carry.annotated)
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal
@@ -105,7 +121,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             return
         self._seen.add(event.event_id)
         self.events.append(event)
-        self.state.events_seen = len(self.events)
+        self.state.events_seen += 1  # across runs: a continued run carries only the latest reports
         self.note("detect", f"{event.source}: {event.health.value} {event.reason} {event.message}".strip())
         self._check_flapping()
 
@@ -195,6 +211,10 @@ class DeviceIncidentWorkflow(OperatorHandlers):
                 f"{self.state.phase.value}")
 
     async def _pipeline(self) -> IncidentOutcome:
+        if self.carry is not None:  # a continued run: its vendor wait goes on where the last run's stood
+            closer = Closer(self)
+            closer.read_healthy = self.carry.read_healthy
+            return await closer.after_ticket(self.carry.deadline, self.carry.gap_s, news_from=0)
         await workflow.wait_condition(lambda: bool(self.events))
         event = await corroborate(self, await settle(self))
         verdict = classify(event, self.policy)
@@ -281,6 +301,23 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             others = [f"{p.namespace}/{p.name}" for p in discovery.job_pods]
             self.note("detect", describe.workload_line(workload, others))
         return discovery
+
+    async def continue_vendor_wait(self, deadline: dt.datetime, gap: float, news_from: int, read_healthy: bool) -> None:
+        """Continue as a new run that takes the vendor wait up where it stands: a weeks-long wait and a chatty
+        device would otherwise outgrow Temporal's history (``VENDOR_WAIT_HISTORY``)."""
+        await drain(self)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        runs = self.carry.runs + 1 if self.carry is not None else 2
+        self.note("ticket", f"continued as a new run ({runs} so far) while waiting for the vendor: this run's "
+                            f"history reached {workflow.info().get_current_history_length()} events")
+        news = self.events[news_from:][-EVENTS_CARRIED:]
+        carry = VendorWaitCarry(
+            state=self.state, events=news, seen_ids=[e.event_id for e in news], resolution=self.resolution,
+            resolved_by_operator=self.resolved_by_operator, approved=sorted(self.approved), done=sorted(self.done),
+            guard_asked=self.guard_asked, turn_asked=self.turn_asked,
+            annotated=sorted(self.annotated, key=lambda p: (p.namespace, p.name, p.uid)),
+            deadline=deadline, gap_s=gap, read_healthy=read_healthy, runs=runs)
+        workflow.continue_as_new(self.inp.model_copy(update={"carry": carry.model_dump_json()}))
 
     # -- helpers shared with recovery and closing ------------------------------------------
     def request_id(self, purpose: str, attempt: int = 0) -> str:

@@ -42,6 +42,10 @@ FLAPPING_WAITS_FOR_THE_VENDOR = "flapping-waits-for-the-vendor"
 vendor or an operator resolves the ticket; and an outcome says "resolved by vendor" only when the vendor
 did (``workflows/ticketing.py``, ``workflows/closing.py``); asked when an incident waits for a vendor."""
 
+VENDOR_WAIT_CONTINUES = "vendor-wait-continues-as-new"
+"""A vendor wait whose history grows past ``VENDOR_WAIT_HISTORY`` events (``podmedic/domain/incident.py``)
+continues as a new run (``workflows/ticketing.py``); asked only then, so no run below the limit records it."""
+
 BUNDLES: dict[str, frozenset[str]] = {
     "incident-2027-01": frozenset({
         "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",

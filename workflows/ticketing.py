@@ -16,6 +16,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.tickets import TicketActivities
+    from podmedic.domain import incident as record
     from podmedic.domain import search
     from podmedic.domain.flapping import healthy_after_the_failure, healthy_report
     from podmedic.domain.incident import Phase
@@ -25,7 +26,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
-    from workflows.patches import FLAPPING_WAITS_FOR_THE_VENDOR, HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
+    from workflows.patches import (
+        FLAPPING_WAITS_FOR_THE_VENDOR,
+        HEALTHY_AFTER_THE_FAILURE,
+        SEEN_HEALTHY,
+        VENDOR_WAIT_CONTINUES,
+    )
     from workflows.unverified import ask_to_untaint
 
 
@@ -122,10 +128,18 @@ ends the sleep at once: a 14-day wait is a few hundred calls, not one every ``po
 300 s, some 44,000 history events, near the 51,200 at which Temporal terminates a run)."""
 
 
-async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = None) -> bool:
+def history_full() -> bool:
+    """Whether this run's history is long enough for the vendor wait to continue as a new run."""
+    info = workflow.info()
+    return info.is_continue_as_new_suggested() or info.get_current_history_length() > record.VENDOR_WAIT_HISTORY
+
+
+async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = None, gap: float | None = None,
+                      news_from: int | None = None) -> bool:
     """Wait until ``deadline`` (``ticket.wait_resolution_s`` from now by default) for a resolve callback, a
     Healthy event (not from a flapping device), or the backend saying resolved; ``closer.resolved_by``
-    says which."""
+    says which. A continued run passes where the wait stood: the gap between status calls, and the
+    index from which its reports are news (all it carried)."""
     wf, ticket = closer.wf, closer.policy.ticket
     current = wf.patches.patched(PATCH)
     backoff = wf.patches.patched(BACKOFF)
@@ -136,7 +150,7 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
     wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {(deadline - workflow.now()).total_seconds():g}s for "
                                               f"the vendor to resolve ticket {wf.state.ticket_id}")
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
-    seen = len(wf.events) if current else 0
+    seen = news_from if news_from is not None else len(wf.events) if current else 0
 
     def healed() -> bool:
         if truthful and wf.state.flapping:
@@ -156,14 +170,17 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
             return True
         return False
 
-    gap = ticket.poll_s
+    gap = gap if gap is not None else ticket.poll_s
     while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
         if ended():
             return True
         if await vendor_resolved(closer):
             return True
+        if history_full() and wf.patches.patched(VENDOR_WAIT_CONTINUES):
+            await wf.continue_vendor_wait(deadline, gap, seen, closer.read_healthy)
         if backoff:
-            await closer.sleep(min(gap, remaining), "wait for the vendor", wake=healed)
+            # Woken too when the history is full: a chatty device's reports would otherwise pile up for hours.
+            await closer.sleep(min(gap, remaining), "wait for the vendor", wake=lambda: healed() or history_full())
             gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))
         else:
             await closer.sleep(min(ticket.poll_s, remaining), "wait for the vendor")

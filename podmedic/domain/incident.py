@@ -7,7 +7,16 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from podmedic.domain.models import DeviceRef, FailureMode, Outcome, Permanence, PodKey, PodRef, TimelineEntry
+from podmedic.domain.models import (
+    DeviceHealthEvent,
+    DeviceRef,
+    FailureMode,
+    Outcome,
+    Permanence,
+    PodKey,
+    PodRef,
+    TimelineEntry,
+)
 from podmedic.domain.steps import CheckpointReport, RecoveryResult
 
 
@@ -199,3 +208,33 @@ class StepNoticeResult(BaseModel):
 
     recorded: list[str] = Field(default_factory=list)
     gone: list[str] = Field(default_factory=list)
+
+
+class VendorWaitCarry(BaseModel):
+    """What a run waiting for the vendor hands the run it continues as (Temporal's continue-as-new), so a
+    weeks-long wait and a chatty device stay far below Temporal's history limits: the record, the reports
+    that still count, the operators' words, and where the wait stands. It travels in ``IncidentInput.carry``."""
+
+    state: IncidentState
+    events: list[DeviceHealthEvent] = Field(description="The reports since the ticket (the news the wait reads), "
+                                                        "the latest EVENTS_CARRIED of them.")
+    seen_ids: list[str] = Field(default_factory=list, description="Their event ids, to drop repeats.")
+    resolution: Resolution | None = None
+    resolved_by_operator: bool = False
+    approved: list[str] = Field(default_factory=list)
+    done: list[str] = Field(default_factory=list)
+    guard_asked: bool = False
+    turn_asked: bool = False
+    annotated: list[PodKey] = Field(default_factory=list)
+    deadline: dt.datetime = Field(description="When the vendor wait gives up (ticket.wait_resolution_s from its "
+                                              "start, whatever run it is in).")
+    gap_s: float = Field(description="The next gap between the backend's status calls.")
+    read_healthy: bool = False
+    runs: int = Field(1, description="Runs the wait has continued across, this one included.")
+
+
+EVENTS_CARRIED = 200
+"""Reports carried into a continued run: what the wait's checks read is the latest of them."""
+VENDOR_WAIT_HISTORY = 10_000
+"""History events past which a vendor wait continues as a new run (``workflows/ticketing.py``; Temporal warns
+at 10,240 and ends a run at 51,200): a device reporting every second would otherwise reach the limit in hours."""

@@ -262,6 +262,9 @@ class IncidentInput(BaseModel):
     search_attributes: bool = Field(True, description="Off only on servers without podmedic's attributes.")
     storm: bool = Field(False, description="Opened while its driver was in a storm (the ingest counted "
                                            "detection.storm_fence.devices): once fenced it waits its turn.")
+    carry: str | None = Field(None, description="A run continued while waiting for the vendor: the JSON of "
+                                                "podmedic.domain.incident.VendorWaitCarry (text, as the domain's "
+                                                "incident record builds on this model).")
 
     @model_validator(mode="after")
     def _one_policy(self) -> IncidentInput:

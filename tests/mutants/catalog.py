@@ -287,4 +287,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if reading.health is Health.HEALTHY:",
         "        if False:",
         ("tests/e2e_guard/test_rule_sweep_healthy_e2e.py",)),
+    Mutant(
+        "vendor-wait-never-continues", "a device reporting through a weeks-long vendor wait keeps every run's "
+        "history bounded", "workflows/ticketing.py",
+        "    return info.is_continue_as_new_suggested() or info.get_current_history_length() > "
+        "record.VENDOR_WAIT_HISTORY",
+        "    return False",
+        ("tests/workflow/test_vendor_wait.py",)),
 )

@@ -17,9 +17,10 @@ from datetime import timedelta
 import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
+from podmedic.domain import incident as record
 from podmedic.domain.incident import TIMELINE_HEAD, TIMELINE_KEPT, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
@@ -200,3 +201,47 @@ async def test_a_chatty_device_keeps_the_incidents_record_and_queries_bounded(
         outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR and outcome.timeline_folded >= state.timeline_folded
     assert len(outcome.timeline) == TIMELINE_KEPT
+
+
+HISTORY_LIMIT = 400
+"""The vendor wait's history limit for the next test (10,000 shipped): low, so a few thousand reports cross it."""
+HISTORY_SLACK = 150
+"""Events a run may add past the limit before it continues: the wake, one status call, the reports meanwhile."""
+
+
+async def test_a_device_reporting_through_its_vendor_wait_continues_as_new_runs_of_bounded_history(
+    env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each report is an event in the run's history, and only a new run starts a new history (Temporal ends a
+    # run at 51,200 events). A flapping device reporting every 2.8 s through a wait of weeks would pass that
+    # in a day and a half; the wait continues as new runs, each carrying the record and where the wait stands.
+    monkeypatch.setattr(record, "VENDOR_WAIT_HISTORY", HISTORY_LIMIT)
+    client = env.client
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0007", device="gpu-4")
+    fake = _vendor_never_answers()
+    fake.pods = []
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+    reports = 1200
+    async with worker(client, task_queue, fake):
+        runs = await _flap(env, task_queue, fake, device, reports=reports, paced=reports)
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        assert state.phase is Phase.AWAITING_VENDOR and state.flapping, state.phase
+        assert state.events_seen == reports, state.events_seen  # counted across runs
+        assert len(state.model_dump_json()) < 200_000
+        fake.ticket_state = "resolved"
+        outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
+    assert fake.calls["file_ticket"] == 1
+    last = (await handle.describe()).run_id
+    assert len(runs) > 2 and last in runs, f"{len(runs)} runs"
+    lengths = []
+    for run in runs:
+        described = await client.get_workflow_handle(device.workflow_id, run_id=run).describe()
+        expected = WorkflowExecutionStatus.COMPLETED if run == last else WorkflowExecutionStatus.CONTINUED_AS_NEW
+        assert described.status is expected, (run, described.status)
+        lengths.append(len([e async for e in client.get_workflow_handle(device.workflow_id,
+                                                                         run_id=run).fetch_history_events()]))
+    print(f"{reports} reports over {len(runs)} runs; history events per run: {sorted(lengths)}")
+    assert max(lengths) <= HISTORY_LIMIT + HISTORY_SLACK, lengths
+    continued = [t.message for t in outcome.timeline if "continued as a new run" in t.message]
+    assert continued and f"({len(runs)} so far)" in continued[-1], continued  # earlier ones may be folded
