@@ -262,7 +262,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "workflows/ticketing.py",
         "        if truthful and wf.state.flapping:\n            return False",
         "        if False:\n            return False",
-        ("tests/workflow/test_vendor_wait.py",)),
+        ("tests/workflow/test_vendor_wait.py", "tests/e2e_tickets/test_flapping.py")),
     Mutant(
         "sweep-never-runs", "a DeviceTaintRule held by a terminated run is swept and settled by its device's health",
         "workflows/fleet_guard.py",
