@@ -10,7 +10,6 @@ mypy checks that wherever a workflow passes ``self``.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,7 +17,15 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase, Resolution, StepNotice
+    from podmedic.domain.incident import (
+        AbortRequest,
+        IncidentOutcome,
+        IncidentState,
+        Phase,
+        Resolution,
+        StepNotice,
+        VendorWaitCarry,
+    )
     from podmedic.domain.models import DeviceHealthEvent, Health, IncidentInput, Outcome, PodKey
     from podmedic.domain.node import NodeIncidentState, NodeWatchInput
     from podmedic.domain.policy import DriverPolicy
@@ -50,6 +57,8 @@ class IncidentContext(Protocol):
     held_notice: StepNotice | None
     annotated: set[PodKey]
     placements: Placements
+    carry: VendorWaitCarry | None
+    """What the run this one continues handed over (``workflows/vendor_carry.py``); ``None`` in a first run."""
 
     @property
     def permanent(self) -> bool:
@@ -82,8 +91,6 @@ class IncidentContext(Protocol):
     def track_pods(self) -> None:
         """Keep ``PodmedicPods`` naming every pod the incident touched."""
 
-    async def continue_vendor_wait(self, deadline: dt.datetime, gap: float, news_from: int, read_healthy: bool) -> None:
-        """Continue as a new run that takes the vendor wait up where it stands (never returns)."""
 
 
 class ClosingContext(Protocol):

@@ -7,7 +7,6 @@ signals (signal-with-start), so duplicates and several ingest replicas join one 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from typing import Any
 
 from temporalio import workflow
@@ -20,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
     from podmedic.domain.incident import (
-        EVENTS_CARRIED,
         AbortRequest,
         IncidentOutcome,
         IncidentState,
@@ -41,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.node import NodeIncidentNotice
     from podmedic.domain.steps import DiscoverInput, Discovery
-    from workflows import describe, move_off, repeat, stages, storm_wait, telemetry
+    from workflows import describe, move_off, repeat, stages, storm_wait, telemetry, vendor_carry
     from workflows import permits as guarded
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
@@ -101,17 +99,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.placements = move_off.Placements()
         self.carry = VendorWaitCarry.model_validate_json(inp.carry) if inp.carry else None
         if self.carry is not None:
-            self._take_up(self.carry)
-
-    def _take_up(self, carry: VendorWaitCarry) -> None:
-        """Take up the record and the vendor wait of the run this one continues."""
-        self.state = carry.state
-        self.events = list(carry.events)
-        self._seen = set(carry.seen_ids)
-        self.resolution, self.resolved_by_operator = carry.resolution, carry.resolved_by_operator
-        self.approved, self.done = set(carry.approved), set(carry.done)
-        self.guard_asked, self.turn_asked = carry.guard_asked, carry.turn_asked
-        self.annotated = set(carry.annotated)
+            self._seen = vendor_carry.take_up(self, self.carry)
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal
@@ -301,23 +289,6 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             others = [f"{p.namespace}/{p.name}" for p in discovery.job_pods]
             self.note("detect", describe.workload_line(workload, others))
         return discovery
-
-    async def continue_vendor_wait(self, deadline: dt.datetime, gap: float, news_from: int, read_healthy: bool) -> None:
-        """Continue as a new run that takes the vendor wait up where it stands: a weeks-long wait and a chatty
-        device would otherwise outgrow Temporal's history (``VENDOR_WAIT_HISTORY``)."""
-        await drain(self)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        runs = self.carry.runs + 1 if self.carry is not None else 2
-        self.note("ticket", f"continued as a new run ({runs} so far) while waiting for the vendor: this run's "
-                            f"history reached {workflow.info().get_current_history_length()} events")
-        news = self.events[news_from:][-EVENTS_CARRIED:]
-        carry = VendorWaitCarry(
-            state=self.state, events=news, seen_ids=[e.event_id for e in news], resolution=self.resolution,
-            resolved_by_operator=self.resolved_by_operator, approved=sorted(self.approved), done=sorted(self.done),
-            guard_asked=self.guard_asked, turn_asked=self.turn_asked,
-            annotated=sorted(self.annotated, key=lambda p: (p.namespace, p.name, p.uid)),
-            deadline=deadline, gap_s=gap, read_healthy=read_healthy, runs=runs)
-        workflow.continue_as_new(self.inp.model_copy(update={"carry": carry.model_dump_json()}))
 
     # -- helpers shared with recovery and closing ------------------------------------------
     def request_id(self, purpose: str, attempt: int = 0) -> str:

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import Health
     from podmedic.domain.steps import TicketInput, TicketStatusInput
+    from workflows import vendor_carry
     from workflows.context import ClosingContext, IncidentContext
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
@@ -177,7 +178,7 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
         if await vendor_resolved(closer):
             return True
         if history_full() and wf.patches.patched(VENDOR_WAIT_CONTINUES):
-            await wf.continue_vendor_wait(deadline, gap, seen, closer.read_healthy)
+            await vendor_carry.continue_wait(wf, deadline, gap, seen, closer.read_healthy)
         if backoff:
             # Woken too when the history is full: a chatty device's reports would otherwise pile up for hours.
             await closer.sleep(min(gap, remaining), "wait for the vendor", wake=lambda: healed() or history_full())
