@@ -160,7 +160,7 @@ def plan_take(rule: Obj, holder: str, effect: str, why: str) -> Obj | None:
     return body
 
 
-def plan_reclaim(rule: Obj, closed: list[str], why: str) -> Release:
+def plan_reclaim(rule: Obj, closed: list[str], why: str, by: str = "podmedic rule sweeper (fleet guard)") -> Release:
     """How the sweeper takes ``closed`` runs (each closed without letting go) off ``rule``: ``patch`` the
     holders to those left, or, when none is left, ``patch`` the rule to no holder, naming the last closed
     one in ``ORPHANED_FROM`` (``remaining`` empty): the device's health, not the sweeper, decides whether
@@ -173,7 +173,7 @@ def plan_reclaim(rule: Obj, closed: list[str], why: str) -> Release:
     if not gone:
         return Release("keep", "kept: no closed run holds it", remaining=holders)
     remaining = [h for h in holders if h not in gone]
-    annotations = {HOLDERS: json.dumps(remaining), CHANGED_BY: "podmedic rule sweeper (fleet guard)",
+    annotations = {HOLDERS: json.dumps(remaining), CHANGED_BY: by,
                    REASON: f"{', '.join(gone)} closed without letting go ({why})"[:1000]}
     if remaining:
         annotations.update({OWNER_RUN: remaining[-1], INCIDENT: remaining[-1].split("@", 1)[0]})

@@ -46,7 +46,8 @@ SELECTOR = f"{holders.MANAGED_BY}=podmedic"
 LEAKED = frozenset({"terminated", "failed", "timed_out", "not found"})
 """How a run closes without its close: terminated (or reset away), failed, timed out, or gone past the
 namespace's retention, which says nothing of how it closed. A run that completed or was canceled ran its
-close, and a hold it kept is deliberate ("kept for an operator"): the sweep leaves it."""
+close: one that stopped without verifying its device let go there (``workflows/closing.py``), and a hold a
+completed one kept is deliberate ("kept for an operator"): the sweep leaves it."""
 
 ReadHealth = Callable[[DeviceRef], Awaitable[DeviceHealthReading]]
 

@@ -119,8 +119,10 @@ class TaintActivities(KubeActivities):
             return TaintResult(rule_name=name, created=False, effect=_effect(taken))
         raise Conflict(f"devicetaintrule {name}: still changing after {_TRIES} tries", 409)
 
-    async def release(self, rule_name: str, holder: str, why: str) -> UntaintResult:
-        """Take ``holder`` off the rule; delete it when no one else holds it."""
+    async def release(self, rule_name: str, holder: str, why: str, stopped: bool = False) -> UntaintResult:
+        """Take ``holder`` off the rule; delete it when no one else holds it, unless the holder ``stopped``
+        without verifying the device: then a rule left with no holder stays, marked as left by it
+        (``holders.ORPHANED_FROM``), for the fleet guard's sweep to settle by the device's health."""
         for attempt in range(_TRIES):
             # The rule cache's copy first: a write over a version it has not seen yet answers 409, and
             # every later try reads the API server's.
@@ -136,6 +138,9 @@ class TaintActivities(KubeActivities):
                     if await self.closed_run(older):
                         plan = holders.plan_release(rule, older, f"{why} (for {older}, closed: reset away)")
                         break
+            if plan.action == "delete" and stopped:
+                plan = holders.plan_reclaim(rule, [holder, *holders.older_runs(rule, holder)], why,
+                                             by=f"podmedic worker ({holder} stopped)")
             try:
                 if plan.action == "delete":
                     await self.kube.aio.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])
@@ -179,7 +184,9 @@ class TaintActivities(KubeActivities):
 
     @activity.defn(name="remove_taint")
     async def remove_taint(self, inp: UntaintInput) -> UntaintResult:
-        """Release the rule: deleted only if no other incident still holds it."""
+        """Release the rule: deleted only if no other incident still holds it (and never by a run that stopped)."""
+        if inp.stopped:
+            return await kept_alive(self.release(inp.rule_name, calling_run(), inp.stopped, stopped=True))
         return await kept_alive(self.release(inp.rule_name, calling_run(), f"{inp.incident_id} closed"))
 
     @activity.defn(name="hold_taints")

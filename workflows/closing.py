@@ -8,6 +8,8 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
@@ -19,7 +21,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows import move_off, ticketing, unverified
     from workflows.context import IncidentContext
     from workflows.options import activity_options
-    from workflows.patches import FLAPPING_WAITS_FOR_THE_VENDOR, HEALTHY_AFTER_THE_FAILURE, SEEN_HEALTHY
+    from workflows.patches import (
+        FLAPPING_WAITS_FOR_THE_VENDOR,
+        HEALTHY_AFTER_THE_FAILURE,
+        SEEN_HEALTHY,
+        STOPPED_LETS_GO,
+    )
 
 
 
@@ -36,6 +43,37 @@ def dry_run_close(wf: IncidentContext, permanent: bool) -> IncidentOutcome:
                      f"{wf.policy.close.anti_flap_s:g}s")
     return wf.finish(Outcome.DRY_RUN, f"dry run of {wf.policy.driver}: every decision recorded; nothing in the "
                                       "cluster changed and no ticket filed")
+
+
+STOPPED = (Outcome.ABORTED, Outcome.FAILED)
+
+
+async def let_go_if_stopped(wf: IncidentContext, outcome: IncidentOutcome) -> None:
+    """Take this run off its DeviceTaintRule when the incident stopped without deciding about the device.
+
+    The rule is never deleted here: the device may still be broken, so a rule left with no holder stays,
+    marked as left by this run, and the sweep (``activities/rule_sweep.py``) deletes it once a source reads
+    the device Healthy, or opens the device's incident again while it reads Unhealthy.
+    """
+    rule = wf.state.taint_rule
+    if outcome.outcome not in STOPPED or not rule or wf.state.taint_removed or wf.policy.dry_run:
+        return
+    if not wf.patches.patched(STOPPED_LETS_GO):
+        return
+    try:
+        result = await workflow.execute_activity_method(
+            TaintActivities.remove_taint,
+            UntaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, rule_name=rule,
+                         stopped=f"{wf.state.incident_id} {outcome.outcome.value}: {outcome.explanation}"[:1000]),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=10)),
+            summary=f"let go of DeviceTaintRule {rule}",
+        )
+    except ActivityError as err:
+        wf.note("close", f"DeviceTaintRule {rule} still names this run ({err.cause or err}): the fleet guard's "
+                         "sweep takes it off")
+        return
+    wf.note("close", f"DeviceTaintRule {rule} let go: {result.detail}")
 
 
 class Closer:

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import permits as guarded
     from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
-    from workflows.closing import Closer, dry_run_close
+    from workflows.closing import Closer, dry_run_close, let_go_if_stopped
     from workflows.correlate import report_to_node
     from workflows.notices import drain, tell_pods
     from workflows.operators import OperatorHandlers
@@ -153,6 +153,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
                 raise
         await guarded.release(self)
         await storm_wait.give_back(self)
+        await let_go_if_stopped(self, outcome)
         good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
                                    Outcome.RESOLVED_BY_VENDOR, Outcome.CLEARED)
         await tell_pods(self, "closed", f"incident closed: {outcome.outcome.value}: {outcome.explanation}",

@@ -46,6 +46,12 @@ VENDOR_WAIT_CONTINUES = "vendor-wait-continues-as-new"
 """A vendor wait whose history grows past ``VENDOR_WAIT_HISTORY`` events (``podmedic/domain/incident.py``)
 continues as a new run (``workflows/ticketing.py``); asked only then, so no run below the limit records it."""
 
+STOPPED_LETS_GO = "stopped-lets-go-of-its-rule"
+"""An incident that stops without verifying its device (aborted, canceled, a step gave up) takes its run off
+its DeviceTaintRule, never deleting it, instead of leaving it held by a closed run; the fleet guard's sweep
+settles a rule left with no holder by the device's health (``workflows/closing.py``); asked only by such
+incidents."""
+
 BUNDLES: dict[str, frozenset[str]] = {
     "incident-2027-01": frozenset({
         "taint-first", "fence-local-activity", "checkpoint-live-pods", "concurrent-open", "background-notices",

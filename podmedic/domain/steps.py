@@ -227,6 +227,10 @@ class UntaintInput(BaseModel):
     incident_id: str
     device: DeviceRef
     rule_name: str
+    stopped: str = Field("", description="Why the incident stopped without verifying its device (aborted, "
+                                         "canceled, a step gave up): its run lets go of the rule and never deletes "
+                                         "it; a rule left with no holder is the fleet guard's sweep's to settle by "
+                                         "the device's health. Empty: the device verified, the rule may go.")
 
 
 class PodNoticeInput(BaseModel):

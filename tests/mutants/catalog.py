@@ -288,6 +288,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:",
         ("tests/e2e_guard/test_rule_sweep_healthy_e2e.py",)),
     Mutant(
+        "stopped-run-keeps-its-rule", "an incident canceled, terminated or reset at any stage leaves no rule held by "
+        "a closed run", "workflows/closing.py",
+        "    if outcome.outcome not in STOPPED or not rule or wf.state.taint_removed or wf.policy.dry_run:",
+        "    if True:",
+        ("tests/e2e_guard/test_stop_at_each_stage_e2e.py",)),
+    Mutant(
         "vendor-wait-never-continues", "a device reporting through a weeks-long vendor wait keeps every run's "
         "history bounded", "workflows/ticketing.py",
         "    return info.is_continue_as_new_suggested() or info.get_current_history_length() > "
