@@ -34,8 +34,8 @@ from podmedic.domain.node import (
 NODE_WORKFLOW = "NodeIncident"
 
 # A quiet watch answers in tens of milliseconds. A watch that cannot answer in 1 s is behind on its tasks
-# (a storm): the incident goes on without the answer rather than wait (5 s used to time out, and retry
-# the whole activity, for 340 of 1,000 devices in `python -m benchmarks storm`); the watch signals it later.
+# (a storm): the incident goes on without the answer rather than wait for it and retry the whole activity
+# (docs/BENCHMARKS.md has the storm figures that set this); the watch signals it later.
 QUERY_TIMEOUT = dt.timedelta(seconds=1)
 
 HEALTHY_OUTCOMES = {Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED, Outcome.RESOLVED_BY_VENDOR,

@@ -44,8 +44,8 @@ from podmedic.domain.pool_fence import PoolRef
 from podmedic.domain.storm_turns import TurnsState, turns_workflow_id
 
 TARGET_P99_TAINT_S = 20.0
-TARGET_P99_TAINT_HALL_S = 60.0  # past 1,000 devices (issue 25: 10,000 devices on this 2-core machine)
-TARGET_WORKER_RSS_MIB = 1024.0  # issue 25: the whole storm, on one worker
+TARGET_P99_TAINT_HALL_S = 60.0  # the target past 1,000 devices (10,000 devices on a 2-core machine)
+TARGET_WORKER_RSS_MIB = 1024.0  # the target: the whole storm, on one worker
 
 
 async def run_storm(nodes: int, devices_per_node: int, server: str, progress: Any = print, *,

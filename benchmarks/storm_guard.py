@@ -44,7 +44,7 @@ from benchmarks.stats import load_1m, machine
 from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus, ResumeRequest
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 
-TARGET_TRIP_S = 10.0  # issue 25: the fleet incident opens within 10 s of crossing the storm threshold
+TARGET_TRIP_S = 10.0  # the target: the fleet incident opens within 10 s of crossing the storm threshold
 SAMPLE_S = 0.5
 PERMANENT = Fault(code=48, message="XID 48: double-bit ECC error (benchmark)", clears_on_restart=False)
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"  # the simulator's default version (podmedic_sim/config.py)

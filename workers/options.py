@@ -53,11 +53,10 @@ def worker_options(*, sandboxed: bool = False, capacity: Capacity = DEFAULT_CAPA
         # Twenty workflow-task polls, nearly all on the task queue that holds new incidents' first
         # tasks (the fence runs in them); running incidents' next tasks come from the sticky queue
         # (SDK docs: maximum x ratio polls at most on the task queue, at least one on the sticky
-        # queue). In a 1,000-device storm the SDK's 5 polls left a new incident's first task waiting
-        # 15 s (p50) for a poll while the worker's event loop sat mostly idle (py-spy): taint p99
-        # 32 s; with 20, 14 s. More sticky polls (20 x 0.5, 24 x 0.84) or autoscaled polls fenced
-        # slower (p99 25-112 s), likely because running incidents' recoveries then take the CPU
-        # the fences need. One storm run each: docs/BENCHMARKS.md.
+        # queue). In a storm the SDK's 5 polls left new incidents' first tasks waiting for a poll
+        # while the worker's event loop sat mostly idle; more sticky polls or autoscaled polls
+        # fenced slower, likely because running incidents' recoveries then take the CPU the
+        # fences need. The storm runs that chose these numbers are in docs/BENCHMARKS.md.
         "workflow_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=20),
         "nonsticky_to_sticky_poll_ratio": 2.0,
         "max_cached_workflows": capacity.cached_workflows,

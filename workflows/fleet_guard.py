@@ -109,7 +109,7 @@ class FleetGuardWorkflow:
         shares = req.counts or not workflow.patched(NODE_ADDS_NO_SHARE)
         answer = limits.evaluate(self.ledger, req, self.fleet, now, shares=shares)
         if answer.granted:
-            # Patch: a node incident's permit no longer counts as one more device of its pool.
+            # Patch: a node incident's permit counts as no device of its pool (it adds none).
             limits.grant(self.ledger, req, now, shares=req.counts or not workflow.patched(NODE_NOT_A_DEVICE))
         else:
             limits.wait(self.ledger, req.incident_id, now)

@@ -1,6 +1,6 @@
 """DeviceTaintRule ownership against the simulator's API server (real HTTP, real client).
 
-The races of issue 5's untaint: an old run closing while a new run holds the rule, a
+The races of untainting: an old run closing while a new run holds the rule, a
 retried release, a rule an operator edited, a node incident holding a device's rule, and
 a node quarantine applied twice and lifted without uncordoning a node cordoned before.
 """
