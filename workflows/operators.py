@@ -123,13 +123,6 @@ class OperatorHandlers:
         self._decide(step, "aborted", request.by, request.reason)
         self.stop_work()
 
-    @workflow.signal(name="abort_incident")
-    def abort_signal(self, request: AbortRequest) -> None:
-        """Signal form of ``abort``, without validation (kept for older callers)."""
-        if self.abort_request is None and self.state.phase is not Phase.CLOSED:
-            self._stop(request)
-            self.note("abort", f"abort requested by {request.by}: {request.reason}")
-
     # -- resolve -------------------------------------------------------------------------
     @workflow.update(name="resolve")
     def resolve_update(self, resolution: Resolution) -> OperatorAnswer:

@@ -196,7 +196,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         except RPCError as exc:
             raise OperatorError(f"no incident {wid}: {exc.message}", 2) from exc
         rep.ui_url = ui_link(t, rep.incident_id, rep.run_id)
-        text = markdown(rep) if (args.output or "md") in ("md", "markdown") else render(rep, args.output)
+        text = markdown(rep) if (args.output or "markdown") == "markdown" else render(rep, args.output)
         if args.file:
             args.file.write_text(text)
             print(f"wrote {args.file}", file=sys.stderr)
@@ -218,7 +218,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("--node", help="node name")
     q.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"one of: {', '.join(PHASES)}")
     q.add_argument("-n", "--namespace", dest="pod_namespace", help="Kubernetes namespace of the affected pods")
-    q.add_argument("--pod-namespace", dest="pod_namespace", help=argparse.SUPPRESS)
     q.add_argument("--job", help="the affected pods' Job")
     q.add_argument("--pod", metavar="NAMESPACE/NAME", help="a pod the incident touched (replacements too)")
     q.add_argument("--open", action="store_true", help="only incidents still running")
@@ -265,7 +264,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("id", help="workflow id, or driver/pool/device")
     p.add_argument("--run", help="run id (default: the latest run)")
     add_output_flag(p, ("markdown", "json", "yaml"), "markdown")
-    p.add_argument("--format", dest="output", choices=["md", "json"], help=argparse.SUPPRESS)  # before -o
     p.add_argument("--file", type=Path, help="write the report here instead of to standard output")
     connection.add_flags(p)
     p.set_defaults(func=cmd_report)

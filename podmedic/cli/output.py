@@ -1,7 +1,6 @@
 """kubectl's output flag for every command that prints objects: ``-o json|yaml|wide|name``.
 
-One flag instead of a mix of ``--json`` and ``--format``; ``--json`` stays accepted (hidden) as
-``-o json`` for scripts written before.
+One flag for every command, as kubectl has.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ def add_output_flag(p: argparse.ArgumentParser, formats: tuple[str, ...], defaul
     """``-o/--output`` with ``formats`` (what the command prints without it: ``default``)."""
     p.add_argument("-o", "--output", choices=formats, default=None, metavar="FORMAT",
                    help=f"output format: {', '.join(formats)} (default: {default})")
-    p.add_argument("--json", dest="output", action="store_const", const="json", help=argparse.SUPPRESS)
 
 
 def _plain(value: Any) -> Any:

@@ -49,7 +49,7 @@ def list_query(kind: str, *, driver: str | None = None, node: str | None = None,
     kinds = list(KINDS.values()) if kind == "all" else [KINDS[kind]]
     parts = ["(" + " OR ".join(f"WorkflowType = '{k}'" for k in kinds) + ")"]
     filters = ((search.DRIVER.name, "--driver", driver), (search.NODE.name, "--node", node),
-               (search.PHASE.name, "--phase", phase), (search.NAMESPACE.name, "--pod-namespace", namespace),
+               (search.PHASE.name, "--phase", phase), (search.NAMESPACE.name, "--namespace", namespace),
                (search.JOB.name, "--job", job), (search.PODS.name, "--pod", pod))
     for attribute, flag, value in filters:
         if value is None:

@@ -181,18 +181,6 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         ``body`` makes a concurrent change a ``Conflict``."""
         return self._call(f"patch node {name}", self.core.patch_node, name, body, field_manager=FIELD_MANAGER)
 
-    def evict_pod(self, namespace: str, name: str, uid: str) -> None:
-        """Evict through the Eviction API (PodDisruptionBudgets apply; 429 when blocked)."""
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-            "deleteOptions": {"preconditions": {"uid": uid}},
-        }
-        # NotFound: already gone; Conflict: replaced by a pod with another UID.
-        with contextlib.suppress(NotFound, Conflict):
-            self._call(f"evict pod {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body)
-
     def create_event(self, namespace: str, body: Obj) -> None:
         """Record a Kubernetes Event."""
         self._request(requests.create_event(namespace, body))

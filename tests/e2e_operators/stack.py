@@ -64,8 +64,8 @@ class Ops:
             return json.loads(resp.read() or b"null")
 
     def show(self, incident: str) -> dict[str, Any]:
-        """``incidents show --json``."""
-        out = self.cli("incidents", "show", incident, "--json")
+        """``incidents show -o json``."""
+        out = self.cli("incidents", "show", incident, "-o", "json")
         assert out.returncode == 0, out.stderr
         shown: dict[str, Any] = json.loads(out.stdout)
         return shown

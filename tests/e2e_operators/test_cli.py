@@ -31,7 +31,7 @@ async def test_list_show_approve_skip_with_visibility_filters(ops: Ops) -> None:
     attrs = rows[wid]["attributes"]
     assert attrs["PodmedicAwaitingApproval"] == "taint" and attrs["PodmedicFailureMode"] == "device_failed"
     assert attrs["PodmedicDevice"] == "gpu.nvidia.com/rack-9/gpu-0"
-    none = ops.cli("incidents", "list", "--driver", "gpu.amd.com", "--json")
+    none = ops.cli("incidents", "list", "--driver", "gpu.amd.com", "-o", "json")
     assert none.returncode == 0 and wid not in {r["id"] for r in json.loads(none.stdout)}
     bad = ops.cli("incidents", "list", "--driver", "x' OR WorkflowType != '")
     assert bad.returncode == 2 and "--driver" in bad.stderr
@@ -84,7 +84,7 @@ async def test_abort_report_and_errors(ops: Ops, tmp_path: Path) -> None:
     assert closed["outcome"]["outcome"] == "aborted"
     assert closed["outcome"]["explanation"] == "aborted by erin: device pulled for failure analysis"
 
-    listed = json.loads(ops.cli("incidents", "list", "--node", "rack-9", "--json").stdout)
+    listed = json.loads(ops.cli("incidents", "list", "--node", "rack-9", "-o", "json").stdout)
     assert {"device/gpu.nvidia.com/rack-9/gpu-1"} <= {r["id"] for r in listed}
     row = next(r for r in listed if r["id"] == wid)
     assert row["status"] == "Completed" and row["attributes"]["PodmedicOutcome"] == "aborted"

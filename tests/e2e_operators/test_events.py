@@ -135,12 +135,12 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
         assert [r["id"] for r in json.loads(listed.stdout)] == [permanent], (flag, value, listed.stderr)
 
     node = permanent_pod["devices"][0].split("/")[1]
-    watches = ops.cli("incidents", "list", "--type", "node", "--node", node, "--json")
+    watches = ops.cli("incidents", "list", "--type", "node", "--node", node, "-o", "json")
     assert [r["id"] for r in json.loads(watches.stdout)] == [f"node/{node}"], watches.stderr
-    watch = json.loads(ops.cli("incidents", "show", f"node/{node}", "--json").stdout)
+    watch = json.loads(ops.cli("incidents", "show", f"node/{node}", "-o", "json").stdout)
     assert watch["type"] == "NodeIncident" and watch["other"]["node"] == node
 
-    report = ops.cli("report", permanent, "--format", "json")
+    report = ops.cli("report", permanent, "-o", "json")
     assert report.returncode == 0, report.stderr
     rep = json.loads(report.stdout)
     assert rep["failure"]["code"] == 79 and rep["failure"]["health"] == "Unhealthy"
@@ -166,7 +166,7 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
         ("taint", "approved", "alice"), ("resolve", "resolved", "vendor-rma")]
     assert rep["outcome"]["ticket_id"] and rep["duration_s"] > 0
     # The transient incident's fence is a local activity: it has no activity events, only a marker.
-    fenced = json.loads(ops.cli("report", transient, "--format", "json").stdout)
+    fenced = json.loads(ops.cli("report", transient, "-o", "json").stdout)
     local = [a for a in fenced["actions"] if a["kind"] == "local activity"]
     assert [(a["name"], a["status"], a["attempts"]) for a in local] == [("taint_device", "completed", 1)], local
     assert local[0]["result"]["effect"] == "NoSchedule" and local[0]["result"]["rule_name"].startswith("podmedic-")
