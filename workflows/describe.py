@@ -9,6 +9,7 @@ the Temporal UI renders it.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from podmedic.domain.classify import classify, names_the_failure
 from podmedic.domain.incident import IncidentState, Phase
@@ -42,7 +43,7 @@ def static_summary(event: DeviceHealthEvent) -> str:
     return f"{event.device.resource_id} {event.health.value} — {text}"[:200]
 
 
-def _ladder(rungs: list[LadderRung]) -> str:
+def _ladder(rungs: Sequence[LadderRung]) -> str:
     return " → ".join(f"{r.action} x{r.attempts} ({r.timeout_s:g}s)" for r in rungs) or "none"
 
 

@@ -8,6 +8,7 @@ ticket), and the timeline and details say which incidents made it so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio import workflow
@@ -64,10 +65,10 @@ async def check(wf: IncidentContext) -> None:
     wf.refresh_details()
 
 
-def ladder(wf: IncidentContext, rungs: list[LadderRung]) -> list[LadderRung]:
+def ladder(wf: IncidentContext, rungs: Sequence[LadderRung]) -> list[LadderRung]:
     """The rungs to climb: a repeat offender gets no in-place restart (its device is a lemon)."""
     if not wf.state.repeat_offender:
-        return rungs
+        return list(rungs)
     kept = [r for r in rungs if r.action != "in_place_restart"]
     if len(kept) != len(rungs):
         wf.note("recover", "repeat offender: in-place restart left out of the ladder")

@@ -9,6 +9,7 @@ outranks a reading, and a reading outranks the policy's default.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
@@ -31,7 +32,7 @@ def _verdict(mode: FailureMode, permanence: Permanence, actionable: bool, why: s
     return Verdict(failure_mode=mode, permanence=permanence, actionable=actionable, why=why)
 
 
-def matches_any(patterns: list[str], *texts: str) -> str | None:
+def matches_any(patterns: Sequence[str], *texts: str) -> str | None:
     """The first of ``patterns`` found in any of ``texts``, or ``None``."""
     for pattern in patterns:
         if any(re.search(pattern, text) for text in texts if text):

@@ -38,13 +38,13 @@ class Gate(ConfigModel):
 class Approvals(ConfigModel):
     """Approval gates: actions an operator must approve (``podmedic incidents approve``)."""
 
-    gates: list[Gate] = Field(default_factory=list, description="Gated actions; empty: nothing waits.")
+    gates: tuple[Gate, ...] = Field(default_factory=tuple, description="Gated actions; empty: nothing waits.")
     timeout_s: float = Field(3600.0, gt=0, description="How long a gate waits for an operator.")
     on_timeout: OnTimeout = Field("abort", description="What an unanswered gate does: proceed or abort.")
 
     @field_validator("gates")
     @classmethod
-    def _one_gate_per_action(cls, gates: list[Gate]) -> list[Gate]:
+    def _one_gate_per_action(cls, gates: tuple[Gate, ...]) -> tuple[Gate, ...]:
         actions = [g.action for g in gates]
         twice = sorted({a for a in actions if actions.count(a) > 1})
         if twice:

@@ -60,20 +60,20 @@ class PrepareFailures(ConfigModel):
     neither, is the pod's own configuration: reported on the pod, never tainted or retried.
     """
 
-    device_failed: list[str] = Field(
-        default_factory=lambda: [r"(?i)unhealthy", r"(?i)\bxid\b", r"(?i)fallen off the bus",
-                                 r"(?i)device (is )?(lost|not found|unavailable)", r"(?i)ecc"],
+    device_failed: tuple[str, ...] = Field(
+        default_factory=lambda: (r"(?i)unhealthy", r"(?i)\bxid\b", r"(?i)fallen off the bus",
+                                 r"(?i)device (is )?(lost|not found|unavailable)", r"(?i)ecc"),
         description="Regular expressions (Python syntax) on the event message.",
     )
-    bad_config: list[str] = Field(
-        default_factory=lambda: [r"(?i)invalid", r"(?i)unknown (config|parameter|field)",
-                                 r"(?i)not supported", r"(?i)cannot (parse|decode)", r"(?i)opaque"],
+    bad_config: tuple[str, ...] = Field(
+        default_factory=lambda: (r"(?i)invalid", r"(?i)unknown (config|parameter|field)",
+                                 r"(?i)not supported", r"(?i)cannot (parse|decode)", r"(?i)opaque"),
         description="Regular expressions (Python syntax) on the event message.",
     )
 
     @field_validator("device_failed", "bad_config")
     @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:
             try:
                 re.compile(pattern)
@@ -112,24 +112,24 @@ class Detection(ConfigModel):
         description="ResourceSlice device taint keys written by the driver and what they mean; "
         "by_code reads the XID (or other) code from the taint value. Keys not listed are transient.",
     )
-    infrastructure: list[str] = Field(
-        default_factory=lambda: [r"(?i)nvswitch", r"(?i)fabric manager", r"(?i)\bpower\b", r"(?i)node not ?ready"],
+    infrastructure: tuple[str, ...] = Field(
+        default_factory=lambda: (r"(?i)nvswitch", r"(?i)fabric manager", r"(?i)\bpower\b", r"(?i)node not ?ready"),
         description="Patterns on reason or message naming a fault outside the device (transient, node-scoped).",
     )
     prepare_failures: PrepareFailures = Field(default_factory=PrepareFailures)
 
     @field_validator("infrastructure")
     @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         return PrepareFailures._compiles(patterns)
 
 
 class XidTable(ConfigModel):
     """Classification of NVIDIA XID (or any numeric driver) codes."""
 
-    permanent: list[int] = Field(default_factory=list, description="Device failed for good.")
-    container_code: list[int] = Field(default_factory=list, description="The workload's own fault.")
-    ignore: list[int] = Field(default_factory=list, description="Noise: never an incident.")
+    permanent: tuple[int, ...] = Field(default_factory=tuple, description="Device failed for good.")
+    container_code: tuple[int, ...] = Field(default_factory=tuple, description="The workload's own fault.")
+    ignore: tuple[int, ...] = Field(default_factory=tuple, description="Noise: never an incident.")
 
 
 class Classification(ConfigModel):

@@ -68,8 +68,8 @@ class InPlace(ConfigModel):
 
     mechanism: InPlaceMechanism = "exit_code"
     signal: str = Field("TERM", description="Signal name for exec_signal: " + ", ".join(_SIGNALS))
-    command: list[str] = Field(
-        default_factory=lambda: ["kill", "-s", "{signal}", "1"],
+    command: tuple[str, ...] = Field(
+        default_factory=lambda: ("kill", "-s", "{signal}", "1"),
         min_length=1,
         description="What exec_signal runs in the container; {signal} is replaced by the signal name.",
     )
@@ -98,18 +98,18 @@ class Eviction(ConfigModel):
 class Recovery(ConfigModel):
     """Escalation ladders by permanence, tried in order until one verifies."""
 
-    transient: list[LadderRung] = Field(
-        default_factory=lambda: [
+    transient: tuple[LadderRung, ...] = Field(
+        default_factory=lambda: (
             LadderRung(action="in_place_restart", timeout_s=60),
             LadderRung(action="same_node", timeout_s=300),
             LadderRung(action="any_node", timeout_s=300),
-        ]
+        )
     )
-    permanent: list[LadderRung] = Field(
-        default_factory=lambda: [
+    permanent: tuple[LadderRung, ...] = Field(
+        default_factory=lambda: (
             LadderRung(action="same_node", timeout_s=300),
             LadderRung(action="any_node", timeout_s=300),
-        ]
+        )
     )
     verify_poll_s: float = Field(0.5, gt=0, description="How often verification looks.")
     in_place: InPlace = Field(default_factory=InPlace)

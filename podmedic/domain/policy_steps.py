@@ -18,8 +18,8 @@ class RetryPolicy(ConfigModel):
     backoff_coefficient: float = Field(2.0, ge=1, description="Growth of the delay per attempt.")
     max_interval_s: float = Field(30.0, gt=0, description="Ceiling of the retry delay.")
     max_attempts: int = Field(5, ge=0, description="Attempts in all; 0 retries without limit.")
-    non_retryable_errors: list[str] = Field(
-        default_factory=lambda: [*KUBE_REFUSALS, "BadPolicy"],
+    non_retryable_errors: tuple[str, ...] = Field(
+        default_factory=lambda: (*KUBE_REFUSALS, "BadPolicy"),
         description="Error types that fail the step at once.",
     )
 

@@ -36,7 +36,7 @@ def test_a_file_that_sets_one_knob_keeps_the_guard_and_the_xid_table(tmp_path: P
     assert nvidia.checkpoint.timeout_s == 300
     assert policies.guard is not None and policies.guard.enabled
     assert policies.guard.max_devices_tainted == SHIPPED["guard"]["max_devices_tainted"]
-    assert nvidia.classification.codes.permanent == NVIDIA["classification"]["codes"]["permanent"]
+    assert list(nvidia.classification.codes.permanent) == NVIDIA["classification"]["codes"]["permanent"]
     assert 79 in nvidia.classification.codes.permanent  # fallen off the bus stays permanent
     assert nvidia.detection.corroborate_s == NVIDIA["detection"]["corroborate_s"]
     # The rest of the entry is the shipped default's.
@@ -48,7 +48,7 @@ def test_removing_is_explicit(tmp_path: Path) -> None:
                                            "    classification: {codes: {permanent: []}}\n"))
     assert policies.guard is not None and not policies.guard.enabled
     codes = policies.for_driver("gpu.nvidia.com").classification.codes
-    assert codes.permanent == [] and codes.container_code == NVIDIA["classification"]["codes"]["container_code"]
+    assert codes.permanent == () and list(codes.container_code) == NVIDIA["classification"]["codes"]["container_code"]
 
 
 @pytest.mark.parametrize(("text", "where"), [
