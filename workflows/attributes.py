@@ -2,13 +2,10 @@
 
 Every search attribute upsert is a history event and a visibility write on the server. An
 incident changes its phase several times within one workflow task (opened, fencing,
-discovering: one task), and in a 1,000-device storm those writes were a quarter of the Temporal
-server's CPU (``python -m benchmarks storm``, one run each: 182 CPU-s with them, 132 without). The writer keeps
-the changes of one task and upserts them together when the workflow next waits, so the
-visibility store sees the same final values with fewer writes.
-
-Since ``workflow.patched("coalesced-search-attributes")``; incidents recorded before it upsert
-each change at once, as they did.
+discovering: one task), and in a storm those writes were a large share of the Temporal server's
+CPU (docs/BENCHMARKS.md). The writer keeps the changes of one task and upserts them together
+when the workflow next waits, so the visibility store sees the same final values with fewer
+writes.
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
-
-PATCH = "coalesced-search-attributes"
 
 
 class SearchAttributeWriter:
@@ -33,13 +28,11 @@ class SearchAttributeWriter:
         self.enabled = enabled
         self._values: dict[str, object] = {}
         self._pending: dict[str, SearchAttributeUpdate[Any]] = {}
-        self._coalesce = False
         self._flusher: asyncio.Task[None] | None = None
 
-    def start(self, coalesce: bool) -> None:
-        """Begin coalescing (``coalesce``: the run took the patch)."""
-        if self.enabled and coalesce:
-            self._coalesce = True
+    def start(self) -> None:
+        """Begin writing in the background."""
+        if self.enabled:
             self._flusher = asyncio.create_task(self._flush_when_pending())
 
     def set(self, key: SearchAttributeKey[Any], value: object | None) -> None:
@@ -47,11 +40,7 @@ class SearchAttributeWriter:
         if not self.enabled or self._values.get(key.name) == value:
             return
         self._values[key.name] = value
-        update = key.value_unset() if value is None else key.value_set(value)
-        if not self._coalesce:
-            workflow.upsert_search_attributes([update])
-            return
-        self._pending[key.name] = update
+        self._pending[key.name] = key.value_unset() if value is None else key.value_set(value)
 
     def stop(self) -> None:
         """Write what is pending now and stop the background writer."""

@@ -21,12 +21,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import move_off, ticketing, unverified
     from workflows.context import IncidentContext
     from workflows.options import activity_options
-    from workflows.patches import (
-        FLAPPING_WAITS_FOR_THE_VENDOR,
-        HEALTHY_AFTER_THE_FAILURE,
-        SEEN_HEALTHY,
-        STOPPED_LETS_GO,
-    )
 
 
 
@@ -57,8 +51,6 @@ async def let_go_if_stopped(wf: IncidentContext, outcome: IncidentOutcome) -> No
     """
     rule = wf.state.taint_rule
     if outcome.outcome not in STOPPED or not rule or wf.state.taint_removed or wf.policy.dry_run:
-        return
-    if not wf.patches.patched(STOPPED_LETS_GO):
         return
     try:
         result = await workflow.execute_activity_method(
@@ -152,11 +144,7 @@ class Closer:
         return reading.health
 
     def _healthy_event_seen(self) -> bool:
-        if healthy_after_the_failure(self.wf.events):
-            return True
-        # Only a Healthy report older than the failure is left: it counted before this patch.
-        stale = any(e.health is Health.HEALTHY for e in self.wf.events)
-        return stale and not self.wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)
+        return healthy_after_the_failure(self.wf.events)
 
     async def _wait_heal(self) -> bool:
         """Wait up to the policy's heal time for evidence that the device is healthy."""
@@ -195,7 +183,7 @@ class Closer:
             self.wf.note("close", f"device unhealthy again within the {delay:g}s anti-flap delay")
             return False
         unseen = not self.read_healthy and not healthy_after_the_failure(self.wf.events)
-        if unseen and self.wf.patches.patched(SEEN_HEALTHY):
+        if unseen:
             self.wf.note("close", "no source that can see the device has reported it Healthy since the failure")
             return False
         self.verified_healthy = True
@@ -208,24 +196,23 @@ class Closer:
                            news_from: int | None = None) -> bool:
         """Wait for a resolve signal, a Healthy event, or the backend saying resolved; then verify the device.
         A Healthy event with nobody's resolution must hold for the anti-flap delay, or the wait goes on."""
-        truthful = self.wf.patches.patched(FLAPPING_WAITS_FOR_THE_VENDOR)
         deadline = deadline or workflow.now() + timedelta(seconds=self.policy.ticket.wait_resolution_s)
         while True:
             if not await ticketing.wait_vendor(self, deadline, gap, news_from):
                 return False
             gap = news_from = None  # after an anti-flap check the wait starts afresh
-            if self.resolved_by or not truthful or await self._stays_healthy():
+            if self.resolved_by or await self._stays_healthy():
                 break
             self.wf.note("ticket", f"device Unhealthy again: ticket {self.wf.state.ticket_id} stays open, the "
                                    "incident waits for the vendor")
-        if truthful and not self.resolved_by:
+        if not self.resolved_by:
             # The device held Healthy with nobody's word yet: the vendor may have marked the ticket
             # resolved meanwhile (a repair is seen before its ticket is closed), or a person resolved it.
             if self.wf.resolution is not None:
                 self.resolved_by = self.wf.resolution.by
             else:
                 await ticketing.vendor_resolved(self)
-        if not self.wf.patches.patched(ticketing.PATCH) or await ticketing.verify_fixed(self):
+        if await ticketing.verify_fixed(self):
             return True
         self.unverified = self.unverified or (f"ticket {self.wf.state.ticket_id} resolved but the device did not "
                                               "verify healthy")

@@ -29,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import DeviceHealthEvent, Health, IncidentInput, Outcome, PodKey
     from podmedic.domain.node import NodeIncidentState, NodeWatchInput
     from podmedic.domain.policy import DriverPolicy
-    from workflows.patches import Patches
 
 if TYPE_CHECKING:
     from workflows.move_off import Placements
@@ -42,7 +41,6 @@ class IncidentContext(Protocol):
     policy: DriverPolicy
     state: IncidentState
     events: list[DeviceHealthEvent]
-    patches: Patches
     resolution: Resolution | None
     resolved_by_operator: bool
     abort_request: AbortRequest | None

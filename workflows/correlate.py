@@ -14,7 +14,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
     from workflows.context import IncidentContext
     from workflows.options import URGENT
-    from workflows.patches import BLAME_THE_WORKLOAD
 
 
 async def report_to_node(wf: IncidentContext, event: DeviceHealthEvent) -> None:
@@ -22,7 +21,7 @@ async def report_to_node(wf: IncidentContext, event: DeviceHealthEvent) -> None:
     node = event.node or wf.inp.device.pool
     if not node or wf.state.failure_mode is None:
         return
-    if wf.state.failure_mode.blames_the_workload and wf.patches.patched(BLAME_THE_WORKLOAD):
+    if wf.state.failure_mode.blames_the_workload:
         wf.note("correlate", f"not reported to node {node}'s watch: the workload caused this fault "
                                f"({wf.state.failure_mode}), which says nothing about the node")
         return

@@ -44,19 +44,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
 
-NODE_NOT_A_DEVICE = "node-permit-not-a-device"
-"""Patch: a node incident's permit does not count toward the driver and pool shares."""
-ASK_WAKES_ONLY_ON_TRIP = "ask-wakes-only-on-trip"
-"""Patch: an ask wakes the guard's loop only when it trips the storm breaker (every ask used to: a timer
-cancelled and started again per ask). Commit 30d6e63 made this change without the marker; guards that
-ran its code have no marker and cannot be told from older ones (tests/replay/test_replay.py)."""
-NODE_ADDS_NO_SHARE = "node-permit-adds-no-share"
-"""Patch: a node quarantine is not held by the driver and pool shares either (it adds no device to them)."""
-RECLAIMS_CLOSED_HOLDERS = "guard-reclaims-closed-holders"
-"""Patch: the guard frees the permits of runs that closed without giving them back."""
-SWEEPS_TAINT_RULES = "guard-sweeps-taint-rules"
-"""Patch: the guard sweeps podmedic's DeviceTaintRules for holders that closed without letting go."""
-
 MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
 
@@ -82,15 +69,10 @@ class FleetGuardWorkflow:
 
     # -- incidents -------------------------------------------------------------------------
     @workflow.update
-    async def ask(self, req: PermitRequest) -> PermitAnswer:
-        """May ``req``'s incident take its step now? Granted answers hold a permit until release."""
-        await workflow.wait_condition(lambda: self.fleet is not None)
-        return self._answer(req)
-
-    @workflow.update
     async def ask_many(self, reqs: PermitRequests) -> PermitAnswers:
-        """``ask`` for several incidents at once, in order: a worker's concurrent asks in one update
-        (``activities/fleet_guard.py``), because Temporal admits only a few updates in flight per workflow."""
+        """May each request's incident take its step now? Granted answers hold a permit until release. A
+        worker's concurrent asks come in one update, in order (``activities/fleet_guard.py``), because
+        Temporal admits only a few updates in flight per workflow."""
         await workflow.wait_condition(lambda: self.fleet is not None)
         return PermitAnswers(answers=[self._answer(req) for req in reqs.requests])
 
@@ -105,20 +87,17 @@ class FleetGuardWorkflow:
             found = limits.storm(self.ledger, self.policy, self.fleet, now)
             if found is not None:
                 self._trip(found)
-        # Patch: a node quarantine adds no device to the shares, so they do not hold it either.
-        shares = req.counts or not workflow.patched(NODE_ADDS_NO_SHARE)
-        answer = limits.evaluate(self.ledger, req, self.fleet, now, shares=shares)
+        # A node quarantine adds no device to the shares (its devices' incidents count them), so they
+        # neither hold it nor count its permit.
+        answer = limits.evaluate(self.ledger, req, self.fleet, now, shares=req.counts)
         if answer.granted:
-            # Patch: a node incident's permit counts as no device of its pool (it adds none).
-            limits.grant(self.ledger, req, now, shares=req.counts or not workflow.patched(NODE_NOT_A_DEVICE))
+            limits.grant(self.ledger, req, now, shares=req.counts)
         else:
             limits.wait(self.ledger, req.incident_id, now)
             # A refusal may be a closed run's leaked permit: the loop checks the holders when that is due.
-            self.dirty = self.dirty or (self._holders_due() and workflow.patched(RECLAIMS_CLOSED_HOLDERS))
-        if workflow.patched(ASK_WAKES_ONLY_ON_TRIP):
-            self.dirty = self.dirty or self.to_open is not None
-        else:
-            self.dirty = True
+            self.dirty = self.dirty or self._holders_due()
+        # An ask wakes the loop only when it tripped the storm breaker (a fleet incident to open).
+        self.dirty = self.dirty or self.to_open is not None
         return self._counted(answer)
 
     @workflow.signal
@@ -203,7 +182,7 @@ class FleetGuardWorkflow:
             wait = self.policy.fleet_refresh_s - (workflow.now() - self.fleet.read_at).total_seconds()
         if self.ledger.storm is not None:
             wait = min(wait, self.policy.storm.window_s / 10, self.policy.storm.clear_s / 10)
-        if self.ledger.waiting and self.ledger.permits and workflow.patched(RECLAIMS_CLOSED_HOLDERS):
+        if self.ledger.waiting and self.ledger.permits:
             wait = min(wait, self._holders_wait())
         if self.rules_swept is not None:
             wait = min(wait, self._sweep_wait())
@@ -217,7 +196,7 @@ class FleetGuardWorkflow:
     async def _sweep(self) -> None:
         """Sweep podmedic's DeviceTaintRules every ``sweep_s`` (``activities/rule_sweep.py``): a run terminated
         or reset from Temporal stays a holder of its rules, and a rule held by a closed run is never deleted."""
-        if self._sweep_wait() > 0 or not workflow.patched(SWEEPS_TAINT_RULES):
+        if self._sweep_wait() > 0:
             return
         self.rules_swept = workflow.now()
         try:
@@ -247,7 +226,7 @@ class FleetGuardWorkflow:
     async def _reclaim(self) -> None:
         """Free the permits of runs that closed without giving them back: a run terminated or reset from
         Temporal runs no cleanup, and its permit would otherwise count against the limits for ever."""
-        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):
+        if not self._holders_due():
             return
         self.holders_checked = workflow.now()
         try:

@@ -41,30 +41,17 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.steps import DiscoverInput, Discovery
     from workflows import describe, move_off, repeat, stages, storm_wait, telemetry, vendor_carry
     from workflows import permits as guarded
-    from workflows.attributes import PATCH as COALESCE_ATTRIBUTES
     from workflows.attributes import SearchAttributeWriter
     from workflows.closing import Closer, dry_run_close, let_go_if_stopped
     from workflows.correlate import report_to_node
     from workflows.notices import drain, tell_pods
     from workflows.operators import OperatorHandlers
     from workflows.options import URGENT, activity_options
-    from workflows.patches import Patches
     from workflows.policy_memo import policy_in_force
     from workflows.recovery import run_ladder
     from workflows.settle import corroborate, settle
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
-
-CONCURRENT_OPEN = "concurrent-open"
-"""Patch: correlation, the repeat-offender check and discovery run at once (they ran one by one)."""
-ABORT_CANCELS = "abort-cancels-the-work"
-"""Patch: ``abort`` cancels the incident's work where it waits, as a Temporal cancel does, instead of
-each wait looking for the request (a step in flight is abandoned, not waited for)."""
-CANCEL_CLOSES = "cancel-closes-the-incident"
-"""Patch: a Temporal cancel request (the UI's Cancel, ``temporal workflow cancel``) closes the incident
-as ``abort`` does (its permit and storm turn given back, the pods told) instead of ending the run
-with none of that."""
-
 
 @workflow.defn(name="DeviceIncident")
 class DeviceIncidentWorkflow(OperatorHandlers):
@@ -87,7 +74,6 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.approved: set[str] = set()
         self.running: str | None = None
         self.done: set[str] = set()
-        self.patches = Patches()
         self.attributes = SearchAttributeWriter(bool(inp.search_attributes))
         self.woken = False
         self.guard_asked = False
@@ -135,8 +121,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     @workflow.run
     async def run(self, inp: IncidentInput) -> IncidentOutcome:
         """Run the pipeline; every path ends in an ``IncidentOutcome``, told to the pods."""
-        self.patches.start()
-        self.attributes.start(self.patches.patched(COALESCE_ATTRIBUTES))
+        self.attributes.start()
         # The work runs as a task of its own, shielded: a Temporal cancel request reaches this await
         # whatever the work is doing (and whatever it catches), and the incident closes here.
         self.work = work = asyncio.create_task(self._work())
@@ -146,11 +131,9 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             work.cancel()
             if self.abort_cancels and self.abort_request is not None:  # the work was canceled by abort
                 outcome = self.finish(Outcome.ABORTED, self._aborted())
-            elif self.patches.patched(CANCEL_CLOSES):
+            else:
                 self.canceled = self._canceled()
                 outcome = self.finish(Outcome.ABORTED, self.canceled)
-            else:
-                raise
         await guarded.release(self)
         await storm_wait.give_back(self)
         await let_go_if_stopped(self, outcome)
@@ -184,7 +167,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
 
     def stop_work(self) -> None:
         """An operator's ``abort``: cancel the work where it waits (every wait, by construction)."""
-        if self.work is not None and self.patches.patched(ABORT_CANCELS):
+        if self.work is not None:
             self.abort_cancels = True
             self.work.cancel()
 
@@ -221,13 +204,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             self.state.steps.append("detect")
         fenced = await stages.fence(self)
         await storm_wait.wait_turn(self)
-        if self.patches.patched(CONCURRENT_OPEN):
-            # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
-            *_, discovery = await asyncio.gather(report_to_node(self, event), repeat.check(self), self._discover())
-        else:
-            await report_to_node(self, event)
-            await repeat.check(self)
-            discovery = await self._discover()
+        # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
+        *_, discovery = await asyncio.gather(report_to_node(self, event), repeat.check(self), self._discover())
         permanent = self.permanent
         plan = (f"fenced: DeviceTaintRule {self.state.taint_rule} NoSchedule (no new pod gets it); podmedic will "
                 "checkpoint and recover" if self.state.taint_rule else "podmedic will checkpoint, taint and recover")

@@ -25,11 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.options import activity_options
     from workflows.recovery import run_ladder
 
-MOVE_OFF = "move-off-a-failing-node"
-"""Patch: a pod placed on its node by ``same_node`` moves off once the node is the incident;
-asked only by incidents whose ``same_node`` rung verified."""
-
-
 @dataclass
 class Placement:
     """A replacement this incident put on the failed device's node, and when."""
@@ -43,24 +38,21 @@ class Placement:
 class Placements:
     """The incident's same-node placements and when it learned its node is the incident."""
 
-    enabled: bool = False
     node_incident_at: dt.datetime | None = None
     made: list[Placement] = field(default_factory=list)
 
     def due(self, window_s: float) -> list[Placement]:
         """Placements to move now: made at most ``window_s`` before the node incident, not yet moved."""
-        if not self.enabled or self.node_incident_at is None:
+        if self.node_incident_at is None:
             return []
         start = self.node_incident_at - dt.timedelta(seconds=window_s)
         return [p for p in self.made if not p.moved and p.at >= start]
 
 
 def placed(wf: IncidentContext, result: RecoveryResult) -> None:
-    """Remember a verified same-node placement (and ask for the patch, once such a placement exists)."""
+    """Remember a verified same-node placement."""
     if not (result.verified and result.action == "same_node" and result.pod is not None and result.same_node):
         return
-    if not wf.placements.enabled:
-        wf.placements.enabled = wf.patches.patched(MOVE_OFF)
     wf.placements.made.append(Placement(pod=result.pod, at=workflow.now()))
 
 

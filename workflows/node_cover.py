@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import RecoveryResult
     from workflows import permits as guarded
-    from workflows.patches import SAME_NODE_NOT_ON_A_FAILING_NODE
 
 if TYPE_CHECKING:
     from podmedic.domain.models import PodRef
@@ -56,7 +55,7 @@ def skip_rung(wf: IncidentContext, rung: LadderRung) -> bool:
         wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is node incident {node_incident}, which "
                            "quarantines it: a node turning bad takes no replacement")
         return True
-    if wf.state.node_failures and wf.patches.patched(SAME_NODE_NOT_ON_A_FAILING_NODE):
+    if wf.state.node_failures:
         wf.note("recover", f"{rung.action} skipped: other devices of its node failed within the "
                            f"correlation window ({', '.join(wf.state.node_failures)})")
         return True

@@ -38,10 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import node_plugins, node_quarantine, operator_checks
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
 
-CANCEL_CLOSES = "node-cancel-closes-the-incident"
-"""Patch: a Temporal cancel request closes the node incident with what it did said, and gives its permit
-back, instead of ending the run with none of that."""
-
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
 
@@ -216,8 +212,6 @@ class NodeIncidentWorkflow:
             explanation = await asyncio.shield(work)
         except asyncio.CancelledError:
             work.cancel()
-            if not workflow.patched(CANCEL_CLOSES):
-                raise
             kept = (f"node {inp.node} stays cordoned and tainted, its devices' DeviceTaintRules held, for an operator"
                     if self.state.quarantined else f"node {inp.node} was not quarantined")
             explanation = f"canceled from Temporal (a cancel request) in phase {self.state.phase}: {kept}"

@@ -3,8 +3,7 @@
 Like a device incident's (``workflows/permits.py``) but without the ``ask_operator`` gate: the
 node quarantine has its own approval gate already, so a held quarantine waits (phase
 ``Throttled``) for room or for a storm to end; a resolution meanwhile drops it. Inert when the
-watch's input carries no enabled guard (watches opened before the guard), patched as
-``fleet-guard``.
+watch's input carries no enabled guard.
 """
 
 from __future__ import annotations
@@ -21,14 +20,13 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.fleet_guard.messages import PermitRelease, PermitRequest
     from podmedic.domain.models import DeviceRef
     from workflows.context import NodeContext
-    from workflows.permits import PATCH
 
 
 
 async def permit(wf: NodeContext) -> bool:
     """True once the guard lets the quarantine go; False when the node was resolved while held."""
     guard = wf.inp.guard
-    if guard is None or not guard.enabled or not workflow.patched(PATCH):
+    if guard is None or not guard.enabled:
         return True
     devices = [DeviceRef.parse(rid) for rid in wf.state.devices]
     # A watch opened by a device plugin's device has no DRA device: the guard counts the node under the

@@ -3,13 +3,12 @@
 Best effort: a notice that cannot be written is noted on the timeline and the incident
 goes on (the pod's owner loses a hint; the cluster is not left half-remediated).
 
-Since ``workflow.patched("background-notices")`` the Events are written behind the incident
-rather than in its path: each notice waits for the one before it (so a pod's Events keep the
-order of the steps) but the step after it does not wait for the notice. Three notices used to
-stand between a device failing and its taint. ``drain`` waits for the last one before the
-incident closes.
+The Events are written behind the incident rather than in its path: each notice waits for the
+one before it (so a pod's Events keep the order of the steps) but the step after it does not
+wait for the notice, so no notice stands between a device failing and its taint. ``drain``
+waits for the last one before the incident closes.
 
-Since ``fold-step-notices`` a step in ``FOLDED`` (the checkpoint's, always followed by a
+A step in ``FOLDED`` (the checkpoint's, always followed by a
 recovery or the close) writes no Event of its own: its message leads the next notice to the
 same pods, so a pod's owner still reads every step, in order, in one Event fewer. A next notice
 to other pods (one pod of several recovered, a replacement) writes the held one first, as it
@@ -32,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_steps import KUBE_REFUSALS
     from workflows.context import IncidentContext
     from workflows.options import BACKGROUND
-    from workflows.patches import FOLD_STEP_NOTICES
 
 
 REASONS = {
@@ -49,7 +47,6 @@ REASONS = {
     "closed": "PodmedicIncidentClosed",
 }
 
-PATCH = "background-notices"
 FOLDED = frozenset({"checkpointed"})
 
 
@@ -76,13 +73,10 @@ async def tell_pods(wf: IncidentContext, step: str, message: str, *, pods: list[
                                            "warning": warning or held.warning})
     elif held is not None:
         _write(wf, held)
-    if step in FOLDED and wf.patches.patched(FOLD_STEP_NOTICES):
+    if step in FOLDED:
         wf.held_notice = notice
         return
-    if wf.patches.patched(PATCH):
-        _write(wf, notice)
-        return
-    await _record(wf, notice)
+    _write(wf, notice)
 
 
 def _write(wf: IncidentContext, notice: StepNotice) -> None:

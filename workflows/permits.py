@@ -1,10 +1,9 @@
 """The incident's side of the fleet guard: ask before each disruptive step, wait when held.
 
-Inert unless the incident's policy carries an enabled ``guard`` section, and gated by
-``workflow.patched("fleet-guard")`` so incidents recorded before the guard replay unchanged.
-Held incidents wait in phase ``Throttled`` (``on_limit: wait``, and always during a storm) or
-at an approval gate named ``fleet_guard`` (``on_limit: ask_operator``): an operator's
-``approve`` lets the step past the limit, ``skip`` drops it, ``abort`` ends the incident.
+Inert unless the incident's policy carries an enabled ``guard`` section. Held incidents wait in
+phase ``Throttled`` (``on_limit: wait``, and always during a storm) or at an approval gate named
+``fleet_guard`` (``on_limit: ask_operator``): an operator's ``approve`` lets the step past the
+limit, ``skip`` drops it, ``abort`` ends the incident.
 """
 
 from __future__ import annotations
@@ -26,14 +25,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.options import URGENT
 
 
-PATCH = "fleet-guard"
 GATE = "fleet_guard"
 
 
 def guarded(wf: IncidentContext) -> bool:
-    """Whether this incident asks the guard (policy section on, and code new enough)."""
+    """Whether this incident asks the guard (its policy's section is on)."""
     guard = wf.policy.guard
-    return guard is not None and guard.enabled and wf.patches.patched(PATCH)
+    return guard is not None and guard.enabled
 
 
 async def _ask(wf: IncidentContext, step: str, *, probe: bool = False,

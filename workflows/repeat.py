@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_recovery import LadderRung
     from workflows.context import IncidentContext
     from workflows.options import URGENT
-    from workflows.patches import BLAME_THE_WORKLOAD
 
 
 
@@ -31,7 +30,7 @@ async def check(wf: IncidentContext) -> None:
     if rule.incidents == 0:
         return
     mode = wf.state.failure_mode
-    if mode is not None and mode.blames_the_workload and wf.patches.patched(BLAME_THE_WORKLOAD):
+    if mode is not None and mode.blames_the_workload:
         wf.note("classify", f"repeat-offender check skipped: the workload caused this fault ({mode}), "
                             "which counts against no device")
         return

@@ -53,10 +53,6 @@ async def settle(wf: IncidentContext) -> DeviceHealthEvent:
         index = found
 
 
-CORROBORATE = "corroborate-uncoded"
-"""Patch: a report that does not say what failed waits for a source that does."""
-
-
 async def corroborate(wf: IncidentContext, event: DeviceHealthEvent) -> DeviceHealthEvent:
     """The event to classify: ``event``, or one from another source that says what failed.
 
@@ -66,7 +62,7 @@ async def corroborate(wf: IncidentContext, event: DeviceHealthEvent) -> DeviceHe
     count too); without one it is classified as it is.
     """
     wait = wf.policy.detection.corroborate_s
-    if wait <= 0 or names_the_failure(event, wf.policy) or not wf.patches.patched(CORROBORATE):
+    if wait <= 0 or names_the_failure(event, wf.policy):
         return event
 
     def telling() -> DeviceHealthEvent | None:

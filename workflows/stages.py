@@ -3,14 +3,13 @@
 Each may be gated by the driver's approval policy and skipped by an operator; each tells
 the affected pods what it did.
 
-The incident's first action is a fence (patch ``taint-first``): a ``NoSchedule``
+The incident's first action is a fence: a ``NoSchedule``
 DeviceTaintRule, taken as soon as the event is classified, before discovery and the
 checkpoint. It evicts nothing, so nothing has to wait for it, and every second it waited a
 scheduler could hand the failed device to a new pod. The policy's effect follows the
 checkpoint: a ``NoExecute`` taint evicts the pods, which is what must not happen before they
 have saved, so the fence is raised to it then. A taint held at an approval gate is not
-fenced: it comes after the checkpoint, as before the patch, so the checkpoint never waits on a
-person.
+fenced: it comes after the checkpoint, so the checkpoint never waits on a person.
 """
 
 from __future__ import annotations
@@ -40,32 +39,21 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to, gate_of
     from workflows.notices import tell_pods
     from workflows.options import URGENT, activity_options, local_activity_options
-    from workflows.patches import FOLD_STEP_NOTICES
-
-
-TAINT_FIRST = "taint-first"
-"""Patch: a NoSchedule fence is the incident's first action (the taint came after the checkpoint)."""
-FENCE_LOCAL = "fence-local-activity"
-"""Patch: the fence is a local activity, run in the workflow task that opened the incident (it
-was an activity task, queued behind every other incident's tasks in a storm)."""
-LIVE_CHECKPOINT = "checkpoint-live-pods"
-"""Patch: after a permanent failure, the pods whose containers still run are asked to save
-(before it, a permanent failure skipped the checkpoint for every pod)."""
 
 
 async def fence(wf: IncidentContext) -> bool:
     """Fence the device with a ``NoSchedule`` rule now, before discovery and the checkpoint.
 
-    False (nothing done) for incidents recorded before the patch, in dry run, when the taint
-    waits at an approval gate and when the fleet guard holds taints now: then the taint comes
-    after the checkpoint, as it always did (the fence never waits, so correlation and the
-    checkpoint never wait behind it).
+    False (nothing done) in dry run, when the taint waits at an approval gate and when the fleet
+    guard holds taints now: then the taint comes after the checkpoint (the fence never waits, so
+    correlation and the checkpoint never wait behind it). The fence is a local activity, run in
+    the workflow task that opened the incident, not queued behind every other incident's
+    activity tasks in a storm.
     """
-    if not wf.patches.patched(TAINT_FIRST) or wf.policy.dry_run or gate_of(wf, "taint") is not None:
+    if wf.policy.dry_run or gate_of(wf, "taint") is not None:
         return False
     final = policy_effect(wf, wf.permanent) is Effect.NO_SCHEDULE
-    return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False,
-                       local=wf.patches.patched(FENCE_LOCAL))
+    return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False, local=True)
 
 
 def policy_effect(wf: IncidentContext, permanent: bool) -> Effect:
@@ -78,10 +66,7 @@ async def checkpoint_and_taint(wf: IncidentContext, discovery: Discovery, perman
     """Checkpoint the workload, then taint the device with the policy's effect (after a fence:
     raise the fence to it when it evicts, which is what had to wait for the checkpoint)."""
     effect = policy_effect(wf, permanent)
-    # Since fold-step-notices the opening notice names the fence's rule: no Event of its own.
-    if fenced and wf.state.taint_rule and not wf.patches.patched(FOLD_STEP_NOTICES):
-        await tell_pods(wf, "tainted", f"device {wf.inp.device.resource_id} tainted NoSchedule by DeviceTaintRule "
-                                       f"{wf.state.taint_rule} (no new pod gets it): {wf.state.why}", warning=True)
+    # The opening notice names the fence's rule: the fence writes no Event of its own.
     wf.state.checkpoint = await checkpoint(wf, discovery, permanent)
     if not fenced or (wf.state.taint_rule and effect is not Effect.NO_SCHEDULE):
         await taint(wf, effect)
@@ -97,8 +82,6 @@ def _reachable(wf: IncidentContext, pods: list[PodRef], permanent: bool) -> tupl
     """
     if not permanent:
         return pods, []
-    if not wf.patches.patched(LIVE_CHECKPOINT):
-        return [], pods
     return [p for p in pods if p.running], [p for p in pods if not p.running]
 
 

@@ -1,7 +1,7 @@
 """The incident's side of a storm's turns: once fenced, wait for the driver's keeper to let it act.
 
-Only incidents the ingest opened during a storm of their driver (``IncidentInput.storm``) wait,
-and only since the patch ``storm-turns``. The device is fenced before the wait (its pool's rule
+Only incidents the ingest opened during a storm of their driver (``IncidentInput.storm``) wait.
+The device is fenced before the wait (its pool's rule
 and its own NoSchedule rule), so no new pod gets it while the incident waits in phase
 ``Throttled``; an operator's abort still ends it. Every ``storm_fence.max_hold_s`` of waiting it
 asks again: a keeper that was terminated is started anew by the ask and queues it, so no
@@ -23,8 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.storm_turns import TurnOver, TurnRequest
     from workflows.context import IncidentContext
 
-PATCH = "storm-turns"
-
 _ASK = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5)
 _CALL = timedelta(seconds=30)
 
@@ -32,7 +30,7 @@ _CALL = timedelta(seconds=30)
 async def wait_turn(wf: IncidentContext) -> None:
     """Ask the driver's keeper for a turn and wait for it (a storm incident, fenced, not a dry run)."""
     rule = wf.policy.detection.storm_fence
-    if not wf.inp.storm or not rule.enabled or wf.policy.dry_run or not wf.patches.patched(PATCH):
+    if not wf.inp.storm or not rule.enabled or wf.policy.dry_run:
         return
     if not await _ask(wf):
         return

@@ -27,12 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
     from workflows.options import activity_options
-    from workflows.patches import (
-        FLAPPING_WAITS_FOR_THE_VENDOR,
-        HEALTHY_AFTER_THE_FAILURE,
-        SEEN_HEALTHY,
-        VENDOR_WAIT_CONTINUES,
-    )
     from workflows.unverified import ask_to_untaint
 
 
@@ -119,16 +113,6 @@ async def file_ticket(wf: IncidentContext) -> bool:
     return result.filed
 
 
-# Incidents that were already waiting for a vendor when this version rolled out keep the old
-# rules (any Healthy event counts; no verification) so their histories still replay.
-PATCH = "ticket-verify-after-resolution"
-
-BACKOFF = "vendor-poll-backoff"
-"""The gap between status calls doubles from ``poll_s`` up to ``poll_max_s``, and a Healthy report
-ends the sleep at once: a 14-day wait is a few hundred calls, not one every ``poll_s`` (4,032 at
-300 s, some 44,000 history events, near the 51,200 at which Temporal terminates a run)."""
-
-
 def history_full() -> bool:
     """Whether this run's history is long enough for the vendor wait to continue as a new run."""
     info = workflow.info()
@@ -142,32 +126,28 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
     says which. A continued run passes where the wait stood: the gap between status calls, and the
     index from which its reports are news (all it carried)."""
     wf, ticket = closer.wf, closer.policy.ticket
-    current = wf.patches.patched(PATCH)
-    backoff = wf.patches.patched(BACKOFF)
-    strict = wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)  # asked here: never inside a wait's condition
-    # A flapping device's next Healthy report says nothing about a fix: only the vendor or a person ends it.
-    truthful = wf.patches.patched(FLAPPING_WAITS_FOR_THE_VENDOR)
     deadline = deadline or workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
     wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {(deadline - workflow.now()).total_seconds():g}s for "
                                               f"the vendor to resolve ticket {wf.state.ticket_id}")
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
-    seen = news_from if news_from is not None else len(wf.events) if current else 0
+    seen = news_from if news_from is not None else len(wf.events)
 
     def healed() -> bool:
-        if truthful and wf.state.flapping:
+        # A flapping device's next Healthy report says nothing about a fix: only the vendor or a person ends it.
+        if wf.state.flapping:
             return False
         news = wf.events[seen:]
         if not any(e.health is Health.HEALTHY for e in news):
             return False
-        # A Healthy report observed before the failure (delivered late) is no fix; it counted before the patch.
-        return healthy_after_the_failure(wf.events) or not strict
+        # A Healthy report observed before the failure (delivered late) is no fix.
+        return healthy_after_the_failure(wf.events)
 
     def ended() -> bool:
         if wf.resolution is not None:
             closer.resolved_by = wf.resolution.by
             return True
         if healed():
-            closer.resolved_by = "" if truthful else "vendor"
+            closer.resolved_by = ""
             return True
         return False
 
@@ -177,16 +157,14 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
             return True
         if await vendor_resolved(closer):
             return True
-        if history_full() and wf.patches.patched(VENDOR_WAIT_CONTINUES):
+        if history_full():
             await vendor_carry.continue_wait(wf, deadline, gap, seen, closer.read_healthy)
-        if backoff:
-            # Woken too when the history is full: a chatty device's reports would otherwise pile up for hours.
-            await closer.sleep(min(gap, remaining), "wait for the vendor", wake=lambda: healed() or history_full())
-            gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))
-        else:
-            await closer.sleep(min(ticket.poll_s, remaining), "wait for the vendor")
+        # The gap between status calls doubles up to ``poll_max_s``: a weeks-long wait is a few hundred calls.
+        # Woken too when the history is full: a chatty device's reports would otherwise pile up for hours.
+        await closer.sleep(min(gap, remaining), "wait for the vendor", wake=lambda: healed() or history_full())
+        gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))
         wf.check_abort()
-    return ended() if backoff else (wf.resolution is not None and ended())
+    return ended()
 
 
 async def vendor_resolved(closer: ClosingContext) -> bool:
@@ -208,28 +186,26 @@ async def verify_fixed(closer: ClosingContext) -> bool:
     """After the vendor's word: within ``ticket.verify_s`` the device must read Healthy, or, while it
     reads Unknown (no pod uses it, no driver taint), a source that can see it (the node agent, for an
     idle replaced GPU) must report it Healthy after the failure. Unknown to the end, the incident asks
-    an operator (``workflows/unverified.py``), unless a person resolved the incident: their word stands in.
-    Before ``SEEN_HEALTHY``, Unknown passed as verified."""
+    an operator (``workflows/unverified.py``), unless a person resolved the incident: their word stands in."""
     wf, ticket = closer.wf, closer.policy.ticket
     wf.enter(Phase.AWAITING_HEAL, "close", f"ticket {wf.state.ticket_id} resolved; verifying "
                                            f"{wf.inp.device.resource_id} is healthy")
     deadline = workflow.now() + timedelta(seconds=ticket.verify_s)
-    strict = False  # asked only once the device reads Unknown: the only reading the patch judges anew
+    health = Health.UNKNOWN
 
     def reported() -> bool:
-        return strict and healthy_report(wf.events) is not None
+        # A report counts only while the cluster cannot see the device (Unknown): a reading outranks it.
+        return health is Health.UNKNOWN and healthy_report(wf.events) is not None
 
     while True:
         health = await closer.read_health()
-        if health is Health.UNKNOWN and not strict:
-            strict = wf.patches.patched(SEEN_HEALTHY)
-        report = healthy_report(wf.events) if strict and health is Health.UNKNOWN else None
-        trusted = strict and health is Health.UNKNOWN and wf.resolved_by_operator and wf.resolution is not None
-        if health is Health.HEALTHY or report is not None or trusted or (health is Health.UNKNOWN and not strict):
+        report = healthy_report(wf.events) if health is Health.UNKNOWN else None
+        trusted = health is Health.UNKNOWN and wf.resolved_by_operator and wf.resolution is not None
+        if health is Health.HEALTHY or report is not None or trusted:
             how = (f"{report.source} reports it Healthy ({report.message or report.reason})" if report is not None
                    else "reads Healthy" if health is Health.HEALTHY
-                   else f"on {wf.resolution.by}'s word (resolve): nothing can see it" if trusted and wf.resolution
-                   else "no longer reported Unhealthy (no pod uses it)")
+                   else f"on {wf.resolution.by}'s word (resolve): nothing can see it" if wf.resolution
+                   else "")
             wf.note("close", f"device verified after the ticket's resolution: {_cut(how)}")
             return True
         remaining = (deadline - workflow.now()).total_seconds()

@@ -41,8 +41,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "guard-change-without-patch", "replay-safe upgrades: a changed workflow keeps old runs' path",
         "workflows/fleet_guard.py",
-        "if workflow.patched(ASK_WAKES_ONLY_ON_TRIP):",
-        "if True:",
+        "        self.dirty = self.dirty or self.to_open is not None",
+        "        self.dirty = True",
         ("tests/replay/test_replay.py",)),
     Mutant(
         "ingest-acks-before-delivering", "no event lost after a 202",
@@ -119,8 +119,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "vendor-wait-polls-at-a-fixed-gap", "a vendor wait of weeks stays far below Temporal's history limits",
         "workflows/ticketing.py",
-        "            gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))",
-        "            gap = ticket.poll_s",
+        "        gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))",
+        "        gap = ticket.poll_s",
         ("tests/workflow/test_vendor_wait.py",)),
     Mutant(
         "gate-removal-lists-the-remaining-gates", "podmedic removes its scheduling gate and no other's",
@@ -151,7 +151,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "same-node-onto-a-failing-node", "same-node placement avoids a node whose other devices just failed",
         "workflows/node_cover.py",
-        "    if wf.state.node_failures and wf.patches.patched(SAME_NODE_NOT_ON_A_FAILING_NODE):",
+        "    if wf.state.node_failures:",
         "    if False:",
         ("tests/workflow/test_node_quarantine.py",)),
     Mutant(
@@ -175,14 +175,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stale-healthy-report-heals", "only a Healthy report newer than the failure heals a device",
         "workflows/closing.py",
-        "        return stale and not self.wf.patches.patched(HEALTHY_AFTER_THE_FAILURE)",
-        "        return stale",
+        "        return healthy_after_the_failure(self.wf.events)",
+        "        return any(e.health is Health.HEALTHY for e in self.wf.events)",
         ("tests/workflow/test_detection_workflow.py",)),
     Mutant(
         "unknown-reading-verifies-a-fix", "a device nothing can see is not untainted on no evidence",
         "workflows/ticketing.py",
-        "        if health is Health.UNKNOWN and not strict:\n            strict = wf.patches.patched(SEEN_HEALTHY)",
-        "        if health is Health.UNKNOWN and not strict:\n            strict = False",
+        "        if health is Health.HEALTHY or report is not None or trusted:",
+        "        if health is not Health.UNHEALTHY or report is not None or trusted:",
         ("tests/e2e_tickets/test_resolution.py",)),
     Mutant(
         "ticket-per-incident", "one ticket per fault episode",
@@ -193,8 +193,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "placed-pods-stay-on-a-failing-node", "a pod placed back on a node that turns bad moves off",
         "workflows/move_off.py",
-        "        wf.placements.enabled = wf.patches.patched(MOVE_OFF)",
-        "        wf.placements.enabled = False",
+        "        if self.node_incident_at is None:",
+        "        if True:",
         ("tests/e2e_node/test_move_off_e2e.py",)),
     Mutant(
         "listed-failure-reopened", "two ingest replicas: a hand-over opens no second incident for a device",
@@ -230,7 +230,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "abort-waits-for-the-step", "abort stops an incident at any wait or step, by construction",
         "workflows/incident.py",
-        "        if self.work is not None and self.patches.patched(ABORT_CANCELS):",
+        "        if self.work is not None:",
         "        if False:",
         ("tests/workflow/test_cancel.py",)),
     Mutant(
@@ -254,19 +254,19 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
         "workflows/fleet_guard.py",
-        "        if not self._holders_due() or not workflow.patched(RECLAIMS_CLOSED_HOLDERS):",
+        "        if not self._holders_due():",
         "        if True:",
         ("tests/workflow/test_guard.py",)),
     Mutant(
         "flapping-healthy-ends-vendor-wait", "a flapping device stays one incident until its ticket is resolved",
         "workflows/ticketing.py",
-        "        if truthful and wf.state.flapping:\n            return False",
+        "        if wf.state.flapping:\n            return False",
         "        if False:\n            return False",
         ("tests/workflow/test_vendor_wait.py", "tests/e2e_tickets/test_flapping.py")),
     Mutant(
         "sweep-never-runs", "a DeviceTaintRule held by a terminated run is swept and settled by its device's health",
         "workflows/fleet_guard.py",
-        "        if self._sweep_wait() > 0 or not workflow.patched(SWEEPS_TAINT_RULES):",
+        "        if self._sweep_wait() > 0:",
         "        if True:",
         ("tests/e2e_guard/test_rule_sweep_e2e.py",)),
     Mutant(

@@ -1,15 +1,15 @@
 """Record real incident histories for the replay test (tests/replay/test_replay.py).
 
 Runs ``podmedic demo --keep`` (dev server, simulator, worker, ingest, injected faults), then saves
-one history of each kind the demo produces into tests/replay/histories/: a transient fault
-restarted in place, a permanent fault with a vendor ticket, a node incident. Record after an
-intended, versioned workflow change:
+one history of each kind the demo produces into ``tests/replay/histories/<release>/``: a transient
+fault restarted in place, a permanent fault with a vendor ticket, a node incident. Record when a
+release is cut (``workflows/patches.py``), and after a patched change within it:
 
     .venv/bin/python -m tests.replay.record
 
-and commit the new files together with the change (docs/deploy.md, "Replay test"). Recorded
-histories are only ever added: a kind already on file gets a new, dated file beside the old
-one, which stays and keeps proving that the current code replays what older code recorded.
+and commit the new files together with the change (docs/deploy.md, "Upgrading the worker"). A
+release's histories are only ever added to: a kind already on file gets a new, dated file beside
+the old one, and the release's directory leaves the suite with the release.
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from podmedic.temporal.connect import connect
+from workflows.patches import RELEASE
 
-OUT = Path(__file__).with_name("histories")
+OUT = Path(__file__).with_name("histories") / RELEASE
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def new_history_path(kind: str) -> Path:
     """Where a new history of ``kind`` goes: ``<kind>.json``, or a dated name beside the ones on file."""
+    OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{kind}.json"
     stamp = time.strftime("%Y%m%d")
     number = 1
