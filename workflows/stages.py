@@ -20,8 +20,8 @@ from temporalio.exceptions import ActivityError, CancelledError, FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.checkpoints.checkpoint import CheckpointActivities
     from activities.taint import TaintActivities
-    from podmedic.domain.incident import Phase
-    from podmedic.domain.models import PodRef
+    from podmedic.domain.incident import IncidentStopped, Phase
+    from podmedic.domain.models import Outcome, PodRef
     from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.steps import (
         STOPPED_ON_DEAD_DEVICE,
@@ -154,17 +154,17 @@ async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool)
 
 
 async def _local_taint(wf: IncidentContext, request: TaintInput, summary: str) -> TaintResult:
-    """The taint as a local activity. Its failure surfaces as the activity's own error, not as
-    an ``ActivityError`` wrapping it: wrapped here, so a fence that gives up ends the incident
-    as any other step that gives up does."""
+    """The taint as a local activity. The SDK raises a failed local activity's own error (an
+    ``ApplicationError``), not an ``ActivityError`` wrapping it as it does for an activity (checked
+    with temporalio 1.35): a fence that gives up ends the incident here as any other step that
+    gives up does (``DeviceIncidentWorkflow._work``)."""
     try:
         result: TaintResult = await workflow.execute_local_activity_method(
             TaintActivities.taint_device, request, **local_activity_options(wf.policy.steps.taint, summary))
     except FailureError as err:
         if isinstance(err, ActivityError | CancelledError):
             raise
-        raise ActivityError(f"taint_device: {err}", scheduled_event_id=0, started_event_id=0, identity="",
-                            activity_type="taint_device", activity_id="", retry_state=None) from err
+        raise IncidentStopped(Outcome.FAILED, f"step {wf.state.phase.value} gave up: {err}") from err
     return result
 
 
