@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
-    from podmedic.domain import search
+    from podmedic.domain import describe, search
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
     from podmedic.domain.incident import (
@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.node import NodeIncidentNotice
     from podmedic.domain.steps import DiscoverInput, Discovery
-    from workflows import describe, move_off, repeat, stages, storm_wait, telemetry, vendor_carry
+    from workflows import move_off, repeat, stages, storm_wait, telemetry, vendor_carry
     from workflows import permits as guarded
     from workflows.attributes import SearchAttributeWriter
     from workflows.closing import Closer, dry_run_close, let_go_if_stopped

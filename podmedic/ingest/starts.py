@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from podmedic.domain import search
+from podmedic.domain import describe, search
 from podmedic.domain.models import (
     ConfigProblem,
     DeviceHealthEvent,
@@ -29,7 +29,6 @@ from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.temporal.signals import open_run_id, signal_if_open
-from workflows import describe
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow

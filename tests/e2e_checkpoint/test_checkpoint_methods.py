@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from podmedic.domain import describe
 from podmedic.domain.steps import CheckpointAggregate, CheckpointStatus
 from tests.e2e_checkpoint.conftest import Stack, annotate, incident_until_checkpointed, start_job
 from tests.helpers import wait_until
-from workflows import describe
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -8,12 +8,12 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from podmedic.domain import describe
 from podmedic.domain.incident import IncidentState, PendingApproval, Phase
 from podmedic.domain.models import ConfigProblem, DeviceRef, Health, Outcome, PodKey
 from podmedic.domain.policy_file import parse_policy
 from tests.workflow.fakes import POD, T0, FakeCluster, event
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, worker
-from workflows import describe
 
 POLICY = parse_policy("""
 drivers:

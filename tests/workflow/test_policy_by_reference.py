@@ -12,13 +12,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from podmedic.domain import describe
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, IncidentInput, Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of, unpack
 from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
-from workflows import describe
 from workflows.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
