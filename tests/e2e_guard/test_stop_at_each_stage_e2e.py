@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
@@ -87,20 +87,24 @@ drivers:
 
 HOLD: dict[str, str] = {"fenced": "checkpoint", "noexecute": "ticket"}
 """The gate each stage is held at; every other gate a stage meets on its way is approved."""
+IN_FLIGHT: dict[str, str] = {"checkpointing": "request_checkpoints", "recovering": "reschedule_any_node"}
+"""The activity each of these stages is stopped in the middle of (a checkpoint nobody answers, an eviction
+its PodDisruptionBudget refuses)."""
 
 
 def _at_stage(stage: str, state: dict[str, Any]) -> bool:
-    """Whether an incident's ``get_state`` says it is in ``stage``, its work in flight there."""
+    """Whether an incident's ``get_state`` says it is in ``stage``."""
     pending = (state.get("pending_approval") or {}).get("step")
-    phase, doing = state["phase"], state.get("doing") or ""
-    return {
+    phase, doing = str(state["phase"]), str(state.get("doing") or "")
+    at: dict[str, bool] = {
         "grace": phase == "WaitingGrace",
         "fenced": pending == "checkpoint" and bool(state.get("taint_rule")),
         "checkpointing": phase == "Checkpointing" and pending is None,
         "noexecute": pending == "ticket",
         "recovering": phase == "Recovering" and "any_node" in doing,
         "vendor": phase == "AwaitingVendor",
-    }[stage]
+    }
+    return at[stage]
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +186,17 @@ async def _drive(client: Client, devices: dict[tuple[str, str], str]) -> None:
                     "approve", {"step": pending, "by": "e2e", "note": f"on the way to {stage}"})
             if not _at_stage(stage, state):
                 behind.append(f"{workflow_id} for {stage}: {state['phase']} {state.get('doing')}")
+            elif stage in IN_FLIGHT and not await _started(client, workflow_id, IN_FLIGHT[stage]):
+                behind.append(f"{workflow_id} for {stage}: {IN_FLIGHT[stage]} not started yet")
         assert not behind, behind
     await assert_eventually(all_there, timeout=180, interval=0.5)
+
+
+async def _started(client: Client, workflow_id: str, activity_type: str) -> bool:
+    """Whether the run has ``activity_type`` started and not finished (a worker is running it)."""
+    described = await client.get_workflow_handle(workflow_id).describe()
+    return any(p.activity_type.name == activity_type and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+               for p in described.raw_description.pending_activities)
 
 
 async def _reset(client: Client, workflow_id: str) -> None:
@@ -242,7 +255,6 @@ async def test_cancel_terminate_and_reset_at_each_stage_leave_nothing_held_by_a_
         else:
             fail(sim, [(pool, name)], "79")
     await _drive(client, devices)
-    await asyncio.sleep(1.0)  # each stage's work in flight (a checkpoint asked, an eviction refused)
 
     for (_, action), device in devices.items():
         await _stop(client, action, f"device/{device}")
