@@ -1,7 +1,6 @@
 """The driver policy an incident runs under: named by digest in its input, carried in its memo.
 
-``podmedic/domain/policy_ref.py`` says why. Incidents recorded before ``policy_ref`` carry the
-policy inline in the input and replay on it unchanged.
+``podmedic/domain/policy_ref.py`` says why.
 """
 
 from __future__ import annotations
@@ -18,10 +17,7 @@ def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
     """The policy, and why it cannot be used (``""`` when it can): the memo missing, unreadable, or not
     the content the input's digest names. An unusable policy is replaced by the built-in defaults only
     so that the incident can close and say why; it acts on nothing."""
-    if inp.policy is not None:
-        return inp.policy, ""
     ref = inp.policy_ref
-    assert ref is not None  # IncidentInput names its policy exactly once
     try:
         packed = workflow.memo_value(POLICY_MEMO, None, type_hint=bytes)
         policy = unpack(packed) if packed is not None else None

@@ -12,9 +12,8 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_ref import PolicyRef
 
 
@@ -256,21 +255,14 @@ class IncidentInput(BaseModel):
     replay and the Temporal UI's Input stays a few lines."""
 
     device: DeviceRef
-    policy_ref: PolicyRef | None = Field(None, description="The driver's policy in force at opening, by digest.")
-    policy: DriverPolicy | None = Field(None, description="The policy inlined: incidents opened before "
-                                                          "policy_ref (their recorded histories replay on it).")
+    policy_ref: PolicyRef = Field(description="The driver's policy in force at opening, by digest (its content "
+                                              "rides in the start's memo).")
     search_attributes: bool = Field(True, description="Off only on servers without podmedic's attributes.")
     storm: bool = Field(False, description="Opened while its driver was in a storm (the ingest counted "
                                            "detection.storm_fence.devices): once fenced it waits its turn.")
     carry: str | None = Field(None, description="A run continued while waiting for the vendor: the JSON of "
                                                 "podmedic.domain.incident.VendorWaitCarry (text, as the domain's "
                                                 "incident record builds on this model).")
-
-    @model_validator(mode="after")
-    def _one_policy(self) -> IncidentInput:
-        if (self.policy is None) == (self.policy_ref is None):
-            raise ValueError("an incident names its policy exactly once: policy_ref, or (recorded before it) policy")
-        return self
 
 
 class PodRef(BaseModel):

@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput, PodKey
 from podmedic.domain.policy_file import parse_policy
+from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
@@ -143,8 +144,9 @@ async def incident(client: Client, task_queue: str, pod: dict[str, Any], driver_
                               event_id=uuid.uuid4().hex,
                               pod=PodKey(namespace=pod["namespace"], name=pod["name"], uid=pod["uid"]))
     handle = await client.start_workflow(
-        DeviceIncidentWorkflow.run, IncidentInput(device=ref, policy=driver_policy), id=ref.workflow_id,
+        DeviceIncidentWorkflow.run, IncidentInput(device=ref, policy_ref=ref_of(driver_policy)), id=ref.workflow_id,
         task_queue=task_queue, start_signal="health_event", start_signal_args=[event],
+        memo={POLICY_MEMO: pack(driver_policy)},
         id_conflict_policy=WorkflowIDConflictPolicy.TERMINATE_EXISTING,
     )
     return await asyncio.wait_for(handle.result(), timeout=90)

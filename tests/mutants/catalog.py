@@ -211,8 +211,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "policy-by-digest-not-loaded", "an incident runs under the policy its input names by digest",
         "workflows/policy_memo.py",
-        "    if inp.policy is not None:\n        return inp.policy, \"\"",
-        "    if True:\n        return DriverPolicy(driver=inp.device.driver), \"\"",
+        "    ref = inp.policy_ref\n",
+        "    ref = inp.policy_ref\n    return DriverPolicy(driver=inp.device.driver), \"\"\n",
         ("tests/workflow/test_policy_by_reference.py",)),
     Mutant(
         "policy-memo-trusted-without-digest", "a memo that is not the policy the input names is refused",
