@@ -1,7 +1,9 @@
 """``podmedic guard status|resume``: read the fleet guard and end a storm pause.
 
 Exit codes as ``podmedic incidents``: 0 done, 1 the guard refused (not tripped, no reason),
-2 no guard runs (no incident asked one yet) or a bad flag, 3 Temporal unreachable.
+2 a bad flag, or ``resume`` with no guard running, 3 Temporal unreachable. ``status`` before any
+incident asked the guard prints the configured limits and an idle state and exits 0, as kubectl
+prints an empty list: a script or a probe on a quiet fleet does not break.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.cli import connection
+from podmedic.cli.flags import load_policy_or_exit, policy_flag
 from podmedic.cli.output import add_output_flag
 from podmedic.cli.output import render as dump
 from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus, ResumeRequest
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.incidents.query import OperatorError
+from podmedic.settings.groups import PolicyFile
 
 GUARD_HELP = """\
 The fleet guard (docs/guard.md): permits held, incidents waiting, storms.
@@ -40,6 +45,19 @@ async def fetch_status(t: connection.Target) -> GuardStatus:
     return status
 
 
+async def status_or_idle(t: connection.Target, configured: GuardPolicy) -> GuardStatus:
+    """The guard's status, or, before any incident asked one, an idle status with the ``configured`` limits."""
+    try:
+        return await fetch_status(t)
+    except OperatorError as err:
+        if err.code != 2:
+            raise
+        return GuardStatus(state="idle", devices_tainted=0, nodes_disrupted=0, permits=[], waiting=[], storm=None,
+                           clear_since=None, fleet=None, policy=configured,
+                           history=[f"no incident has asked the fleet guard in namespace {t.namespace} yet: "
+                                    "these are the limits of the policy file in force here"])
+
+
 async def resume(t: connection.Target, request: ResumeRequest) -> GuardStatus:
     """The ``resume`` update; ``OperatorError`` (1) with the guard's reason when refused."""
     await fetch_status(t)  # a clear "no guard" before the update
@@ -55,7 +73,8 @@ async def resume(t: connection.Target, request: ResumeRequest) -> GuardStatus:
 def render(status: GuardStatus) -> str:
     """Text for a terminal."""
     p = status.policy
-    lines = [f"fleet guard: {status.state.upper()}",
+    off = "" if p.enabled else " (disabled by the policy: incidents act without asking)"
+    lines = [f"fleet guard: {status.state.upper()}{off}",
              f"devices under remediation: {status.devices_tainted}/{p.max_devices_tainted}   "
              f"nodes disrupted: {status.nodes_disrupted}/{p.max_nodes_disrupted}",
              f"per {p.window_s:g}s: at most {p.max_driver_share:.0%} of a driver's devices, {p.max_pool_share:.0%} "
@@ -89,8 +108,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gsub = p.add_subparsers(dest="guard_command", required=True, metavar="ACTION")
 
     def cmd_status(args: argparse.Namespace) -> int:
+        # An operator command reads its variables itself (connection.add_flags): the flag, else the variable.
+        policy = args.policy or PolicyFile.load().policy
+        configured = load_policy_or_exit(policy).guard or GuardPolicy(enabled=False)
+
         async def job(t: connection.Target) -> int:
-            status = await fetch_status(t)
+            status = await status_or_idle(t, configured)
             sys.stdout.write(dump(status, args.output) if args.output else render(status) + "\n")
             return 0
         return _run(args, job)
@@ -104,6 +127,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     q = gsub.add_parser("status", help="limits, counts, permits, waiting incidents, storm")
     add_output_flag(q, ("json", "yaml"), "text")
+    policy_flag(q, "policy YAML whose guard limits an idle guard shows")
     q.set_defaults(func=cmd_status)
     q = gsub.add_parser("resume", help="end a storm pause now (what tripped it cannot trip it again)")
     q.add_argument("--by", default=_by(), help="who resumes (default: your user name)")

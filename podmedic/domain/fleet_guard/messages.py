@@ -201,9 +201,10 @@ class GuardInput(BaseModel):
 
 
 class GuardStatus(BaseModel):
-    """The guard as it is now (``podmedic guard status``)."""
+    """The guard as it is now (``podmedic guard status``); ``idle`` before any incident asked one (the
+    configured limits, nothing held)."""
 
-    state: Literal["ok", "tripped"]
+    state: Literal["idle", "ok", "tripped"]
     devices_tainted: int
     nodes_disrupted: int
     permits: list[Permit]
