@@ -4,6 +4,7 @@ answer or error is read. ``KubeGateway`` (``podmedic/kube/gateway.py``) builds e
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +59,20 @@ def translate(exc: ApiException, what: str) -> KubeError:
     return from_answer(int(exc.status or 0), exc.body, exc.reason, what)
 
 
+def _default_kubeconfig() -> str:
+    """Where the client looked for a kubeconfig, named as kubectl would: ``$KUBECONFIG`` is a list of files
+    joined by the path separator, merged in order, a missing one skipped (the client's ``KubeConfigMerger``
+    does so too); without it, ``~/.kube/config``."""
+    listed = os.environ.get("KUBECONFIG", "")
+    paths = [p for p in listed.split(os.pathsep) if p]
+    if not paths:
+        return "no in-cluster service account, and no ~/.kube/config (KUBECONFIG is not set)"
+    missing = [p for p in paths if not Path(p).expanduser().is_file()]
+    none = " (none of them exists)" if len(missing) == len(paths) else ""
+    gone = f"; no such file: {', '.join(missing)}{none}" if missing else ""
+    return f"no in-cluster service account, and KUBECONFIG={listed}{gone}"
+
+
 class GatewayCore:
     """One API client and the two ways a call goes through it: ``_call`` and ``_read`` (retried)."""
 
@@ -84,10 +99,11 @@ class GatewayCore:
                 try:
                     config.load_incluster_config(client_configuration=settings)
                 except config.ConfigException:
-                    config.load_kube_config(client_configuration=settings)
+                    # $KUBECONFIG read now, not when the client was imported; a list of files is merged.
+                    config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or "~/.kube/config",
+                                            client_configuration=settings)
         except (config.ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
-            where = f"kubeconfig {kubeconfig}" if kubeconfig is not None else \
-                "no in-cluster service account and no ~/.kube/config (or $KUBECONFIG)"
+            where = f"kubeconfig {kubeconfig}" if kubeconfig is not None else _default_kubeconfig()
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise KubeConfigError(f"{where}: {why}") from None
         # The loaders' refresh hook runs before every request and writes ``host`` back, and a host written

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.client import configuration
 
-from podmedic.kube.errors import ServerError
+from podmedic.kube.errors import KubeConfigError, ServerError
 from podmedic.kube.gateway import KubeGateway
 from tests.helpers import UNREACHABLE_KUBECONFIG
 
@@ -60,3 +60,23 @@ def test_a_request_does_not_read_the_environment_again(kubeconfig: Path, monkeyp
         gateway.close()
     assert runs and gateway.limiter.taken > 0  # the loader's hook ran before the requests ...
     assert lookups == []  # ... and did not walk the environment
+
+
+def test_kubeconfig_from_the_environment_is_named_and_merged(kubeconfig: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubectl's rules for ``$KUBECONFIG`` (k8s.io/client-go/tools/clientcmd loader.go: a list joined by the
+    path separator, merged in order, missing files skipped): a missing file alone is an error that names it;
+    beside an existing one it is skipped."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    missing = tmp_path / "nowhere" / "config"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    with pytest.raises(KubeConfigError) as err:
+        KubeGateway(None, qps=0, burst=1)
+    assert f"KUBECONFIG={missing}; no such file: {missing} (none of them exists)" in str(err.value), err.value
+
+    monkeypatch.setenv("KUBECONFIG", f"{missing}:{kubeconfig}")
+    gateway = KubeGateway(None, qps=0, burst=1)
+    try:
+        assert gateway._api.configuration.host == "http://127.0.0.1:1"
+    finally:
+        gateway.close()
