@@ -12,14 +12,18 @@ import hashlib
 import hmac
 import os
 import string
+import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from standardwebhooks import Webhook
 from temporalio.exceptions import ApplicationError
 
+from podmedic.domain.ticket_policy import signing_key
+
 TIMEOUT = aiohttp.ClientTimeout(total=15)
-SIGNATURE_HEADER = "X-Podmedic-Signature"
+LEGACY_SIGNATURE_HEADER = "X-Podmedic-Signature"
 MAX_RETRY_AFTER_S = 3600.0  # ServiceNow's limits are per hour: its longest honest wait
 
 
@@ -79,8 +83,19 @@ def read_secret(field: str, file: str | None, env: str | None, *, required: bool
     return None
 
 
-def sign(secret: str, body: bytes) -> str:
-    """``sha256=<hex>``: HMAC-SHA256 of the exact body bytes sent."""
+def sign(secret: str, message_id: str, body: bytes, now: float | None = None) -> dict[str, str]:
+    """Standard Webhooks headers for ``body``: ``webhook-id``, ``webhook-timestamp`` (``now``, Unix seconds) and
+    ``webhook-signature`` (``v1,`` and the base64 HMAC-SHA256 of ``id.timestamp.body``), so a receiver can
+    refuse a request replayed later (the spec: more than 5 minutes off its clock)."""
+    seconds = int(time.time() if now is None else now)
+    signature = Webhook(signing_key(secret)).sign(message_id, dt.datetime.fromtimestamp(seconds, dt.UTC),
+                                                  body.decode())
+    return {"webhook-id": message_id, "webhook-timestamp": str(seconds), "webhook-signature": signature}
+
+
+def legacy_sign(secret: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of the exact body bytes, the ``X-Podmedic-Signature`` before Standard
+    Webhooks (no timestamp: replayable), sent only with ``ticket.legacy_signature``."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 

@@ -3,9 +3,12 @@ a GET for the status.
 
 ``POST <url>`` carries the evidence bundle, an ``Idempotency-Key`` header that is the same on
 every retry (a worker that dies between sending and recording never files a second ticket)
-and, when a secret is configured, ``X-Podmedic-Signature: sha256=<hex HMAC of the body>``.
+and, when a secret is configured, the Standard Webhooks signature (``webhook-id``, ``webhook-timestamp``,
+``webhook-signature``: https://www.standardwebhooks.com), whose timestamp lets the receiver refuse a
+request replayed later; ``ticket.legacy_signature`` adds the old ``X-Podmedic-Signature: sha256=<hex
+HMAC of the body>`` for receivers not yet moved.
 The receiver answers ``{"id": ...}``; ``GET <url>/<id>`` answers ``{"status": ...}``.
-``POST <url>/<id>/updates`` (same body, headers and signature) adds a later incident's evidence
+``POST <url>/<id>/updates`` (same body and headers, its own message id) adds a later incident's evidence
 to an open ticket; the receiver keeps one update per ``Idempotency-Key`` and answers 404 for an
 unknown ticket and 409 for a resolved one, and podmedic then files a new ticket.
 """
@@ -19,7 +22,16 @@ import aiohttp
 from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
-from activities.tickets.common import SIGNATURE_HEADER, TicketConfigError, call, expand, read_secret, sign
+from activities.tickets.common import (
+    LEGACY_SIGNATURE_HEADER,
+    TicketConfigError,
+    call,
+    expand,
+    legacy_sign,
+    read_secret,
+    short_key,
+    sign,
+)
 from podmedic.domain.steps import TicketResult
 from podmedic.domain.ticket_policy import Ticket
 
@@ -38,21 +50,28 @@ def _url(ticket: Ticket) -> str:
     return url
 
 
-def _signed(ticket: Ticket, incident_id: str, key: str, evidence: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"idempotency_key": key, "title": ev.title(evidence), "incident": incident_id,
+def _body(incident_id: str, key: str, evidence: dict[str, Any]) -> bytes:
+    return json.dumps({"idempotency_key": key, "title": ev.title(evidence), "incident": incident_id,
                        "evidence": evidence}, separators=(",", ":"), default=str).encode()
+
+
+def _signed(ticket: Ticket, key: str, body: bytes, kind: str) -> dict[str, str]:
+    """The headers of one post, signed now. The message id is the same on every retry of the same post
+    (``kind``: ``create`` or ``update``), as the spec asks, so a receiver can drop a repeat."""
     headers = {"Content-Type": "application/json", "Idempotency-Key": key, **_auth(ticket)}
     secret = read_secret("ticket.secret", ticket.secret_file, ticket.secret_env, required=False)
     if secret:
-        headers[SIGNATURE_HEADER] = sign(secret, body)
-    return body, headers
+        headers.update(sign(secret, f"msg_{short_key(key)}_{kind}", body))
+        if ticket.legacy_signature:
+            headers[LEGACY_SIGNATURE_HEADER] = legacy_sign(secret, body)
+    return headers
 
 
-async def _update(session: aiohttp.ClientSession, url: str, ticket_id: str, body: bytes,
-                  headers: dict[str, str]) -> bool:
+async def _update(session: aiohttp.ClientSession, ticket: Ticket, url: str, ticket_id: str, key: str,
+                  body: bytes) -> bool:
     """Add the evidence to the open ticket; ``False`` when the receiver has it no more or resolved it."""
-    done = await call(session, "POST", f"{url.rstrip('/')}/{ticket_id}/updates", data=body, headers=headers,
-                      gone=(404, 409))
+    done = await call(session, "POST", f"{url.rstrip('/')}/{ticket_id}/updates", data=body,
+                      headers=_signed(ticket, key, body, "update"), gone=(404, 409))
     return done is not None
 
 
@@ -64,11 +83,11 @@ async def file(session: aiohttp.ClientSession, ticket: Ticket, incident_id: str,
     if not url:
         return TicketResult(filed=False, backend="webhook",
                             detail=f"no ticket URL configured ({ticket.url!r} is empty here)")
-    body, headers = _signed(ticket, incident_id, key, evidence)
-    if prior and await _is_open(session, ticket, prior) and await _update(session, url, prior, body, headers):
+    body = _body(incident_id, key, evidence)
+    if prior and await _is_open(session, ticket, prior) and await _update(session, ticket, url, prior, key, body):
         return TicketResult(filed=True, ticket_id=prior, backend="webhook", reused=True,
                             detail=f"device failed again while {prior} is open: evidence added to it")
-    data = await call(session, "POST", url, data=body, headers=headers)
+    data = await call(session, "POST", url, data=body, headers=_signed(ticket, key, body, "create"))
     ticket_id = str(data.get("id") or data.get("key") or "") if isinstance(data, dict) else ""
     if not ticket_id:
         raise ApplicationError(f"POST {url}: answer has no ticket id: {data!r:.200}", type="TicketRejected",

@@ -99,8 +99,13 @@ class Ticket(ConfigModel):
         description="Webhook endpoint; ${VAR} is expanded by the worker, so the URL and any "
         "credentials stay out of workflow history. Empty after expansion disables filing.",
     )
-    secret_file: str | None = _file_field("webhook HMAC secret (X-Podmedic-Signature is sent when one is set)")
+    secret_file: str | None = _file_field("webhook signing secret: a Standard Webhooks secret (whsec_ and base64) "
+                                          "or any text, used as its bytes; the request is signed when one is set")
     secret_env: str | None = _env_field("webhook HMAC secret", "PODMEDIC_TICKET_SECRET")
+    legacy_signature: bool = Field(False, description="Also send X-Podmedic-Signature: sha256=<hex HMAC of the "
+                                                      "body>, the scheme before Standard Webhooks. It carries no "
+                                                      "timestamp, so a captured request can be replayed: for "
+                                                      "receivers not yet moved, this release only.")
     token_file: str | None = _file_field("webhook bearer token (sent when one is set)")
     token_env: str | None = _env_field("webhook bearer token", "PODMEDIC_TICKET_TOKEN")
     jira: JiraTicket | None = None
@@ -158,3 +163,10 @@ def ticket_variables(ticket: Ticket) -> dict[str, str]:
         for variable in _TEMPLATE_VARIABLE.findall(value):
             found.setdefault(variable, f"{ticket.backend} {name} (in {where}.{name})")
     return found
+
+
+def signing_key(secret: str) -> str | bytes:
+    """The key a webhook secret stands for under Standard Webhooks (https://www.standardwebhooks.com): a
+    ``whsec_`` secret is the spec's base64 text, given to ``standardwebhooks.Webhook`` as it is; any other
+    text is used as its bytes. The sender (``activities/tickets``) and the simulator's desk both use it."""
+    return secret if secret.startswith("whsec_") else secret.encode()

@@ -6,6 +6,11 @@ Stands in for a hardware vendor's RMA system in the demo and the end-to-end test
 receives tickets (one per ``Idempotency-Key``), answers their status, and, when given the
 simulator's URL, "replaces" a ticketed device after a delay by reporting it Healthy again
 and resolving the ticket. Tickets persist to a JSON file so a restart loses none.
+
+With a secret, a post must carry a Standard Webhooks signature (https://www.standardwebhooks.com),
+checked by the spec's reference library: a wrong signature, or a timestamp more than 5 minutes off
+the desk's clock (a captured request replayed), is refused 401 with the reason. ``accept_legacy``
+also takes the old ``X-Podmedic-Signature`` alone.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from podmedic.domain.ticket_policy import signing_key
 
 log = logging.getLogger("podmedic.vendor")
 
@@ -31,8 +39,9 @@ class VendorDesk:
     """Tickets in memory (and in ``store`` when given), keyed by id and by idempotency key."""
 
     def __init__(self, *, sim_url: str | None = None, resolve_after_s: float | None = None,
-                 store: Path | None = None, secret: str | None = None) -> None:
+                 store: Path | None = None, secret: str | None = None, accept_legacy: bool = False) -> None:
         self.secret = secret
+        self.accept_legacy = accept_legacy
         self.hold_creates = False
         self.release = asyncio.Event()
         self.held = 0  # create answers held now (the ticket already filed)
@@ -57,16 +66,27 @@ class VendorDesk:
         if not key:
             return web.json_response({"error": "Idempotency-Key header is required"}, status=400)
         raw = await request.read()
-        if self.secret is not None:
-            expected = "sha256=" + hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
-            if not hmac.compare_digest(request.headers.get("X-Podmedic-Signature", ""), expected):
-                self.rejected.append("bad or missing X-Podmedic-Signature")
-                return web.json_response({"error": "bad or missing X-Podmedic-Signature"}, status=401)
+        if self.secret is not None and (refused := self._refused(raw, request)):
+            self.rejected.append(refused)
+            return web.json_response({"error": refused}, status=401)
         try:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return web.json_response({"error": "body is not JSON"}, status=400)
         return key, body
+
+    def _refused(self, raw: bytes, request: web.Request) -> str:
+        """Why the post's signature is refused, or ``""``."""
+        assert self.secret is not None
+        if self.accept_legacy and "webhook-signature" not in request.headers:
+            expected = "sha256=" + hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
+            good = hmac.compare_digest(request.headers.get("X-Podmedic-Signature", ""), expected)
+            return "" if good else "bad or missing X-Podmedic-Signature"
+        try:
+            Webhook(signing_key(self.secret)).verify(raw, dict(request.headers), json_parse=False)
+        except WebhookVerificationError as err:
+            return f"webhook signature refused: {err}"
+        return ""
 
     async def update(self, request: web.Request) -> web.Response:
         """Add a later incident's evidence to an open ticket, once per Idempotency-Key; 404 for an

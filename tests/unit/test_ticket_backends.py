@@ -7,20 +7,24 @@ headers, HMAC signatures and body fields.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.tickets import TicketActivities
+from activities.tickets import TicketActivities, webhook
+from activities.tickets.common import LEGACY_SIGNATURE_HEADER
 from podmedic.domain.steps import TicketInput, TicketStatusInput
 from podmedic.domain.ticket_policy import JiraTicket, ServiceNowTicket, Ticket
 from podmedic_sim.vendors.base import FakeDesk
@@ -100,14 +104,59 @@ async def test_webhook_with_the_wrong_secret_is_refused(served: Any, monkeypatch
     with pytest.raises(ApplicationError) as err:
         await _file(Ticket(url=f"{url}/tickets"))
     assert err.value.type == "TicketRejected" and err.value.non_retryable and "401" in str(err.value)
-    assert desk.tickets == {} and desk.rejected == ["bad or missing X-Podmedic-Signature"]
+    assert desk.tickets == {} and desk.rejected == ["webhook signature refused: No matching signature found"]
 
 
-async def test_signature_is_hmac_sha256_of_the_exact_body() -> None:
-    from activities.tickets.common import sign
+async def test_signature_is_standard_webhooks_over_id_timestamp_and_the_exact_body() -> None:
+    """The spec's own check (https://www.standardwebhooks.com; its reference library ``standardwebhooks``):
+    ``v1,`` and base64 HMAC-SHA256 of ``id.timestamp.body``; a ``whsec_`` secret is base64, any other
+    text is its bytes; and a request older than 5 minutes is refused."""
+    from standardwebhooks import Webhook, WebhookVerificationError
+
+    from activities.tickets.common import legacy_sign, sign
 
     body = json.dumps({"a": 1}).encode()
-    assert sign("k", body) == "sha256=" + hmac.new(b"k", body, hashlib.sha256).hexdigest()
+    headers = sign("k", "msg_1", body)
+    assert Webhook(b"k").verify(body, headers) == {"a": 1}
+    mac = hmac.new(b"k", b"msg_1." + headers["webhook-timestamp"].encode() + b"." + body, hashlib.sha256)
+    assert headers["webhook-signature"] == "v1," + base64.b64encode(mac.digest()).decode()
+    spec_secret = "whsec_" + base64.b64encode(b"0123456789abcdef").decode()
+    assert Webhook(spec_secret).verify(body, sign(spec_secret, "msg_2", body)) == {"a": 1}
+    stale = sign("k", "msg_1", body, now=time.time() - 600)
+    with pytest.raises(WebhookVerificationError, match="too old"):
+        Webhook(b"k").verify(body, stale)
+    assert legacy_sign("k", body) == "sha256=" + hmac.new(b"k", body, hashlib.sha256).hexdigest()
+
+
+async def test_a_replayed_post_is_refused_and_the_legacy_header_only_on_request(
+        served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A post captured and sent again ten minutes later (same body, same headers) is refused by the desk; the
+    old header goes out only with ``legacy_signature``."""
+    from activities.tickets.common import sign
+
+    desk = VendorDesk(secret="right")
+    url = await served(desk)
+    monkeypatch.setenv("PODMEDIC_TICKET_SECRET", "right")
+    filed = await _file(Ticket(url=f"{url}/tickets"))
+    assert filed.filed and desk.rejected == []
+    body = json.dumps({"idempotency_key": "k-replay", "title": "t", "incident": "i", "evidence": {}}).encode()
+    old = {"Content-Type": "application/json", "Idempotency-Key": "k-replay",
+           **sign("right", "msg_replay", body, now=time.time() - 600)}
+    async with aiohttp.ClientSession() as session, session.post(f"{url}/tickets", data=body, headers=old) as answer:
+        assert answer.status == 401
+    assert desk.rejected == ["webhook signature refused: Message timestamp too old"]
+
+    signed = webhook._signed(Ticket(url=url), "k", body, "create")
+    assert "webhook-signature" in signed and LEGACY_SIGNATURE_HEADER not in signed
+    both = webhook._signed(Ticket(url=url, legacy_signature=True), "k", body, "create")
+    only_legacy = {"Content-Type": "application/json", "Idempotency-Key": "k-legacy",
+                   LEGACY_SIGNATURE_HEADER: both[LEGACY_SIGNATURE_HEADER]}
+    legacy = VendorDesk(secret="right", accept_legacy=True)
+    for receiver, status in ((legacy, 200), (desk, 401)):
+        receiver_url = url if receiver is desk else await served(legacy)
+        async with aiohttp.ClientSession() as session, \
+                session.post(f"{receiver_url}/tickets", data=body, headers=only_legacy) as answer:
+            assert answer.status // 100 == status // 100, (receiver.accept_legacy, answer.status)
 
 
 @pytest.mark.parametrize("version", ["2", "3"])
