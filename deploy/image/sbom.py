@@ -3,7 +3,9 @@ Python distributions (deploy/requirements.lock and podmedic's own wheel).
 
 Written beside the image archive; deterministic (the serial number is derived from the image digest,
 the timestamp is ``SOURCE_DATE_EPOCH``), so the same image always gets the same SBOM.
-Package URLs follow the purl spec's ``deb`` and ``pypi`` types.
+Package URLs are built by ``packageurl-python``, the purl spec's reference library: it normalizes
+``pypi`` names and percent-encodes what the spec says (a Debian version's ``+``, say), which
+string formatting did not.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import json
 import uuid
 from pathlib import Path
 from typing import Any
+
+from packageurl import PackageURL
 
 
 def _lock(lock: Path) -> list[tuple[str, str]]:
@@ -37,13 +41,16 @@ def _debs(listing: Path) -> list[tuple[str, str, str]]:
 
 def build_sbom(digest: str, version: str, epoch: int, lock: Path, debs: Path) -> dict[str, Any]:
     """The SBOM of the image ``digest`` (podmedic ``version``) as a CycloneDX 1.5 document."""
-    components: list[dict[str, Any]] = [
-        {"type": "library", "name": name, "version": ver, "purl": f"pkg:pypi/{name}@{ver}",
-         "bom-ref": f"pkg:pypi/{name}@{ver}"} for name, ver in sorted(_lock(lock))]
-    components.append({"type": "application", "name": "podmedic", "version": version,
-                       "purl": f"pkg:pypi/podmedic@{version}", "bom-ref": f"pkg:pypi/podmedic@{version}"})
+    components: list[dict[str, Any]] = []
+    for name, ver in sorted(_lock(lock)):
+        purl = PackageURL(type="pypi", name=name, version=ver).to_string()
+        components.append({"type": "library", "name": name, "version": ver, "purl": purl, "bom-ref": purl})
+    own = PackageURL(type="pypi", name="podmedic", version=version).to_string()
+    components.append({"type": "application", "name": "podmedic", "version": version, "purl": own,
+                       "bom-ref": own})
     for name, ver, arch in sorted(_debs(debs)):
-        purl = f"pkg:deb/debian/{name}@{ver}?arch={arch}&distro=debian-12"
+        purl = PackageURL(type="deb", namespace="debian", name=name, version=ver,
+                          qualifiers={"arch": arch, "distro": "debian-12"}).to_string()
         components.append({"type": "library", "name": name, "version": ver, "purl": purl, "bom-ref": purl})
     return {
         "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
@@ -52,7 +59,8 @@ def build_sbom(digest: str, version: str, epoch: int, lock: Path, debs: Path) ->
             "timestamp": dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "tools": {"components": [{"type": "application", "name": "podmedic deploy/image/sbom.py"}]},
             "component": {"type": "container", "name": "podmedic", "version": version,
-                          "purl": f"pkg:oci/podmedic@{digest.replace(':', '%3A')}", "bom-ref": "image"},
+                          "purl": PackageURL(type="oci", name="podmedic", version=digest).to_string(),
+                          "bom-ref": "image"},
         },
         "components": components,
     }

