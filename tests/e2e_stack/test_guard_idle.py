@@ -10,30 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from podmedic.domain.policy_file import load_policy
-from podmedic.stack.readiness import free_port, wait_ready
 
-TEMPORAL = Path(sys.executable).parent / "temporal"
 PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
-
-
-@pytest.fixture(scope="module")
-def quiet_server() -> Iterator[str]:
-    port = free_port()
-    server = subprocess.Popen([str(TEMPORAL), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-                               "--headless", "--log-level", "error"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_ready(f"tcp:127.0.0.1:{port}", 60, "temporal dev server", server)
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _guard(address: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -41,10 +22,10 @@ def _guard(address: str, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
-def test_status_of_a_quiet_fleet_is_idle_with_the_configured_limits(quiet_server: str, tmp_path: Path) -> None:
+def test_status_of_a_quiet_fleet_is_idle_with_the_configured_limits(bare_server: str, tmp_path: Path) -> None:
     shipped = load_policy(None).guard
     assert shipped is not None
-    text = _guard(quiet_server, "status")
+    text = _guard(bare_server, "status")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0] == "fleet guard: IDLE", lines
@@ -53,10 +34,10 @@ def test_status_of_a_quiet_fleet_is_idle_with_the_configured_limits(quiet_server
 
     policy = tmp_path / "policy.yaml"
     policy.write_text("guard: {max_devices_tainted: 7}\ndrivers: {default: {}}\n")
-    as_json = _guard(quiet_server, "status", "-o", "json", "--policy", str(policy))
+    as_json = _guard(bare_server, "status", "-o", "json", "--policy", str(policy))
     assert as_json.returncode == 0, as_json.stderr
     status = json.loads(as_json.stdout)
     assert (status["state"], status["permits"], status["policy"]["max_devices_tainted"]) == ("idle", [], 7)
 
-    resumed = _guard(quiet_server, "resume", "--by", "alice", "--reason", "test")
+    resumed = _guard(bare_server, "resume", "--by", "alice", "--reason", "test")
     assert resumed.returncode == 2 and "no fleet guard in namespace default" in resumed.stderr, resumed.stderr

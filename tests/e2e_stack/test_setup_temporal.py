@@ -9,33 +9,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 
 from podmedic.domain import search
-from podmedic.stack.readiness import free_port, wait_ready
 
-TEMPORAL = Path(sys.executable).parent / "temporal"
 PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
-
-
-@pytest.fixture(scope="module")
-def bare_server() -> Iterator[str]:
-    port = free_port()
-    server = subprocess.Popen([str(TEMPORAL), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-                               "--headless", "--log-level", "error"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_ready(f"tcp:127.0.0.1:{port}", 60, "temporal dev server", server)
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _setup(address: str, *args: str) -> subprocess.CompletedProcess[str]:
