@@ -118,7 +118,7 @@ async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_
     fault(sim, pod, clears_on_restart=False)
     base = policy("[{action: same_node, timeout_s: 60}]")
     gated = base.model_copy(update={"approvals": base.approvals.model_copy(update={
-        "gates": [Gate(action="same_node", timeout_s=10, on_timeout="proceed")]})})
+        "gates": (Gate(action="same_node", timeout_s=10, on_timeout="proceed"),)})})
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, pod_device(pod).workflow_id)
     try:
         earlier = (await handle.describe()).run_id  # an earlier test's incident of the same device
