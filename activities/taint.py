@@ -185,9 +185,8 @@ class TaintActivities(KubeActivities):
     @activity.defn(name="remove_taint")
     async def remove_taint(self, inp: UntaintInput) -> UntaintResult:
         """Release the rule: deleted only if no other incident still holds it (and never by a run that stopped)."""
-        if inp.stopped:
-            return await kept_alive(self.release(inp.rule_name, calling_run(), inp.stopped, stopped=True))
-        return await kept_alive(self.release(inp.rule_name, calling_run(), f"{inp.incident_id} closed"))
+        why = inp.stopped or f"{inp.incident_id} closed"
+        return await kept_alive(self.release(inp.rule_name, calling_run(), why, stopped=bool(inp.stopped)))
 
     @activity.defn(name="hold_taints")
     async def hold_taints(self, inp: HoldTaintsInput) -> list[str]:

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -20,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.steps import DeviceInput, UntaintInput
     from workflows import move_off, ticketing, unverified
     from workflows.context import IncidentContext
-    from workflows.options import activity_options
+    from workflows.options import GIVE_BACK, activity_options
 
 
 
@@ -58,7 +57,7 @@ async def let_go_if_stopped(wf: IncidentContext, outcome: IncidentOutcome) -> No
             UntaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, rule_name=rule,
                          stopped=f"{wf.state.incident_id} {outcome.outcome.value}: {outcome.explanation}"[:1000]),
             start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=10)),
+            retry_policy=GIVE_BACK,
             summary=f"let go of DeviceTaintRule {rule}",
         )
     except ActivityError as err:
@@ -143,9 +142,6 @@ class Closer:
         self.read_healthy = self.read_healthy or reading.health is Health.HEALTHY
         return reading.health
 
-    def _healthy_event_seen(self) -> bool:
-        return healthy_after_the_failure(self.wf.events)
-
     async def _wait_heal(self) -> bool:
         """Wait up to the policy's heal time for evidence that the device is healthy."""
         close = self.policy.close
@@ -154,7 +150,7 @@ class Closer:
         self.wf.note("close", f"waiting up to {close.heal_wait_s:g}s for the device to report Healthy")
         deadline = workflow.now() + timedelta(seconds=close.heal_wait_s)
         while True:
-            if self._healthy_event_seen() or await self.read_health() is Health.HEALTHY:
+            if healthy_after_the_failure(self.wf.events) or await self.read_health() is Health.HEALTHY:
                 self.wf.note("close", "device reports Healthy")
                 return True
             remaining = (deadline - workflow.now()).total_seconds()

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.fleet_guard.messages import PermitRelease, PermitRequest
     from podmedic.domain.models import DeviceRef
     from workflows.context import NodeContext
+    from workflows.options import GIVE_BACK
 
 
 
@@ -70,7 +71,7 @@ async def release(wf: NodeContext) -> None:
         await workflow.execute_activity_method(
             GuardActivities.release_guard, PermitRelease(incident_id=workflow.info().workflow_id),
             start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=10)),
+            retry_policy=GIVE_BACK,
             summary="give back the fleet guard's permit")
     except ActivityError as err:
         wf.note(f"permit not given back (the guard keeps counting it): {err.cause or err}", "guard")

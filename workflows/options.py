@@ -18,10 +18,13 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_steps import StepPolicy
     from podmedic.temporal.priorities import AFTER_FENCE, BACKGROUND, URGENT
 
-__all__ = ["AFTER_FENCE", "BACKGROUND", "ONE_CALL", "UNTIL_DONE", "URGENT", "ActivityOptions", "LocalActivityOptions",
-           "activity_options", "local_activity_options"]
+__all__ = ["AFTER_FENCE", "BACKGROUND", "GIVE_BACK", "ONE_CALL", "UNTIL_DONE", "URGENT", "ActivityOptions",
+           "LocalActivityOptions", "activity_options", "local_activity_options"]
 
 UNTIL_DONE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+GIVE_BACK = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=10))
+"""What a closing incident gives back (a permit, a storm turn, its hold of a rule): tried for a minute or so,
+then left to the owner's own reclaim, so a close never hangs on it."""
 """The storm workflows' own calls (pool fence, storm turns): retried until they succeed, at most 30 s apart."""
 ONE_CALL = timedelta(seconds=60)
 """The start-to-close limit of one such call."""

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.fleet_guard.messages import PermitAnswer, PermitRelease, PermitRequest
     from podmedic.domain.incident import PendingApproval, Phase
     from workflows.context import IncidentContext
-    from workflows.options import URGENT
+    from workflows.options import GIVE_BACK, URGENT
 
 
 GATE = "fleet_guard"
@@ -143,7 +143,7 @@ async def release(wf: IncidentContext) -> None:
         await workflow.execute_activity_method(
             GuardActivities.release_guard, PermitRelease(incident_id=wf.state.incident_id),
             start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=10)),
+            retry_policy=GIVE_BACK,
             summary="give back the fleet guard's permit",
         )
     except ActivityError as err:

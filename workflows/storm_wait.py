@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Phase
     from podmedic.domain.storm_turns import TurnOver, TurnRequest
     from workflows.context import IncidentContext
+    from workflows.options import GIVE_BACK
 
 _ASK = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5)
 _CALL = timedelta(seconds=30)
@@ -77,7 +78,7 @@ async def give_back(wf: IncidentContext) -> None:
         await workflow.execute_activity_method(
             TurnActivities.give_back_turn, TurnOver(incident_id=wf.state.incident_id, driver=wf.inp.device.driver),
             start_to_close_timeout=_CALL,
-            retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=10)),
+            retry_policy=GIVE_BACK,
             summary="give the storm turn back")
     except ActivityError as err:
         wf.note("storm", f"storm turn not given back (the keeper frees it when it looks): {err.cause or err}")

@@ -175,8 +175,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stale-healthy-report-heals", "only a Healthy report newer than the failure heals a device",
         "workflows/closing.py",
-        "        return healthy_after_the_failure(self.wf.events)",
-        "        return any(e.health is Health.HEALTHY for e in self.wf.events)",
+        "            if healthy_after_the_failure(self.wf.events) or await self.read_health() is Health.HEALTHY:",
+        "            if any(e.health is Health.HEALTHY for e in self.wf.events) or await self.read_health() is "
+        "Health.HEALTHY:",
         ("tests/workflow/test_detection_workflow.py",)),
     Mutant(
         "unknown-reading-verifies-a-fix", "a device nothing can see is not untainted on no evidence",
