@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -45,15 +46,16 @@ async def fetch_status(t: connection.Target) -> GuardStatus:
     return status
 
 
-async def status_or_idle(t: connection.Target, configured: GuardPolicy) -> GuardStatus:
-    """The guard's status, or, before any incident asked one, an idle status with the ``configured`` limits."""
+async def status_or_idle(t: connection.Target, configured: Callable[[], GuardPolicy]) -> GuardStatus:
+    """The guard's status, or, before any incident asked one, an idle status with the ``configured`` limits
+    (read only then: a running guard says its own)."""
     try:
         return await fetch_status(t)
     except OperatorError as err:
         if err.code != 2:
             raise
         return GuardStatus(state="idle", devices_tainted=0, nodes_disrupted=0, permits=[], waiting=[], storm=None,
-                           clear_since=None, fleet=None, policy=configured,
+                           clear_since=None, fleet=None, policy=configured(),
                            history=[f"no incident has asked the fleet guard in namespace {t.namespace} yet: "
                                     "these are the limits of the policy file in force here"])
 
@@ -108,9 +110,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gsub = p.add_subparsers(dest="guard_command", required=True, metavar="ACTION")
 
     def cmd_status(args: argparse.Namespace) -> int:
-        # An operator command reads its variables itself (connection.add_flags): the flag, else the variable.
-        policy = args.policy or PolicyFile.load().policy
-        configured = load_policy_or_exit(policy).guard or GuardPolicy(enabled=False)
+        def configured() -> GuardPolicy:
+            # An operator command reads its variables itself (connection.add_flags): the flag, else the variable.
+            policy = args.policy or PolicyFile.load().policy
+            return load_policy_or_exit(policy).guard or GuardPolicy(enabled=False)
 
         async def job(t: connection.Target) -> int:
             status = await status_or_idle(t, configured)
