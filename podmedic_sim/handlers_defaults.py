@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from podmedic.domain.base import Obj
 from podmedic_sim.resources import ResourceType
+from podmedic_sim.store import now_rfc3339
 
 
 def _container_defaults(ctr: Obj) -> None:
@@ -32,6 +33,7 @@ def pod_spec_defaults(spec: Obj, restart_policy: str = "Always") -> None:
 
 def apply_create_defaults(rt: ResourceType, obj: Obj) -> None:
     """Defaults of a new object; status starts empty where a controller owns it."""
+    default_device_taint_times(rt, obj)
     spec = obj.get("spec")
     if rt.kind == "Pod":
         if isinstance(spec, dict):
@@ -56,3 +58,33 @@ def apply_create_defaults(rt: ResourceType, obj: Obj) -> None:
             labels.setdefault("kubernetes.io/metadata.name", obj["metadata"].get("name"))
     elif "status" in rt.subresources and rt.kind != "Node":
         obj.pop("status", None)
+
+
+def default_device_taint_times(rt: ResourceType, obj: Obj) -> None:
+    """A device taint without ``timeAdded`` gets the time it is written, in whole seconds
+    (``SetDefaults_DeviceTaint``, pkg/apis/resource/v1/defaults.go): a DeviceTaintRule's taint and a
+    ResourceSlice's device taints, on create and on update alike (defaults apply to every decoded body)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    taints: list[object] = []
+    if rt.kind == "DeviceTaintRule":
+        taints.append(spec.get("taint"))
+    elif rt.kind == "ResourceSlice":
+        for device in spec.get("devices") or []:
+            if isinstance(device, dict):
+                taints.extend(device.get("taints") or [])
+    for taint in taints:
+        if isinstance(taint, dict) and not taint.get("timeAdded"):
+            taint["timeAdded"] = now_rfc3339()
+
+
+def device_taint_rule_update(old: Obj, new: Obj) -> None:
+    """A DeviceTaintRule whose effect changes while its ``timeAdded`` is left as it was gets the time of
+    the change (pkg/registry/resource/devicetaintrule/strategy.go ``PrepareForUpdate``: ``timeAdded``
+    tracks when the *effect* was added, which is what tolerationSeconds count from)."""
+    old_taint = (old.get("spec") or {}).get("taint") or {}
+    taint = (new.get("spec") or {}).get("taint")
+    if (isinstance(taint, dict) and taint.get("effect") != old_taint.get("effect")
+            and taint.get("timeAdded") == old_taint.get("timeAdded")):
+        taint["timeAdded"] = now_rfc3339()

@@ -11,7 +11,7 @@ from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, Cause, json_response
 from podmedic_sim.handlers_read import get_object
 from podmedic_sim.handlers_request import Target, context, dry_run, read_object
-from podmedic_sim.handlers_write import delete_object
+from podmedic_sim.handlers_write import check_preconditions, delete_object
 from podmedic_sim.selectors import label_selector_object
 from podmedic_sim.store import Store
 
@@ -104,6 +104,9 @@ async def handle_eviction(request: web.Request, target: Target) -> web.Response:
     if name and name != target.name:
         raise ApiError(400, "name in URL does not match name in Eviction object")
     pod = get_object(ctx.store, Target(target.rt, target.namespace, target.name, None))
+    # The eviction deletes through the pod's store with its deleteOptions, preconditions included
+    # (pkg/registry/core/pod/storage/eviction.go), so a pod replaced under the same name is a 409.
+    check_preconditions(pod, body.get("deleteOptions") or {}, target)
     check_budgets(ctx.store, pod)
     if not dry_run(request):
         assert target.namespace is not None and target.name is not None
