@@ -43,6 +43,10 @@ class SimTimings(BaseModel):
     eviction_interval_s: float = Field(
         0.1, gt=0, description="Delay before the device-taint eviction controller reacts."
     )
+    orphan_gc_s: float = Field(
+        40.0, ge=0, description="How long a Terminating pod bound to a node that does not exist waits before "
+        "the pod garbage collector force-deletes it (quarantineTime, pkg/controller/podgc/gc_controller.go)."
+    )
 
 
 class DriverPlugin(BaseModel):

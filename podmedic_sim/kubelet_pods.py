@@ -71,7 +71,16 @@ class KubeletPods(ABC):
             self._claims.release_pod(pod, delete_generated=True)
             return
         node = pod.get("spec", {}).get("nodeName")
-        if rt is None and node and pod.get("status", {}).get("phase", "Pending") == "Pending":
+        # A kubelet runs only on a node that exists: a pod bound to a name no Node has stays Pending with no
+        # container statuses, as on a cluster where no kubelet serves that name. Deleted, it stays Terminating
+        # until the pod garbage collector force-deletes it as an orphan (podgc gcOrphaned; upstream collects a
+        # live orphan too, which the simulator leaves for tests that want pods no kubelet runs).
+        if rt is None and (not node or self._store.find("nodes", None, node) is None):
+            if node and "deletionTimestamp" in meta:
+                uid = meta.get("uid", "")
+                self._timers.call_later(self._t.orphan_gc_s, lambda: self._remove(key, uid))
+            return
+        if rt is None and pod.get("status", {}).get("phase", "Pending") == "Pending":
             refused = self._plugin_devices.admit(pod, node)
             if refused is not None:
                 self._timers.call_later(0, lambda: self._refuse(key, meta.get("uid", ""), refused))

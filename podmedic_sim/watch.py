@@ -4,6 +4,13 @@ A watch starts from ``resourceVersion`` (replaying the store's history after it)
 without one from a synthetic ADDED event per existing object. An expired version is
 answered, as the real server does for watches, with HTTP 200 and one ERROR event
 carrying a 410 ``Status``. Bookmarks, when asked for, carry the current resourceVersion.
+
+A streaming list (KEP-3157 WatchList, what client-go's reflectors and ``kubectl wait`` ask for since
+1.35): ``sendInitialEvents=true`` with ``resourceVersionMatch=NotOlderThan`` and
+``allowWatchBookmarks=true`` sends an ADDED event per current object, then a BOOKMARK annotated
+``k8s.io/initial-events-end: "true"`` (``metav1.InitialEventsAnnotationKey``) carrying the version the
+initial events are of, then the changes after it. Other combinations are refused as apimachinery's
+``metainternalversion/validation`` ``ValidateListOptions`` refuses them: 422 Invalid ListOptions.
 """
 
 from __future__ import annotations
@@ -11,21 +18,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from podmedic.domain.base import Obj
-from podmedic_sim.handlers_common import ApiError, dumps
+from podmedic_sim.handlers_common import ApiError, Cause, dumps
 from podmedic_sim.handlers_read import matching, selectors
 from podmedic_sim.handlers_request import Target, context, query_bool, query_int
 from podmedic_sim.store import Gone, WatchEvent
+from podmedic_sim.tables import as_table, wants_table
 
 MAX_TIMEOUT_S = 1800
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+NOT_OLDER_THAN = "NotOlderThan"
 
 
-def _event_line(kind: str, obj: Obj) -> bytes:
-    return dumps({"type": kind, "object": obj}) + b"\n"
+Shape = Callable[[Obj], Obj]
+"""What an event's object is sent as: itself, or (``as=Table``) a one-row Table of it."""
+
+
+def _event_line(kind: str, obj: Obj, shape: Shape | None = None) -> bytes:
+    return dumps({"type": kind, "object": shape(obj) if shape is not None else obj}) + b"\n"
 
 
 def _start_rv(request: web.Request) -> int | None:
@@ -36,6 +51,30 @@ def _start_rv(request: web.Request) -> int | None:
         return int(raw)
     except ValueError as exc:
         raise ApiError(400, f"invalid resourceVersion {raw!r}") from exc
+
+
+def _send_initial_events(request: web.Request) -> bool | None:
+    """The watch's ``sendInitialEvents`` (``None`` when not given); 422 for the combinations upstream's
+    ``validateWatchOptions`` forbids."""
+    raw, match = request.query.get("sendInitialEvents"), request.query.get("resourceVersionMatch", "")
+    send = None if raw is None else raw.lower() in ("true", "1")
+    causes = []
+    if send is not None and match != NOT_OLDER_THAN:
+        causes.append(Cause("FieldValueForbidden", f"sendInitialEvents requires setting resourceVersionMatch "
+                                                   f"to {NOT_OLDER_THAN}", "resourceVersionMatch"))
+    if match and send is None:
+        causes.append(Cause("FieldValueForbidden", "resourceVersionMatch is forbidden for watch unless "
+                                                   "sendInitialEvents is provided", "resourceVersionMatch"))
+    if match and match != NOT_OLDER_THAN:
+        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{match}": supported values: '
+                                                      f'"{NOT_OLDER_THAN}"', "resourceVersionMatch"))
+    if send and not query_bool(request, "allowWatchBookmarks"):
+        causes.append(Cause("FieldValueForbidden", "allowWatchBookmarks must be set to true when "
+                                                   "sendInitialEvents is true", "allowWatchBookmarks"))
+    if causes:
+        raise ApiError(422, f"ListOptions.meta.k8s.io \"\" is invalid: {causes[0].field}: {causes[0].message}",
+                       kind="ListOptions", group="meta.k8s.io", causes=causes)
+    return send
 
 
 async def handle_watch(request: web.Request, target: Target) -> web.StreamResponse:
@@ -49,7 +88,14 @@ async def handle_watch(request: web.Request, target: Target) -> web.StreamRespon
         timeout if timeout and timeout > 0 else MAX_TIMEOUT_S, MAX_TIMEOUT_S
     )
     bookmarks = query_bool(request, "allowWatchBookmarks")
+    initial_events = _send_initial_events(request)
     plural, namespace = target.rt.plural, target.namespace
+    shape: Shape | None = None
+    if wants_table(request):
+
+        def shape(obj: Obj) -> Obj:
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return as_table(request, target.rt, [obj] if "name" in obj["metadata"] else [], meta)
 
     def wanted(event: WatchEvent) -> bool:
         if event.resource != plural:
@@ -65,11 +111,16 @@ async def handle_watch(request: web.Request, target: Target) -> web.StreamRespon
     unsubscribe = store.add_listener(lambda e: queue.put_nowait(e) if wanted(e) else None)
     lines: list[bytes] = []
     try:
-        if start_rv is None:
-            lines = [_event_line("ADDED", o) for o in matching(store, target, labels, fields)]
+        if initial_events:  # the current state, at least as new as the version asked for
+            lines = [_event_line("ADDED", o, shape) for o in matching(store, target, labels, fields)]
+            lines.append(_event_line("BOOKMARK", _bookmark(target, store.resource_version, initial_end=True), shape))
+        elif initial_events is False and start_rv is None:  # start at the most recent version, nothing replayed
+            lines = []
+        elif start_rv is None:
+            lines = [_event_line("ADDED", o, shape) for o in matching(store, target, labels, fields)]
         else:
             lines = [
-                _event_line(e.type, e.obj)
+                _event_line(e.type, e.obj, shape)
                 for e in store.events_since(plural, start_rv)
                 if wanted(e)
             ]
@@ -95,6 +146,7 @@ async def handle_watch(request: web.Request, target: Target) -> web.StreamRespon
             ctx.bookmark_interval_s,
             target,
             lambda: store.resource_version,
+            shape,
         )
     except (ConnectionResetError, asyncio.CancelledError):
         pass
@@ -115,6 +167,7 @@ async def _pump(
     interval: float,
     target: Target,
     current_rv: Any,
+    shape: Shape | None = None,
 ) -> None:
     next_bookmark = time.monotonic() + interval
     while True:
@@ -136,19 +189,23 @@ async def _pump(
             # staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go dispatchEvents), else a client
             # would record a resourceVersion past an event it has not processed.
             if bookmarks and time.monotonic() >= next_bookmark and queue.empty():
-                mark = {
-                    "kind": target.rt.kind,
-                    "apiVersion": target.rt.api_version,
-                    "metadata": {"resourceVersion": str(current_rv())},
-                }
-                await resp.write(_event_line("BOOKMARK", mark))
+                await resp.write(_event_line("BOOKMARK", _bookmark(target, current_rv()), shape))
                 next_bookmark = time.monotonic() + interval
             continue
-        chunk = [_event_line(event.type, event.obj)]
+        chunk = [_event_line(event.type, event.obj, shape)]
         while not queue.empty():
             queued = queue.get_nowait()
-            chunk.append(_event_line(queued.type, queued.obj))
+            chunk.append(_event_line(queued.type, queued.obj, shape))
         await resp.write(b"".join(chunk))
+
+
+def _bookmark(target: Target, resource_version: int, initial_end: bool = False) -> Obj:
+    """A BOOKMARK's object: the kind and the version only (plus, ending a streaming list's initial
+    events, the annotation saying so)."""
+    metadata: Obj = {"resourceVersion": str(resource_version)}
+    if initial_end:
+        metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
+    return {"kind": target.rt.kind, "apiVersion": target.rt.api_version, "metadata": metadata}
 
 
 async def _one_shot(request: web.Request, lines: list[bytes]) -> web.StreamResponse:

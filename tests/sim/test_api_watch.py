@@ -37,7 +37,7 @@ def test_watch_from_resource_version(api: client.ApiClient, ns: str) -> None:
         lambda: (
             v1.create_namespaced_pod(ns, pod_manifest("after")),
             v1.patch_namespaced_pod("after", ns, {"metadata": {"labels": {"a": "b"}}}),
-            v1.delete_namespaced_pod("after", ns),
+            v1.delete_namespaced_pod("after", ns, grace_period_seconds=0),  # bound to no real node: no kubelet ends it
         )
     )
     seen = []
