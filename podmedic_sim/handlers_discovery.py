@@ -81,16 +81,14 @@ def resource_list(api: ServedApi, group_name: str, version_name: str) -> Obj:
                 "singularName": rt.singular,
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
-                "verbs": VERBS,
+                # A namespace is deleted one at a time (its REST storage has no DeleteCollection).
+                "verbs": [v for v in VERBS if v != "deletecollection"] if rt.kind == "Namespace" else VERBS,
                 **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
             }
         )
         for sub in rt.subresources:
-            kind, verbs = (
-                ("Eviction", ["create"])
-                if sub == "eviction"
-                else (rt.kind, ["get", "patch", "update"])
-            )
+            kind, verbs = {"eviction": ("Eviction", ["create"]), "exec": ("PodExecOptions", ["create", "get"])}.get(
+                sub, (rt.kind, ["get", "patch", "update"]))
             resources.append(
                 {
                     "name": f"{rt.plural}/{sub}",

@@ -13,8 +13,9 @@ from typing import Any
 from aiohttp import web
 
 from podmedic.domain.base import Obj
+from podmedic_sim.field_validation import settle_unknown_fields, warning_header
 from podmedic_sim.handlers_common import ApiError, json_response, success_status
-from podmedic_sim.handlers_defaults import apply_create_defaults
+from podmedic_sim.handlers_defaults import apply_create_defaults, default_device_taint_times, device_taint_rule_update
 from podmedic_sim.handlers_read import get_object, matching, selectors
 from podmedic_sim.handlers_request import Target, context, dry_run, read_json, read_object
 from podmedic_sim.patch_schema import object_schema
@@ -83,6 +84,7 @@ async def handle_create(request: web.Request, target: Target) -> web.Response:
     if target.rt.namespaced and target.namespace is None:
         raise ApiError(405, "create must name a namespace")
     obj = _check_identity(target, await read_object(request))
+    warned = warning_header(settle_unknown_fields(request, target.rt, obj))
     meta = obj["metadata"]
     if meta.get("resourceVersion"):
         raise ApiError(400, "resourceVersion should not be set on objects to be created")
@@ -107,8 +109,8 @@ async def handle_create(request: web.Request, target: Target) -> web.Response:
             )
         meta.setdefault("uid", str(uuid.uuid4()))
         meta["creationTimestamp"] = now_rfc3339()
-        return json_response(obj, 201)
-    return json_response(_store_call(target, store.create, target.rt.plural, obj), 201)
+        return json_response(obj, 201, warned)
+    return json_response(_store_call(target, store.create, target.rt.plural, obj), 201, warned)
 
 
 def _merge_for_update(target: Target, old: Obj, new: Obj) -> Obj:
@@ -136,6 +138,10 @@ def _merge_for_update(target: Target, old: Obj, new: Obj) -> Obj:
 def _write(request: web.Request, target: Target, old: Obj, new: Obj) -> Obj:
     store = context(request).store
     new = _merge_for_update(target, old, new)
+    if target.sub is None:
+        default_device_taint_times(target.rt, new)
+        if target.rt.kind == "DeviceTaintRule":
+            device_taint_rule_update(old, new)
     validate_object(new, target.rt.kind, target.rt.plural, target.rt.group, old=old, custom=target.rt.custom)
     if dry_run(request):
         return new
@@ -149,8 +155,9 @@ def _write(request: web.Request, target: Target, old: Obj, new: Obj) -> Obj:
 async def handle_replace(request: web.Request, target: Target) -> web.Response:
     """PUT an object or its status."""
     new = _check_identity(target, await read_object(request))
+    warned = warning_header(settle_unknown_fields(request, target.rt, new))
     old = get_object(context(request).store, target)
-    return json_response(_write(request, target, old, new))
+    return json_response(_write(request, target, old, new), headers=warned)
 
 
 async def handle_patch(request: web.Request, target: Target) -> web.Response:
@@ -165,7 +172,8 @@ async def handle_patch(request: web.Request, target: Target) -> web.Response:
     if not isinstance(new, dict):
         raise ApiError(422, "the patch must leave an object")
     new = _check_identity(target, new)
-    return json_response(_write(request, target, old, new))
+    warned = warning_header(settle_unknown_fields(request, target.rt, new))
+    return json_response(_write(request, target, old, new), headers=warned)
 
 
 def _dependents(store: Store, namespace: str | None, uid: str) -> list[tuple[str, Obj]]:
@@ -178,21 +186,27 @@ def _dependents(store: Store, namespace: str | None, uid: str) -> list[tuple[str
     return found
 
 
+def check_preconditions(obj: Obj, options: Obj, target: Target) -> None:
+    """409 Conflict when ``options.preconditions`` (UID, resourceVersion) do not match ``obj``, worded as
+    k8s.io/apiserver ``storage.Preconditions.Check`` and ``storeerr.InterpretDeleteError`` word it."""
+    meta, pre = obj["metadata"], options.get("preconditions") or {}
+    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        if pre.get(key) and pre[key] != meta.get(key):
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on {target.rt.plural} "{target.name}": Precondition failed: '
+                f"{label} in precondition: {pre[key]}, {label} in object meta: {meta.get(key)}",
+                kind=target.rt.plural,
+                name=target.name or "",
+            )
+
+
 def delete_object(store: Store, target: Target, options: Obj, dry: bool) -> Obj:
     """Delete (or, with finalizers, mark deleted) the addressed object and its dependents."""
     assert target.name is not None
     obj = get_object(store, target)
     meta = obj["metadata"]
-    pre = options.get("preconditions") or {}
-    if (pre.get("uid") and pre["uid"] != meta.get("uid")) or (
-        pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion")
-    ):
-        raise ApiError(
-            409,
-            f'Precondition failed for {target.rt.plural} "{target.name}"',
-            kind=target.rt.plural,
-            name=target.name,
-        )
+    check_preconditions(obj, options, target)
     grace = options.get("gracePeriodSeconds")
     if target.rt.kind == "Pod":
         grace = pod_grace_period(obj, grace)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from aiohttp import web
 
 from podmedic_sim import handlers_discovery as discovery
+from podmedic_sim import openapi
 from podmedic_sim.api_faults import ApiFaults
 from podmedic_sim.audit import middlewares_from_env
 from podmedic_sim.exec_ws import handle_exec
@@ -135,6 +136,8 @@ def build_app(
         web.get("/version/", discovery.version),
         web.get("/api/", discovery.core_versions),
         web.get("/apis/", discovery.groups),
+            web.get("/openapi/v3", openapi.index),
+            web.get("/openapi/v3/{path:.+}", openapi.document),
             web.get("/healthz", discovery.ok),
             web.get("/readyz", discovery.ok),
             web.get("/livez", discovery.ok),

@@ -1,0 +1,63 @@
+"""``kubectl create``/``apply``/``explain`` as against a cluster: OpenAPI v3 and server-side field validation.
+
+kubectl reads ``/openapi/v3`` and the group-version's document; when the kind's PATCH operation
+lists the ``fieldValidation`` parameter it leaves validation to the server and sends
+``fieldValidation=Strict`` (k8s.io/cli-runtime ``resource/query_param_verifier_v3.go``;
+k8s.io/kubectl ``cmd/util/factory_client_access.go`` ``Validator``). The server answers an unknown
+field as KEP-2885 says: Strict is 400 ``strict decoding error: unknown field "..."``, Warn drops it
+with a ``Warning`` header that kubectl prints. ``kubectl explain`` renders the kind's schema from the
+same document (k8s.io/kubectl ``pkg/explain/v2``); the DeviceTaintRule's fields are those of
+kubernetes/api ``resource/v1/types.go``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.fidelity.conftest import Kubectl
+
+POD = """apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  containers: [{{name: c, image: registry.local/app:1{extra}}}]
+  nodeName: ghost-node
+"""
+
+
+def test_create_and_apply_validate_on_the_server(ns: str, kubectl: Kubectl) -> None:
+    created = kubectl("create", "-n", ns, "-f", "-", stdin=POD.format(name="declared", extra=""))
+    assert created.returncode == 0 and "pod/declared created" in created.stdout, created.stderr
+    applied = kubectl("apply", "-n", ns, "-f", "-", stdin=POD.format(name="applied", extra=""))
+    assert applied.returncode == 0 and "pod/applied created" in applied.stdout, applied.stderr
+    again = kubectl("apply", "-n", ns, "-f", "-", stdin=POD.format(name="applied", extra=""))
+    assert again.returncode == 0 and "pod/applied unchanged" in again.stdout, again.stderr
+
+
+def test_an_unknown_field_is_refused_by_default_and_dropped_with_a_warning_when_asked(ns: str,
+                                                                                      kubectl: Kubectl) -> None:
+    manifest = POD.format(name="unknown", extra=", bogus: 1")
+    refused = kubectl("create", "-n", ns, "-f", "-", stdin=manifest)
+    assert refused.returncode != 0
+    assert ('Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field '
+            '"spec.containers[0].bogus"') in refused.stderr, refused.stderr
+    warned = kubectl("create", "-n", ns, "--validate=warn", "-f", "-", stdin=manifest)
+    assert warned.returncode == 0 and 'Warning: unknown field "spec.containers[0].bogus"' in warned.stderr
+    stored = json.loads(kubectl("get", "pod", "unknown", "-n", ns, "-o", "json", check=True).stdout)
+    assert "bogus" not in stored["spec"]["containers"][0]
+
+
+def test_explain_prints_the_device_taint_rule_schema(kubectl: Kubectl) -> None:
+    explained = kubectl("explain", "devicetaintrules.spec", check=True).stdout
+    assert "KIND:       DeviceTaintRule" in explained and "GROUP:      resource.k8s.io" in explained
+    assert "deviceSelector\t<DeviceTaintSelector>" in explained
+    assert "taint\t<DeviceTaint> -required-" in explained
+    effect = kubectl("explain", "devicetaintrules.spec.taint.effect", check=True).stdout
+    assert "FIELD: effect <string>" in effect
+
+
+def test_api_resources_name_each_resources_verbs(kubectl: Kubectl) -> None:
+    lines = kubectl("api-resources", "-o", "wide", check=True).stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert "create,delete,deletecollection,get,list,patch,update,watch" in rows["devicetaintrules"]
+    assert "pods" in rows and "resourceslices" in rows
