@@ -1,7 +1,11 @@
 """The pod ``exec`` subresource over a WebSocket, speaking the channel protocol of the real API.
 
 The ``kubernetes`` client's ``stream()`` opens ``GET .../pods/<name>/exec?command=...`` as a
-WebSocket with subprotocol ``v4.channel.k8s.io``: every binary frame starts with its channel
+WebSocket with subprotocol ``v4.channel.k8s.io``; kubectl 1.30+ asks for ``v5.channel.k8s.io`` only
+(k8s.io/client-go ``tools/remotecommand/websocket.go``; v5 adds channel 255 to close stdin, which a
+command that reads nothing never sends). Nothing runs unless one of the two is agreed: a request that
+cannot be upgraded is refused first, so a client falling back to SPDY never runs a command twice or
+runs one it reports as failed. Every binary frame starts with its channel
 byte (0 stdin, 1 stdout, 2 stderr, 3 error), and the error channel ends the session with a
 ``Status`` (``Success``, or ``Failure``/``NonZeroExitCode`` whose first cause carries the exit
 code). The simulated containers run no programs, so only ``kill`` is understood: it signals
@@ -19,7 +23,7 @@ from podmedic_sim.handlers_common import ApiError
 from podmedic_sim.handlers_read import get_object
 from podmedic_sim.handlers_request import Target, context
 
-PROTOCOL = "v4.channel.k8s.io"
+PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDOUT, STDERR, ERROR = 1, 2, 3
 SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "USR2": 12, "TERM": 15}
 
@@ -65,9 +69,12 @@ async def handle_exec(request: web.Request, target: Target) -> web.StreamRespons
     argv = request.query.getall("command", [])
     if not argv:
         raise ApiError(400, "you must specify at least 1 command")
-    ws = web.WebSocketResponse(protocols=(PROTOCOL,))
-    if not ws.can_prepare(request).ok:
+    ws = web.WebSocketResponse(protocols=PROTOCOLS)
+    ready = ws.can_prepare(request)
+    if not ready.ok:
         raise ApiError(400, "Upgrade request required")
+    if ready.protocol not in PROTOCOLS:
+        raise ApiError(400, f"none of the offered subprotocols is supported: {', '.join(PROTOCOLS)}")
     container = request.query.get("container")
     parsed = parse_kill(argv)
     code, err = 0, ""
