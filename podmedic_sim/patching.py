@@ -105,7 +105,7 @@ def _merge_list(how: FieldPatch, existing: Any, patch: list[Any]) -> list[Any]:
     if not how.merge:
         return _without_directives(patch)
     if how.merge_key is None:  # a list of scalars merged as a set (e.g. finalizers)
-        return current + [v for v in patch if v not in current]
+        return _go_order(current + [v for v in patch if v not in current], patch, current, None)
     key = how.merge_key
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
         return _without_directives(patch)
@@ -124,6 +124,30 @@ def _merge_list(how: FieldPatch, existing: Any, patch: list[Any]) -> list[Any]:
             out.append(strategic_merge({}, item, how.schema))
         else:
             out[index] = strategic_merge(out[index], item, how.schema)
+    return _go_order(out, [p for p in patch if p.get("$patch") != "delete"], current, key)
+
+
+def _go_order(merged: list[Any], patch: list[Any], original: list[Any], key: str | None) -> list[Any]:
+    """The order k8s.io/apimachinery ``strategicpatch`` gives a merged list (``mergeSlice`` then
+    ``normalizeElementOrder``/``mergeSortedSlice``): the patch's items in the patch's order, the others
+    in the live order, interleaved where the live list orders both; a new item goes before a live one."""
+
+    def ident(item: Any) -> str:
+        return json.dumps(item.get(key) if key is not None and isinstance(item, dict) else item, sort_keys=True)
+
+    wanted = [ident(p) for p in patch]
+    live = {ident(o): n for n, o in enumerate(original)}
+    patched = sorted((m for m in merged if ident(m) in wanted), key=lambda m: wanted.index(ident(m)))
+    server_only = sorted((m for m in merged if ident(m) not in wanted), key=lambda m: live.get(ident(m), len(live)))
+    out, i, j = [], 0, 0
+    while i < len(server_only) or j < len(patched):
+        if j >= len(patched) or (i < len(server_only) and ident(patched[j]) in live
+                                 and live[ident(server_only[i])] < live[ident(patched[j])]):
+            out.append(server_only[i])
+            i += 1
+        else:
+            out.append(patched[j])
+            j += 1
     return out
 
 

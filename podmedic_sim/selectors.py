@@ -14,6 +14,7 @@ Predicate = Callable[[Obj], bool]
 _SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 _CMP_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(==|!=|=)\s*([A-Za-z0-9_.-]*)\s*$")
 _KEY_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s*$")
+_ORDER_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*([<>])\s*(\S*)\s*$")
 
 _META = ("metadata.name", "metadata.namespace")
 
@@ -94,6 +95,9 @@ def _label_term(term: str) -> Predicate:
         if op == "!=":
             return lambda o: _labels(o).get(key) != value
         return lambda o: _labels(o).get(key) == value
+    m = _ORDER_RE.match(term)
+    if m:
+        return _order_term(*m.groups())
     m = _KEY_RE.match(term)
     if m:
         neg, key = m.groups()
@@ -101,6 +105,25 @@ def _label_term(term: str) -> Predicate:
             return lambda o: key not in _labels(o)
         return lambda o: key in _labels(o)
     raise ApiError(400, f"unable to parse requirement: invalid label selector term {term!r}")
+
+
+def _order_term(key: str, op: str, value: str) -> Predicate:
+    """``key>N`` / ``key<N`` (k8s.io/apimachinery ``labels.Parse``, operators Gt and Lt): the label is there
+    and, read as an integer, greater or less than N; N must be an integer (``NewRequirement``)."""
+    try:
+        bound = int(value)
+    except ValueError:
+        raise ApiError(400, f"unable to parse requirement: values[0]: Invalid value: {value!r}: for 'Gt', 'Lt' "
+                            "operators, the value must be an integer") from None
+
+    def passes(obj: Obj) -> bool:
+        try:
+            found = int(_labels(obj)[key])
+        except (KeyError, ValueError):
+            return False
+        return found > bound if op == ">" else found < bound
+
+    return passes
 
 
 def label_selector_object(selector: Obj | None) -> Predicate:

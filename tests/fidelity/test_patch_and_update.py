@@ -68,7 +68,9 @@ def test_a_gate_cannot_be_added_after_creation(api: client.ApiClient, ns: str) -
     with pytest.raises(client.ApiException) as err:
         v1.patch_namespaced_pod("p", ns, {"spec": {"schedulingGates": [{"name": GATE}]}})
     assert err.value.status == 422
-    assert ("spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate "
+    # The patched list puts the new gate first (strategicpatch normalizeElementOrder: a patch item the live
+    # list does not hold goes before the live items; kubectl patch --local gives the same order).
+    assert ("spec.schedulingGates[0].name: Forbidden: only deletion is allowed, but found new scheduling gate "
             f"'{GATE}'") in err.value.body
 
 
@@ -76,7 +78,8 @@ def test_finalizers_merge_as_a_set_and_leave_by_delete_from_primitive_list(api: 
     v1 = client.CoreV1Api(api)
     v1.create_namespaced_pod(ns, {**pod_manifest("p"), "metadata": {"name": "p", "finalizers": ["a.io/one"]}})
     v1.patch_namespaced_pod("p", ns, {"metadata": {"finalizers": ["b.io/two"]}})
-    assert v1.read_namespaced_pod("p", ns).metadata.finalizers == ["a.io/one", "b.io/two"]
+    # A set merge keeps both, the patch's first (strategicpatch mergeSlice, then normalizeElementOrder).
+    assert v1.read_namespaced_pod("p", ns).metadata.finalizers == ["b.io/two", "a.io/one"]
     v1.patch_namespaced_pod("p", ns, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.io/one"]}})
     assert v1.read_namespaced_pod("p", ns).metadata.finalizers == ["b.io/two"]
 
