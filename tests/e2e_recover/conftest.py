@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
-from tests.helpers import wait_until
+from tests.helpers import KUBECTL, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -158,7 +160,21 @@ def notes(outcome: IncidentOutcome, step: str = "recover") -> str:
 
 
 def podmedic_events(sim: SimCluster, pod: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """podmedic's Events on the pod, as a kubectl user reads them: reason -> (type, message)."""
-    events = sim.call(lambda: list(sim.store.iter("events", pod["namespace"])))
+    """podmedic's Events on the pod, as a kubectl user reads them (``kubectl events --for pod/NAME``; the
+    replacement of a recreated pod has the same name, so the pod's UID picks its own): reason -> (type,
+    message)."""
+    done = subprocess.run([str(KUBECTL), f"--kubeconfig={sim.kubeconfig_path}", "events", "-n", pod["namespace"],
+                           "--for", f"pod/{pod['name']}", "-o", "json"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, f"kubectl events failed: {done.stderr}"
+    events = json.loads(done.stdout)["items"]
     return {e["reason"]: (e["type"], e["message"]) for e in events
             if e["involvedObject"].get("uid") == pod["uid"] and e["reason"].startswith("Podmedic")}
+
+
+def described(sim: SimCluster, pod: dict[str, Any]) -> str:
+    """``kubectl describe pod``: what an operator reads first."""
+    done = subprocess.run([str(KUBECTL), f"--kubeconfig={sim.kubeconfig_path}", "describe", "pod", "-n",
+                           pod["namespace"], pod["name"]], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"kubectl describe failed: {done.stderr}"
+    return done.stdout

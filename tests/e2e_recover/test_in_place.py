@@ -9,7 +9,16 @@ from temporalio.client import Client
 
 from podmedic.domain.models import Outcome
 from podmedic_sim import SimCluster
-from tests.e2e_recover.conftest import fault, incident, notes, podmedic_events, policy, start_job, wait_progress
+from tests.e2e_recover.conftest import (
+    described,
+    fault,
+    incident,
+    notes,
+    podmedic_events,
+    policy,
+    start_job,
+    wait_progress,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 IN_PLACE_ONLY = "[{action: in_place_restart, timeout_s: 8}]"
@@ -49,6 +58,8 @@ async def test_mechanism_restarts_in_place(sim: SimCluster, worker: tuple[Client
     assert outcome.pod is not None and outcome.pod.uid == pod["uid"]
     kind, message = podmedic_events(sim, pod)["PodmedicRestarted"]
     assert kind == "Normal" and ": verified;" in message, message
+    described_pod = described(sim, pod)
+    assert "PodmedicRestarted" in described_pod and "Events:" in described_pod
 
 
 async def test_exec_signal_refused_when_the_signal_would_fail_the_pod(sim: SimCluster,
