@@ -21,6 +21,7 @@ from podmedic_sim.claims import ClaimBook
 from podmedic_sim.config import SimConfig
 from podmedic_sim.device_plugins import PluginDevices
 from podmedic_sim.devices import DeviceRegistry, Fault
+from podmedic_sim.disruption import DisruptionController
 from podmedic_sim.eviction import EvictionController
 from podmedic_sim.health_stream import HealthStreams, Mode
 from podmedic_sim.jobs import JobController
@@ -40,7 +41,7 @@ from podmedic_sim.topology import bootstrap
 from podmedic_sim.workload import Workloads
 
 _WATCHED = frozenset({"nodes", "pods", "resourceslices", "resourceclaims", "devicetaintrules", "jobs",
-                      "statefulsets", "jobsets", "leaderworkersets"})
+                      "statefulsets", "jobsets", "leaderworkersets", "poddisruptionbudgets"})
 
 
 T = TypeVar("T")
@@ -78,6 +79,7 @@ class SimEngine:
         self.kubelet.node_has_image = self.scheduler.node_has_image
         self.jobs = JobController(parts, self.rng, self._delete)
         self.eviction = EvictionController(parts, self._delete)
+        self.disruption = DisruptionController(parts)
         self.statefulsets = StatefulSetController(parts, self._delete)
         self.jobsets = JobSetController(parts)
         self.leaderworkersets = LeaderWorkerSetController(parts, self.statefulsets, self._delete)
@@ -94,6 +96,7 @@ class SimEngine:
             self.kubelet.on_event,
             self.jobs.on_event,
             self.eviction.on_event,
+            self.disruption.on_event,
             self.workloads.on_event,
             self.statefulsets.on_event,
             self.jobsets.on_event,
@@ -109,6 +112,7 @@ class SimEngine:
             "statefulsets",
             "jobsets",
             "leaderworkersets",
+            "poddisruptionbudgets",
         ):
             for obj in store.list(resource):
                 self._on_event(WatchEvent("ADDED", resource, obj, store.resource_version))

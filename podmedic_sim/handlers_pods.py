@@ -1,97 +1,78 @@
-"""The pod ``eviction`` subresource, honouring PodDisruptionBudgets like the real server."""
+"""The pod ``eviction`` subresource, honouring PodDisruptionBudgets as the real server does.
+
+kubernetes/kubernetes ``pkg/registry/core/pod/storage/eviction.go``: a pod that is terminal, Pending or
+already being deleted is deleted without looking at budgets (``canIgnorePDB``); more than one PDB
+selecting the pod is a 500; otherwise the PDB's *status*, written by the disruption controller
+(``podmedic_sim/disruption.py``), decides (``checkAndDecrement``): a PDB the controller has not synced
+yet is 429 with ``Retry-After: 10``; no disruption allowed is 429 naming the budget's desired and
+current healthy pods; else the eviction takes one (``disruptionsAllowed`` - 1, the pod recorded in
+``disruptedPods``) and the pod is deleted. An unready pod is deleted when its PDB's
+``unhealthyPodEvictionPolicy`` is ``AlwaysAllow``, or (``IfHealthyBudget``, the default) when the
+budget is met.
+"""
 
 from __future__ import annotations
-
-import math
-from typing import Any
 
 from aiohttp import web
 
 from podmedic.domain.base import Obj
+from podmedic_sim.disruption import is_ready
 from podmedic_sim.handlers_common import ApiError, Cause, json_response
 from podmedic_sim.handlers_read import get_object
 from podmedic_sim.handlers_request import Target, context, dry_run, read_object
 from podmedic_sim.handlers_write import check_preconditions, delete_object
 from podmedic_sim.selectors import label_selector_object
-from podmedic_sim.store import Store
+from podmedic_sim.store import Store, now_rfc3339
+
+_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def is_ready(pod: Obj) -> bool:
-    """Whether the pod's Ready condition is True (what a PDB counts as healthy)."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def _can_ignore_budgets(pod: Obj) -> bool:
+    return ((pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Pending")
+            or bool(pod["metadata"].get("deletionTimestamp")))
 
 
-def _scaled(value: Any, total: int) -> int:
-    """An int-or-percent PDB field resolved against ``total`` (percentages round up)."""
-    if isinstance(value, str) and value.endswith("%"):
-        try:
-            return math.ceil(int(value[:-1]) * total / 100)
-        except ValueError:
-            return 0
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-def budget(store: Store, pdb: Obj) -> tuple[int, int, int]:
-    """(expected pods, currently healthy, desired healthy) for a PodDisruptionBudget."""
-    spec = pdb.get("spec") or {}
-    select = label_selector_object(spec.get("selector"))
-    pods = [
-        p
-        for p in store.iter("pods", pdb["metadata"].get("namespace"))
-        if select(p)
-        and not p["metadata"].get("deletionTimestamp")
-        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-    ]
-    expected, healthy = len(pods), sum(1 for p in pods if is_ready(p))
-    if spec.get("minAvailable") is not None:
-        desired = _scaled(spec["minAvailable"], expected)
-    elif spec.get("maxUnavailable") is not None:
-        desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
-    else:
-        desired = 0
-    return expected, healthy, desired
-
-
-def check_budgets(store: Store, pod: Obj) -> None:
-    """Raise 429 when evicting ``pod`` would violate its PodDisruptionBudget."""
-    pdbs = [
-        pdb
-        for pdb in store.iter("poddisruptionbudgets", pod["metadata"].get("namespace"))
-        if label_selector_object((pdb.get("spec") or {}).get("selector"))(pod)
-    ]
+def check_budgets(store: Store, pod: Obj, dry: bool) -> None:
+    """Raise 429 (or 500) when the pod's PodDisruptionBudget refuses its eviction; otherwise take one
+    disruption from it (not on a dry run)."""
+    if _can_ignore_budgets(pod):
+        return
+    pdbs = [pdb for pdb in store.iter("poddisruptionbudgets", pod["metadata"].get("namespace"))
+            if label_selector_object((pdb.get("spec") or {}).get("selector"))(pod)]
     if len(pdbs) > 1:
-        raise ApiError(
-            500,
-            "This pod has more than one PodDisruptionBudget, which the "
-            "eviction subresource does not support.",
-        )
+        raise ApiError(500, "This pod has more than one PodDisruptionBudget, which the eviction subresource does "
+                            "not support.")
     if not pdbs:
         return
     pdb = pdbs[0]
-    _, healthy, desired = budget(store, pdb)
-    policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
-    if not is_ready(pod) and (policy == "AlwaysAllow" or healthy >= desired):
+    spec, status, name = pdb.get("spec") or {}, pdb.get("status") or {}, pdb["metadata"]["name"]
+    if not is_ready(pod):
+        policy = spec.get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
+        healthy, desired = int(status.get("currentHealthy") or 0), int(status.get("desiredHealthy") or 0)
+        if policy == "AlwaysAllow" or (healthy >= desired and desired > 0):
+            return
+    if int(status.get("observedGeneration") or 0) < int(pdb["metadata"].get("generation") or 1):
+        raise ApiError(429, _REFUSED, "TooManyRequests", causes=[Cause(
+            "DisruptionBudget", f"The disruption budget {name} is still being processed by the server.")],
+            headers={"Retry-After": "10"})
+    allowed = int(status.get("disruptionsAllowed") or 0)
+    if allowed < 0:
+        raise ApiError(403, f'poddisruptionbudgets.policy "{name}" is forbidden: pdb disruptions allowed is '
+                            "negative")
+    if allowed == 0:
+        raise ApiError(429, _REFUSED, "TooManyRequests", causes=[Cause(
+            "DisruptionBudget", f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
+                                f"and has {status.get('currentHealthy', 0)} currently")])
+    if dry:
         return
-    if healthy - desired >= 1 and is_ready(pod):
-        return
-    name = pdb["metadata"]["name"]
-    raise ApiError(
-        429,
-        "Cannot evict pod as it would violate the pod's disruption budget.",
-        "TooManyRequests",
-        causes=[
-            Cause(
-                "DisruptionBudget",
-                f"The disruption budget {name} needs {desired} "
-                f"healthy pods and has {healthy} currently",
-            )
-        ],
-        headers={"Retry-After": "10"},
-    )
+    pod_name = pod["metadata"]["name"]
+
+    def take(o: Obj) -> None:
+        taken = o.setdefault("status", {})
+        taken["disruptionsAllowed"] = int(taken.get("disruptionsAllowed") or 0) - 1
+        taken["disruptedPods"] = {**(taken.get("disruptedPods") or {}), pod_name: now_rfc3339()}
+
+    store.mutate("poddisruptionbudgets", pdb["metadata"].get("namespace"), name, take)
 
 
 async def handle_eviction(request: web.Request, target: Target) -> web.Response:
@@ -107,7 +88,7 @@ async def handle_eviction(request: web.Request, target: Target) -> web.Response:
     # The eviction deletes through the pod's store with its deleteOptions, preconditions included
     # (pkg/registry/core/pod/storage/eviction.go), so a pod replaced under the same name is a 409.
     check_preconditions(pod, body.get("deleteOptions") or {}, target)
-    check_budgets(ctx.store, pod)
+    check_budgets(ctx.store, pod, dry_run(request))
     if not dry_run(request):
         assert target.namespace is not None and target.name is not None
         if ctx.evict is not None:

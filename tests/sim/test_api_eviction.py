@@ -1,4 +1,8 @@
-"""The eviction subresource against PodDisruptionBudgets."""
+"""The eviction subresource against PodDisruptionBudgets, read from the status the disruption controller writes.
+
+Sources: kubernetes/kubernetes ``pkg/registry/core/pod/storage/eviction.go`` (``canIgnorePDB``,
+``checkAndDecrement``, ``createTooManyRequestsError``) and ``pkg/controller/disruption/disruption.go``.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,19 @@ def _gone_or_terminating(v1: client.CoreV1Api, name: str, ns: str) -> bool:
     return False
 
 
+def _synced(pol: client.PolicyV1Api, ns: str, name: str, **expect: int) -> client.V1PodDisruptionBudget:
+    """The PDB once the disruption controller has synced its spec and its status reads ``expect``."""
+    deadline = time.monotonic() + 5
+    while True:
+        pdb = pol.read_namespaced_pod_disruption_budget(name, ns)
+        status = pdb.status
+        if status is not None and (status.observed_generation or 0) >= pdb.metadata.generation and all(
+                getattr(status, field) == value for field, value in expect.items()):
+            return pdb
+        assert time.monotonic() < deadline, f"PDB {name} never read {expect}: {status}"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def guarded(api: client.ApiClient, ns: str) -> str:
     """Two Ready pods under a PDB with minAvailable 1."""
@@ -50,6 +67,7 @@ def guarded(api: client.ApiClient, ns: str) -> str:
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}},
         },
     )
+    _synced(pol, ns, "train", disruptions_allowed=1, current_healthy=2, desired_healthy=1, expected_pods=2)
     return ns
 
 
@@ -57,8 +75,7 @@ def test_eviction_allowed_then_blocked(api: client.ApiClient, guarded: str) -> N
     v1 = client.CoreV1Api(api)
     v1.create_namespaced_pod_eviction("w-0", guarded, _eviction("w-0", guarded))
     assert _gone_or_terminating(v1, "w-0", guarded)
-    if any(p.metadata.name == "w-0" for p in v1.list_namespaced_pod(guarded).items):
-        v1.delete_namespaced_pod("w-0", guarded)
+    _synced(client.PolicyV1Api(api), guarded, "train", current_healthy=1, disruptions_allowed=0)
     with pytest.raises(client.ApiException) as err:
         v1.create_namespaced_pod_eviction("w-1", guarded, _eviction("w-1", guarded))
     assert err.value.status == 429
@@ -93,3 +110,25 @@ def test_eviction_of_missing_pod_is_404(api: client.ApiClient, ns: str) -> None:
     with pytest.raises(client.ApiException) as err:
         client.CoreV1Api(api).create_namespaced_pod_eviction("nope", ns, _eviction("nope", ns))
     assert err.value.status == 404
+
+
+def test_an_eviction_takes_its_disruption_before_the_pod_is_gone(api: client.ApiClient, guarded: str) -> None:
+    """checkAndDecrement: the budget is spent at the eviction (disruptedPods), so a second one at once is
+    refused even while the first pod is still Terminating and counted by nobody else."""
+    v1, pol = client.CoreV1Api(api), client.PolicyV1Api(api)
+    v1.create_namespaced_pod_eviction("w-0", guarded, _eviction("w-0", guarded))
+    spent = pol.read_namespaced_pod_disruption_budget("train", guarded).status
+    assert spent.disruptions_allowed == 0 and "w-0" in (spent.disrupted_pods or {})
+    with pytest.raises(client.ApiException) as err:
+        v1.create_namespaced_pod_eviction("w-1", guarded, _eviction("w-1", guarded))
+    assert err.value.status == 429 and "Retry-After" not in (err.value.headers or {})
+
+
+def test_a_pending_pod_is_evicted_whatever_its_budget(api: client.ApiClient, ns: str) -> None:
+    v1, pol = client.CoreV1Api(api), client.PolicyV1Api(api)
+    v1.create_namespaced_pod(ns, pod_manifest("waiting", {"app": "held"}))
+    pol.create_namespaced_pod_disruption_budget(ns, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "held"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "held"}}}})
+    v1.create_namespaced_pod_eviction("waiting", ns, _eviction("waiting", ns))
+    assert _gone_or_terminating(v1, "waiting", ns)
