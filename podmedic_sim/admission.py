@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from podmedic.domain.base import Obj
+from podmedic_sim.admission_builtin import admit_builtin
 from podmedic_sim.handlers_common import ApiError
+from podmedic_sim.handlers_defaults import pod_spec_defaults
 from podmedic_sim.patching import json_patch
 from podmedic_sim.selectors import label_selector_object
 from podmedic_sim.store import Store, StoreError
@@ -160,6 +162,10 @@ class PodAdmission:
         """Create ``pod`` via ``created`` (a store write) after admission; ``done`` gets the result
         (``None`` when admission refused it) when it was not immediate."""
         namespace = pod["metadata"].get("namespace", "default")
+        # A controller's pod gets the API server's defaults and built-in admission as any other pod.
+        if isinstance(pod.get("spec"), dict):
+            pod_spec_defaults(pod["spec"])
+        admit_builtin(pod)
         if not matching_webhooks(self._store, pod, namespace):
             return created(pod)
 

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from podmedic.domain.base import Obj
+from podmedic_sim.admission_builtin import admit_builtin
 from podmedic_sim.field_validation import settle_unknown_fields, warning_header
 from podmedic_sim.handlers_common import ApiError, json_response, success_status
 from podmedic_sim.handlers_defaults import apply_create_defaults, default_device_taint_times, device_taint_rule_update
@@ -92,6 +93,8 @@ async def handle_create(request: web.Request, target: Target) -> web.Response:
         suffix = "".join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))
         meta["name"] = f"{meta['generateName']}{suffix}"
     apply_create_defaults(target.rt, obj)
+    if target.rt.kind == "Pod":
+        admit_builtin(obj)
     admit = context(request).admit_pod
     if admit is not None and target.rt.plural == "pods" and target.namespace is not None:
         obj = await admit(obj, target.namespace, dry_run(request))  # before validation, as upstream
