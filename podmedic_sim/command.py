@@ -17,7 +17,7 @@ def _serve(args: argparse.Namespace) -> int:
     timings = SimTimings.model_validate_json(args.timings) if args.timings else SimTimings()
     config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers, timings=timings,
                        checkpoint_every_steps=args.checkpoint_every_steps, taint_rule_version=args.taint_rule_version,
-                       device_plugins=dict(args.device_plugin or []))
+                       device_plugins=dict(args.device_plugin or []), feature_gates=dict(args.feature_gate or []))
     sim = SimCluster(config, api_only=args.api_only)
     if args.apf_qps:
         sim.flow.configure(args.apf_qps, args.apf_burst)
@@ -51,6 +51,14 @@ def _device_plugin(text: str) -> tuple[str, int]:
     return resource, int(count)
 
 
+def _feature_gate(text: str) -> tuple[str, bool]:
+    """``NAME=true|false`` of ``--feature-gate`` (kube-apiserver's ``--feature-gates`` spelling, one gate)."""
+    name, sep, value = text.partition("=")
+    if not sep or value.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=true or NAME=false, e.g. ResourceHealthStatus=false")
+    return name, value.lower() == "true"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``sim serve`` and ``sim bench`` to a parent parser's subcommands."""
     sim = subparsers.add_parser("sim", help="the Kubernetes cluster simulator")
@@ -69,6 +77,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--taint-rule-version", choices=["v1", "v1beta2", "v1alpha3", "none"], default="v1",
                        help="where resource.k8s.io serves DeviceTaintRule: v1 (Kubernetes 1.37), v1beta2 (1.36), "
                             "v1alpha3 (1.35), none (DRADeviceTaints gate off); default %(default)s")
+    serve.add_argument("--feature-gate", action="append", type=_feature_gate, metavar="NAME=true|false",
+                       help="set a feature gate away from the emulated release's default (repeatable), e.g. "
+                            "ResourceHealthStatus=false: pods then carry no allocatedResourcesStatus")
     serve.add_argument("--device-plugin", action="append", type=_device_plugin, metavar="RESOURCE=COUNT",
                        help="a device plugin serving COUNT devices of an extended resource on every node "
                             "(repeatable), e.g. nvidia.com/gpu=8: node capacity, pod limits, and the devices' "

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+RELEASE_OF_TAINT_RULES = {"v1": 37, "v1beta2": 36, "v1alpha3": 35, "none": 37}
+"""The minor release each DeviceTaintRule version belongs to (KEP-5055: v1alpha3 in 1.35, v1beta2 in 1.36, v1
+in 1.37)."""
+GATE_DEFAULTS: dict[str, dict[int, bool]] = {
+    # KEP-4680: alpha, off, through 1.35; beta, on, from 1.36. Off, pods carry no allocatedResourcesStatus.
+    "ResourceHealthStatus": {35: False, 36: True, 37: True},
+}
+"""Default of each modelled feature gate per emulated minor release (pkg/features/kube_features.go)."""
 
 
 class SimTimings(BaseModel):
@@ -126,5 +135,27 @@ class SimConfig(BaseModel):
     taint_rule_version: Literal["v1", "v1beta2", "v1alpha3", "none"] = Field(
         "v1",
         description="The resource.k8s.io version that serves DeviceTaintRule: v1 (Kubernetes 1.37), v1beta2 "
-        "(1.36), v1alpha3 (1.35), or none (the DRADeviceTaints feature gate off).",
+        "(1.36), v1alpha3 (1.35), or none (the DRADeviceTaints feature gate off). It sets the Kubernetes "
+        "release the simulator emulates (/version, feature gate defaults).",
     )
+    feature_gates: dict[str, bool] = Field(
+        default_factory=dict,
+        description="Feature gates set away from the emulated release's default (see GATE_DEFAULTS).",
+    )
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _known_gates(cls, gates: dict[str, bool]) -> dict[str, bool]:
+        unknown = sorted(set(gates) - set(GATE_DEFAULTS))
+        if unknown:
+            raise ValueError(f"unrecognized feature gate(s) {', '.join(unknown)}; known: {', '.join(GATE_DEFAULTS)}")
+        return gates
+
+    @property
+    def kubernetes_minor(self) -> int:
+        """The minor release of Kubernetes the simulator emulates."""
+        return RELEASE_OF_TAINT_RULES[self.taint_rule_version]
+
+    def gate(self, name: str) -> bool:
+        """Whether feature gate ``name`` is on in the emulated release."""
+        return self.feature_gates.get(name, GATE_DEFAULTS[name][self.kubernetes_minor])

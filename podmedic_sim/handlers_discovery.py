@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from podmedic.domain.base import Obj
+from podmedic_sim.config import RELEASE_OF_TAINT_RULES
 from podmedic_sim.handlers_common import ApiError, json_response
 from podmedic_sim.handlers_request import context
 from podmedic_sim.resources import ServedApi
@@ -24,8 +25,9 @@ VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update
 
 
 async def version(request: web.Request) -> web.Response:
-    """GET /version."""
-    return json_response(VERSION)
+    """GET /version: the release the simulator emulates (its DeviceTaintRule version says which)."""
+    minor = RELEASE_OF_TAINT_RULES[context(request).api.taint_rules]
+    return json_response({**VERSION, "minor": str(minor), "gitVersion": f"v1.{minor}.0-podmedic-sim"})
 
 
 async def core_versions(request: web.Request) -> web.Response:

@@ -238,7 +238,8 @@ class KubeletPods(ABC):
         try:
             self._store.mutate(
                 "pods", rt.key[0], rt.key[1], lambda p: render_status(p, rt, self._devices, self._config.plugins,
-                                                          self._plugin_devices.status)
+                                                          self._plugin_devices.status,
+                                                          self._config.gate("ResourceHealthStatus"))
             )
         except NotFound:
             self._forget(rt)

@@ -170,10 +170,11 @@ def allocated_resources_status(
 
 def container_status(
     rt: PodRt, c: ContainerRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin],
-    extended: ExtendedStatus | None = None,
+    extended: ExtendedStatus | None = None, health: bool = True,
 ) -> dict[str, Any]:
-    """One ``containerStatuses`` entry, with KEP-4680 ``allocatedResourcesStatus``: the DRA claims'
-    entries, then the device plugins' (``extended``, from the device manager)."""
+    """One ``containerStatuses`` entry, with KEP-4680 ``allocatedResourcesStatus`` (only with the
+    ResourceHealthStatus gate on, ``health``): the DRA claims' entries, then the device plugins'
+    (``extended``, from the device manager)."""
     status: dict[str, Any] = {
         "name": c.name,
         "image": c.image,
@@ -186,6 +187,8 @@ def container_status(
     }
     if c.container_id:
         status["containerID"] = c.container_id
+    if not health:
+        return status
     resources = allocated_resources_status(rt, c, devices, plugins) + (extended(rt.uid, c.name) if extended else [])
     if resources:
         status["allocatedResourcesStatus"] = resources
@@ -193,7 +196,7 @@ def container_status(
 
 
 def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry, plugins: dict[str, DriverPlugin],
-                  extended: ExtendedStatus | None = None) -> None:
+                  extended: ExtendedStatus | None = None, health: bool = True) -> None:
     """Write the kubelet-owned parts of ``pod.status`` in place; other fields are kept."""
     status = pod.setdefault("status", {})
     now = now_rfc3339()
@@ -230,7 +233,8 @@ def render_status(pod: Obj, rt: PodRt, devices: DeviceRegistry, plugins: dict[st
             "hostIPs": [{"ip": rt.host_ip}],
             "startTime": rt.start_time,
             "qosClass": "BestEffort",
-            "containerStatuses": [container_status(rt, c, devices, plugins, extended) for c in rt.containers],
+            "containerStatuses": [container_status(rt, c, devices, plugins, extended, health)
+                                  for c in rt.containers],
         }
     )
     if rt.pod_ip:

@@ -204,3 +204,16 @@ async def test_graceful_deletion_kills_then_removes() -> None:
         assert any(e["reason"] == "Killing" for e in engine.store.list("events", "default"))
         assert dev not in engine.claims.owner
         assert engine.store.list("resourceclaims", "default") == []
+
+
+@pytest.mark.parametrize(("rules", "gates", "reported"), [
+    ("v1", {}, True), ("v1beta2", {}, True), ("v1alpha3", {}, False),
+    ("v1alpha3", {"ResourceHealthStatus": True}, True), ("v1", {"ResourceHealthStatus": False}, False),
+], ids=["1.37", "1.36", "1.35", "1.35-gate-on", "1.37-gate-off"])
+async def test_device_health_reaches_the_pod_only_with_the_resource_health_status_gate(
+        rules: str, gates: dict[str, bool], reported: bool) -> None:
+    """KEP-4680: ResourceHealthStatus is alpha (off) through 1.35 and beta (on) from 1.36; off, the kubelet
+    writes no allocatedResourcesStatus (pkg/kubelet/kubelet_pods.go convertToAPIContainerStatuses)."""
+    async with running_engine(fast_config(taint_rule_version=rules, feature_gates=gates)) as engine:
+        await _started(engine, "p")
+        assert ("allocatedResourcesStatus" in _container(engine, "p")) is reported
