@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import tempfile
 import threading
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
+from podmedic.admission.certs import self_signed
 from podmedic_sim.admission import PodAdmission
 from podmedic_sim.api_faults import ApiFault, ApiFaults
 from podmedic_sim.config import SimConfig
@@ -123,35 +125,44 @@ class SimCluster:
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self, host: str = "127.0.0.1", port: int = 0, kubeconfig_path: Path | None = None) -> SimCluster:
-        """Bootstrap, serve on ``host:port`` (0: any free port) and write the kubeconfig."""
+    def start(self, host: str = "127.0.0.1", port: int = 0, kubeconfig_path: Path | None = None, *,
+              tls: bool = False) -> SimCluster:
+        """Bootstrap, serve on ``host:port`` (0: any free port) and write the kubeconfig. With ``tls`` the
+        API is HTTPS under a self-signed certificate the kubeconfig trusts (``certificate-authority-data``),
+        as a cluster's is: kubectl sends a bearer token only over TLS (client-go ``clientcmd``)."""
         if self._loop is not None:
             raise RuntimeError("the simulator is already started")
+        if kubeconfig_path is None:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="podmedic-sim-")
+            kubeconfig_path = Path(self._tmpdir.name) / "kubeconfig"
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        served = self_signed(Path(kubeconfig_path).parent / "sim-tls", [shown, "localhost"]) if tls else None
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="podmedic-sim", daemon=True)
         self._thread.start()
         try:
-            bound = asyncio.run_coroutine_threadsafe(self._serve(host, port), loop).result()
+            context = None
+            if served is not None:
+                context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                context.load_cert_chain(served.cert, served.key)
+            bound = asyncio.run_coroutine_threadsafe(self._serve(host, port, context), loop).result()
         except BaseException:
             self.stop()
             raise
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        self.url = f"http://{shown}:{bound}"
-        if kubeconfig_path is None:
-            self._tmpdir = tempfile.TemporaryDirectory(prefix="podmedic-sim-")
-            kubeconfig_path = Path(self._tmpdir.name) / "kubeconfig"
-        self.kubeconfig_path = write_kubeconfig(Path(kubeconfig_path), self.url)
+        self.url = f"{'https' if served else 'http'}://{shown}:{bound}"
+        ca = served.ca.read_bytes() if served is not None and served.ca is not None else None
+        self.kubeconfig_path = write_kubeconfig(Path(kubeconfig_path), self.url, ca_pem=ca)
         return self
 
-    async def _serve(self, host: str, port: int) -> int:
+    async def _serve(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
         self.engine.bootstrap()
         self._engine_task = asyncio.get_running_loop().create_task(self.engine.run())
         first = self.engine.proxy_routes() if hasattr(self.engine, "proxy_routes") else []
         app = build_app(self.context, self.faults, self.engine.routes(), first, self.ledger, self.flow)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=tls)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []

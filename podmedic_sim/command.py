@@ -22,7 +22,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.apf_qps:
         sim.flow.configure(args.apf_qps, args.apf_burst)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
-    sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig)
+    sim.start(host=args.host, port=args.port, kubeconfig_path=kubeconfig, tls=args.tls)
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
@@ -71,6 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--driver", action="append", help="DRA driver name (repeatable)")
     serve.add_argument("--kubeconfig", help="where to write the kubeconfig")
     serve.add_argument("--api-only", action="store_true", help="no simulated behaviours")
+    serve.add_argument("--tls", action="store_true",
+                       help="serve HTTPS under a self-signed certificate the kubeconfig trusts (kubectl sends a "
+                            "token, e.g. one from `kubectl create token`, only over TLS)")
     serve.add_argument("--timings", help='SimTimings as JSON, e.g. \'{"workload_step_s": 0.05}\' (benchmarks)')
     serve.add_argument("--checkpoint-every-steps", type=int, default=0,
                        help="training workloads checkpoint on their own every N steps (0: never)")

@@ -84,13 +84,14 @@ def resource_list(api: ServedApi, group_name: str, version_name: str) -> Obj:
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
                 # A namespace is deleted one at a time (its REST storage has no DeleteCollection).
-                "verbs": [v for v in VERBS if v != "deletecollection"] if rt.kind == "Namespace" else VERBS,
+                "verbs": list(rt.verbs) or ([v for v in VERBS if v != "deletecollection"] if rt.kind == "Namespace"
+                                            else VERBS),
                 **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
             }
         )
         for sub in rt.subresources:
-            kind, verbs = {"eviction": ("Eviction", ["create"]), "exec": ("PodExecOptions", ["create", "get"])}.get(
-                sub, (rt.kind, ["get", "patch", "update"]))
+            kind, verbs = {"eviction": ("Eviction", ["create"]), "exec": ("PodExecOptions", ["create", "get"]),
+                           "token": ("TokenRequest", ["create"])}.get(sub, (rt.kind, ["get", "patch", "update"]))
             resources.append(
                 {
                     "name": f"{rt.plural}/{sub}",
@@ -98,7 +99,8 @@ def resource_list(api: ServedApi, group_name: str, version_name: str) -> Obj:
                     "namespaced": rt.namespaced,
                     "kind": kind,
                     "verbs": verbs,
-                    **({"group": "policy", "version": "v1"} if sub == "eviction" else {}),
+                    **({"group": "policy", "version": "v1"} if sub == "eviction" else
+                       {"group": "authentication.k8s.io", "version": "v1"} if sub == "token" else {}),
                 }
             )
     if not resources:

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError
+from podmedic_sim.rbac import Tokens
 from podmedic_sim.resources import DEFAULT_API, ResourceType, ServedApi
 from podmedic_sim.store import Store
 
@@ -31,6 +32,8 @@ class ApiContext:
     admit_pod: Callable[[Obj, str, bool], Awaitable[Obj]] | None = None
     # The resource types and versions served (DeviceTaintRule's version follows the cluster's).
     api: ServedApi = DEFAULT_API
+    # The ServiceAccount tokens the TokenRequest API issued (podmedic_sim/rbac.py).
+    tokens: Tokens = field(default_factory=Tokens)
 
 
 CONTEXT_KEY = web.AppKey("podmedic_api_context", ApiContext)

@@ -26,6 +26,8 @@ class ResourceType:
     # Served by a CustomResourceDefinition (JobSet, LeaderWorkerSet, ...): the strict built-in schemas
     # do not cover it (podmedic_sim/validation.py says what is checked instead).
     custom: bool = False
+    # The verbs served, when not every one of discovery's VERBS (a review is only created).
+    verbs: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -54,6 +56,14 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Pod", "pods", True, ("status", "eviction", "exec"), short_names=("po",)),
     ResourceType("", "v1", "Event", "events", True, (), True, ("ev",)),
     ResourceType("", "v1", "ConfigMap", "configmaps", True, (), True, ("cm",)),
+    ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("token",), short_names=("sa",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False, (), True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, (), True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True, (), True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, (), True),
+    ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
+                 verbs=("create",)),
+    ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)),
     ResourceType(
         "policy",
         "v1",

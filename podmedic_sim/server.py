@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from aiohttp import web
 
 from podmedic_sim import handlers_discovery as discovery
-from podmedic_sim import openapi
+from podmedic_sim import openapi, rbac
 from podmedic_sim.api_faults import ApiFaults
 from podmedic_sim.audit import middlewares_from_env
 from podmedic_sim.exec_ws import handle_exec
 from podmedic_sim.flow_control import FlowControl
+from podmedic_sim.handlers_auth import handle_self_review, handle_token_request
 from podmedic_sim.handlers_common import ApiError, error_response, json_response
 from podmedic_sim.handlers_pods import handle_eviction
 from podmedic_sim.handlers_read import handle_get, handle_list
@@ -60,6 +61,12 @@ def _pick(request: web.Request, target: Target) -> TargetHandler:
     elif target.sub == "exec":
         if method in ("GET", "POST"):
             return handle_exec
+    elif target.sub == "token":
+        if method == "POST":
+            return handle_token_request
+    elif target.rt.verbs == ("create",):
+        if method == "POST" and target.name is None:
+            return handle_self_review
     elif target.name is None:
         if method == "GET":
             return handle_watch if watch else handle_list
@@ -125,7 +132,8 @@ def build_app(
     ledger = ledger or RequestLedger()
     flow = flow or FlowControl()
     app = web.Application(
-        middlewares=[*middlewares_from_env(), ledger.middleware, flow.middleware, faults.middleware, status_errors],
+        middlewares=[*middlewares_from_env(), ledger.middleware, flow.middleware, faults.middleware,
+                     rbac.middleware(context.tokens, lambda: context.store), status_errors],
         client_max_size=16 * 1024 * 1024,
     )
     app[CONTEXT_KEY] = context
