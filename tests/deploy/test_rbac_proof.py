@@ -1,6 +1,11 @@
 """Least privilege, proven: the ClusterRoles in deploy/ grant exactly what podmedic's components
 called during the end-to-end scenarios, nothing missing and nothing extra.
 
+Nothing missing is also enforced as it happens: the end-to-end fixtures run the worker and the ingest
+as their ServiceAccounts under these roles (tests/enforced.py), and the simulator authorizes every
+request by RBAC (podmedic_sim/rbac.py), so a call no role grants is a 403 in the scenario itself.
+This proof adds the other half (nothing extra) and the calls of modules that run as the admin.
+
 Under ``make test`` the recorder has seen the whole suite by the time this runs (it runs last,
 tests/deploy/conftest.py). Run alone, it first runs the end-to-end modules that exercise every
 permission (``COVERING``) in a child pytest with the same audit directory.

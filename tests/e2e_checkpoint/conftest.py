@@ -8,7 +8,6 @@ import datetime as dt
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.enforced import as_component
 from tests.helpers import served_sim, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
@@ -60,8 +60,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def stack(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[Stack]:
-    assert sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(sim.kubeconfig_path))
+    kube = KubeGateway(as_component(sim, "worker"))  # the worker's ServiceAccount, under deploy/'s RBAC
     task_queue = f"ckpt-{uuid.uuid4().hex[:8]}"
     async with build_worker(dev_env.client, task_queue, kube):
         yield Stack(sim, dev_env.client, task_queue, kube, POLICY)

@@ -22,6 +22,7 @@ from podmedic.ingest.service import run_sources
 from podmedic.ingest.sources import ClusterSource, cluster_sources
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.enforced import as_component
 from tests.helpers import assert_eventually, served_sim
 from workers.worker import build_worker
 
@@ -37,8 +38,7 @@ def ingest_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]
 async def ingest_worker(dev_env: WorkflowEnvironment, ingest_sim: SimCluster,
                         task_queue: str) -> AsyncIterator[tuple[Client, str]]:
     """The real worker against ``ingest_sim`` on a fresh task queue; yields (client, task queue)."""
-    assert ingest_sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(ingest_sim.kubeconfig_path))
+    kube = KubeGateway(as_component(ingest_sim, "worker"))  # under deploy/'s RBAC: an ungranted call is a 403
     async with build_worker(dev_env.client, task_queue, kube):
         yield dev_env.client, task_queue
     kube.close()
@@ -87,8 +87,7 @@ async def source_sets(ingest_worker: tuple[Client, str], ingest_sim: SimCluster
     """Start ingest replicas' cluster sources on the worker's task queue; all stopped at the end,
     and the incidents they opened terminated (they are this test's alone)."""
     client, task_queue = ingest_worker
-    assert ingest_sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(ingest_sim.kubeconfig_path))
+    kube = KubeGateway(as_component(ingest_sim, "ingest"))  # under deploy/'s RBAC: an ungranted call is a 403
     started: list[SourceSet] = []
 
     def start(policies: PolicySet | None = None, state_dir: Path | None = None) -> SourceSet:

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -17,6 +16,7 @@ from podmedic.ingest.service import run_ingest
 from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.enforced import as_component
 from tests.helpers import wait_until
 from workers.worker import build_worker
 
@@ -25,14 +25,17 @@ from workers.worker import build_worker
 async def ingest_and_worker(client: Client, sim: SimCluster, task_queue: str,
                             policy: PolicySet) -> AsyncIterator[KubeGateway]:
     """The ingest and a worker on ``sim`` under ``policy``, for the block; the worker's cluster gateway."""
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
+    # Each speaks as its ServiceAccount under deploy/'s RBAC: a call its role does not grant is a 403.
+    kube, ingest_kube = KubeGateway(as_component(sim, "worker")), KubeGateway(as_component(sim, "ingest"))
     stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest(client, kube, policy, IngestSettings(), task_queue, stop, http=False))
+    ingest = asyncio.create_task(run_ingest(client, ingest_kube, policy, IngestSettings(), task_queue, stop,
+                                            http=False))
     async with build_worker(client, task_queue, kube):
         yield kube
         stop.set()
         await ingest
     kube.close()
+    ingest_kube.close()
 
 
 def ready_jobs(sim: SimCluster, count: int) -> list[dict[str, Any]]:

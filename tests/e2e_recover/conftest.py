@@ -12,7 +12,6 @@ import json
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
+from tests.enforced import as_component
 from tests.helpers import KUBECTL, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
@@ -71,9 +71,9 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def worker(dev_env: WorkflowEnvironment, sim: SimCluster, task_queue: str) -> AsyncIterator[tuple[Client, str]]:
-    """The real worker against the simulator, on a fresh task queue."""
-    assert sim.kubeconfig_path is not None
-    kube = KubeGateway(Path(sim.kubeconfig_path))
+    """The real worker against the simulator, on a fresh task queue, speaking as its ServiceAccount under
+    deploy/'s RBAC (a call its ClusterRole does not grant is a 403)."""
+    kube = KubeGateway(as_component(sim, "worker"))
     async with build_worker(dev_env.client, task_queue, kube):
         yield dev_env.client, task_queue
     kube.close()

@@ -29,7 +29,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "deploy/kustomize/base/rbac-worker.yaml",
         "    resources: [pods/exec]\n    verbs: [get, create]",
         "    resources: [pods/exec]\n    verbs: [create]",
-        ("tests/deploy/test_rbac_proof.py",)),
+        ("tests/e2e_recover/test_in_place.py", "tests/deploy/test_rbac_proof.py")),
     Mutant(
         "audit-exec-as-create", "least-privilege RBAC: the simulator authorizes an exec as the API server does",
         "podmedic_sim/audit.py",
