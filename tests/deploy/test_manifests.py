@@ -19,6 +19,7 @@ from podmedic.domain.policy_file import load_policy, parse_policy
 from podmedic.domain.ticket_policy import ticket_variables
 from podmedic.settings import PROCESSES
 from podmedic.settings.base import variables
+from podmedic_sim.resources import TAINT_RULE_VERSIONS
 from tests.deploy.conftest import ROOT, kustomize
 
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
@@ -167,3 +168,16 @@ def test_the_placement_webhook_never_blocks_pods(rendered: list[Obj]) -> None:
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
     excluded = hook["namespaceSelector"]["matchExpressions"][0]
     assert excluded["operator"] == "NotIn" and {"podmedic", "kube-system"} <= set(excluded["values"])
+
+
+def test_the_kind_cluster_switches_on_what_podmedic_needs_on_each_release() -> None:
+    """DRA and device taints (KEP-5055: DRADeviceTaints, and DRADeviceTaintRules for the rule API, alpha in
+    1.35 and beta but off in 1.36), device health in pod status (KEP-4680: ResourceHealthStatus, off through
+    1.35), and every resource.k8s.io version a supported release serves DeviceTaintRule at (v1alpha3 in
+    1.35 and v1beta2 in 1.36 are off unless runtimeConfig serves them)."""
+    cluster = yaml.safe_load((ROOT / "deploy" / "kind" / "cluster.yaml").read_text())
+    gates = cluster["featureGates"]
+    for gate in ("DynamicResourceAllocation", "DRADeviceTaints", "DRADeviceTaintRules", "ResourceHealthStatus"):
+        assert gates.get(gate) is True, f"{gate} is not switched on"
+    for version in TAINT_RULE_VERSIONS:
+        assert cluster["runtimeConfig"].get(f"resource.k8s.io/{version}") == "true", version
