@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from temporalio.client import Client
 
@@ -15,6 +14,7 @@ from podmedic.kube.gateway import KubeGateway
 from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk, running_desk
+from tests.enforced import as_component
 from workers.worker import build_worker
 
 
@@ -22,10 +22,11 @@ from workers.worker import build_worker
 async def running_pipeline(client: Client, sim: SimCluster, policies: PolicySet,
                            task_queue: str) -> AsyncIterator[KubeGateway]:
     """The ingest (cluster watches and HTTP), the simulator's node agent and the worker on ``task_queue``,
-    until the block exits; yields the worker's Kubernetes gateway."""
-    kube = KubeGateway(Path(str(sim.kubeconfig_path)))
+    until the block exits; yields the worker's Kubernetes gateway. The worker and the ingest speak as their
+    ServiceAccounts under deploy/'s RBAC (tests/enforced.py): a call a role does not grant is a 403."""
+    kube, ingest_kube = KubeGateway(as_component(sim, "worker")), KubeGateway(as_component(sim, "ingest"))
     stop = asyncio.Event()
-    ingest = asyncio.create_task(run_ingest_and_agent(client, kube, policies, task_queue, stop, sim.url))
+    ingest = asyncio.create_task(run_ingest_and_agent(client, ingest_kube, policies, task_queue, stop, sim.url))
     try:
         async with build_worker(client, task_queue, kube):
             yield kube
@@ -33,6 +34,7 @@ async def running_pipeline(client: Client, sim: SimCluster, policies: PolicySet,
         stop.set()
         await ingest
         kube.close()
+        ingest_kube.close()
 
 
 @contextlib.asynccontextmanager
