@@ -18,7 +18,7 @@ from aiohttp import web
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError
 from podmedic_sim.resources import ResourceType
-from podmedic_sim.validation import validator_for
+from podmedic_sim.validation import load_schema, schema_file
 
 DIRECTIVES = ("Ignore", "Warn", "Strict")
 
@@ -39,14 +39,43 @@ def _field(path: list[Any]) -> str:
     return out
 
 
+def _resolved(schema: Any) -> Any:
+    """``schema`` with its ``$ref`` to the shared definitions followed."""
+    ref = schema.get("$ref") if isinstance(schema, dict) else None
+    if isinstance(ref, str) and "#/$defs/" in ref:
+        return (load_schema("_definitions.json").get("$defs") or {}).get(ref.split("#/$defs/", 1)[1], {})
+    return schema
+
+
+def _walk(node: Any, schema: Any, path: list[Any], found: list[list[Any]]) -> None:
+    """Collect the paths of keys ``schema`` does not declare under ``node``; only names are compared (the
+    schema's own checks of types and values are validation's), which keeps a write's cost to one walk."""
+    schema = _resolved(schema)
+    if not isinstance(schema, dict) or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(node, dict):
+        known, extra = schema.get("properties"), schema.get("additionalProperties")
+        for key, value in node.items():
+            if isinstance(known, dict) and key in known:
+                _walk(value, known[key], [*path, key], found)
+            elif isinstance(extra, dict):
+                _walk(value, extra, [*path, key], found)
+            elif isinstance(known, dict):
+                found.append([*path, key])
+    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(node):
+            _walk(item, schema["items"], [*path, index], found)
+
+
 def unknown_fields(obj: Obj) -> list[list[Any]]:
-    """The paths (keys and indexes) of every field ``obj``'s kind does not declare."""
-    validator = validator_for(str(obj.get("apiVersion")), str(obj.get("kind")))
-    found = []
-    for err in validator.iter_errors(obj):
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict) and isinstance(err.schema, dict):
-            known = set(err.schema.get("properties") or {})
-            found += [[*err.absolute_path, extra] for extra in sorted(set(err.instance) - known)]
+    """The paths (keys and indexes) of every field ``obj``'s kind does not declare; 422 when the kind has
+    no schema."""
+    try:
+        schema = load_schema(schema_file(str(obj.get("apiVersion")), str(obj.get("kind"))))
+    except (FileNotFoundError, OSError) as exc:
+        raise ApiError(422, f"no schema for {obj.get('kind')} {obj.get('apiVersion')}") from exc
+    found: list[list[Any]] = []
+    _walk(obj, schema, [], found)
     return found
 
 
