@@ -18,7 +18,6 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from aiohttp import web
 
-from podmedic.admission.certs import self_signed
 from podmedic_sim.admission import PodAdmission
 from podmedic_sim.api_faults import ApiFault, ApiFaults
 from podmedic_sim.config import SimConfig
@@ -136,7 +135,13 @@ class SimCluster:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="podmedic-sim-")
             kubeconfig_path = Path(self._tmpdir.name) / "kubeconfig"
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        served = self_signed(Path(kubeconfig_path).parent / "sim-tls", [shown, "localhost"]) if tls else None
+        served = None
+        if tls:
+            # Imported here: cryptography's extension module cannot be loaded again by the workflow sandbox,
+            # which re-imports what a workflow's module imports (the simulator, in tests).
+            from podmedic.admission.certs import self_signed
+
+            served = self_signed(Path(kubeconfig_path).parent / "sim-tls", [shown, "localhost"])
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="podmedic-sim", daemon=True)
