@@ -9,7 +9,6 @@ cluster, and fails the end-to-end test that made it.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -18,7 +17,7 @@ from kubernetes import client, config
 from podmedic_sim import SimCluster
 from podmedic_sim.kubeconfig import write_kubeconfig
 from tests.deploy.conftest import ROOT, kustomize
-from tests.helpers import KUBECTL
+from tests.helpers import run_kubectl
 
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 NAMESPACE = "podmedic"
@@ -28,8 +27,8 @@ def load_rbac(sim: SimCluster) -> None:
     """Apply podmedic's ServiceAccounts, roles and bindings to ``sim`` (again: unchanged)."""
     docs = [d for d in yaml.safe_load_all(kustomize(ROOT / "deploy" / "kustomize" / "base"))
             if d and d["kind"] in RBAC_KINDS]
-    done = subprocess.run([str(KUBECTL), f"--kubeconfig={sim.kubeconfig_path}", "apply", "-f", "-"],
-                          input=yaml.safe_dump_all(docs), capture_output=True, text=True, timeout=60, check=False)
+    assert sim.kubeconfig_path is not None
+    done = run_kubectl(sim.kubeconfig_path, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
     assert done.returncode == 0, f"kubectl apply of deploy/ RBAC failed: {done.stderr}"
 
 

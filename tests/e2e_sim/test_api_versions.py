@@ -15,7 +15,6 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.startup import say_taint_rules
 from podmedic_sim import SimCluster
-from tests.helpers import KUBECTL, served_sim, sim_node, wait_until
+from tests.helpers import run_kubectl, served_sim, sim_node, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -140,8 +139,8 @@ async def test_the_worker_says_at_start_which_version_or_which_gate(
 async def test_the_server_says_which_release_it_emulates(sim: SimCluster) -> None:
     """kubectl version reads /version (k8s.io/apimachinery pkg/version Info): 1.36 serves DeviceTaintRule as
     v1beta2; "not served" stands for a 1.37 cluster with the DRADeviceTaints gate off."""
-    done = subprocess.run([str(KUBECTL), f"--kubeconfig={sim.kubeconfig_path}", "version", "-o", "json"],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = run_kubectl(str(sim.kubeconfig_path), "version", "-o", "json")
+    assert done.returncode == 0, done.stderr
     server = json.loads(done.stdout)["serverVersion"]
     minor = {"v1beta2": "36", "none": "37"}[sim.config.taint_rule_version]
     assert server["minor"] == minor and server["gitVersion"].startswith(f"v1.{minor}.")

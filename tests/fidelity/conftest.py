@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client, config
 
 from podmedic_sim import SimCluster
-from tests.helpers import KUBECTL, served_sim
+from tests.helpers import KUBECTL, run_kubectl, served_sim
 
 REAL_CLUSTER = os.environ.get("PODMEDIC_E2E_KUBECONFIG", "")
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -70,8 +70,7 @@ def kubectl(kubeconfig: Path) -> Kubectl:
 
     def run(*args: str, check: bool = False, stdin: str | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True,
-                              input=stdin, timeout=timeout, check=False)
+        done = run_kubectl(kubeconfig, *args, stdin=stdin, timeout=timeout)
         if check:
             assert done.returncode == 0, f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}"
         return done

@@ -16,13 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podmedic_sim import SimCluster, SimConfig
-from tests.deploy.conftest import ROOT, kustomize
-from tests.helpers import KUBECTL
-
-RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+from tests.enforced import load_rbac
+from tests.helpers import run_kubectl
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +28,14 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     cluster = SimCluster(SimConfig(nodes=2, devices_per_node=2))
     cluster.start(kubeconfig_path=tmp_path_factory.mktemp("rbac") / "kubeconfig", tls=True)
     try:
-        assert cluster.kubeconfig_path is not None
-        kubeconfig = Path(cluster.kubeconfig_path)
-        rbac = [d for d in yaml.safe_load_all(kustomize(ROOT / "deploy" / "kustomize" / "base"))
-                if d and d["kind"] in RBAC_KINDS]
-        _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(rbac))
-        yield kubeconfig
+        load_rbac(cluster)  # kubectl sends no credentials over this TLS before a token: the admin applies
+        yield Path(str(cluster.kubeconfig_path))
     finally:
         cluster.stop()
 
 
-def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
-             ok: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True,
-                          input=stdin, timeout=60, check=False)
+def _kubectl(kubeconfig: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    done = run_kubectl(kubeconfig, *args)
     if ok:
         assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
     return done
