@@ -11,11 +11,12 @@ install: $(STAMP)
 
 # Bytecode is compiled once: with PYTHONDONTWRITEBYTECODE set, the workflow sandbox would
 # otherwise compile every module from source for every new incident.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml deploy/helm/fetch_helm.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,sim]'
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib $(PACKAGES) >/dev/null
+	$(BIN)/python deploy/helm/fetch_helm.py $(BIN)/helm
 	touch $(STAMP)
 
 demo: install
@@ -41,7 +42,7 @@ mutants: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(PACKAGES)
-	$(BIN)/mypy deploy/image/build.py deploy/image/oci.py deploy/image/sbom.py
+	$(BIN)/mypy deploy/image/build.py deploy/image/oci.py deploy/image/sbom.py deploy/helm/fetch_helm.py
 	$(BIN)/lint-imports
 
 # The container image from Debian packages and the locked wheels, without Docker (deploy/image/build.py):

@@ -56,6 +56,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Pod", "pods", True, ("status", "eviction", "exec"), short_names=("po",)),
     ResourceType("", "v1", "Event", "events", True, (), True, ("ev",)),
     ResourceType("", "v1", "ConfigMap", "configmaps", True, (), True, ("cm",)),
+    ResourceType("", "v1", "Secret", "secrets", True, (), True),
+    ResourceType("", "v1", "Service", "services", True, ("status",), True, ("svc",)),
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("token",), short_names=("sa",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False, (), True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, (), True),
@@ -88,6 +90,11 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     # The workloads training and inference run as (podmedic walks pods' ownerReferences up to them):
     ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, ("status",), True, ("sts",)),
+    # What an install of podmedic itself creates (deploy/), stored and validated with no controller
+    # behind them: enough for `kubectl apply --dry-run=server` of the kustomize base and the Helm chart.
+    ResourceType("apps", "v1", "Deployment", "deployments", True, ("status",), True, ("deploy",)),
+    ResourceType("apps", "v1", "DaemonSet", "daemonsets", True, ("status",), True, ("ds",)),
+    ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, (), True, ("netpol",)),
     ResourceType("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, ("status",), custom=True),
     ResourceType("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", True, ("status",),
                  short_names=("lws",), custom=True),

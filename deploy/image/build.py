@@ -94,17 +94,23 @@ def last_change() -> tuple[str, int]:
 
 
 KUSTOMIZATION = ROOT / "deploy" / "kustomize" / "base" / "kustomization.yaml"
+CHART_VALUES = ROOT / "deploy" / "helm" / "podmedic" / "values.yaml"
 
 
-def pin(digest: str) -> bool:
-    """Write ``digest`` into the base kustomization's image (tag and digest); whether it changed."""
-    text = KUSTOMIZATION.read_text()
-    lines = [line for line in text.splitlines() if not line.strip().startswith("digest:")]
-    at = next(i for i, line in enumerate(lines) if line.strip().startswith("newTag:"))
-    lines.insert(at + 1, lines[at].split("newTag:")[0] + f"digest: {digest}")
+def _pin_in(path: Path, key: str, digest: str) -> bool:
+    """Replace the one line ``key: ...`` of ``path`` by ``key: digest``, keeping its indent; whether it changed."""
+    text = path.read_text()
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"{key}:"))
+    lines[at] = lines[at].split(f"{key}:")[0] + f"{key}: {digest}"
     new = "\n".join(lines) + "\n"
-    KUSTOMIZATION.write_text(new)
+    path.write_text(new)
     return new != text
+
+
+def pin(digest: str) -> list[Path]:
+    """Write ``digest`` into the base kustomization's image and the chart's values; the files it changed."""
+    return [path for path in (KUSTOMIZATION, CHART_VALUES) if _pin_in(path, "digest", digest)]
 
 
 def build_wheels(wheels: Path, epoch: int) -> int:
@@ -159,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--install-tools", action="store_true", help="apt-get install missing tools (root)")
     parser.add_argument("--keep-rootfs", action="store_true", help="keep rootfs.tar (the layer, uncompressed)")
     parser.add_argument("--pin", action="store_true",
-                        help="write the digest into deploy/kustomize/base (the release procedure, docs/deploy.md)")
+                        help="write the digest into deploy/kustomize/base and the Helm chart's values "
+                             "(the release procedure, docs/deploy.md)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
@@ -203,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                "uncompressed_mb": round(built.uncompressed_bytes / 1e6, 1), "sbom_components": components,
                "build_s": round(time.monotonic() - started, 1), **{k: round(v, 1) for k, v in timings.items()}}
     (args.out / "image.json").write_text(json.dumps(figures, indent=2) + "\n")
-    if args.pin and pin(built.digest):
-        print(f"pinned {built.digest} in {KUSTOMIZATION.relative_to(ROOT)}")
+    for pinned in pin(built.digest) if args.pin else []:
+        print(f"pinned {built.digest} in {pinned.relative_to(ROOT)}")
     print(f"podmedic:{version} {built.digest}")
     print(f"  {archive} ({figures['compressed_mb']} MB compressed, {figures['uncompressed_mb']} MB unpacked, "
           f"{built.layers} layer), SBOM {sbom.name} ({components} components), built in {figures['build_s']} s")
