@@ -11,13 +11,15 @@ from pathlib import Path
 
 def _serve(args: argparse.Namespace) -> int:
     from podmedic_sim.cluster import SimCluster
-    from podmedic_sim.config import SimConfig, SimTimings
+    from podmedic_sim.config import DriverPlugin, SimConfig, SimTimings
 
     drivers = args.driver or ["gpu.nvidia.com"]
     timings = SimTimings.model_validate_json(args.timings) if args.timings else SimTimings()
+    cdi = {"plugins": {d: DriverPlugin(cdi_ids=args.cdi_ids) for d in drivers}} if args.cdi_ids else {}
     config = SimConfig(nodes=args.nodes, devices_per_node=args.devices_per_node, drivers=drivers, timings=timings,
                        checkpoint_every_steps=args.checkpoint_every_steps, taint_rule_version=args.taint_rule_version,
-                       device_plugins=dict(args.device_plugin or []), feature_gates=dict(args.feature_gate or []))
+                       device_plugins=dict(args.device_plugin or []), feature_gates=dict(args.feature_gate or []),
+                       **cdi)
     sim = SimCluster(config, api_only=args.api_only)
     if args.apf_qps:
         sim.flow.configure(args.apf_qps, args.apf_burst)
@@ -42,7 +44,7 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _device_plugin(text: str) -> tuple[str, int]:
+def device_plugin(text: str) -> tuple[str, int]:
     """``RESOURCE=COUNT`` (``nvidia.com/gpu=8``) of ``--device-plugin``."""
     resource, sep, count = text.partition("=")
     if not sep or "/" not in resource or not count.isdigit():
@@ -83,10 +85,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--feature-gate", action="append", type=_feature_gate, metavar="NAME=true|false",
                        help="set a feature gate away from the emulated release's default (repeatable), e.g. "
                             "ResourceHealthStatus=false: pods then carry no allocatedResourcesStatus")
-    serve.add_argument("--device-plugin", action="append", type=_device_plugin, metavar="RESOURCE=COUNT",
+    serve.add_argument("--device-plugin", action="append", type=device_plugin, metavar="RESOURCE=COUNT",
                        help="a device plugin serving COUNT devices of an extended resource on every node "
                             "(repeatable), e.g. nvidia.com/gpu=8: node capacity, pod limits, and the devices' "
                             "health in allocatedResourcesStatus; fail one with POST /sim/v1/faults/plugin-device")
+    serve.add_argument("--cdi-ids", choices=["none", "per-device", "shared"],
+                       help="how every DRA driver's kubelet plugin names its devices in pod status: none "
+                            "(<driver>/<pool>/<device>), per-device (<kind>=<claimUID>-<device>, as the "
+                            "dra-example-driver) or shared (<kind>=all for a claim's devices); default: "
+                            "per-device for gpu.nvidia.com, none for other drivers")
     serve.add_argument("--apf-qps", type=float, metavar="QPS",
                        help="API Priority and Fairness as a client sees it: each user (User-Agent) gets QPS "
                             "requests a second, the rest 429 with Retry-After (default: no limit)")

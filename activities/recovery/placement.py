@@ -84,10 +84,21 @@ def controller_of(pod: Obj) -> tuple[str, str] | None:
     return None
 
 
+def _released_with(claim: Obj, pod_uid: str | None) -> bool:
+    """Whether ``claim`` was generated for the pod ``pod_uid`` from a ResourceClaimTemplate: the pod is
+    its controller (ownerReferences), and the resourceclaim controller deletes it, freeing its devices,
+    once the pod is gone (kubernetes/kubernetes pkg/controller/resourceclaim/controller.go). A claim
+    the pod names directly (resourceClaimName) outlives it, and its replacement gets the same devices."""
+    owners = (claim.get("metadata") or {}).get("ownerReferences") or []
+    return pod_uid is not None and any(o.get("uid") == pod_uid and o.get("controller") for o in owners)
+
+
 def free_healthy_devices(node: str, driver: str, slices: list[Obj], claims: list[Obj], rules: list[Obj],
-                         failed: DeviceRef) -> list[str]:
+                         failed: DeviceRef, evicted_pod_uid: str | None = None) -> list[str]:
     """Devices of ``driver`` on ``node`` that no claim holds and no NoSchedule/NoExecute taint
-    (in the ResourceSlice or a DeviceTaintRule) keeps off; never the failed device."""
+    (in the ResourceSlice or a DeviceTaintRule) keeps off; never the failed device. The devices of the
+    claims generated for ``evicted_pod_uid`` count as free: the eviction releases them, so a pod of
+    several GPUs can come back on its node in place of the failed one."""
     devices: dict[tuple[str, str], bool] = {}
     for s in slices:
         sspec = s.get("spec") or {}
@@ -98,6 +109,8 @@ def free_healthy_devices(node: str, driver: str, slices: list[Obj], claims: list
             tainted = any(t.get("effect") in _BLOCKING for t in d.get("taints") or [])
             devices[(pool, d["name"])] = not tainted
     for claim in claims:
+        if _released_with(claim, evicted_pod_uid):
+            continue
         alloc = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
         for r in alloc.get("results") or []:
             if r.get("driver") == driver:

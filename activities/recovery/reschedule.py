@@ -90,7 +90,7 @@ class Rescheduler:
         node, device = self.inp.pod.node or "", self.inp.device
         free = placement.free_healthy_devices(
             node, device.driver, self.kube.list_slices(f"spec.nodeName={node}"), self.kube.list_claims(),
-            self.kube.list_taint_rules(), device,
+            self.kube.list_taint_rules(), device, self.inp.pod.uid,
         )
         needed = max(1, len(self.claims.device_health(pod).devices)) if pod is not None else 1
         if len(free) < needed:

@@ -46,11 +46,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         return refused
     from podmedic.stack.readiness import StackError
     from podmedic.stack.up import Stack, StackOptions
+    from podmedic_sim.command import device_plugin
 
     load_policy_or_exit(args.policy)
     try:
+        plugins = dict(device_plugin(text) for text in args.device_plugin)
+    except argparse.ArgumentTypeError as err:
+        print(f"podmedic up: --device-plugin {err}", file=sys.stderr)
+        return 2
+    try:
         with Stack(StackOptions(state_dir=args.state_dir, policy=args.policy, nodes=args.nodes,
-                                devices_per_node=args.devices_per_node, worker=not args.no_worker)) as stack:
+                                devices_per_node=args.devices_per_node, worker=not args.no_worker,
+                                admission=not args.no_admission, device_plugins=plugins,
+                                cdi_ids=args.cdi_ids)) as stack:
             stack.wait_forever()
     except StackError as err:
         print(f"podmedic up: {err}", file=sys.stderr)
@@ -98,6 +106,17 @@ def register(sub: Any) -> None:
             p.add_argument("--no-worker", action="store_true",
                            help="start no worker: run your own (e.g. from the image, docs/deploy.md) with the "
                                 "Temporal address, task queue and kubeconfig in STATE_DIR/endpoints.json")
+            p.add_argument("--no-admission", action="store_true",
+                           help="start no placement webhook (podmedic admission): a same_node reschedule then "
+                                "steers the replacement by a preference only, as on a cluster without the webhook")
+            p.add_argument("--device-plugin", action="append", default=[], metavar="RESOURCE=COUNT",
+                           help="also serve COUNT device-plugin GPUs of an extended resource on every node "
+                                "(repeatable), e.g. nvidia.com/gpu=8: pods ask for them in their limits, and "
+                                "podmedic follows them in allocatedResourcesStatus (docs/recovery-node.md)")
+            p.add_argument("--cdi-ids", choices=["none", "per-device", "shared"],
+                           help="how the simulated DRA driver names devices in pod status: per-device CDI IDs "
+                                "(NVIDIA's driver; the default), one shared CDI ID per claim, or none "
+                                "(<driver>/<pool>/<device>)")
             p.set_defaults(func=cmd_up)
         else:
             p.add_argument("--faults", type=int, default=6, help="device faults to inject (default %(default)s)")

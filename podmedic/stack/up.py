@@ -1,8 +1,9 @@
 """``podmedic up``: the whole stack on embedded defaults, each part its own child process.
 
 Children: the Temporal dev server (SQLite under the state dir, UI on, podmedic's search
-attributes registered), the cluster simulator, a vendor ticket desk, the worker and the
-ingest service. A child that dies is restarted with back-off; ``endpoints.json`` says where
+attributes registered), the cluster simulator, a vendor ticket desk, the placement webhook
+(registered with the simulator as deploy/ registers it with a cluster), the worker, the ingest
+service and the node agent. A child that dies is restarted with back-off; ``endpoints.json`` says where
 everything is. Logs go to ``<state-dir>/logs/<role>.log``.
 """
 
@@ -16,11 +17,14 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 from podmedic.domain import search
+from podmedic.stack import placement_webhook
 from podmedic.stack.readiness import StackError, free_port, wait_ready
 from podmedic.temporal.connect import DEFAULT_TASK_QUEUE
 
@@ -45,6 +49,12 @@ class StackOptions:
     worker: bool = True
     """Start ``podmedic worker``; off, the operator runs one (from the image, in a debugger) against
     the endpoints in ``endpoints.json``."""
+    admission: bool = True
+    """Start ``podmedic admission``, the webhook that holds a replacement pod on its node (as in production)."""
+    device_plugins: dict[str, int] = field(default_factory=dict)
+    """Extended resources a device plugin serves on every simulated node (``nvidia.com/gpu``: 8)."""
+    cdi_ids: Literal["none", "per-device", "shared"] | None = None
+    """How the simulated DRA driver names devices in pod status; ``None``: the simulator's default."""
 
 
 def ingest_token(state_dir: Path) -> Path:
@@ -69,9 +79,11 @@ class Child:
     restarts: int = 0
     ports: tuple[str, ...] = ()
     """The ports (keys of ``Stack.ports``) this child binds: new ones are picked if they were taken."""
+    before: Callable[[], None] | None = None
+    """What must be done before the child first starts (the webhook's registration)."""
 
 
-PORTS = ("temporal", "ui", "simulator", "vendor", "ingest")
+PORTS = ("temporal", "ui", "simulator", "vendor", "ingest", "admission")
 PORT_RETRIES = 5
 
 
@@ -89,7 +101,7 @@ class Stack:
 
     def _plan(self) -> list[Child]:
         d, py = self.dir, [sys.executable, "-m", "podmedic.cli.main"]
-        tp, ui, sim, vendor, ingest = (self.ports[k] for k in PORTS)
+        tp, ui, sim, vendor, ingest, webhook = (self.ports[k] for k in PORTS)
         kubeconfig = d / "kubeconfig"
         attrs = search.dev_server_flags()
         temporal_addr = f"127.0.0.1:{tp}"
@@ -101,6 +113,7 @@ class Stack:
             "sim_url": f"http://127.0.0.1:{sim}", "task_queue": self.o.task_queue,
             "ticket_url": ticket_url, "state_dir": str(d),
             "ingest_url": f"http://127.0.0.1:{ingest}", "ingest_token_file": str(token_file),
+            **({"admission_url": f"https://127.0.0.1:{webhook}"} if self.o.admission else {}),
         }
         conn = self._connection()
         children = [
@@ -110,11 +123,14 @@ class Stack:
                                "--sqlite-pragma", "synchronous=OFF", *attrs], f"tcp:127.0.0.1:{tp}",
                   ports=("temporal", "ui")),
             Child("simulator", [*py, "sim", "serve", "--port", str(sim), "--nodes", str(self.o.nodes),
-                                "--devices-per-node", str(self.o.devices_per_node), "--kubeconfig", str(kubeconfig)],
+                                "--devices-per-node", str(self.o.devices_per_node), "--kubeconfig", str(kubeconfig),
+                                *self._simulated_devices()],
                   f"http://127.0.0.1:{sim}/version", ports=("simulator",)),
             Child("vendor", [*py, "vendor-desk", "--port", str(vendor), "--sim-url", f"http://127.0.0.1:{sim}",
                              "--resolve-after", str(self.o.vendor_resolve_s), "--store", str(d / "tickets.json")],
                   f"http://127.0.0.1:{vendor}/healthz", ports=("vendor",)),
+            Child("admission", [*py, *placement_webhook.argv(kubeconfig, webhook, d)], f"tcp:127.0.0.1:{webhook}",
+                  ports=("admission",), before=lambda: placement_webhook.register(f"http://127.0.0.1:{sim}", webhook)),
             Child("worker", [*py, "worker", *conn], "", env={"PODMEDIC_TICKET_URL": ticket_url,
                                                              "PODMEDIC_UI_URL": f"http://127.0.0.1:{ui}"}),
             self._ingest("ingest", ingest),
@@ -125,7 +141,13 @@ class Stack:
                             "--interval", "2", *(["--policy", str(self.o.policy.resolve())] if self.o.policy else [])],
                   ""),
         ]
-        return [c for c in children if self.o.worker or c.role != "worker"]
+        off = {role for role, on in (("worker", self.o.worker), ("admission", self.o.admission)) if not on}
+        return [c for c in children if c.role not in off]
+
+    def _simulated_devices(self) -> list[str]:
+        """``sim serve``'s device plugin and CDI flags, from the options."""
+        flags = [f"--device-plugin={resource}={count}" for resource, count in self.o.device_plugins.items()]
+        return flags + ([f"--cdi-ids={self.o.cdi_ids}"] if self.o.cdi_ids else [])
 
     def _connection(self) -> list[str]:
         """The worker's and the ingest's flags: Temporal, task queue, kubeconfig, policy."""
@@ -187,6 +209,8 @@ class Stack:
             while index < len(self.children):
                 child = self.children[index]
                 log.info("starting %s", child.role)
+                if child.before:
+                    child.before()
                 self._spawn(child)
                 try:
                     if child.ready:
@@ -227,7 +251,8 @@ class Stack:
                 self._write_endpoints()
 
     def child(self, role: str) -> Child:
-        """The child playing ``role`` (``temporal``, ``simulator``, ``vendor``, ``worker``, ``ingest``)."""
+        """The child playing ``role`` (``temporal``, ``simulator``, ``vendor``, ``admission``, ``worker``,
+        ``ingest``, ``agent``)."""
         return next(c for c in self.children if c.role == role)
 
     def kill(self, role: str, sig: signal.Signals = signal.SIGKILL, wait_s: float = 15.0) -> int | None:

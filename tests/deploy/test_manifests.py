@@ -12,6 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from podmedic.admission.registration import placement_webhook_configuration
 from podmedic.cli.main import build_parser
 from podmedic.domain import search
 from podmedic.domain.base import Obj
@@ -168,6 +169,18 @@ def test_the_placement_webhook_never_blocks_pods(rendered: list[Obj]) -> None:
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
     excluded = hook["namespaceSelector"]["matchExpressions"][0]
     assert excluded["operator"] == "NotIn" and {"podmedic", "kube-system"} <= set(excluded["values"])
+
+
+def test_podmedic_up_registers_the_webhook_the_manifests_register(rendered: list[Obj]) -> None:
+    """`podmedic up` (podmedic/stack/placement_webhook.py) and the e2e tests build the configuration with
+    podmedic.admission.registration: the same webhook as deploy/'s, but for its client (a URL, no Service)."""
+    config = _find(rendered, "MutatingWebhookConfiguration", "podmedic-placement")
+    [hook] = config["webhooks"]
+    built = placement_webhook_configuration(config["metadata"]["name"], hook["clientConfig"],
+                                            hook["namespaceSelector"]["matchExpressions"][0]["values"])
+    assert built["webhooks"] == config["webhooks"]
+    assert {k: v for k, v in built.items() if k != "metadata"} == \
+        {k: v for k, v in config.items() if k != "metadata"}
 
 
 def test_the_kind_cluster_switches_on_what_podmedic_needs_on_each_release() -> None:

@@ -27,6 +27,7 @@ import pytest
 from kubernetes import client, config
 from temporalio.client import Client
 
+from podmedic.admission.registration import PATH, placement_webhook_configuration
 from podmedic.domain.placement_holds import PINNED_BY
 from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
@@ -53,17 +54,12 @@ def api(sim: SimCluster) -> Iterator[client.ApiClient]:
 
 @pytest.fixture(scope="module")
 def admission(sim: SimCluster, api: client.ApiClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``podmedic admission`` on a free port, registered as the deploy/ manifest registers it, but
-    by URL (the simulator runs no Services) and without a caBundle: the process writes its CA."""
+    """``podmedic admission`` on a free port, registered as the deploy/ manifest registers it (the same
+    configuration: tests/deploy checks it), but by URL (the simulator runs no Services) and without a
+    caBundle: the process writes its CA."""
     port, certs = _free_port(), tmp_path_factory.mktemp("admission-tls")
-    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": WEBHOOK},
-        "webhooks": [{"name": "placement.podmedic.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                      "failurePolicy": "Ignore", "timeoutSeconds": 2,
-                      "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-pods"},
-                      "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                                 "resources": ["pods"], "scope": "Namespaced"}]}]})
+    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(placement_webhook_configuration(
+        WEBHOOK, {"url": f"https://127.0.0.1:{port}{PATH}"}, ["podmedic", "kube-system"]))
     log = certs / "admission.log"
     with log.open("w") as out:
         proc = subprocess.Popen(

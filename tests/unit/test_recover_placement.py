@@ -59,3 +59,26 @@ def test_free_devices_exclude_allocated_tainted_and_failed() -> None:
              {"spec": {"deviceSelector": {"device": "gpu-4"}, "taint": {"effect": "None"}}}]
     failed = DeviceRef(driver="d", pool="n", device="gpu-0")
     assert free_healthy_devices("n", "d", slices, claims, rules, failed) == ["d/n/gpu-4"]
+
+
+def test_the_evicted_pods_own_generated_claims_count_as_free() -> None:
+    """A pod of three GPUs on a node of four, one failed: its claim generated from a ResourceClaimTemplate
+    (ownerReferences: the pod, controller) is deleted with it (kubernetes/kubernetes
+    pkg/controller/resourceclaim/controller.go), so its two healthy GPUs and the spare take the replacement.
+    A claim the pod only names (no controller reference) stays allocated: its devices stay taken."""
+    slices = [{"spec": {"driver": "d", "nodeName": "n", "pool": {"name": "n"},
+                        "devices": [{"name": f"gpu-{i}"} for i in range(4)]}}]
+
+    def claim(owner: dict[str, object] | None, *devices: str) -> dict[str, object]:
+        return {"metadata": {"ownerReferences": [owner] if owner else []},
+                "status": {"allocation": {"devices": {"results": [
+                    {"driver": "d", "pool": "n", "device": d} for d in devices]}}}}
+
+    generated = claim({"kind": "Pod", "uid": "p1", "controller": True}, "gpu-0", "gpu-1", "gpu-2")
+    failed = DeviceRef(driver="d", pool="n", device="gpu-0")
+    assert free_healthy_devices("n", "d", slices, [generated], [], failed) == ["d/n/gpu-3"]
+    assert free_healthy_devices("n", "d", slices, [generated], [], failed, "p1") == ["d/n/gpu-1", "d/n/gpu-2",
+                                                                                   "d/n/gpu-3"]
+    assert free_healthy_devices("n", "d", slices, [generated], [], failed, "other") == ["d/n/gpu-3"]
+    named = claim({"kind": "Pod", "uid": "p1"}, "gpu-1", "gpu-2")
+    assert free_healthy_devices("n", "d", slices, [named], [], failed, "p1") == ["d/n/gpu-3"]
