@@ -17,16 +17,8 @@ from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError, json_response
 from podmedic_sim.handlers_read import get_object
 from podmedic_sim.handlers_request import Target, context, read_object
-from podmedic_sim.protobuf_body import read_protobuf
 from podmedic_sim.rbac import ADMIN, USER_KEY, Attributes, User, allowed, expiry
 from podmedic_sim.store import now_rfc3339
-
-
-async def _body(request: web.Request) -> Obj:
-    """The request's object, JSON or (as kubectl's typed clients send these kinds) protobuf."""
-    if request.headers.get("Content-Type", "").startswith("application/vnd.kubernetes.protobuf"):
-        return read_protobuf(await request.read())
-    return await read_object(request)
 
 
 def _user(request: web.Request) -> User:
@@ -38,7 +30,7 @@ async def handle_token_request(request: web.Request, target: Target) -> web.Resp
     """POST serviceaccounts/<name>/token."""
     ctx = context(request)
     account = get_object(ctx.store, Target(target.rt, target.namespace, target.name, None))
-    body = await _body(request)
+    body = await read_object(request)
     spec: Obj = body["spec"] if isinstance(body.get("spec"), dict) else {}
     seconds = spec.get("expirationSeconds") or 3600
     if not isinstance(seconds, int) or seconds < 600:
@@ -55,7 +47,7 @@ async def handle_token_request(request: web.Request, target: Target) -> web.Resp
 
 async def handle_self_review(request: web.Request, target: Target) -> web.Response:
     """POST selfsubjectaccessreviews or selfsubjectreviews."""
-    body = await _body(request)
+    body = await read_object(request)
     user = _user(request)
     if target.rt.kind == "SelfSubjectReview":
         info: Obj = {"username": user.name, "groups": list(user.groups)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 from podmedic.domain.base import Obj
 from podmedic_sim.resources import ResourceType
 from podmedic_sim.store import now_rfc3339
@@ -56,8 +58,22 @@ def apply_create_defaults(rt: ResourceType, obj: Obj) -> None:
         labels = obj["metadata"].setdefault("labels", {})
         if isinstance(labels, dict):
             labels.setdefault("kubernetes.io/metadata.name", obj["metadata"].get("name"))
+    elif rt.kind == "Secret":
+        _secret_defaults(obj)
     elif "status" in rt.subresources and rt.kind != "Node":
         obj.pop("status", None)
+
+
+def _secret_defaults(obj: Obj) -> None:
+    """``type`` Opaque when unset (pkg/apis/core/v1/defaults.go SetDefaults_Secret), and ``stringData``
+    merged into ``data``, winning over it, and dropped (pkg/apis/core/v1/conversion.go
+    Convert_v1_Secret_To_core_Secret): the API never returns ``stringData``."""
+    obj.setdefault("type", "Opaque")
+    strings = obj.pop("stringData", None)
+    if isinstance(strings, dict) and strings:
+        data = obj.setdefault("data", {})
+        if isinstance(data, dict):
+            data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in strings.items()})
 
 
 def default_device_taint_times(rt: ResourceType, obj: Obj) -> None:

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from podmedic.domain.base import Obj
 from podmedic_sim.handlers_common import ApiError
+from podmedic_sim.protobuf_body import read_protobuf
 from podmedic_sim.rbac import Tokens
 from podmedic_sim.resources import DEFAULT_API, ResourceType, ServedApi
 from podmedic_sim.store import Store
@@ -89,8 +90,11 @@ async def read_json(request: web.Request) -> Any:
 
 
 async def read_object(request: web.Request) -> Obj:
-    """The request body as a JSON object; 400 when it is not one."""
+    """The request body as a JSON object (or protobuf, as kubectl's typed clients send some kinds:
+    podmedic_sim/protobuf_body.py); 400 when it is not one."""
     ctype = request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
+    if ctype == "application/vnd.kubernetes.protobuf":
+        return read_protobuf(await request.read())
     if ctype and ctype not in ("application/json", "*/*", "text/plain"):
         raise ApiError(415, f"the body of the request was in an unknown format: {ctype}")
     body = await read_json(request)

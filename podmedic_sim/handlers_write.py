@@ -276,10 +276,7 @@ async def _delete_options(request: web.Request) -> Obj:
     if request.can_read_body:
         raw = await request.read()
         if raw.strip():
-            body = await read_json(request)
-            if not isinstance(body, dict):
-                raise ApiError(400, "DeleteOptions must be a JSON object")
-            options = body
+            options = await read_object(request)
     for key in ("gracePeriodSeconds", "propagationPolicy", "orphanDependents"):
         if key in request.query:
             options[key] = request.query[key]

@@ -81,10 +81,11 @@ OPTIONS: dict[str, dict[str, str]] = {  # each option values.yaml documents, alo
 }
 
 
-def helm(*args: str) -> subprocess.CompletedProcess[str]:
+def helm(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``helm ARGS`` (the binary make install fetched into the venv), output captured."""
     assert HELM.exists(), f"{HELM} is missing: make install fetches it (deploy/helm/fetch_helm.py)"
-    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=60, check=False)
+    env = {**os.environ, **({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})}
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, check=False, env=env)
 
 
 def _set_args(values: dict[str, str]) -> list[str]:
@@ -298,3 +299,25 @@ def test_the_api_server_accepts_what_the_chart_renders(cluster_kubeconfig: Path,
     applied = {tuple(line.split(" ", 1)[0].split("/", 1)) for line in done.stdout.splitlines()}
     assert len(applied) == len(objs) - 1 and all(line.endswith("(server dry run)")
                                                  for line in done.stdout.splitlines()), done.stdout
+
+
+def test_helm_installs_and_uninstalls_the_release_on_the_api_server(cluster_kubeconfig: Path) -> None:
+    """A real ``helm install`` and ``helm uninstall``: Helm keeps its release in a Secret (sent as protobuf
+    by client-go's typed client) and deletes the objects it made. ``--server-side=false``: Helm v4 applies
+    server-side by default, which the simulator does not serve (docs/simulator.md)."""
+    made = run_kubectl(cluster_kubeconfig, "create", "namespace", "podmedic-helm")
+    assert made.returncode == 0, made.stderr
+    installed = helm("install", "podmedic", str(CHART), "--namespace", "podmedic-helm", "--server-side=false",
+                     kubeconfig=cluster_kubeconfig)
+    assert installed.returncode == 0 and "STATUS: deployed" in installed.stdout, installed.stderr
+    got = run_kubectl(cluster_kubeconfig, "get", "deployments", "-n", "podmedic-helm", "-o", "name")
+    assert got.stdout.split() == ["deployment.apps/podmedic-admission", "deployment.apps/podmedic-ingest",
+                                  "deployment.apps/podmedic-worker"], got.stdout + got.stderr
+    status = helm("status", "podmedic", "--namespace", "podmedic-helm", kubeconfig=cluster_kubeconfig)
+    assert "STATUS: deployed" in status.stdout, status.stderr
+    removed = helm("uninstall", "podmedic", "--namespace", "podmedic-helm", kubeconfig=cluster_kubeconfig)
+    assert removed.returncode == 0 and 'release "podmedic" uninstalled' in removed.stdout, removed.stderr
+    left = run_kubectl(cluster_kubeconfig, "get", "deployments,secrets", "-n", "podmedic-helm", "-o", "name")
+    assert left.returncode == 0 and not left.stdout.strip(), left.stdout
+    roles = run_kubectl(cluster_kubeconfig, "get", "clusterrole", "podmedic-worker")
+    assert roles.returncode != 0 and "NotFound" in roles.stderr
