@@ -285,7 +285,7 @@ def cluster_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
         yield Path(sim.kubeconfig_path)
 
 
-@pytest.mark.parametrize("name", ["defaults", "production", "mtls-values", "no-admission"])
+@pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_the_api_server_accepts_what_the_chart_renders(cluster_kubeconfig: Path, name: str) -> None:
     """``kubectl apply --dry-run=server`` of every object but the operators' CRD kinds (not served here)."""
     objs = [o for o in template({**OPTIONS[name], "namespace.create": "true"})
