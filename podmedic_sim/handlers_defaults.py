@@ -59,15 +59,16 @@ def apply_create_defaults(rt: ResourceType, obj: Obj) -> None:
         if isinstance(labels, dict):
             labels.setdefault("kubernetes.io/metadata.name", obj["metadata"].get("name"))
     elif rt.kind == "Secret":
-        _secret_defaults(obj)
+        secret_defaults(obj)
     elif "status" in rt.subresources and rt.kind != "Node":
         obj.pop("status", None)
 
 
-def _secret_defaults(obj: Obj) -> None:
-    """``type`` Opaque when unset (pkg/apis/core/v1/defaults.go SetDefaults_Secret), and ``stringData``
-    merged into ``data``, winning over it, and dropped (pkg/apis/core/v1/conversion.go
-    Convert_v1_Secret_To_core_Secret): the API never returns ``stringData``."""
+def secret_defaults(obj: Obj) -> None:
+    """What every write of a Secret gets, a create or an update: ``type`` Opaque when unset
+    (pkg/apis/core/v1/defaults.go SetDefaults_Secret), and ``stringData`` merged into ``data``, winning
+    over it, and dropped (pkg/apis/core/v1/conversion.go Convert_v1_Secret_To_core_Secret): the API never
+    returns ``stringData``."""
     obj.setdefault("type", "Opaque")
     strings = obj.pop("stringData", None)
     if isinstance(strings, dict) and strings:

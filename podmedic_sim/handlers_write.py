@@ -16,7 +16,12 @@ from podmedic.domain.base import Obj
 from podmedic_sim.admission_builtin import admit_builtin
 from podmedic_sim.field_validation import settle_unknown_fields, warning_header
 from podmedic_sim.handlers_common import ApiError, json_response, success_status
-from podmedic_sim.handlers_defaults import apply_create_defaults, default_device_taint_times, device_taint_rule_update
+from podmedic_sim.handlers_defaults import (
+    apply_create_defaults,
+    default_device_taint_times,
+    device_taint_rule_update,
+    secret_defaults,
+)
 from podmedic_sim.handlers_read import get_object, matching, selectors
 from podmedic_sim.handlers_request import Target, context, dry_run, read_json, read_object
 from podmedic_sim.patch_schema import object_schema
@@ -145,6 +150,8 @@ def _write(request: web.Request, target: Target, old: Obj, new: Obj) -> Obj:
         default_device_taint_times(target.rt, new)
         if target.rt.kind == "DeviceTaintRule":
             device_taint_rule_update(old, new)
+        elif target.rt.kind == "Secret":
+            secret_defaults(new)
     validate_object(new, target.rt.kind, target.rt.plural, target.rt.group, old=old, custom=target.rt.custom)
     if dry_run(request):
         return new

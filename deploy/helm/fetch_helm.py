@@ -35,17 +35,22 @@ def tarball_url(registry: str) -> str:
 
 
 def _download(url: str) -> bytes:
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(1, ATTEMPTS):
         try:
-            with urllib.request.urlopen(url, timeout=120) as answer:
-                body: bytes = answer.read()
-                return body
+            return _read(url)
         except OSError as error:
-            if attempt == ATTEMPTS:
-                raise SystemExit(f"fetch_helm: could not download {url}: {error}") from error
             print(f"fetch_helm: {url}: {error}; trying again", file=sys.stderr)
             time.sleep(2 * attempt)
-    raise AssertionError("unreachable")
+    try:
+        return _read(url)
+    except OSError as error:
+        raise SystemExit(f"fetch_helm: could not download {url} ({ATTEMPTS} tries): {error}") from error
+
+
+def _read(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        body: bytes = answer.read()
+    return body
 
 
 def _checked(what: str, data: bytes, expected: str) -> bytes:

@@ -74,7 +74,6 @@ def _ready_pods(sim_url: str, jobs: list[str], count: int, what: str) -> list[di
         pods = [p for p in _http(f"{sim_url}/sim/v1/state")["pods"]
                 if p.get("job") in jobs and p.get("ready") and not p.get("deleting")]
         if len(pods) == count:
-            print(f"  {what} running", flush=True)
             return sorted(pods, key=lambda p: str(p["job"]))
         time.sleep(0.5)
     raise RuntimeError(f"{what} did not become Ready within 90s")
@@ -84,7 +83,7 @@ def _start_jobset(sim_url: str) -> list[dict[str, Any]]:
     """The two-node JobSet; its rank pods once Ready."""
     _http(f"{sim_url}/sim/v1/workloads/training", JOBSET)
     ranks = _ready_pods(sim_url, [f"{JOBSET_NAME}-node-{i}" for i in range(RANKS)], RANKS, f"JobSet {JOBSET_NAME}")
-    print(f"  JobSet {JOBSET_NAME}: {RANKS} ranks of 3 GPUs on {', '.join(str(r['node']) for r in ranks)}",
+    print(f"  JobSet {JOBSET_NAME} running: {RANKS} ranks of 3 GPUs on {', '.join(str(r['node']) for r in ranks)}",
           flush=True)
     return ranks
 
@@ -94,7 +93,9 @@ def _start_jobs(sim_url: str, count: int) -> list[dict[str, Any]]:
     names = [f"train-{i:02d}" for i in range(count)]
     for name in names:
         _http(f"{sim_url}/sim/v1/workloads/training", {"name": name, "image": f"registry.local/{name}:1"})
-    return _ready_pods(sim_url, names, count, f"{count} training jobs")
+    pods = _ready_pods(sim_url, names, count, f"{count} training jobs")
+    print(f"  {count} training jobs running", flush=True)
+    return pods
 
 
 def _replaced(sim_url: str, rank: dict[str, Any]) -> dict[str, Any]:

@@ -89,8 +89,7 @@ def helm(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProc
 
 
 def _set_args(values: dict[str, str]) -> list[str]:
-    return [arg for key, value in values.items() for arg in ("--set-string" if key.endswith(("uiUrl", "buildId"))
-                                                             else "--set", f"{key}={value}")]
+    return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
 
 
 def template(values: dict[str, str]) -> list[Obj]:

@@ -83,3 +83,15 @@ def test_imperative_creates_send_protobuf_and_are_read(ns: str, kubectl: Kubectl
     data = json.loads(kubectl("get", "configmap", "settings", "-n", ns, "-o", "json", check=True).stdout)["data"]
     assert data == {"a": "1", "b": "two"}
     kubectl("delete", "namespace", space, check=True)
+
+
+def test_a_secrets_string_data_is_folded_into_data_on_every_write(ns: str, kubectl: Kubectl) -> None:
+    """``stringData`` is write-only: the API server merges it into ``data`` and never returns it, on a
+    create and on an update alike (pkg/apis/core/v1/conversion.go Convert_v1_Secret_To_core_Secret)."""
+    manifest = "apiVersion: v1\nkind: Secret\nmetadata: {{name: folded}}\nstringData: {{token: {value}}}\n"
+    for value in ("first", "second"):
+        applied = kubectl("apply", "-n", ns, "-f", "-", stdin=manifest.format(value=value))
+        assert applied.returncode == 0, applied.stderr
+        stored = json.loads(kubectl("get", "secret", "folded", "-n", ns, "-o", "json", check=True).stdout)
+        assert "stringData" not in stored and stored["type"] == "Opaque", stored
+        assert base64.b64decode(stored["data"]["token"]).decode() == value
