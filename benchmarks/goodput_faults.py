@@ -93,9 +93,25 @@ JOB_BACKOFF_MAX_REAL_S = 360.0
 KUBELET_BACKOFF_MAX_REAL_S = 300.0
 KUBELET_BACKOFF_RESET_REAL_S = 600.0
 STARTUP_REAL_S = 120.0
+STARTUP_PER_NODE_REAL_S = (768.0 - 454.0) / ((16384 - 2048) / 8)
+"""What each node adds to a restart of the whole job: ByteRobust's requeue took 454 s at 2,048 GPUs and
+768 s at 16,384 (arXiv 2509.16293): 0.175 s a node."""
 PULL_REAL_S = 120.0
 IN_JOB_RESTART_REAL_S = 60.0
+IN_JOB_PER_NODE_REAL_S = (65.0 - 46.0) / ((16384 - 2048) / 8)
+"""What each node adds to an in-place restart: ByteRobust's hot update, 46 s at 2,048 GPUs, 65 s at 16,384."""
 IN_JOB_RESTARTS = 3
+NVRX_SAFETY_FACTOR = 5.0
+HEARTBEAT_GAP_REAL_S = 30.0
+"""The longest gap between a healthy rank's heartbeats: a checkpoint save (no heartbeats meanwhile)."""
+NVRX_HANG_DETECT_REAL_S = NVRX_SAFETY_FACTOR * HEARTBEAT_GAP_REAL_S
+"""NVIDIA Resiliency Extension's rank heartbeat timeout as its client computes it from the observed
+intervals (safety_factor 5.0 by default): a hung rank is ended and the workers restarted after 150 s."""
+NODE_MONITOR_GRACE_REAL_S = 50.0
+NODE_TOLERATION_REAL_S = 300.0
+RELAPSE: dict[str, float] = {"reset": 0.2, "reboot": 0.1}
+"""The share of repairs that do not fix: the device fails again within ``RELAPSE_AFTER_REAL_S``."""
+RELAPSE_AFTER_REAL_S = (600.0, 7200.0)
 CHECKPOINT_SAVE_REAL_S = 30.0
 GRACE_REAL_S = 30.0
 PEER_EXIT_REAL_S = 5.0
@@ -124,11 +140,23 @@ PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
      "(goodput-facts)", "chosen"),
     ("collective (NCCL) timeout", f"{COLLECTIVE_TIMEOUT_REAL_S:g} s", "torch.distributed.init_process_group "
      "default (pytorch/pytorch#110947); production 30-60 min (ByteRobust)", "documented"),
-    ("trainer start-up (process, NCCL init, checkpoint load)", f"{STARTUP_REAL_S:g} s, any job size",
-     "no cited figure at <= 4 nodes; ByteRobust's are at >= 2k GPUs", "chosen"),
+    ("trainer start-up (process, NCCL init, checkpoint load)",
+     f"{STARTUP_REAL_S:g} s + {STARTUP_PER_NODE_REAL_S:.3f} s a node",
+     "base: no cited figure at <= 4 nodes (chosen); growth: ByteRobust (arXiv 2509.16293) requeue 454 s at "
+     "2,048 GPUs, 768 s at 16,384", "chosen / documented"),
+    ("restart paths", "in place (kubelet): start-up only; one pod rescheduled: scheduling, image if absent, "
+     "start-up; whole workload: every pod rescheduled, its slowest rank sets the pace; DRA prepare inside "
+     "start-up", "kubelet, Job, JobSet controllers as upstream (the simulator)", "documented / chosen"),
     ("image pull on a node without it", f"{PULL_REAL_S:g} s", "trainer images of 10-20 GB", "chosen"),
-    ("in-job restart (torchrun agent)", f"{IN_JOB_RESTART_REAL_S:g} s, up to {IN_JOB_RESTARTS} per agent",
-     "ByteRobust in-place hot update 46-65 s; torchrun --max-restarts (default 0)", "documented / chosen"),
+    ("in-job restart (torchrun agent)",
+     f"{IN_JOB_RESTART_REAL_S:g} s + {IN_JOB_PER_NODE_REAL_S:.4f} s a node, up to {IN_JOB_RESTARTS} per agent",
+     "ByteRobust in-place hot update 46 s at 2,048 GPUs, 65 s at 16,384; torchrun --max-restarts (default 0)",
+     "documented / chosen"),
+    ("in-job hang detection", f"{NVRX_HANG_DETECT_REAL_S:g} s: NVRx's safety factor {NVRX_SAFETY_FACTOR:g} x the "
+     f"longest heartbeat gap ({HEARTBEAT_GAP_REAL_S:g} s, a checkpoint save); then the agent ends the hung rank "
+     "and restarts the workers", "NVIDIA Resiliency Extension FaultToleranceConfig (safety_factor=5.0; "
+     "timeouts calculated from observed heartbeat intervals take precedence over the 45 min default)",
+     "documented"),
     ("checkpoint save on request or SIGTERM", f"{CHECKPOINT_SAVE_REAL_S:g} s, the job stopped meanwhile",
      "fits the default grace period", "chosen"),
     ("periodic checkpoint", f"every {CHECKPOINT_EVERY_REAL_S:g} s, asynchronous (free)",
@@ -139,10 +167,16 @@ PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
      "distribution", "chosen"),
     ("DRA driver health taints", "off (alpha, off by default); on in `k8s-only+taints`: NoSchedule, removed "
      "only by a reboot", "dra-driver-nvidia-gpu 'GPU health checking'", "documented"),
-    ("pods on a dead node bound for 300 s", "not modelled: a host cause is the rank's crash and its node "
-     "unschedulable until the reboot", "DefaultTolerationSeconds", "known gap"),
-    ("repeat offenders, spare nodes", "not modelled: a repaired GPU does not fail again; 2 spare nodes",
-     "", "known gap"),
+    ("a host fault", f"the node dies: Unknown and tainted unreachable after {NODE_MONITOR_GRACE_REAL_S:g} s, its "
+     f"pods bound until their {NODE_TOLERATION_REAL_S:g} s toleration runs out, then Terminating (the Job "
+     "replaces them) until the node is back from its reboot", "kube-controller-manager "
+     "--node-monitor-grace-period (50 s); DefaultTolerationSeconds; pkg/controller/tainteviction; "
+     "pkg/controller/job isPodFailed", "documented"),
+    ("repeat offenders", f"a reset fails to fix {RELAPSE['reset']:.0%}, a reboot {RELAPSE['reboot']:.0%}: the "
+     f"device fails the same way again {RELAPSE_AFTER_REAL_S[0] / 60:g}-{RELAPSE_AFTER_REAL_S[1] / 60:g} min "
+     "after, and stays out for the run (its RMA takes days)", "lemon nodes are real (Kokolis et al., arXiv "
+     "2410.21680, second-hand); no published share per repair", "chosen"),
+    ("spare nodes", "2 beyond the jobs' nodes", "", "chosen"),
 )
 """Every parameter of the model: name, value, source, kind."""
 

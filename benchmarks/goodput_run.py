@@ -35,17 +35,24 @@ from benchmarks.goodput_faults import (
     CHECKPOINT_SAVE_REAL_S,
     COLLECTIVE_TIMEOUT_REAL_S,
     GRACE_REAL_S,
+    IN_JOB_PER_NODE_REAL_S,
     IN_JOB_RESTART_REAL_S,
     IN_JOB_RESTARTS,
     JOB_BACKOFF_BASE_REAL_S,
     JOB_BACKOFF_MAX_REAL_S,
     KUBELET_BACKOFF_MAX_REAL_S,
     KUBELET_BACKOFF_RESET_REAL_S,
+    NODE_MONITOR_GRACE_REAL_S,
+    NODE_TOLERATION_REAL_S,
+    NVRX_HANG_DETECT_REAL_S,
     PEER_EXIT_REAL_S,
     PULL_REAL_S,
+    RELAPSE,
+    RELAPSE_AFTER_REAL_S,
     REPAIR_REAL_S,
     SLOW_FACTOR,
     SLOW_REAL_S,
+    STARTUP_PER_NODE_REAL_S,
     STARTUP_REAL_S,
 )
 from benchmarks.goodput_stages import StageSampler
@@ -91,16 +98,19 @@ class Setup:
         return BENCH_TIMINGS.model_copy(update={
             "workload_step_s": STEP_S, "progress_write_s": 0.5, "backoff_base_s": JOB_BACKOFF_BASE_REAL_S / SCALE,
             "backoff_max_s": KUBELET_BACKOFF_MAX_REAL_S / SCALE, "job_backoff_max_s": JOB_BACKOFF_MAX_REAL_S / SCALE,
-            "backoff_reset_s": KUBELET_BACKOFF_RESET_REAL_S / SCALE, "container_start_s": STARTUP_REAL_S / SCALE,
+            "backoff_reset_s": KUBELET_BACKOFF_RESET_REAL_S / SCALE,
+            "container_start_s": (STARTUP_REAL_S + STARTUP_PER_NODE_REAL_S * self.ranks) / SCALE,
             "image_pull_s": PULL_REAL_S / SCALE, "checkpoint_save_s": self.checkpoint_save_real_s / SCALE,
-            "termination_grace_s": GRACE_REAL_S / SCALE})
+            "termination_grace_s": GRACE_REAL_S / SCALE, "node_monitor_grace_s": NODE_MONITOR_GRACE_REAL_S / SCALE,
+            "node_toleration_cap_s": NODE_TOLERATION_REAL_S / SCALE})
 
     def collectives(self, in_job: bool) -> dict[str, float]:
         """The trainer's declared process-group behaviour (``podmedic_sim/collectives.py``), scaled."""
         declared = {"peer_exit_s": PEER_EXIT_REAL_S / SCALE,
                     "collective_timeout_s": self.collective_timeout_real_s / SCALE}
         if in_job:
-            declared.update(in_job_restarts=IN_JOB_RESTARTS, in_job_restart_s=IN_JOB_RESTART_REAL_S / SCALE)
+            declared.update(in_job_restarts=IN_JOB_RESTARTS, hang_detect_s=NVRX_HANG_DETECT_REAL_S / SCALE,
+                            in_job_restart_s=(IN_JOB_RESTART_REAL_S + IN_JOB_PER_NODE_REAL_S * self.ranks) / SCALE)
         return declared
 
     def with_(self, **changes: Any) -> Setup:
@@ -167,7 +177,9 @@ async def _inject(run: _Run, faults: list[tuple[float, str]], started: float,
         dev = tuple(pod["devices"][rng.randrange(len(pod["devices"]))].split("/"))
         await _show(run, cause, shows, job, pod, dev)
         lo, hi = REPAIR_REAL_S[repair]
-        repairs.append(asyncio.create_task(_repair(run, cause, repair, dev, pod["node"], rng.uniform(lo, hi) / SCALE)))
+        after_s = rng.uniform(lo, hi) / SCALE
+        relapse = rng.uniform(*RELAPSE_AFTER_REAL_S) / SCALE if rng.random() < RELAPSE.get(repair, 0.0) else None
+        repairs.append(asyncio.create_task(_repair(run, cause, repair, dev, pod["node"], after_s, relapse)))
     return hit
 
 
@@ -184,37 +196,53 @@ async def _show(run: _Run, cause: str, shows: str, job: str, pod: dict[str, Any]
     if shows == "slow":
         await run.sim.post("workloads/slow", {**rank, "factor": SLOW_FACTOR, "for_s": SLOW_REAL_S / SCALE})
         return
+    if spec.host:  # the node dies with its processes; its pods stay bound until their toleration runs out
+        await run.sim.post("faults/node", {"node": pod["node"], "down": True})
+        return
     if shows == "hang":
         await run.sim.post("workloads/hang", rank)
-    if spec.xid is not None:  # the device reports it; a process on it (not a hung one) dies, as new ones will
-        await run.sim.post("faults/device", {
-            **_device(dev), "health": "Unhealthy", "reason": "XidError", "code": spec.xid,
-            "message": f"XID {spec.xid}", "crash": True, "clears_on_restart": False})
-        if run.driver_taints:
-            effect = "None" if spec.xid in APPLICATION_XIDS else "NoSchedule"
-            await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "value": str(spec.xid),
-                                                      "effect": effect})
-        if run.policy == "cordon-drain" and spec.xid not in APPLICATION_XIDS:
-            await _cordon(run, pod["node"], True, drain=True)
+    if spec.xid is not None:
+        await _device_fails(run, spec.xid, pod["node"], dev)
     elif shows in ("crash", "sdc"):
         await run.sim.post("workloads/crash", {**rank, "corrupted_checkpoints": 1 if shows == "sdc" else 0})
-    if spec.host:
-        await _cordon(run, pod["node"], True, drain=False)  # the node is down until its reboot
 
 
-async def _repair(run: _Run, cause: str, repair: str, dev: tuple[str, ...], node: str, after_s: float) -> None:
+async def _device_fails(run: _Run, xid: int, node: str, dev: tuple[str, ...]) -> None:
+    """The device reports ``xid``; a process on it (not a hung one) dies, as new ones will; the driver's
+    health taint and a node drain follow where the policy has them."""
+    await run.sim.post("faults/device", {
+        **_device(dev), "health": "Unhealthy", "reason": "XidError", "code": xid,
+        "message": f"XID {xid}", "crash": True, "clears_on_restart": False})
+    if run.driver_taints:
+        effect = "None" if xid in APPLICATION_XIDS else "NoSchedule"
+        await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "value": str(xid),
+                                                  "effect": effect})
+    if run.policy == "cordon-drain" and xid not in APPLICATION_XIDS:
+        await _cordon(run, node, True, drain=True)
+
+
+async def _repair(run: _Run, cause: str, repair: str, dev: tuple[str, ...], node: str, after_s: float,
+                  relapse_after_s: float | None) -> None:
     """The hardware comes back ``after_s`` later (an RMA never within a run); a reboot restarts the driver's
-    plugin, which clears its taints, a reset does not."""
+    plugin, which clears its taints, a reset does not. A repair that did not fix (``relapse_after_s``) fails
+    the same way again that much later, and the device then stays broken for the run (its RMA takes days)."""
     spec = CAUSES[cause]
     if repair == "none" and not spec.host and spec.xid is None:
         return
     await asyncio.sleep(after_s)
-    if spec.xid is not None:
-        await run.sim.post("faults/device", {**_device(dev), "health": "Healthy"})
-        if run.driver_taints and repair == "reboot":
-            await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "remove": True})
-    if spec.host or (run.policy == "cordon-drain" and spec.xid is not None and spec.xid not in APPLICATION_XIDS):
+    if spec.host:
+        await run.sim.post("faults/node", {"node": node, "down": False})
+    if spec.xid is None:
+        return
+    await run.sim.post("faults/device", {**_device(dev), "health": "Healthy"})
+    if run.driver_taints and repair == "reboot":
+        await run.sim.post("faults/slice-taint", {**_device(dev), "key": DRIVER_TAINT, "remove": True})
+    if run.policy == "cordon-drain" and spec.xid not in APPLICATION_XIDS:
         await _cordon(run, node, False, drain=False)
+    if relapse_after_s is not None:
+        await asyncio.sleep(relapse_after_s)
+        await run.sampler.fault_on_node(node, f"{cause} again")
+        await _device_fails(run, spec.xid, node, dev)
 
 
 async def _all_ranks_ready(sim: Sim, setup: Setup, names: list[str], timeout_s: float = 300) -> None:

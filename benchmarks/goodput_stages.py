@@ -6,7 +6,10 @@ collective state (``podmedic_sim/collectives.py``):
 
 - ``hung``: a rank is stuck and nobody has ended it (waiting for the collective timeout or a remedy);
 - ``in-job restart``: the trainer's agent is restarting its workers in place;
-- ``termination``: a rank's pod is Terminating (its grace period);
+- ``node lost``: a rank's pod is still bound to a node that died (until its toleration of the
+  unreachable taint runs out: 300 s by default);
+- ``termination``: a rank's pod is Terminating (its grace period; one on a dead node holds nothing, for
+  its controller has replaced it);
 - ``back-off``: a rank is missing (its controller waits out the Job back-off) or in CrashLoopBackOff;
 - ``scheduling``: a rank's pod is bound to no node;
 - ``start-up``: a rank's pod is bound and not Ready (image, container start) or every rank is Ready
@@ -27,7 +30,7 @@ from typing import Any
 from benchmarks.fleet import Sim
 
 SAMPLE_S = 0.25
-STAGES = ("hung", "in-job restart", "termination", "back-off", "scheduling", "start-up")
+STAGES = ("hung", "in-job restart", "node lost", "termination", "back-off", "scheduling", "start-up")
 
 
 def stage_of(job: dict[str, Any], pods: list[dict[str, Any]], ranks: int) -> str:
@@ -36,9 +39,11 @@ def stage_of(job: dict[str, Any], pods: list[dict[str, Any]], ranks: int) -> str
         return "hung"
     if job.get("restarting_in_job"):
         return "in-job restart"
-    if any(p["deleting"] for p in pods):
+    if any(p.get("node_down") and not p["deleting"] for p in pods):
+        return "node lost"
+    if any(p["deleting"] and not p.get("node_down") for p in pods):
         return "termination"
-    live = [p for p in pods if p["phase"] in ("Pending", "Running")]
+    live = [p for p in pods if p["phase"] in ("Pending", "Running") and not p["deleting"]]
     if len(live) < ranks or any(p.get("waiting") == "CrashLoopBackOff" for p in live):
         return "back-off"
     if any(not p["node"] for p in live):
@@ -59,6 +64,14 @@ class StageSampler:
     last_cause: dict[str, str] = field(default_factory=dict)
     stalled_s: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     _steps: dict[str, int] = field(default_factory=dict)
+
+    async def fault_on_node(self, node: str, cause: str) -> None:
+        """A fault hit whichever training job has a rank on ``node`` now (if any)."""
+        for pod in (await self.sim.state())["pods"]:
+            owner = pod.get("jobset") or pod.get("job")
+            if pod["node"] == node and owner in self.names and not pod["deleting"]:
+                self.fault(owner, cause)
+                return
 
     def fault(self, job: str, cause: str) -> None:
         """A fault hit ``job``: what stalls it from now on is charged to ``cause``."""

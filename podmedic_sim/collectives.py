@@ -14,8 +14,10 @@ A synchronous data-parallel step needs every rank, so one rank's trouble is ever
   rank's.
 - **In-job restarts** (torchrun ``--max-restarts``): a worker's failure is caught by the agent in its
   container, which restarts the workers of every rank (rendezvous, checkpoint load) in
-  ``in_job_restart_s`` while restarts remain; only then does the container exit. The agent cannot see a
-  hung worker: a hang still waits for the collective timeout.
+  ``in_job_restart_s`` while restarts remain; only then does the container exit. torchrun's agent
+  cannot see a hung worker: a hang still waits for the collective timeout.
+- **Hang detection in the job** (NVIDIA Resiliency Extension's rank heartbeats, ``hang_detect_s``): a
+  rank whose heartbeats stop that long is ended (SIGKILL) and the workers restarted as after a failure.
 
 The trainer declares these in its pod template's annotations (``configure``); a job that declares
 none keeps its ranks apart (each waits for the others without failing), as a trainer with an endless
@@ -37,6 +39,7 @@ PEER_EXIT_S = "sim.podmedic.io/peer-exit-s"
 COLLECTIVE_TIMEOUT_S = "sim.podmedic.io/collective-timeout-s"
 IN_JOB_RESTARTS = "sim.podmedic.io/in-job-restarts"
 IN_JOB_RESTART_S = "sim.podmedic.io/in-job-restart-s"
+HANG_DETECT_S = "sim.podmedic.io/hang-detect-s"
 JobKey = tuple[str, str]
 
 
@@ -48,6 +51,7 @@ class GroupState:
     collective_timeout_s: float | None = None
     in_job_restarts: int = 0
     in_job_restart_s: float = 0.0
+    hang_detect_s: float | None = None
     hung: set[PodKey] = field(default_factory=set)
     slow: dict[PodKey, tuple[float, float]] = field(default_factory=dict)  # factor, until (timers clock)
     paused_until: float = 0.0
@@ -81,6 +85,7 @@ class Collectives:
         group.collective_timeout_s = _number(annotations, COLLECTIVE_TIMEOUT_S)
         group.in_job_restarts = int(_number(annotations, IN_JOB_RESTARTS) or 0)
         group.in_job_restart_s = _number(annotations, IN_JOB_RESTART_S) or 0.0
+        group.hang_detect_s = _number(annotations, HANG_DETECT_S)
 
     # -- faults --------------------------------------------------------------------------------
     def hang(self, job: JobKey, pkey: PodKey) -> None:
@@ -91,9 +96,10 @@ class Collectives:
         group = self.groups.setdefault(job, GroupState())
         rt.containers[0].hung = True
         group.hung.add(pkey)
-        if group.collective_timeout_s is not None:
-            epoch = group.epoch
-            self._timers.call_later(group.collective_timeout_s, lambda: self._timed_out(job, epoch))
+        epoch = group.epoch
+        for after in (group.collective_timeout_s, group.hang_detect_s):  # the first to fire ends the hang
+            if after is not None:
+                self._timers.call_later(after, lambda: self._timed_out(job, epoch))
 
     def slow(self, job: JobKey, pkey: PodKey, factor: float, for_s: float) -> None:
         """Rank ``pkey`` steps ``factor`` times slower for ``for_s`` seconds."""

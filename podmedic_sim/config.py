@@ -52,6 +52,15 @@ class SimTimings(BaseModel):
     eviction_interval_s: float = Field(
         0.1, gt=0, description="Delay before the device-taint eviction controller reacts."
     )
+    node_monitor_grace_s: float = Field(
+        0.5, ge=0, description="How long a node's kubelet may be silent before the node lifecycle controller "
+        "marks it Unknown and taints it unreachable (kube-controller-manager --node-monitor-grace-period, 50 s)."
+    )
+    node_toleration_cap_s: float = Field(
+        1.0, ge=0, description="The longest a pod's tolerationSeconds of an unreachable node is honoured before "
+        "the taint eviction controller deletes it: the compressed stand-in for the default 300 s, as "
+        "termination_grace_s is for the 30 s grace period."
+    )
     orphan_gc_s: float = Field(
         40.0, ge=0, description="How long a Terminating pod bound to a node that does not exist waits before "
         "the pod garbage collector force-deletes it (quarantineTime, pkg/controller/podgc/gc_controller.go)."

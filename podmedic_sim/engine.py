@@ -30,6 +30,7 @@ from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_status import UNLISTED
 from podmedic_sim.leaderworkersets import LeaderWorkerSetController
 from podmedic_sim.nvml_view import NvmlView
+from podmedic_sim.node_lifecycle import NodeLifecycle
 from podmedic_sim.parts import SimParts, set_pod_condition
 from podmedic_sim.proxy import Proxy
 from podmedic_sim.recorder import Recorder
@@ -79,6 +80,7 @@ class SimEngine:
         self.kubelet.node_has_image = self.scheduler.node_has_image
         self.jobs = JobController(parts, self.rng, self._delete)
         self.eviction = EvictionController(parts, self._delete)
+        self.nodes = NodeLifecycle(parts, self.kubelet, self.delete_pod)
         self.disruption = DisruptionController(parts)
         self.statefulsets = StatefulSetController(parts, self._delete)
         self.jobsets = JobSetController(parts)
@@ -96,6 +98,7 @@ class SimEngine:
             self.kubelet.on_event,
             self.jobs.on_event,
             self.eviction.on_event,
+            self.nodes.on_event,
             self.disruption.on_event,
             self.workloads.on_event,
             self.statefulsets.on_event,

@@ -137,9 +137,14 @@ class JobController:
         counted = self._counted.setdefault(key, set())
         failed, succeeded = int(status.get("failed", 0)), int(status.get("succeeded", 0))
         newly_failed = [pod for uid, pod in self._lost.pop(key, {}).items() if uid not in counted]
+        replaces = replaces_terminating(job)
         for p in pods:
             uid, phase = p["metadata"]["uid"], p.get("status", {}).get("phase")
-            if phase in TERMINAL and uid not in counted:
+            # isPodFailed (pkg/controller/job): without podReplacementPolicy Failed, a deleted pod that did not
+            # succeed counts as failed at once, for an orphan on a lost node never reaches the Failed phase.
+            if replaces and phase not in TERMINAL and uid not in counted and "deletionTimestamp" in p["metadata"]:
+                newly_failed.append(p)
+            elif phase in TERMINAL and uid not in counted:
                 if phase == "Failed":
                     newly_failed.append(p)
                 else:
@@ -181,7 +186,7 @@ class JobController:
                 if completions is None
                 else min(parallelism, int(completions) - succeeded)
             )
-            waiting_for = 0 if replaces_terminating(job) else terminating  # podReplacementPolicy: Failed
+            waiting_for = 0 if replaces else terminating  # podReplacementPolicy: Failed
             missing = max(want - len(active) - waiting_for - self._expected.get(key, 0), 0)
             if failed > int(status.get("failed", 0)):
                 self._failed_at[key] = self._timers.now()

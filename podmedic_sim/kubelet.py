@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable
 
 from podmedic.domain.base import Obj
-from podmedic_sim.kubelet_pods import KubeletHooks, KubeletPods
+from podmedic_sim.kubelet_pods import NODE_LOST_EXIT_CODE, KubeletHooks, KubeletPods
 from podmedic_sim.kubelet_status import ContainerRt, PodRt
 from podmedic_sim.store import NotFound, now_rfc3339
 
@@ -104,8 +104,18 @@ class Kubelet(KubeletPods):
             self._event(rt, "Pulled", f'Successfully pulled image "{image}" in {self._t.image_pull_s:.3g}s')
             self._timers.call_later(self._t.container_start_s, self._runner(rt, c, c.gen))
 
+    def _rebooted(self, rt: PodRt) -> None:
+        """The pod's node is back: what died with it exits now (and may restart), what was starting starts."""
+        lost, rt.lost = rt.lost, []
+        for c in rt.containers:
+            if c.name in lost:
+                self._after_exit(rt, c, NODE_LOST_EXIT_CODE)
+            elif c.state == "waiting":
+                self._prepare(rt, c)
+        self._write(rt)
+
     def _run(self, rt: PodRt, c: ContainerRt, gen: int) -> None:
-        if rt.gone or rt.deleting or c.gen != gen:
+        if rt.gone or rt.deleting or c.gen != gen or rt.node in self.down_nodes:
             return
         if c.restart_count > 0:
             self._reset_transient(rt, rt.container_devices(c))
@@ -155,6 +165,10 @@ class Kubelet(KubeletPods):
         c.crashes = 1 if ran >= self._t.backoff_reset_s else c.crashes + 1
         for hook in self.hooks:
             hook.on_container_stopped(rt, c)
+        self._after_exit(rt, c, code)
+
+    def _after_exit(self, rt: PodRt, c: ContainerRt, code: int) -> None:
+        """Restart rules and policy decide what follows a container's exit with ``code``."""
         if rt.deleting:
             return
         action = rule_action(c, code)

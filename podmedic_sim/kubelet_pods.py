@@ -17,10 +17,11 @@ from podmedic_sim.device_plugins import PluginDevice
 from podmedic_sim.devices import DevKey, Fault
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt, render_status
 from podmedic_sim.parts import SimParts
-from podmedic_sim.store import NotFound, WatchEvent
+from podmedic_sim.store import NotFound, WatchEvent, now_rfc3339
 from podmedic_sim.timers import Coalescer
 
 KILL_EXIT_CODE = 143  # SIGTERM on graceful deletion
+NODE_LOST_EXIT_CODE = 255  # what a container that died with its node shows once the kubelet is back
 
 
 class KubeletHooks(Protocol):
@@ -50,6 +51,7 @@ class KubeletPods(ABC):
         self._dirty: set[PodKey] = set()
         self._report = Coalescer(parts.timers, self._t.kubelet_report_s, self._flush_reports)
         self._ip_seq = 0
+        self.down_nodes: set[str] = set()
         parts.devices.health_listeners.append(self.on_health)
         parts.plugin_devices.listeners.append(self.on_plugin_health)
 
@@ -71,6 +73,8 @@ class KubeletPods(ABC):
             self._claims.release_pod(pod, delete_generated=True)
             return
         node = pod.get("spec", {}).get("nodeName")
+        if node in self.down_nodes:
+            return  # nobody on the node: a pod bound there waits, a deleted one stays Terminating (node_up)
         # A kubelet runs only on a node that exists: a pod bound to a name no Node has stays Pending with no
         # container statuses, as on a cluster where no kubelet serves that name. Deleted, it stays Terminating
         # until the pod garbage collector force-deletes it as an orphan (podgc gcOrphaned; upstream collects a
@@ -191,6 +195,42 @@ class KubeletPods(ABC):
                     hook.on_container_stopped(rt, c)
         self._reset_transient(rt, rt.devices)
 
+    # -- node death --------------------------------------------------------------------
+    def node_down(self, node: str) -> None:
+        """``node`` is lost (a host fault, a power cut): every process on it ends with it, unseen, and the
+        kubelet posts nothing (no pod status, no deletion finished) until ``node_up``."""
+        self.down_nodes.add(node)
+        for rt in [rt for rt in self.pods.values() if rt.node == node]:
+            for c in rt.containers:
+                c.bump()
+                if c.state == "running":
+                    c.state, c.exit_code, c.term_reason, c.finished_at = (
+                        "terminated", NODE_LOST_EXIT_CODE, "Unknown", now_rfc3339())
+                    ran = self._timers.now() - c.started_mono
+                    c.crashes = 1 if ran >= self._t.backoff_reset_s else c.crashes + 1
+                    rt.lost.append(c.name)
+                    for hook in self.hooks:
+                        hook.on_container_stopped(rt, c)
+
+    def node_up(self, node: str) -> None:
+        """``node`` is back (rebooted): its kubelet finishes the pods deleted meanwhile, restarts or ends the
+        others by their restart policy, and admits the pods bound to it meanwhile."""
+        self.down_nodes.discard(node)
+        for rt in [rt for rt in self.pods.values() if rt.node == node]:
+            pod = self._store.find("pods", *rt.key)
+            if pod is None or "deletionTimestamp" in pod["metadata"]:
+                self._remove(rt.key, rt.uid)
+            else:
+                self._rebooted(rt)
+        for pod in self._store.list("pods"):
+            meta = pod["metadata"]
+            key = (meta.get("namespace", "default"), meta["name"])
+            if pod.get("spec", {}).get("nodeName") == node and key not in self.pods:
+                self.on_event(WatchEvent("MODIFIED", "pods", pod, self._store.resource_version))
+
+    @abstractmethod
+    def _rebooted(self, rt: PodRt) -> None: ...
+
     # -- health ------------------------------------------------------------------------
     def on_health(self, dev: DevKey, fault: Fault) -> None:
         """Device health changed: report it, and kill containers on a crashing fault."""
@@ -233,7 +273,7 @@ class KubeletPods(ABC):
 
     # -- helpers -----------------------------------------------------------------------
     def _write(self, rt: PodRt) -> None:
-        if rt.gone:
+        if rt.gone or rt.node in self.down_nodes:
             return
         try:
             self._store.mutate(

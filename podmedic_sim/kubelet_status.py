@@ -85,6 +85,7 @@ class PodRt:
     deleting: bool = False
     gone: bool = False
     prepare_failures: int = 0  # consecutive failed attempts to prepare the devices, for back-off
+    lost: list[str] = field(default_factory=list)  # containers that died with their node, until it is back
 
     def container(self, name: str) -> ContainerRt | None:
         """The container of that name."""

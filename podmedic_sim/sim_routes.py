@@ -52,6 +52,13 @@ class SliceTaint(_Strict):
     remove: bool = False
 
 
+class NodeFault(_Strict):
+    """Body of ``POST /sim/v1/faults/node``: the node dies (``down``) or is back (docs/simulator.md)."""
+
+    node: str = Field(min_length=1)
+    down: bool
+
+
 class PrepareFault(_Strict):
     """Body of ``POST /sim/v1/faults/prepare``."""
 
@@ -105,7 +112,8 @@ class TrainingJob(_Strict):
     prefer_node_label: bool = True
     checkpoint_on_sigterm: bool = False
     jobset: bool = False
-    collectives: dict[Literal["peer_exit_s", "collective_timeout_s", "in_job_restarts", "in_job_restart_s"],
+    collectives: dict[Literal["peer_exit_s", "collective_timeout_s", "in_job_restarts", "in_job_restart_s",
+                              "hang_detect_s"],
                       Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
 
@@ -229,6 +237,8 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         lambda b: b.model_dump(),
     )
 
+    node_fault = _route(NodeFault, lambda b: engine.nodes.set_down(b.node, b.down), lambda b: b.model_dump())
+
     plugin_device = _route(
         PluginDeviceHealth,
         lambda b: engine.set_plugin_device_health(b.node, b.resource, b.device, b.health),
@@ -277,6 +287,7 @@ def make_routes(engine: SimEngine) -> list[web.RouteDef]:
         web.post("/sim/v1/faults/prepare", prepare_fault),
         web.post("/sim/v1/faults/health-stream", health_stream),
         web.post("/sim/v1/faults/plugin-device", plugin_device),
+        web.post("/sim/v1/faults/node", node_fault),
         web.post("/sim/v1/workloads/training", training),
         web.post("/sim/v1/workloads/training/stall", stall),
         web.post("/sim/v1/workloads/crash", crash),

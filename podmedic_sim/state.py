@@ -59,6 +59,7 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
                 "job": (meta.get("labels") or {}).get(JOB_NAME_LABEL),
                 "jobset": (meta.get("labels") or {}).get(JOBSET_NAME),
                 "deleting": "deletionTimestamp" in meta,
+                "node_down": pod.get("spec", {}).get("nodeName") in engine.kubelet.down_nodes,
                 "waiting": rt.containers[0].reason if rt is not None and rt.containers
                 and rt.containers[0].state == "waiting" else "",
             }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from podmedic.domain.base import Obj
-from podmedic_sim.collectives import COLLECTIVE_TIMEOUT_S, IN_JOB_RESTART_S, IN_JOB_RESTARTS, PEER_EXIT_S
+from podmedic_sim.collectives import COLLECTIVE_TIMEOUT_S, HANG_DETECT_S, IN_JOB_RESTART_S, IN_JOB_RESTARTS, PEER_EXIT_S
 from podmedic_sim.store import Store
 from podmedic_sim.workload_protocol import (
     CKPT_ANSWER,
@@ -18,7 +18,8 @@ from podmedic_sim.workload_protocol import (
 
 PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
 COLLECTIVE_ANNOTATIONS = {"peer_exit_s": PEER_EXIT_S, "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
-                          "in_job_restarts": IN_JOB_RESTARTS, "in_job_restart_s": IN_JOB_RESTART_S}
+                          "in_job_restarts": IN_JOB_RESTARTS, "in_job_restart_s": IN_JOB_RESTART_S,
+                          "hang_detect_s": HANG_DETECT_S}
 
 
 def create_training_job(
@@ -55,7 +56,7 @@ def create_training_job(
     ``<name>`` of ``parallelism`` one-pod Jobs instead (``backoffLimit`` 0, failurePolicy
     ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job.
     ``collectives`` declares how the ranks fail together (``podmedic_sim/collectives.py``: ``peer_exit_s``,
-    ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``); none: each rank waits for the others.
+    ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``, ``hang_detect_s``); none: each rank waits for the others.
     """
     template_name = f"{name}-gpu"
     store.create(

@@ -92,6 +92,19 @@ async def test_in_job_restarts_keep_the_containers_until_they_run_out() -> None:
         await wait_until(lambda: 1 in _exit_codes(engine), what="the agent out of restarts: the container exits")
 
 
+async def test_in_job_hang_detection_ends_a_hung_rank_long_before_the_collective_timeout() -> None:
+    """NVIDIA Resiliency Extension (FaultToleranceConfig, rank heartbeats): a rank whose heartbeats stop for
+    the heartbeat timeout is ended and the workers restarted by the launcher, in the same containers."""
+    async with running_engine() as engine:
+        pods = await _running(engine, 2, peer_exit_s=0.1, collective_timeout_s=30, in_job_restarts=1,
+                              in_job_restart_s=0.1, hang_detect_s=0.4)
+        engine.workloads.collectives.hang(*engine.workloads.rank("default", pods[1]["name"]))
+        step = _job(engine)["step"]
+        await wait_until(lambda: _job(engine)["step"] > step, timeout=3, what="training again after the detection")
+        assert not _exit_codes(engine), "the launcher restarted the workers in place: no container exited"
+        assert engine.workloads.collectives.status(("default", "train"))["hung_ranks"] == 0
+
+
 async def test_a_slow_rank_sets_the_pace_of_every_step() -> None:
     async with running_engine() as engine:
         pods = await _running(engine, 2)
