@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.goodput_faults import INTERVAL_H, MIX, PARAMETERS, draw_faults
+from benchmarks.goodput_faults import INTERVAL_H, MIX, PARAMETERS, draw_faults, model_changes
 from benchmarks.goodput_run import CHECKPOINT_EVERY, CONTROL, POLICIES, SCALE, STEP_S, Setup, effective_ratio, one_run
 from benchmarks.goodput_stages import STAGES
 from benchmarks.results import write
@@ -135,6 +135,10 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple
     differs = [f"{k} {earlier.get(k)!r} != {v!r}" for k, v in wanted.items() if earlier.get(k) != v]
     if differs:
         raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
+    changed = model_changes(earlier.get("parameters"))
+    if changed:
+        raise ValueError(f"the earlier result was measured on another model (changed since: {', '.join(changed)}): "
+                         "measure every seed again into a new file")
     return {p["policy"]: [r for r in p["runs"] if not (p["policy"] in policies and r["seed"] in seeds)]
             for p in earlier["policies"]}
 

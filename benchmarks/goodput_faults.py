@@ -143,7 +143,7 @@ PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
     ("trainer start-up (process, NCCL init, checkpoint load)",
      f"{STARTUP_REAL_S:g} s + {STARTUP_PER_NODE_REAL_S:.3f} s a node",
      "base: no cited figure at <= 4 nodes (chosen); growth: ByteRobust (arXiv 2509.16293) requeue 454 s at "
-     "2,048 GPUs, 768 s at 16,384", "chosen / documented"),
+     "2,048 GPUs, 768 s at 16,384", "documented / chosen"),
     ("restart paths", "in place (kubelet): start-up only; one pod rescheduled: scheduling, image if absent, "
      "start-up; whole workload: every pod rescheduled, its slowest rank sets the pace; DRA prepare inside "
      "start-up", "kubelet, Job, JobSet controllers as upstream (the simulator)", "documented / chosen"),
@@ -176,9 +176,18 @@ PARAMETERS: tuple[tuple[str, str, str, str], ...] = (
      f"device fails the same way again {RELAPSE_AFTER_REAL_S[0] / 60:g}-{RELAPSE_AFTER_REAL_S[1] / 60:g} min "
      "after, and stays out for the run (its RMA takes days)", "lemon nodes are real (Kokolis et al., arXiv "
      "2410.21680, second-hand); no published share per repair", "chosen"),
-    ("spare nodes", "2 beyond the jobs' nodes", "", "chosen"),
+    ("spare nodes", "2 beyond the jobs' nodes",
+     "the benchmark's cluster (Setup.nodes): room to move a job without waiting for a repair", "chosen"),
 )
 """Every parameter of the model: name, value, source, kind."""
+
+
+def model_changes(measured: list[list[str]] | None) -> list[str]:
+    """The parameters whose row differs between ``measured`` (a result's ``parameters``) and ``PARAMETERS``:
+    a result measured on another model is not this model's figure."""
+    then = {row[0]: list(row) for row in measured or []}
+    now = {row[0]: list(row) for row in PARAMETERS}
+    return [name for name in {**then, **now} if then.get(name) != now.get(name)]
 
 
 def draw_faults(count: int, seed: int, duration_s: float) -> list[tuple[float, str]]:

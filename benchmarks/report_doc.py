@@ -130,6 +130,12 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     if "paired" not in r:
         return ["Not shown: the result on file was measured with an earlier fault model (every fault a crash seen "
                 "at once, no hangs, no survivors' failures). Rerun this section's command."]
+    from benchmarks.goodput_faults import model_changes
+
+    changed = model_changes(r.get("parameters"))
+    stale = [f"**Measured on an earlier model: since then {', '.join(changed)} changed. These are not the current "
+             "model's figures; rerun this section's command.**", ""] if changed else []
+
     def ci(half: float, seeds: int, scale: float = 100.0, digits: int = 1) -> str:
         return f" ± {half * scale:.{digits}f}" if seeds > 1 else " (one seed: no interval)"
 
@@ -146,7 +152,7 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     stages = [[p["policy"], *(f"{p['per_interruption_by_stage'][s]:.0f}" for s in stage_names)] for p in faulted]
     causes = [[p["policy"], ", ".join(f"{c} {m:.0f}" for c, m in list(p["stalled_by_cause"].items())[:6])]
               for p in faulted]
-    return [r["description"], "", table(["policy", "ETTR (mean ± 95 % CI)", "GPU-minutes lost per interruption",
+    return [*stale, r["description"], "", table(["policy", "ETTR (mean ± 95 % CI)", "GPU-minutes lost per interruption",
                                         "SIGTERM saves", "seeds"], rows), "",
             "Paired by seed (the same faults), ETTR points:", "",
             table(["difference", "points (mean ± 95 % CI)", "seeds"], pairs), "",

@@ -29,8 +29,8 @@ from podmedic_sim.jobsets import JobSetController
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_status import UNLISTED
 from podmedic_sim.leaderworkersets import LeaderWorkerSetController
-from podmedic_sim.nvml_view import NvmlView
 from podmedic_sim.node_lifecycle import NodeLifecycle
+from podmedic_sim.nvml_view import NvmlView
 from podmedic_sim.parts import SimParts, set_pod_condition
 from podmedic_sim.proxy import Proxy
 from podmedic_sim.recorder import Recorder

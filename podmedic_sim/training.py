@@ -56,7 +56,8 @@ def create_training_job(
     ``<name>`` of ``parallelism`` one-pod Jobs instead (``backoffLimit`` 0, failurePolicy
     ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job.
     ``collectives`` declares how the ranks fail together (``podmedic_sim/collectives.py``: ``peer_exit_s``,
-    ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``, ``hang_detect_s``); none: each rank waits for the others.
+    ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``, ``hang_detect_s``); none: each rank
+    waits for the others.
     """
     template_name = f"{name}-gpu"
     store.create(

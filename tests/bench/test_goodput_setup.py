@@ -14,7 +14,7 @@ import random
 import pytest
 
 from benchmarks.goodput import breakdown, duration_for, mix_of, paired, reusable
-from benchmarks.goodput_faults import CAUSES, INTERVAL_H, MIX, PARAMETERS, draw_faults
+from benchmarks.goodput_faults import CAUSES, INTERVAL_H, MIX, PARAMETERS, draw_faults, model_changes
 from benchmarks.goodput_run import APPLICATION_XIDS, POLICIES, SCALE, Setup
 from benchmarks.goodput_sensitivity import SWEEPS, sensitivity_rows, value_words
 from benchmarks.goodput_stages import stage_of
@@ -65,13 +65,27 @@ def test_kubernetes_costs_are_upstreams_scaled() -> None:
     assert t.backoff_base_s * SCALE == 10 and t.job_backoff_max_s is not None and t.job_backoff_max_s * SCALE == 360
     assert t.backoff_max_s * SCALE == 300 and t.backoff_reset_s * SCALE == 600
     assert t.termination_grace_s * SCALE == 30
+    # A lost node: Unknown after --node-monitor-grace-period (50 s), its pods bound for DefaultTolerationSeconds.
+    assert t.node_monitor_grace_s * SCALE == pytest.approx(50) and t.node_toleration_cap_s * SCALE == 300
     assert Setup(jobs=2, duration_s=10, ranks=4).nodes() == 2 * 4 + 2
+
+
+def test_restarts_grow_with_the_nodes_as_byterobust_measured() -> None:
+    # ByteRobust (arXiv 2509.16293): requeue 454 s at 2,048 GPUs and 768 s at 16,384; hot update 46 s and 65 s.
+    per_node_requeue, per_node_in_place = (768 - 454) / (14336 / 8), (65 - 46) / (14336 / 8)
+    one, four = Setup(jobs=1, duration_s=10), Setup(jobs=1, duration_s=10, ranks=4)
+    grown = (four.timings().container_start_s - one.timings().container_start_s) * SCALE
+    assert grown == pytest.approx(3 * per_node_requeue)
+    in_place = (four.collectives(True)["in_job_restart_s"] - one.collectives(True)["in_job_restart_s"]) * SCALE
+    assert in_place == pytest.approx(3 * per_node_in_place)
 
 
 def test_the_trainer_declares_pytorchs_timeout_and_in_job_restarts_only_where_the_policy_has_them() -> None:
     plain, in_job = Setup(jobs=1, duration_s=10).collectives(False), Setup(jobs=1, duration_s=10).collectives(True)
     assert plain["collective_timeout_s"] * SCALE == 600 and "in_job_restarts" not in plain
     assert in_job["in_job_restarts"] >= 1
+    # NVRx: calculated heartbeat timeout = safety_factor 5.0 x the longest gap (a 30 s checkpoint save).
+    assert in_job["hang_detect_s"] * SCALE == pytest.approx(150) and "hang_detect_s" not in plain
     assert {"podmedic", "k8s-only", "in-job", "podmedic+in-job", "cordon-drain"} <= set(POLICIES)
 
 
@@ -99,6 +113,9 @@ def test_a_stalled_job_is_charged_to_what_holds_it() -> None:
     assert stage_of({"hung_ranks": 1}, [_pod()], 1) == "hung"
     assert stage_of({"restarting_in_job": True}, [_pod()], 1) == "in-job restart"
     assert stage_of({}, [_pod(deleting=True)], 1) == "termination"
+    assert stage_of({}, [_pod(node_down=True)], 1) == "node lost"  # bound to a dead node, not yet evicted
+    # evicted from the dead node (Terminating there until it is back) and replaced: the replacement holds it
+    assert stage_of({}, [_pod(deleting=True, node_down=True), _pod(phase="Pending", node=None)], 1) == "scheduling"
     assert stage_of({}, [_pod(phase="Failed")], 1) == "back-off"  # its replacement not made yet
     assert stage_of({}, [_pod(waiting="CrashLoopBackOff")], 1) == "back-off"
     assert stage_of({}, [_pod(phase="Pending", node=None)], 1) == "scheduling"
@@ -129,12 +146,18 @@ def test_the_breakdown_splits_each_interruptions_loss_and_the_rest_is_slow() -> 
 def test_reuse_keeps_other_seeds_and_refuses_another_setup() -> None:
     setup = Setup(jobs=2, duration_s=46.0, ranks=4, jobset=True)
     earlier = {"jobs": 2, "ranks": 4, "jobset": True, "faults": 2, "duration_s": 46.0,
-               "collective_timeout_real_s": 600.0,
+               "collective_timeout_real_s": 600.0, "parameters": [list(p) for p in PARAMETERS],
                "policies": [{"policy": p, "runs": [{"seed": 1}, {"seed": 2}]} for p in ("podmedic", "k8s-only")]}
     kept = reusable(earlier, setup, 2, ("podmedic",), [2])
     assert kept == {"podmedic": [{"seed": 1}], "k8s-only": [{"seed": 1}, {"seed": 2}]}
     with pytest.raises(ValueError, match="faults"):
         reusable(earlier, setup, 3, ("podmedic",), [2])
+    # Seeds measured on another model are not merged with this one's: one parameter changed is enough.
+    older = [list(p) for p in PARAMETERS]
+    older[0][1] = "another rate"
+    with pytest.raises(ValueError, match="another model .*interruptions per job"):
+        reusable({**earlier, "parameters": older}, setup, 2, ("podmedic",), [2])
+    assert model_changes([list(p) for p in PARAMETERS]) == []
 
 
 def test_a_sensitivity_table_lists_the_base_and_each_value() -> None:

@@ -28,6 +28,12 @@ def _ready_condition(obj: dict[str, Any]) -> str | None:
     return next((c["status"] for c in obj.get("status", {}).get("conditions") or [] if c["type"] == "Ready"), None)
 
 
+def _bare_pod(node: str, toleration: dict[str, str]) -> dict[str, Any]:
+    """Pod ``p`` bound to ``node`` (restartPolicy Always), tolerating the unreachable taint for ever."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}], "tolerations": [toleration]}}
+
+
 def _training_pods(engine: SimEngine) -> list[dict[str, Any]]:
     return [p for p in engine.store.iter("pods", "default") if p["metadata"]["name"].startswith("train")]
 
@@ -76,10 +82,7 @@ async def test_a_pod_bound_to_a_dead_node_before_it_is_tainted_waits_and_starts_
     async with running_engine() as engine:
         node = node_name(0)
         engine.nodes.set_down(node, True)
-        engine.store.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                                     "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
-                                              "tolerations": [{"key": UNREACHABLE, "operator": "Exists",
-                                                               "effect": "NoExecute"}]}})
+        engine.store.create("pods", _bare_pod(node, {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute"}))
         await wait_until(lambda: _ready_condition(engine.store.get("nodes", None, node)) == "Unknown",
                          what="the node Unknown")
         pod = engine.store.get("pods", "default", "p")
@@ -92,9 +95,7 @@ async def test_a_pod_bound_to_a_dead_node_before_it_is_tainted_waits_and_starts_
 async def test_a_container_that_died_with_its_node_restarts_by_its_policy_when_the_node_is_back() -> None:
     async with running_engine() as engine:
         node = node_name(1)
-        engine.store.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                                     "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
-                                              "tolerations": [{"key": UNREACHABLE, "operator": "Exists"}]}})
+        engine.store.create("pods", _bare_pod(node, {"key": UNREACHABLE, "operator": "Exists"}))
         await wait_until(lambda: engine.store.get("pods", "default", "p").get("status", {}).get("phase") == "Running",
                          what="running")
         engine.nodes.set_down(node, True)
