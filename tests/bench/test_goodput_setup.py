@@ -155,7 +155,7 @@ def test_reuse_keeps_other_seeds_and_refuses_another_setup() -> None:
     # Seeds measured on another model are not merged with this one's: one parameter changed is enough.
     older = [list(p) for p in PARAMETERS]
     older[0][1] = "another rate"
-    with pytest.raises(ValueError, match="another model .*interruptions per job"):
+    with pytest.raises(ValueError, match=r"another model .*interruptions per job"):
         reusable({**earlier, "parameters": older}, setup, 2, ("podmedic",), [2])
     assert model_changes([list(p) for p in PARAMETERS]) == []
 
