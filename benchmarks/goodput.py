@@ -137,7 +137,7 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple
         raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
     changed = model_changes(earlier.get("parameters"))
     if changed:
-        raise ValueError(f"the earlier result was measured on another model (changed since: {', '.join(changed)}): "
+        raise ValueError(f"the earlier result was measured on another model (changed since: {'; '.join(changed)}): "
                          "measure every seed again into a new file")
     return {p["policy"]: [r for r in p["runs"] if not (p["policy"] in policies and r["seed"] in seeds)]
             for p in earlier["policies"]}

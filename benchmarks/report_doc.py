@@ -133,7 +133,7 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     from benchmarks.goodput_faults import model_changes
 
     changed = model_changes(r.get("parameters"))
-    stale = [f"**Measured on an earlier model: since then {', '.join(changed)} changed. These are not the current "
+    stale = [f"**Measured on an earlier model: since then these changed: {'; '.join(changed)}. These are not the current "
              "model's figures; rerun this section's command.**", ""] if changed else []
 
     def ci(half: float, seeds: int, scale: float = 100.0, digits: int = 1) -> str:
