@@ -133,8 +133,8 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     from benchmarks.goodput_faults import model_changes
 
     changed = model_changes(r.get("parameters"))
-    stale = [f"**Measured on an earlier model: since then these changed: {'; '.join(changed)}. These are not the current "
-             "model's figures; rerun this section's command.**", ""] if changed else []
+    stale = [f"**Measured on an earlier model: since then these changed: {'; '.join(changed)}. These are not the "
+             "current model's figures; rerun this section's command.**", ""] if changed else []
 
     def ci(half: float, seeds: int, scale: float = 100.0, digits: int = 1) -> str:
         return f" ± {half * scale:.{digits}f}" if seeds > 1 else " (one seed: no interval)"
