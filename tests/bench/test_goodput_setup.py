@@ -9,7 +9,9 @@ to 6 min, kubernetes.io "Jobs") and the kubelet's (capped at 5 min, reset after 
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +185,15 @@ def test_the_mix_counts_every_seeds_draw_once_merged_seeds_too() -> None:
     for _, kind in [*one, *two]:
         expected[kind] = expected.get(kind, 0) + 1
     assert mix_of(runs) == expected and sum(expected.values()) == 8
+
+
+def test_the_report_labels_a_table_measured_on_another_model() -> None:
+    from benchmarks.report_doc import _goodput
+
+    on_file = json.loads((Path(__file__).parents[2] / "bench/results/goodput.json").read_text())
+    current = {**on_file, "parameters": [list(p) for p in PARAMETERS]}
+    assert not _goodput(current)[0].startswith("**Measured on an earlier model")
+    older = [list(p) for p in PARAMETERS]
+    older[1][1] = "another mix"
+    label = _goodput({**on_file, "parameters": older})[0]
+    assert label.startswith("**Measured on an earlier model") and "causes and their counts" in label
