@@ -50,11 +50,12 @@ class NodeLifecycle:
         """``node`` dies (``down``) or is back; ``KeyError`` for a node that does not exist."""
         if self._store.find("nodes", None, node) is None:
             raise KeyError(f"no node {node}")
+        if down == (node in self._kubelet.down_nodes):
+            return  # already so: a second fault of a dead node, or the return of a live one, changes nothing
         epoch = self._epoch[node] = self._epoch.get(node, 0) + 1
         if down:
-            if node not in self._kubelet.down_nodes:
-                self._kubelet.node_down(node)
-                self._timers.call_later(self._t.node_monitor_grace_s, lambda: self._silent(node, epoch))
+            self._kubelet.node_down(node)
+            self._timers.call_later(self._t.node_monitor_grace_s, lambda: self._silent(node, epoch))
             return
         self._kubelet.node_up(node)
         self.unreachable.discard(node)

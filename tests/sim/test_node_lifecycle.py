@@ -48,6 +48,7 @@ async def test_a_dead_nodes_pod_stays_bound_is_evicted_when_its_toleration_runs_
         assert tolerated and tolerated[0]["tolerationSeconds"] == 300, "DefaultTolerationSeconds admitted it"
 
         engine.nodes.set_down(node, True)
+        engine.nodes.set_down(node, True)  # a second fault of the dead node changes nothing
         pod = _pod(engine, name)
         assert pod is not None and _ready_condition(pod) == "True" and pod["status"]["phase"] == "Running", \
             "until the grace period runs out the API still shows the pod as it was"
@@ -98,6 +99,7 @@ async def test_a_container_that_died_with_its_node_restarts_by_its_policy_when_t
         engine.store.create("pods", _bare_pod(node, {"key": UNREACHABLE, "operator": "Exists"}))
         await wait_until(lambda: engine.store.get("pods", "default", "p").get("status", {}).get("phase") == "Running",
                          what="running")
+        engine.nodes.set_down(node, False)  # the return of a live node changes nothing
         engine.nodes.set_down(node, True)
         engine.nodes.set_down(node, False)
 
