@@ -154,17 +154,7 @@ class Kubelet(KubeletPods):
         """The container's process exits with ``code``; restart rules and policy decide next."""
         if rt.gone or c.state != "running":
             return
-        c.bump()
-        c.state, c.exit_code, c.term_reason, c.finished_at = (
-            "terminated",
-            code,
-            reason,
-            now_rfc3339(),
-        )
-        ran = self._timers.now() - c.started_mono
-        c.crashes = 1 if ran >= self._t.backoff_reset_s else c.crashes + 1
-        for hook in self.hooks:
-            hook.on_container_stopped(rt, c)
+        self._terminate(rt, c, code, reason)
         self._after_exit(rt, c, code)
 
     def _after_exit(self, rt: PodRt, c: ContainerRt, code: int) -> None:

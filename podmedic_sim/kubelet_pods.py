@@ -149,6 +149,16 @@ class KubeletPods(ABC):
     @abstractmethod
     def _crasher(self, rt: PodRt, c: ContainerRt, gen: int) -> Callable[[], None]: ...
 
+    def _terminate(self, rt: PodRt, c: ContainerRt, code: int, reason: str) -> None:
+        """The running container's process ended with ``code``: its terminated state, its back-off count
+        (reset after ``backoff_reset_s`` of running) and the workloads told; what follows is the caller's."""
+        c.bump()
+        c.state, c.exit_code, c.term_reason, c.finished_at = "terminated", code, reason, now_rfc3339()
+        ran = self._timers.now() - c.started_mono
+        c.crashes = 1 if ran >= self._t.backoff_reset_s else c.crashes + 1
+        for hook in self.hooks:
+            hook.on_container_stopped(rt, c)
+
     # -- deletion ----------------------------------------------------------------------
     def _begin_delete(self, rt: PodRt) -> None:
         if rt.gone or rt.deleting:
@@ -202,15 +212,11 @@ class KubeletPods(ABC):
         self.down_nodes.add(node)
         for rt in [rt for rt in self.pods.values() if rt.node == node]:
             for c in rt.containers:
-                c.bump()
                 if c.state == "running":
-                    c.state, c.exit_code, c.term_reason, c.finished_at = (
-                        "terminated", NODE_LOST_EXIT_CODE, "Unknown", now_rfc3339())
-                    ran = self._timers.now() - c.started_mono
-                    c.crashes = 1 if ran >= self._t.backoff_reset_s else c.crashes + 1
+                    self._terminate(rt, c, NODE_LOST_EXIT_CODE, "Unknown")
                     rt.lost.append(c.name)
-                    for hook in self.hooks:
-                        hook.on_container_stopped(rt, c)
+                else:
+                    c.bump()  # a start under way never happens
 
     def node_up(self, node: str) -> None:
         """``node`` is back (rebooted): its kubelet finishes the pods deleted meanwhile, restarts or ends the

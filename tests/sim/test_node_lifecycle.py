@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from podmedic_sim.engine import SimEngine
 from podmedic_sim.node_lifecycle import UNREACHABLE
 from podmedic_sim.topology import node_name
@@ -113,9 +115,5 @@ async def test_a_container_that_died_with_its_node_restarts_by_its_policy_when_t
 
 async def test_an_unknown_node_is_refused() -> None:
     async with running_engine() as engine:
-        try:
+        with pytest.raises(KeyError, match="node-999"):
             engine.nodes.set_down("node-999", True)
-        except KeyError as err:
-            assert "node-999" in str(err)
-        else:
-            raise AssertionError("an unknown node was accepted")
