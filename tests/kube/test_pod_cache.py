@@ -137,11 +137,13 @@ def test_a_watch_too_far_behind_lists_again_and_misses_nothing(
     cache = kube.pods
     assert cache is not None
     lists = cache.lists
-    sim.add_api_fault(verbs=["watch"], resources=["pods"], components=["worker"], status=500, count=1)
-    sim.add_api_fault(verbs=["watch"], resources=["pods"], disconnect_after_ms=1, count=1)
-    wait_until(lambda: not cache.current, what="the watch broken")
-    for i in range(60):  # more changes than the watch history holds, while the cache waits to watch again
+    # Every watch of the worker's refused until the writes are done: the cache cannot resume in between,
+    # however slowly the writes go, so its next watch names a version the history no longer holds.
+    sim.add_api_fault(verbs=["watch"], resources=["pods"], components=["worker"], status=500)
+    wait_until(lambda: not cache.current, what="the watch ended (it times out within 2 s) and refused")
+    for i in range(60):  # more changes than the watch history holds
         _annotate(api, pod, f"v{i}")
+    sim.clear_api_faults()
     wait_until(lambda: cache.lists > lists and cache.current, timeout=15, what="a relist after 410 Gone")
     wait_until(lambda: (p := kube.get_pod("default", pod["name"])) and p["metadata"]["annotations"]["t"] == "v59",
                what="the last write, from the new list")
