@@ -22,7 +22,7 @@ from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic.domain.policy_layers import embedded_text
 
 DRIVER_WAITS: tuple[tuple[str, ...], ...] = (
-    ("checkpoint", "timeout_s"), ("checkpoint", "poll_s"),
+    ("checkpoint", "timeout_s"), ("checkpoint", "poll_s"), ("checkpoint", "hang_s"),
     ("recovery", "verify_poll_s"), ("recovery", "eviction", "retry_s"), ("recovery", "eviction", "max_wait_s"),
     ("close", "heal_wait_s"), ("close", "anti_flap_s"), ("close", "poll_s"),
     ("ticket", "wait_resolution_s"), ("ticket", "poll_s"), ("ticket", "verify_s"),

@@ -126,7 +126,8 @@ async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool)
         report = await workflow.execute_activity_method(
             CheckpointActivities.request_checkpoints,
             CheckpointInput(incident_id=wf.state.incident_id, request_id=wf.request_id("ckpt"),
-                            pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s, device_dead=permanent),
+                            pods=pods, timeout_s=policy.timeout_s, poll_s=policy.poll_s, device_dead=permanent,
+                            hang_s=policy.hang_s),
             **activity_options(wf.policy.steps.checkpoint, f"checkpoint {len(pods)} pod(s)",
                                min_start_to_close_s=policy.timeout_s + 30),
         )

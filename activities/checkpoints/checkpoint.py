@@ -18,6 +18,7 @@ from temporalio import activity
 
 from activities.base import KubeActivities, cached_first
 from activities.checkpoints import spec as declared
+from activities.checkpoints.hang import StallWatch
 from activities.checkpoints.methods import CHANGED_BY, MethodRunner, recorded, result
 from activities.heartbeat import Heartbeat
 from podmedic.domain.models import PodRef
@@ -65,7 +66,8 @@ class CheckpointActivities(KubeActivities):
 
     @activity.defn(name="request_checkpoints")
     async def request_checkpoints(self, inp: CheckpointInput) -> CheckpointReport:
-        """Ask every pod at once, then wait for all answers or the driver's timeout."""
+        """Ask every pod at once, then wait for all answers, the driver's timeout, or the workload found hung
+        (``activities/checkpoints/hang.py``): then the pods still waited for are ``hung``."""
         runner = MethodRunner(self.kube, inp.request_id, inp.incident_id, time.monotonic() + inp.timeout_s,
                               inp.poll_s, device_dead=inp.device_dead)
         tasks = [asyncio.create_task(self._one(p, runner)) for p in inp.pods]
@@ -73,14 +75,20 @@ class CheckpointActivities(KubeActivities):
         # The grace covers the last round trip of a method that started just before the deadline.
         hard_stop = runner.deadline + max(5.0, inp.poll_s * 2)
         heartbeat = Heartbeat()
-        while pending and time.monotonic() < hard_stop:
+        stall = StallWatch(inp.pods, inp.request_id, inp.hang_s,
+                           lambda p: cached_first(lambda: self.kube.get_pod(p.namespace, p.name), self.run))
+        hung: str | None = None
+        while pending and time.monotonic() < hard_stop and hung is None:
             heartbeat(f"waiting for {len(pending)} of {len(tasks)} checkpoint(s)")
             _, pending = await asyncio.wait(pending, timeout=max(inp.poll_s, 0.05))
+            hung = await stall.hung(runner.saving) if pending else None
         for task in pending:
             task.cancel()
         results: list[PodCheckpoint] = []
         for pod, task in zip(inp.pods, tasks, strict=True):
-            if task.cancelled() or not task.done():
+            if hung is not None and (task.cancelled() or not task.done()):
+                results.append(result(pod, pod.checkpoint_method, CheckpointStatus.HUNG, hung))
+            elif task.cancelled() or not task.done():
                 results.append(runner.timed_out(pod, pod.checkpoint_method or "?", "still waiting at the deadline"))
             elif (err := task.exception()) is not None:
                 raise err

@@ -66,6 +66,7 @@ class MethodRunner:
         self.deadline = deadline
         self.poll_s = poll_s
         self.device_dead = device_dead
+        self.saving = False  # a pod answered that it is saving: its workload is not hung
 
     def stopped(self, pod: PodRef, current: Obj) -> PodCheckpoint | None:
         """A pod that will not answer, said now rather than at the deadline: one that has terminated
@@ -140,6 +141,7 @@ class MethodRunner:
             if (gone := await self._stopped_now(pod)) is not None:
                 return gone
             last = answer.reason
+            self.saving = self.saving or answer.state == "pending"
             await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
         return self.timed_out(pod, "http", last)
 

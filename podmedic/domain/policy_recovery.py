@@ -26,6 +26,10 @@ class Checkpoint(ConfigModel):
     poll_s: float = Field(0.5, gt=0, description="How often the acknowledgement is looked for.")
     whole_job: bool = Field(True, description="Also checkpoint the other pods of the affected pods' workload "
                                               "(Job, JobSet, StatefulSet, LeaderWorkerSet group...), together.")
+    hang_s: float = Field(60.0, ge=0, description="Stop waiting once no pod reporting podmedic.io/progress has "
+                                                  "moved for this long and none took the request up: the workload "
+                                                  "is hung and cannot save (a synchronous job with a rank stuck on "
+                                                  "the failed device). 0: always wait the whole timeout.")
 
 
 class Taint(ConfigModel):

@@ -58,6 +58,7 @@ class CheckpointStatus(StrEnum):
     TIMED_OUT = "timed_out"
     SKIPPED = "skipped"
     FAILED = "failed"
+    HUNG = "hung"  # the workload stopped progressing while asked: no answer could come (checkpoints/hang.py)
 
 
 STOPPED_ON_DEAD_DEVICE = "not running on a device that failed permanently: cannot save"
@@ -82,6 +83,8 @@ class CheckpointInput(BaseModel):
     poll_s: float
     device_dead: bool = Field(False, description="The device failed for good: a pod whose containers stop is "
                                                  "not waited for, since no answer can come from it.")
+    hang_s: float = Field(0.0, description="Stop waiting when no reporting pod's progress moved this long and none "
+                                           "took the request up (the workload is hung); 0: wait the whole timeout.")
 
 
 class PodCheckpoint(BaseModel):
