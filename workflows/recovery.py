@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import PodKey, PodRef
     from podmedic.domain.policy_recovery import LadderRung
-    from podmedic.domain.steps import RecoverInput, RecoveryResult
+    from podmedic.domain.steps import CheckpointStatus, RecoverInput, RecoveryResult
     from workflows import node_cover
     from workflows import permits as guarded
     from workflows.context import IncidentContext
@@ -44,6 +44,9 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
             continue
         if rung.action == "node_quarantine":  # the node's watch gates it, not this incident
             result = await node_cover.quarantine_rung(wf, current, rung)
+            continue
+        if rung.action == "in_place_restart" and (why := _cannot_restart_in_place(wf, current)):
+            wf.note("recover", f"in-place restart of {current.namespace}/{current.name} left out: {why}")
             continue
         what = _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")
         if not await clear_to(wf, rung.action, what) or not await guarded.permit(wf, rung.action, what):
@@ -86,6 +89,19 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
                 current = result.pod
         wf.done.add(rung.action)
     return result
+
+
+def _cannot_restart_in_place(wf: IncidentContext, pod: PodRef) -> str | None:
+    """Why an in-place restart cannot work for ``pod``: the checkpoint found its workload hung, and the
+    mechanism needs the process to act (read a request and exit, or handle a catchable signal)."""
+    report = wf.state.checkpoint
+    hung = report is not None and any(r.status is CheckpointStatus.HUNG and r.pod == pod.name
+                                       and r.namespace in ("", pod.namespace) for r in report.results)
+    in_place = wf.policy.recovery.in_place
+    if not hung or (in_place.mechanism == "exec_signal" and in_place.signal == "KILL"):
+        return None
+    return (f"its workload was found hung at the checkpoint, and a hung process cannot act on the "
+            f"{in_place.mechanism} restart (only exec_signal with KILL ends it)")
 
 
 def _limit_s(wf: IncidentContext, rung: LadderRung) -> float:

@@ -36,7 +36,7 @@ IMAGE = "registry.local/trainer:1"
 BASE = """
 drivers:
   default:
-    checkpoint: {{timeout_s: 5, poll_s: 0.1}}
+    checkpoint: {checkpoint}
     recovery:
       transient: {rungs}
       verify_poll_s: 0.1
@@ -50,9 +50,10 @@ drivers:
 
 
 def policy(rungs: str, in_place: str = "{mechanism: exit_code}",
-           eviction: str = "{retry_s: 0.3, max_wait_s: 3}") -> Any:
-    """A driver policy with these rungs (a YAML flow list), mechanism and eviction retries."""
-    return parse_policy(BASE.format(rungs=rungs, in_place=in_place, eviction=eviction)).for_driver(DRIVER)
+           eviction: str = "{retry_s: 0.3, max_wait_s: 3}", checkpoint: str = "{timeout_s: 5, poll_s: 0.1}") -> Any:
+    """A driver policy with these rungs (a YAML flow list), mechanism, eviction retries and checkpoint."""
+    return parse_policy(BASE.format(rungs=rungs, in_place=in_place, eviction=eviction,
+                                    checkpoint=checkpoint)).for_driver(DRIVER)
 
 
 @pytest.fixture(scope="module")
