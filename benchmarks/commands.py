@@ -82,7 +82,8 @@ def _goodput(args: argparse.Namespace) -> int:
 
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
                   ranks=args.ranks, policies=tuple(args.policy or POLICY_CHOICES), merge=args.merge,
-                  jobset=args.jobset, collective_timeout_real_s=args.collective_timeout_min * 60)
+                  jobset=args.jobset, collective_timeout_real_s=args.collective_timeout_min * 60,
+                  merge_from=tuple(args.merge_from or ()))
     return 0
 
 
@@ -196,7 +197,8 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
                         "RestartJobSet: one failed pod restarts them all)")
     p.add_argument("--faults", type=int, default=4, help="faults per run (default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="first seed (default %(default)s)")
-    p.add_argument("--seeds", type=int, default=8, help="seeds run, from --seed on (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=8, help="seeds run, from --seed on (default %(default)s; 0 with "
+                                                        "--merge-from: only merge)")
     p.add_argument("--interval-h", type=float, default=INTERVAL_H,
                    help="real hours between one job's interruptions; sets the run's length (default: Llama 3's, "
                         "466 in 54 days = %(default).2f h)")
@@ -209,6 +211,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--merge", action="store_true",
                    help="keep the runs already in --json (same setup) and add or replace these: a table measured "
                         "a few seeds at a time")
+    p.add_argument("--merge-from", type=Path, action="append", metavar="FILE",
+                   help="also keep the runs of FILE (same setup and model; repeatable): seeds measured by "
+                        "processes side by side, made one table (with --seeds 0, nothing is run)")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
     p.set_defaults(func=_goodput)
     p = which.add_parser("goodput-sensitivity",

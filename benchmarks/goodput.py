@@ -143,6 +143,19 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple
             for p in earlier["policies"]}
 
 
+def combined(files: list[dict[str, Any]], setup: Setup, faults: int) -> dict[str, Any] | None:
+    """One earlier result from several of the same setup and model (each checked as ``reusable`` checks),
+    a later file's run of a policy and seed replacing an earlier one's: seeds measured by processes
+    side by side, made one table."""
+    if not files:
+        return None
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    for found in files:
+        for policy, kept in reusable(found, setup, faults, (), []).items():
+            runs.setdefault(policy, {}).update({r["seed"]: r for r in kept})
+    return {**files[0], "policies": [{"policy": p, "runs": list(by_seed.values())} for p, by_seed in runs.items()]}
+
+
 def shape_words(setup: Setup) -> str:
     """The jobs of a setup, in words."""
     what = (f"{setup.jobs} JobSet{'s' if setup.jobs > 1 else ''} of {setup.ranks} one-pod Jobs (failurePolicy "
@@ -192,18 +205,21 @@ def goodput_table(r: dict[str, Any]) -> str:
 
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
                   out: Path, ranks: int = 1, policies: tuple[str, ...] = RUN, merge: bool = False,
-                  jobset: bool = False, collective_timeout_real_s: float = 600.0) -> dict[str, Any]:
-    """The command's body: seeds ``seed`` .. ``seed + seeds - 1``; without ``duration_s`` it follows from
-    ``interval_h``; ``merge`` keeps the other runs of ``out`` (same setup) and adds these."""
+                  jobset: bool = False, collective_timeout_real_s: float = 600.0,
+                  merge_from: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The command's body: seeds ``seed`` .. ``seed + seeds - 1`` (none: only merge); without ``duration_s``
+    it follows from ``interval_h``; ``merge`` keeps the other runs of ``out`` (same setup) and adds these,
+    as ``merge_from`` does the runs of other files."""
     if duration_s is None:
         duration_s = duration_for(faults, jobs, interval_h)
     if jobset and ranks < 2:
         raise SystemExit("goodput: --jobset needs --ranks 2 or more (a JobSet of one-pod Jobs, a node each)")
     setup = Setup(jobs=jobs, duration_s=duration_s, ranks=ranks, jobset=jobset,
                   collective_timeout_real_s=collective_timeout_real_s)
-    earlier = json.loads(out.read_text()) if merge and out.exists() else None
+    files = [json.loads(out.read_text())] if merge and out.exists() else []
+    files += [json.loads(other.read_text()) for other in merge_from]
     results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds)), policies=policies,
-                                      earlier=earlier))
+                                      earlier=combined(files, setup, faults)))
     print(goodput_table(results))
     write(results, out)
     return results

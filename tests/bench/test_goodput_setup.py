@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.goodput import breakdown, duration_for, mix_of, paired, reusable
+from benchmarks.goodput import breakdown, combined, duration_for, mix_of, paired, reusable
 from benchmarks.goodput_faults import CAUSES, INTERVAL_H, MIX, PARAMETERS, draw_faults, model_changes
 from benchmarks.goodput_run import APPLICATION_XIDS, POLICIES, SCALE, Setup
 from benchmarks.goodput_sensitivity import SWEEPS, sensitivity_rows, value_words
@@ -160,6 +160,25 @@ def test_reuse_keeps_other_seeds_and_refuses_another_setup() -> None:
     with pytest.raises(ValueError, match=r"another model .*interruptions per job"):
         reusable({**earlier, "parameters": older}, setup, 2, ("podmedic",), [2])
     assert model_changes([list(p) for p in PARAMETERS]) == []
+
+
+def test_files_measured_side_by_side_combine_into_one_table() -> None:
+    # Seeds measured by two processes at once (--merge-from): every run of either, a later file's run
+    # of a policy and seed in place of an earlier one's; another setup is refused as --merge refuses it.
+    setup = Setup(jobs=2, ranks=4, jobset=True, duration_s=46.0)
+    head = {"jobs": 2, "ranks": 4, "jobset": True, "faults": 2, "duration_s": 46.0,
+            "collective_timeout_real_s": 600.0, "parameters": [list(p) for p in PARAMETERS]}
+    first = {**head, "policies": [{"policy": "podmedic", "runs": [{"seed": 1, "v": "a"}, {"seed": 2, "v": "a"}]}]}
+    second = {**head, "policies": [{"policy": "podmedic", "runs": [{"seed": 2, "v": "b"}, {"seed": 3, "v": "b"}]},
+                                   {"policy": "control", "runs": [{"seed": 3, "v": "b"}]}]}
+    both = combined([first, second], setup, 2)
+    assert both is not None
+    assert reusable(both, setup, 2, (), []) == {
+        "podmedic": [{"seed": 1, "v": "a"}, {"seed": 2, "v": "b"}, {"seed": 3, "v": "b"}],
+        "control": [{"seed": 3, "v": "b"}]}
+    assert combined([], setup, 2) is None
+    with pytest.raises(ValueError, match="jobs"):
+        combined([first, {**second, "jobs": 3}], setup, 2)
 
 
 def test_a_sensitivity_table_lists_the_base_and_each_value() -> None:
