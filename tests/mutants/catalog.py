@@ -301,4 +301,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "record.VENDOR_WAIT_HISTORY",
         "    return False",
         ("tests/workflow/test_vendor_wait.py",)),
+    Mutant(
+        "hung-job-waited-to-the-timeout", "a job found hung is not waited for to the checkpoint timeout",
+        "activities/checkpoints/hang.py",
+        "        if self.hang_s <= 0 or self._alive:",
+        "        if True:",
+        ("tests/e2e_checkpoint/test_checkpoint_hang.py", "tests/unit/test_checkpoint_hang.py")),
+    Mutant(
+        "hung-pod-restarted-in-place", "a hung pod skips an in-place restart it cannot act on",
+        "workflows/recovery.py",
+        '    if not hung or (in_place.mechanism == "exec_signal" and in_place.signal == "KILL"):',
+        "    if True:",
+        ("tests/e2e_recover/test_in_place.py",)),
 )
