@@ -312,5 +312,5 @@ MUTANTS: tuple[Mutant, ...] = (
         "workflows/recovery.py",
         '    if not hung or (in_place.mechanism == "exec_signal" and in_place.signal == "KILL"):',
         "    if True:",
-        ("tests/e2e_recover/test_in_place.py",)),
+        ("tests/e2e_recover/test_hung_in_place.py",)),
 )
