@@ -150,7 +150,9 @@ async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool)
                 .replace("  ", " ").strip())
     wf.note("checkpoint", f"checkpoint {report.summary} (request {report.request_id})")
     saved = ", ".join(f"{r.pod}: {r.status.value} {r.checkpoint_id or ''}".strip() for r in report.results)
-    await tell_pods(wf, "checkpointed", f"checkpoint before remediation, {report.summary}: {saved}")
+    hung = next((r.reason for r in report.results if r.status is CheckpointStatus.HUNG), "")
+    await tell_pods(wf, "checkpointed", f"checkpoint before remediation, {report.summary}: {saved}"
+                                        + (f" ({hung})" if hung else ""))
     return report
 
 

@@ -11,7 +11,16 @@ import pytest
 from temporalio.client import Client
 
 from podmedic_sim import SimCluster
-from tests.e2e_recover.conftest import delete_job, fault, incident, notes, policy, start_job, wait_progress
+from tests.e2e_recover.conftest import (
+    delete_job,
+    fault,
+    incident,
+    notes,
+    podmedic_events,
+    policy,
+    start_job,
+    wait_progress,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -35,4 +44,6 @@ async def test_a_hung_workload_skips_the_in_place_restart_it_cannot_act_on(
     left_out = f"in-place restart of default/{pod['name']} left out: its workload was found hung"
     assert (left_out not in notes(outcome)) is tried, notes(outcome)
     assert outcome.recovered_by == ("in_place_restart" if tried else "same_node"), notes(outcome)
+    told = podmedic_events(sim, pod)  # the pod's Events say why, as the timeline does
+    assert any("workload hung" in message for _, message in told.values()), told
     delete_job(sim, job)
