@@ -8,11 +8,16 @@ GPU a simulated node publishes, whether a pod holds it or not (an idle GPU's fau
 and nowhere in pod status).
 
 ``GET /sim/v1/nodes/{node}/nvml?since=<seq>`` answers the node's GPUs, their readings, the XID
-events after sequence number ``since``, and ``next`` (the ``since`` for the next call).
+events after sequence number ``since``, and ``next`` (the ``since`` for the next call). With
+``wait_ms=<ms>`` (at most 10,000) it holds the answer until an XID after ``since`` arrives or that
+time passes, as ``nvmlEventSetWait`` returns at once with an event ready and otherwise waits for one
+up to its timeout: an agent learns of an XID when it happens, not at its next poll.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 from collections import deque
 from dataclasses import dataclass
@@ -34,6 +39,7 @@ UNCORRECTED_ECC_XIDS = frozenset({48, 63, 64, 94, 95})
 (NVIDIA XID catalog: 48 DBE, 63/64 row remapping, 94 contained, 95 uncontained ECC error)."""
 
 _KEEP = 10_000  # XID events kept per node; an agent further behind than this missed some
+MAX_WAIT_MS = 10_000
 
 
 @dataclass
@@ -53,6 +59,7 @@ class NvmlView:
         self._seq = 0
         self._xids: dict[str, deque[_Xid]] = {}
         self._uncorrected: dict[DevKey, int] = {}
+        self._arrived: dict[str, asyncio.Event] = {}  # per node: set when an XID arrives, then replaced
         devices.health_listeners.append(self._on_health)
 
     def _on_health(self, key: DevKey, fault: Fault) -> None:
@@ -66,6 +73,9 @@ class NvmlView:
         self._seq += 1
         at = dt.datetime.fromtimestamp(fault.since, dt.UTC).isoformat().replace("+00:00", "Z")
         self._xids.setdefault(node, deque(maxlen=_KEEP)).append(_Xid(self._seq, key[2], fault.code, at))
+        arrived = self._arrived.pop(node, None)
+        if arrived is not None:
+            arrived.set()
         if fault.code in UNCORRECTED_ECC_XIDS:
             self._uncorrected[key] = self._uncorrected.get(key, 0) + 1
 
@@ -110,15 +120,27 @@ class NvmlView:
                 "readings": [self.reading(g) for g in gpus], "xids": xids, "next": self._seq}
 
     async def handle(self, request: web.Request) -> web.Response:
-        """``GET /sim/v1/nodes/{node}/nvml``: 404 for a node with no NVIDIA GPUs, 400 for a bad ``since``."""
+        """``GET /sim/v1/nodes/{node}/nvml``: 404 for a node with no NVIDIA GPUs, 400 for a bad ``since`` or
+        ``wait_ms``."""
         node = request.match_info["node"]
-        try:
-            since = int(request.query.get("since", "0"))
-        except ValueError:
-            return web.json_response({"error": f"since: not an integer: {request.query['since']!r}"}, status=400)
-        body = self.answer(node, since)
+        numbers: dict[str, int] = {}
+        for name, default in (("since", 0), ("wait_ms", 0)):
+            try:
+                numbers[name] = int(request.query.get(name, str(default)))
+            except ValueError:
+                return web.json_response({"error": f"{name}: not an integer: {request.query[name]!r}"}, status=400)
+        if not 0 <= numbers["wait_ms"] <= MAX_WAIT_MS:
+            return web.json_response({"error": f"wait_ms: {numbers['wait_ms']} is not between 0 and {MAX_WAIT_MS}"},
+                                     status=400)
+        body = self.answer(node, numbers["since"])
         if not body["gpus"]:
             return web.json_response({"error": f"node {node!r} has no {NVML_DRIVER} GPUs"}, status=404)
+        if not body["xids"] and numbers["wait_ms"]:
+            arrived = self._arrived.setdefault(node, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(numbers["wait_ms"] / 1000):
+                    await arrived.wait()
+            body = self.answer(node, numbers["since"])
         return web.json_response(body)
 
     def routes(self) -> list[web.RouteDef]:

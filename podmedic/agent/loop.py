@@ -53,22 +53,38 @@ async def run_agent(reader: Reader, translator: Translator, poster: Poster, *, i
 async def run_agents(nodes: Sequence[tuple[Reader, Translator]], poster: Poster, *, interval_s: float,
                      stop: asyncio.Event, xid_wait_ms: int = 1000,
                      clock: Callable[[], float] = time.monotonic) -> None:
-    """``run_agent`` for several readers at once (one per simulated node), posting through one poster."""
+    """``run_agent`` for several readers at once (one per simulated node), posting through one poster.
+
+    Each node's XID wait is its own, as each node's agent is when deployed: an XID is posted when it
+    arrives, never held until every other node's wait has run out.
+    """
     next_read = clock()
+    waits: dict[int, asyncio.Task[list[XidEvent]]] = {}
     while not stop.is_set():
-        waits = await asyncio.gather(*(asyncio.to_thread(r.wait_xids, xid_wait_ms) for r, _ in nodes))
-        events = [e for (_, t), xids in zip(nodes, waits, strict=True) for e in t.xids(xids)]
+        for i, (reader, _) in enumerate(nodes):
+            if i not in waits:
+                waits[i] = asyncio.create_task(asyncio.to_thread(reader.wait_xids, xid_wait_ms))
+        done, _ = await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
+        ready = sorted(i for i, task in waits.items() if task in done)
+        events = [e for i in ready for e in nodes[i][1].xids(waits.pop(i).result())]
         if clock() >= next_read:
             next_read = clock() + interval_s
             readings = await asyncio.gather(*(asyncio.to_thread(r.read_all, _now()) for r, _ in nodes))
             events += [e for (_, t), rs in zip(nodes, readings, strict=True) for r in rs for e in t.reading(r)]
-        if events:
-            log.info("reporting %d events: %s", len(events),
-                     ", ".join(f"{e['data']['device']} {e['data']['health']} {e['data'].get('reason', '')}"
-                               for e in events[:10]))
-            poster.enqueue(events)
+        _enqueue(poster, events)
         await poster.flush()
+    # The waits still out end within xid_wait_ms (a thread cannot be cancelled): what they bring is posted too.
+    for i, xids in zip(list(waits), await asyncio.gather(*waits.values()), strict=True):
+        _enqueue(poster, nodes[i][1].xids(xids))
     await poster.flush()
     if poster.pending:
         log.warning("stopping with %d events not delivered", poster.pending)
     await poster.close()
+
+
+def _enqueue(poster: Poster, events: list[CloudEvent]) -> None:
+    if events:
+        log.info("reporting %d events: %s", len(events),
+                 ", ".join(f"{e['data']['device']} {e['data']['health']} {e['data'].get('reason', '')}"
+                           for e in events[:10]))
+        poster.enqueue(events)

@@ -21,8 +21,8 @@ from podmedic.agent.readings import DeviceInfo, Reading, XidEvent
 
 log = logging.getLogger(__name__)
 
-_POLL_S = 0.25
-
+MAX_WAIT_MS = 10_000  # the simulator holds an answer at most this long (podmedic_sim/nvml_view.py)
+_RETRY_S = 0.25
 
 class SimUnavailable(Exception):
     """The simulator cannot be read, or has no GPUs on the node; the message says which."""
@@ -63,9 +63,10 @@ class SimNvmlReader:
         self._since = int(body["next"])  # like an event set: XIDs from registration on
         self._failing = False
 
-    def _read(self) -> dict[str, Any] | None:
+    def _read(self, wait_ms: int = 0) -> dict[str, Any] | None:
         try:
-            body: dict[str, Any] = _get(f"{self._url}?since={self._since}")
+            body: dict[str, Any] = _get(f"{self._url}?since={self._since}&wait_ms={wait_ms}",
+                                        timeout_s=5.0 + wait_ms / 1000)
         except (OSError, ValueError) as exc:
             if not self._failing:
                 log.warning("node %s: reading the simulator failed (%s); retrying", self.node, exc)
@@ -77,10 +78,12 @@ class SimNvmlReader:
         return body
 
     def wait_xids(self, timeout_ms: int) -> list[XidEvent]:
-        """XID events within ``timeout_ms``, polling the simulator (blocking)."""
+        """XID events within ``timeout_ms`` (blocking): the simulator answers as soon as one arrives, as
+        ``nvmlEventSetWait`` does; an unreadable simulator is retried until the time is up."""
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            body = self._read()
+            left_ms = max(0, min(int((deadline - time.monotonic()) * 1000), MAX_WAIT_MS))
+            body = self._read(left_ms)
             if body is not None and body["xids"]:
                 self._since = int(body["next"])
                 return [XidEvent(index=int(x["index"]), xid=int(x["xid"]), at=_time(str(x["at"])))
@@ -88,7 +91,8 @@ class SimNvmlReader:
             left = deadline - time.monotonic()
             if left <= 0:
                 return []
-            time.sleep(min(_POLL_S, left))
+            if body is None:
+                time.sleep(min(_RETRY_S, left))
 
     def read_all(self, at: dt.datetime) -> list[Reading]:
         """One reading per GPU (none while the simulator cannot be read)."""

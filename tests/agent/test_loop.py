@@ -10,7 +10,7 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from podmedic.agent.loop import once, run_agent
+from podmedic.agent.loop import once, run_agent, run_agents
 from podmedic.agent.post import Poster
 from podmedic.agent.readings import DeviceInfo, Reading, XidEvent
 from podmedic.agent.translate import AgentConfig, Translator
@@ -69,3 +69,40 @@ def test_once_prints_every_device_and_any_xid() -> None:
     assert [(e["data"]["device"], e["data"]["health"], e["data"].get("code")) for e in events] == [
         ("gpu-0", "Healthy", None), ("gpu-1", "Unhealthy", None), ("gpu-0", "Unhealthy", 31)]
     assert len(parse_batch(json.dumps(events).encode())) == 3
+
+
+class OneXidThenQuiet:
+    """A node whose XID is ready at once, then nothing: each further wait runs to its timeout."""
+
+    def __init__(self, code: int | None) -> None:
+        self.devices: list[DeviceInfo] = GPUS
+        self.codes = [code] if code is not None else []
+
+    def wait_xids(self, timeout_ms: int) -> list[XidEvent]:
+        if self.codes:
+            return [XidEvent(0, self.codes.pop(), dt.datetime.now(dt.UTC))]
+        time.sleep(timeout_ms / 1000)
+        return []
+
+    def read_all(self, at: dt.datetime) -> list[Reading]:
+        return []
+
+
+async def test_an_xid_on_one_node_is_posted_without_waiting_for_the_other_nodes(ingest: IngestStub) -> None:
+    # Deployed, each node runs its own agent (deploy/: a DaemonSet), so one node's quiet wait never holds
+    # another node's XID; an agent process reading several simulated nodes must not either.
+    nodes = [(OneXidThenQuiet(None), Translator(AgentConfig(node="quiet"), GPUS)),
+             (OneXidThenQuiet(79), Translator(AgentConfig(node="failing"), GPUS))]
+    poster = Poster(ingest.url, token="t", backoff_s=(0.05, 0.1))
+    stop = asyncio.Event()
+    begun = time.monotonic()
+    task = asyncio.create_task(run_agents(nodes, poster, interval_s=3600, stop=stop, xid_wait_ms=5000))
+
+    async def posted() -> None:
+        assert [(e["data"]["node"], e["data"].get("code")) for e in ingest.events] == [("failing", 79)]
+
+    await assert_eventually(posted, timeout=4, interval=0.02)
+    took = time.monotonic() - begun
+    stop.set()
+    await asyncio.wait_for(task, 15)
+    assert took < 4, f"posted after {took:.1f}s: held behind the quiet node's 5 s wait"

@@ -8,8 +8,14 @@ XID 79; the volatile uncorrected ECC count rises with a double-bit error, XID 48
 from __future__ import annotations
 
 import datetime as dt
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +109,36 @@ def test_a_replaced_gpu_has_a_new_uuid_and_the_agent_reports_it_healthy(sim: Sim
         "gpu-1", "Healthy", "replaced")
     assert old_uuid in healthy["data"]["message"] and new_uuid in healthy["data"]["message"]
     assert [e for r in reader.read_all(dt.datetime.now(dt.UTC)) for e in translator.reading(r)] == []
+
+
+def _get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_the_event_wait_answers_when_an_xid_arrives_not_at_its_timeout(sim: SimCluster) -> None:
+    # nvmlEventSetWait_v2 (NVML API reference): "If some events are ready to be delivered at the time of
+    # the call, function returns immediately. If there are no events ready to be delivered, function
+    # sleeps till event arrives but not longer than specified timeout."
+    url = f"{sim.url}/sim/v1/nodes/node-0001/nvml"
+    since = int(_get(url)[1]["next"])
+    begun = time.monotonic()
+    status, quiet = _get(f"{url}?since={since}&wait_ms=400")
+    assert status == 200 and quiet["xids"] == [] and time.monotonic() - begun >= 0.35
+    later = threading.Timer(0.3, lambda: _fault(sim, "node-0001", "gpu-1", 94))
+    later.start()
+    begun = time.monotonic()
+    status, woken = _get(f"{url}?since={since}&wait_ms=10000")
+    took = time.monotonic() - begun
+    later.join()
+    assert status == 200 and [x["xid"] for x in woken["xids"]] == [94]
+    assert took < 8, f"answered after {took:.1f}s: at the timeout, not at the XID"
+    status, ready = _get(f"{url}?since={since}&wait_ms=10000")  # ready at the call: at once
+    assert status == 200 and [x["xid"] for x in ready["xids"]] == [94]
+    for bad, why in (("wait_ms=10001", "not between 0 and 10000"), ("wait_ms=soon", "wait_ms: not an integer")):
+        status, body = _get(f"{url}?since={since}&{bad}")
+        assert status == 400 and why in str(body["error"]), body
+    _fault(sim, "node-0001", "gpu-1", None, health="Healthy")
