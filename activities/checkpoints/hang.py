@@ -47,9 +47,9 @@ class StallWatch:
         self._alive = False
 
     async def hung(self, saving: bool = False) -> str | None:
-        """Why the workload is hung, or None (a pod took the request up, it reports nothing, or
-        ``hang_s`` has not passed since a step last moved). ``saving``: a pod answered that it is saving (an HTTP 202).
-        Reads the pods (from the worker's cache when it holds them)."""
+        """Why the workload is hung, or None (a pod took the request up, it reports nothing, or ``hang_s``
+        has not passed since a step last moved). ``saving``: a pod answered that it is saving (an HTTP
+        202). Reads the pods from the worker's cache when it holds them, as each method's own wait does."""
         self._alive = self._alive or saving
         if self.hang_s <= 0 or self._alive:
             return None

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 MAX_WAIT_MS = 10_000  # the simulator holds an answer at most this long (podmedic_sim/nvml_view.py)
 _RETRY_S = 0.25
 
+
 class SimUnavailable(Exception):
     """The simulator cannot be read, or has no GPUs on the node; the message says which."""
 
