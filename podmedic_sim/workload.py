@@ -22,7 +22,7 @@ from podmedic_sim.kubelet_pods import KILL_EXIT_CODE
 from podmedic_sim.kubelet_status import ContainerRt, PodKey, PodRt
 from podmedic_sim.store import NotFound, Store, WatchEvent
 from podmedic_sim.timers import Timers
-from podmedic_sim.training_groups import TrainingGroups, group_of
+from podmedic_sim.training_groups import JOBSET_NAME, TrainingGroups, group_of
 from podmedic_sim.workload_http import HttpAnswer
 from podmedic_sim.workload_protocol import (
     CHECKPOINTED_STEP,
@@ -82,7 +82,10 @@ class Workloads:
         obj, meta = ev.obj, ev.obj["metadata"]
         if ev.resource == "jobs" and ev.type != "DELETED":
             tmpl = (obj.get("spec", {}).get("template") or {}).get("metadata") or {}
-            if (tmpl.get("annotations") or {}).get(TRAINING) == "true":
+            # A JobSet's Job trains as part of the JobSet (one synchronous job, training_groups.py): its
+            # pods' progress is the JobSet's, never a step count of its own that moves while a peer hangs.
+            in_jobset = JOBSET_NAME in (meta.get("labels") or {})
+            if (tmpl.get("annotations") or {}).get(TRAINING) == "true" and not in_jobset:
                 key = (meta.get("namespace", "default"), meta["name"])
                 prog = self.progress.setdefault(key, Progress(*key))
                 prog.parallelism = int(obj.get("spec", {}).get("parallelism") or 1)

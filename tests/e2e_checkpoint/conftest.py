@@ -68,12 +68,13 @@ async def stack(dev_env: WorkflowEnvironment, sim: SimCluster) -> AsyncIterator[
 
 
 def start_job(sim: SimCluster, parallelism: int = 1, **options: Any) -> list[dict[str, Any]]:
-    """Create a training Job and return its pods once all are Ready (sim state JSON)."""
+    """Create a training Job (``jobset=True``: a JobSet of one-pod Jobs) and return its pods once all are
+    Ready (sim state JSON)."""
     name = f"train-{uuid.uuid4().hex[:6]}"
     sim.call(lambda: sim.engine.create_training_job(name, parallelism=parallelism, **options))
 
     def ready() -> list[dict[str, Any]] | None:
-        pods = [p for p in sim.state()["pods"] if p.get("job") == name and p.get("ready")]
+        pods = [p for p in sim.state()["pods"] if (p.get("jobset") or p.get("job")) == name and p.get("ready")]
         return pods if len(pods) == parallelism else None
 
     pods: list[dict[str, Any]] = wait_until(ready, timeout=30, what=f"{parallelism} Ready pod(s) of {name}")

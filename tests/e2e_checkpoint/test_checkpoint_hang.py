@@ -51,8 +51,12 @@ def _hang(stack: Stack, pod: dict[str, object]) -> None:
     stack.sim.call(lambda: engine.workloads.collectives.hang(*engine.workloads.rank("default", str(pod["name"]))))
 
 
-async def test_a_hung_job_is_given_up_on_after_hang_s(stack: Stack) -> None:
-    pods = start_job(stack.sim, parallelism=2, checkpoint_method="annotation")
+@pytest.mark.parametrize("jobset", [False, True], ids=["job", "jobset"])
+async def test_a_hung_job_is_given_up_on_after_hang_s(stack: Stack, jobset: bool) -> None:
+    # A JobSet's ranks are one-pod Jobs: they step together only as a trainer that declares its process
+    # group does (a collective timeout well past the test).
+    sync = {"collectives": {"collective_timeout_s": 600.0}} if jobset else {}
+    pods = start_job(stack.sim, parallelism=2, checkpoint_method="annotation", jobset=jobset, **sync)
     _stepping(stack, pods)
     _hang(stack, pods[0])
     begun = time.monotonic()

@@ -138,3 +138,30 @@ async def test_the_job_controllers_back_off_has_its_own_ceiling() -> None:
         engine.jobs._failed_at[key] = engine.timers.now()
         assert 359 < engine.jobs._replacement_delay(key, failed=10) <= 360
         assert 39 < engine.jobs._replacement_delay(key, failed=3) <= 40
+
+
+async def test_a_jobsets_pods_show_the_jobsets_step_which_stands_while_a_rank_hangs() -> None:
+    # A JobSet of one-pod Jobs is one synchronous job (each step needs every rank): what its pods report in
+    # podmedic.io/progress is the JobSet's step, so a rank's hang stops every pod's progress, as it stops the
+    # trainer's; the Jobs keep no step count of their own that would move on meanwhile.
+    async with running_engine(fast_config(timings=FAST.model_copy(update={"progress_write_s": 0.05}))) as engine:
+        engine.create_training_job("train", parallelism=2, jobset=True, collectives={"collective_timeout_s": 600})
+
+        def ranks() -> list[dict[str, Any]] | None:
+            pods = [p for p in engine.state()["pods"] if p.get("jobset") == "train" and p["ready"]]
+            return pods if len(pods) == 2 else None
+
+        pods = await wait_until(ranks, what="both ranks Ready")
+        await wait_until(lambda: _job(engine)["step"] >= 3, what="steps")
+
+        def shown() -> set[str]:
+            return {(engine.store.get("pods", "default", p["name"])["metadata"].get("annotations") or {})
+                    .get("podmedic.io/progress", "") for p in pods}
+
+        await wait_until(lambda: shown() == {str(_job(engine)["step"])}, what="the JobSet's step on both pods")
+        engine.workloads.collectives.hang(*engine.workloads.rank("default", pods[1]["name"]))
+        await asyncio.sleep(0.5)  # what must not happen meanwhile has no condition to wait for
+        before = shown()
+        await asyncio.sleep(0.5)
+        assert shown() == before and len(before) == 1, "a pod's progress moved while a rank hung"
+        assert not any(j["training"] for j in engine.state()["jobs"] if j["name"].startswith("train-"))
