@@ -20,16 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.goodput_faults import INTERVAL_H, MIX, PARAMETERS, draw_faults, model_changes
-from benchmarks.goodput_run import CHECKPOINT_EVERY, CONTROL, POLICIES, SCALE, STEP_S, Setup, effective_ratio, one_run
+from benchmarks.goodput_run import (
+    ABLATIONS,
+    CHECKPOINT_EVERY,
+    CONTROL,
+    POLICIES,
+    SCALE,
+    STEP_S,
+    Setup,
+    effective_ratio,
+    one_run,
+)
 from benchmarks.goodput_stages import STAGES
 from benchmarks.results import write
 from benchmarks.stats import machine, mean_ci95
 
 RUN = (*POLICIES, CONTROL)
 """What a table runs per seed: every policy, and the fault-free control."""
+KNOWN = (*RUN, *ABLATIONS)
+"""Every policy a table may hold: those it runs, and podmedic's ablations when asked for."""
 
 PAIRS = (("podmedic", "k8s-only"), ("podmedic", "k8s-only+taints"), ("podmedic", "in-job"),
-         ("podmedic", "cordon-drain"), ("podmedic+in-job", "in-job"))
+         ("podmedic", "cordon-drain"), ("podmedic+in-job", "in-job"), *(("podmedic", a) for a in ABLATIONS))
 """The paired differences reported: (policy, baseline)."""
 __all__ = ["CHECKPOINT_EVERY", "MIX", "POLICIES", "SCALE", "STEP_S", "Setup", "draw_faults", "duration_for",
            "effective_ratio", "interval_h_of", "run_goodput"]
@@ -92,7 +104,7 @@ async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any
                       reused: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """``policies`` on the same faults under ``setup``, for each seed (other policies' runs taken from
     ``reused``); returns every policy's summary, the paired differences and the mix."""
-    runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in RUN}
+    runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in KNOWN}
     begun, total, done = time.monotonic(), len(seeds) * len(policies), 0
     for seed in seeds:
         drawn = draw_faults(faults, seed, setup.duration_s)
@@ -104,7 +116,7 @@ async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any
             eta = (time.monotonic() - begun) / done * (total - done)
             progress(f"[goodput] seed {seed} {policy}: {result['effective_training_ratio'] * 100:.1f} % effective "
                      f"({done}/{total}, {time.monotonic() - begun:.0f} s elapsed, ETA {eta:.0f} s)")
-    summaries = [_summary(p, sorted(runs[p], key=lambda r: r["seed"])) for p in RUN if runs[p]]
+    summaries = [_summary(p, sorted(runs[p], key=lambda r: r["seed"])) for p in KNOWN if runs[p]]
     return {"mix_drawn": mix_of(runs), "policies": summaries, "paired": paired(summaries)}
 
 

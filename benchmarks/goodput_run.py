@@ -75,6 +75,11 @@ checking"): no driver taint keeps a pod off the GPU, and NVSentinel-style drains
 
 POLICIES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-job", "cordon-drain")
 CONTROL = "control"
+ABLATIONS: dict[str, dict[tuple[str, ...], float]] = {
+    "podmedic-no-hang": {("checkpoint", "hang_s"): 0.0},
+}
+"""podmedic with one of its mechanisms switched off (a policy value set in the shipped policy's default
+driver entry), run only when asked (``--policy``): what that mechanism alone gives back, seed by seed."""
 
 
 @dataclass(frozen=True)
@@ -281,7 +286,8 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
         if podmedic:
             kube = KubeGateway(stack.kubeconfig)
             ingest = asyncio.create_task(run_ingest_and_agent(
-                stack.client, kube, shipped_policy_scaled(SCALE, ticket_url), stack.task_queue, stop, stack.sim_url))
+                stack.client, kube, shipped_policy_scaled(SCALE, ticket_url, ABLATIONS.get(policy, {})),
+                stack.task_queue, stop, stack.sim_url))
         sampler = StageSampler(sim, frozenset(names), setup.ranks, gpus, SCALE)
         run = _Run(policy, setup, sim, stack.sim_url, http, sampler)
         before = {j["name"]: j for j in (await sim.state())["jobs"] if j["name"] in names}

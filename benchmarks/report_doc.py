@@ -139,7 +139,8 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     def ci(half: float, seeds: int, scale: float = 100.0, digits: int = 1) -> str:
         return f" ± {half * scale:.{digits}f}" if seeds > 1 else " (one seed: no interval)"
 
-    rows = [[p["policy"] + (" (no faults)" if p["policy"] == "control" else ""),
+    notes = {"control": " (no faults)", "podmedic-no-hang": " (ablation: podmedic with checkpoint.hang_s 0)"}
+    rows = [[p["policy"] + notes.get(p["policy"], ""),
              f"**{p['effective_training_ratio'] * 100:.1f} %{ci(p['ci95'], p['seeds'])}**",
              f"{p['gpu_min_lost_per_interruption']:.0f}{ci(p['gpu_min_ci95'], p['seeds'], 1, 0)}"
              if p["policy"] != "control" else "",

@@ -13,7 +13,7 @@ conservative by that much.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import yaml
@@ -42,8 +42,8 @@ def _scale_at(entry: MutableMapping[str, Any], path: tuple[str, ...], scale: flo
     node: Any = entry
     for part in path[:-1]:
         node = node.get(part) if isinstance(node, MutableMapping) else None
-    if isinstance(node, MutableMapping) and isinstance(node.get(path[-1]), int | float):
-        node[path[-1]] = max(FLOOR_S, float(node[path[-1]]) / scale)
+    if isinstance(node, MutableMapping) and isinstance(node.get(path[-1]), int | float) and node[path[-1]]:
+        node[path[-1]] = max(FLOOR_S, float(node[path[-1]]) / scale)  # 0 (off, or none) stays 0
 
 
 def scaled_raw(raw: dict[str, Any], scale: float) -> dict[str, Any]:
@@ -63,9 +63,16 @@ def scaled_raw(raw: dict[str, Any], scale: float) -> dict[str, Any]:
     return raw
 
 
-def shipped_policy_scaled(scale: float, ticket_url: str = "") -> PolicySet:
+def shipped_policy_scaled(scale: float, ticket_url: str = "",
+                          changed: Mapping[tuple[str, ...], float] | None = None) -> PolicySet:
     """The embedded default policy as shipped (fleet guard and node quarantine on), on a clock ``scale``
-    times faster, filing vendor tickets at ``ticket_url`` (none when empty)."""
+    times faster, filing vendor tickets at ``ticket_url`` (none when empty); ``changed``: values of the
+    default driver entry set first, by path (an ablation: ``{("checkpoint", "hang_s"): 0}``)."""
     raw: dict[str, Any] = yaml.safe_load(embedded_text())
     raw["drivers"]["default"].setdefault("ticket", {})["url"] = ticket_url
+    for path, value in (changed or {}).items():
+        node = raw["drivers"]["default"]
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
     return parse_policy(yaml.safe_dump(scaled_raw(raw, scale)), f"shipped policy, waits scaled 1/{scale:g}")

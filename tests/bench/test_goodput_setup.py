@@ -107,6 +107,25 @@ def test_the_shipped_policys_waits_are_scaled_like_the_rest_of_the_run() -> None
     assert default["steps"] == shipped["drivers"]["default"]["steps"]  # machines answering: not scaled
 
 
+def test_an_ablation_switches_one_mechanism_off_and_is_paired_with_podmedic() -> None:
+    # podmedic-no-hang: the shipped policy with checkpoint.hang_s 0, which the scaling keeps 0 (off),
+    # not the 0.05 s floor every other wait gets; run only when named, and paired seed by seed.
+    from benchmarks.commands import ABLATION_CHOICES, POLICY_CHOICES
+    from benchmarks.goodput import KNOWN, PAIRS, RUN
+    from benchmarks.goodput_run import ABLATIONS
+    from benchmarks.scaled_policy import shipped_policy_scaled
+
+    off = shipped_policy_scaled(60.0, changed=ABLATIONS["podmedic-no-hang"])
+    on = shipped_policy_scaled(60.0)
+    assert off.for_driver("gpu.nvidia.com").checkpoint.hang_s == 0.0
+    assert on.for_driver("gpu.nvidia.com").checkpoint.hang_s == pytest.approx(60.0 / 60)
+    assert (POLICY_CHOICES, ABLATION_CHOICES) == (RUN, tuple(ABLATIONS)) and KNOWN == (*RUN, *ABLATIONS)
+    assert ("podmedic", "podmedic-no-hang") in PAIRS
+    assert paired([{"policy": "podmedic", "runs": [{"seed": 1, "effective_training_ratio": 0.95}]},
+                   {"policy": "podmedic-no-hang", "runs": [{"seed": 1, "effective_training_ratio": 0.9}]}]) == [
+        {"policy": "podmedic", "baseline": "podmedic-no-hang", "difference": 0.05, "ci95": 0.0, "seeds": 1}]
+
+
 def _pod(**fields: object) -> dict[str, object]:
     return {"deleting": False, "phase": "Running", "node": "node-0000", "waiting": "", **fields}
 
