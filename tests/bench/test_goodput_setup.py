@@ -119,7 +119,7 @@ def test_an_ablation_switches_one_mechanism_off_and_is_paired_with_podmedic() ->
     on = shipped_policy_scaled(60.0)
     assert off.for_driver("gpu.nvidia.com").checkpoint.hang_s == 0.0
     assert on.for_driver("gpu.nvidia.com").checkpoint.hang_s == pytest.approx(60.0 / 60)
-    assert (POLICY_CHOICES, ABLATION_CHOICES) == (RUN, tuple(ABLATIONS)) and KNOWN == (*RUN, *ABLATIONS)
+    assert (RUN, tuple(ABLATIONS)) == (POLICY_CHOICES, ABLATION_CHOICES) and (*RUN, *ABLATIONS) == KNOWN
     assert ("podmedic", "podmedic-no-hang") in PAIRS
     assert paired([{"policy": "podmedic", "runs": [{"seed": 1, "effective_training_ratio": 0.95}]},
                    {"policy": "podmedic-no-hang", "runs": [{"seed": 1, "effective_training_ratio": 0.9}]}]) == [
