@@ -130,24 +130,24 @@ class Kubelet(KubeletPods):
         self._write(rt)
         for hook in self.hooks:
             hook.on_container_started(rt, c)
-        if self._crashing(rt, c):
+        if self.crashing(rt, c):
             self._timers.call_later(self._t.crash_after_s, lambda: self._crash(rt, c, gen))
 
-    def _crashing(self, rt: PodRt, c: ContainerRt) -> bool:
+    def crashing(self, rt: PodRt, c: ContainerRt) -> bool:
         return any(
             self._devices.fault(d).crash and self._devices.fault(d).health == "Unhealthy"
             for _, _, d in rt.container_devices(c)
         )
 
     def _crash(self, rt: PodRt, c: ContainerRt, gen: int) -> None:
-        if c.gen != gen or c.state != "running" or c.hung or not self._crashing(rt, c):
+        if c.gen != gen or c.state != "running" or c.hung or not self.crashing(rt, c):
             return  # a hung process is stuck in the device, not killed by it
         if not any(hook.absorbs_failure(rt, c) for hook in self.hooks):
             self.exit_container(rt, c, CRASH_EXIT_CODE, "Error")
 
     def rearm_crash(self, rt: PodRt, c: ContainerRt, gen: int) -> None:
         """Workers restarted inside a running container (in-job restarts) meet their device again."""
-        if c.gen == gen and c.state == "running" and self._crashing(rt, c):
+        if c.gen == gen and c.state == "running" and self.crashing(rt, c):
             self._timers.call_later(self._t.crash_after_s, lambda: self._crash(rt, c, gen))
 
     def exit_container(self, rt: PodRt, c: ContainerRt, code: int, reason: str = "Error") -> None:

@@ -140,9 +140,11 @@ class Workloads:
         work.saving = None
         self._resolve(work, None, (503, {"error": "connection reset: the container stopped while saving"}))
         if c.exit_code == KILL_EXIT_CODE and prog.saves_on_sigterm and prog.step > prog.checkpointed_step \
-                and not c.hung and self.collectives.can_save(work.job) \
+                and not c.hung and not self._kubelet.crashing(rt, c) and self.collectives.can_save(work.job) \
                 and (not rt.deleting or self._kubelet.grace_s(rt.key) >= self._t.checkpoint_save_s):
-            # The trainer's SIGTERM handler; once a rank died the step was rolled back: nothing to save.
+            # The trainer's SIGTERM handler; once a rank died the step was rolled back: nothing to save. A rank
+            # whose GPU failed (fell off the bus, lost its memory: the processes on it are ending) cannot copy
+            # its state out, so the job cannot save, however soon the SIGTERM came.
             self.save_now(work.job, requested=False)
             prog.sigterm_checkpoints += 1
         prog.interrupt()

@@ -4,7 +4,9 @@ The behaviour modelled is a trainer's SIGTERM handler (torchelastic and PyTorch 
 one): the kubelet sends SIGTERM on a graceful deletion and removes the pod after
 ``terminationGracePeriodSeconds`` (kubernetes.io, "Pod Lifecycle", Termination of Pods), so a save
 that takes longer than the grace period never finishes. A synchronous job whose rank has already
-died holds no consistent state to save: its surviving ranks' SIGTERM keeps nothing.
+died holds no consistent state to save: its surviving ranks' SIGTERM keeps nothing. Nor can a rank whose
+GPU just failed in a way that ends the processes on it (NVIDIA's XID catalog: XID 79, fallen off the bus;
+48, a double-bit ECC error), even in the seconds before its process is ended.
 """
 
 from __future__ import annotations
@@ -87,3 +89,18 @@ async def test_an_api_delete_of_a_controllers_pod_is_graceful_so_the_trainer_sav
         assert answer["metadata"]["deletionGracePeriodSeconds"] == 30
         progress = await wait_until(lambda: (p := _progress(engine))["restarts"] >= 1 and p, what="the rank stopped")
         assert progress["sigterm_checkpoints"] == 1 and progress["lost_steps"] == 0, progress
+
+
+async def test_a_rank_whose_gpu_failed_cannot_save_even_before_its_process_dies() -> None:
+    # The deletion's SIGTERM comes at once, inside the crash_after_s before the failed GPU's process ends
+    # (an oracle drain at the fault); the state to save is on the GPU that is gone.
+    slow_crash = FAST.model_copy(update={"checkpoint_save_s": 0.05, "termination_grace_s": 0.5, "crash_after_s": 5.0})
+    async with running_engine(fast_config(timings=slow_crash)) as engine:
+        engine.create_training_job("train", parallelism=1, checkpoint_on_sigterm=True)
+        (pod,) = await wait_until(lambda: _ready(engine, 1), what="the rank Ready")
+        await wait_until(lambda: _progress(engine)["step"] >= 5, what="steps")
+        driver, pool, device = pod["devices"][0].split("/")
+        engine.set_device_health(driver, pool, device, "Unhealthy", reason="XidError", code=79, crash=True)
+        engine.delete_pod("default", pod["name"])
+        progress = await wait_until(lambda: (p := _progress(engine))["restarts"] >= 1 and p, what="the rank stopped")
+        assert progress["sigterm_checkpoints"] == 0 and progress["lost_steps"] >= 5, progress
