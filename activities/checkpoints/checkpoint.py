@@ -86,10 +86,10 @@ class CheckpointActivities(KubeActivities):
             task.cancel()
         results: list[PodCheckpoint] = []
         for pod, task in zip(inp.pods, tasks, strict=True):
-            if hung is not None and (task.cancelled() or not task.done()):
-                results.append(result(pod, pod.checkpoint_method, CheckpointStatus.HUNG, hung))
-            elif task.cancelled() or not task.done():
-                results.append(runner.timed_out(pod, pod.checkpoint_method or "?", "still waiting at the deadline"))
+            if task.cancelled() or not task.done():
+                method = pod.checkpoint_method
+                results.append(result(pod, method, CheckpointStatus.HUNG, hung) if hung is not None
+                               else runner.timed_out(pod, method or "?", "still waiting at the deadline"))
             elif (err := task.exception()) is not None:
                 raise err
             else:

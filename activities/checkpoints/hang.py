@@ -28,10 +28,6 @@ from podmedic.workload import protocol
 ReadPod = Callable[[PodRef], Awaitable[Obj | None]]
 
 
-def _reports_progress(pod: Obj) -> bool:
-    return podview.annotations_of(pod).get(protocol.REPORTS_PROGRESS, "").lower() == "true"
-
-
 class StallWatch:
     """Whether the pods asked for a checkpoint have all stood still for ``hang_s`` (0: never judged)."""
 
@@ -62,7 +58,7 @@ class StallWatch:
             if notes.get(protocol.METHOD) == "kubelet" or notes.get(protocol.ACK) == self.request_id:
                 self._alive = True
                 return None
-            if not _reports_progress(pod):
+            if not podview.reports_progress(pod):
                 continue
             step = notes.get(protocol.PROGRESS, "")
             if self._steps.setdefault(ref.uid, step) != step:  # it moved (or its last write was late): wait on

@@ -25,12 +25,7 @@ from podmedic.domain.base import Obj
 from podmedic.kube import podview
 from podmedic.kube.gateway import ServerError, Throttled
 from podmedic.kube.reflector import live_reads
-from podmedic.workload.protocol import PROGRESS, REPORTS_PROGRESS
-
-
-def reports_progress(pod: Obj) -> bool:
-    """Whether the pod declares the progress annotation protocol."""
-    return podview.annotations_of(pod).get(REPORTS_PROGRESS, "").lower() == "true"
+from podmedic.workload.protocol import PROGRESS
 
 
 def progress_of(pod: Obj) -> int | None:
@@ -58,7 +53,7 @@ class Verification:
         if pod is None:
             return None
         self.ready_seen = True
-        if not (self.want_progress and reports_progress(pod)):
+        if not (self.want_progress and podview.reports_progress(pod)):
             return pod
         self.progress_checked = True
         value = progress_of(pod)

@@ -6,7 +6,7 @@ import datetime as dt
 
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodRef
-from podmedic.workload.protocol import CHECKPOINT_ID
+from podmedic.workload.protocol import CHECKPOINT_ID, REPORTS_PROGRESS
 from podmedic.workload.protocol import METHOD as CHECKPOINT_METHOD
 
 INCIDENT = "podmedic.io/incident"
@@ -35,6 +35,11 @@ def pods_of_claim(claim: Obj) -> list[tuple[str, str, str]]:
 def annotations_of(pod: Obj) -> dict[str, str]:
     """A pod's annotations (never ``None``)."""
     return pod["metadata"].get("annotations") or {}
+
+
+def reports_progress(pod: Obj) -> bool:
+    """Whether the pod declares the progress protocol (``podmedic.io/reports-progress: "true"``)."""
+    return annotations_of(pod).get(REPORTS_PROGRESS, "").lower() == "true"
 
 
 def restart_count(pod: Obj) -> int:

@@ -95,14 +95,11 @@ async def test_an_xid_on_one_node_is_posted_without_waiting_for_the_other_nodes(
              (OneXidThenQuiet(79), Translator(AgentConfig(node="failing"), GPUS))]
     poster = Poster(ingest.url, token="t", backoff_s=(0.05, 0.1))
     stop = asyncio.Event()
-    begun = time.monotonic()
     task = asyncio.create_task(run_agents(nodes, poster, interval_s=3600, stop=stop, xid_wait_ms=5000))
 
     async def posted() -> None:
         assert [(e["data"]["node"], e["data"].get("code")) for e in ingest.events] == [("failing", 79)]
 
-    await assert_eventually(posted, timeout=4, interval=0.02)
-    took = time.monotonic() - begun
+    await assert_eventually(posted, timeout=4, interval=0.02)  # before the quiet node's 5 s wait ends
     stop.set()
     await asyncio.wait_for(task, 15)
-    assert took < 4, f"posted after {took:.1f}s: held behind the quiet node's 5 s wait"
