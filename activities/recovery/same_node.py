@@ -2,7 +2,8 @@
 
 Before a ``same_node`` reschedule evicts a pod its controller replaces (Job, JobSet, StatefulSet,
 LeaderWorkerSet), it writes a hold (``podmedic/domain/placement_holds.py``) naming the pod's place
-in its workload and the node. podmedic's admission webhook turns the hold into a required node
+in its workload, the ranks recreated with it (kept off the node, so they leave its devices to the
+replacement) and the node. podmedic's admission webhook turns the hold into a required node
 affinity on the replacement. Whether that chain works (webhook registered, served, trusted, able to
 read the hold) is proven before anything is evicted: a ``dryRun=All`` create of a pod with the
 same labels runs admission exactly as the replacement's create will, and stores nothing. When the
@@ -17,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from podmedic.domain.base import Obj
-from podmedic.domain.placement_holds import PINNED_BY, Hold, hold_key, identity_of, pinned_to
+from podmedic.domain.placement_holds import PINNED_BY, Hold, group_of, hold_key, identity_of, pinned_to
 from podmedic.domain.steps import RecoverInput
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeError, KubeGateway
@@ -54,7 +55,8 @@ class SameNodeHold:
         inp = self.inp
         if self.pod is None or not self.labels:
             return "the pod carries no label its replacement will carry again (pod-name, job-name)"
-        hold = Hold(namespace=inp.pod.namespace, labels=self.labels, node=node, incident_id=inp.incident_id,
+        hold = Hold(namespace=inp.pod.namespace, labels=self.labels, group=group_of(self.pod), node=node,
+                    incident_id=inp.incident_id,
                     reason=f"same-node replacement of {inp.pod.name}: device {inp.device.resource_id} failed",
                     expires_at=time.time() + inp.timeout_s + inp.eviction.max_wait_s + EXPIRY_MARGIN_S)
         await self.run(self.kube.put_hold, inp.pod.namespace, self.key, hold.model_dump_json(), inp.incident_id)

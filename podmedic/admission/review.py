@@ -1,4 +1,5 @@
-"""One AdmissionReview in, one out: pin a new pod to the node a placement hold names.
+"""One AdmissionReview in, one out: pin a new pod to the node a placement hold names, or keep a
+fellow rank's new pod off that node (a preference) so it leaves the freed devices to the replacement.
 
 The shapes are admission.k8s.io/v1 (k8s.io/api admission/v1/types.go): the response carries the
 request's ``uid``, ``allowed``, and a base64 RFC 6902 ``patch`` with ``patchType: JSONPatch``.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podmedic.domain.base import Obj
-from podmedic.domain.placement_holds import matching_hold, parse_holds, pin_patch
+from podmedic.domain.placement_holds import fellow_rank_hold, keep_off_patch, matching_hold, parse_holds, pin_patch
 
 ReadHolds = Callable[[str], dict[str, str]]
 
@@ -32,6 +33,7 @@ class ReviewStats:
 
     reviewed: int = 0
     pinned: int = 0
+    kept_off: int = 0
     unreadable_holds: int = 0
     bad_entries: list[str] = field(default_factory=list)
 
@@ -52,7 +54,7 @@ def request_of(body: Any) -> Obj:
 
 
 def review(body: Any, read_holds: ReadHolds, now: float, stats: ReviewStats) -> tuple[Obj, str | None]:
-    """The AdmissionReview answering ``body``, and the hold's incident when the pod was pinned."""
+    """The AdmissionReview answering ``body``, and what was done to the pod (``None``: nothing)."""
     request = request_of(body)
     stats.reviewed += 1
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
@@ -70,10 +72,17 @@ def review(body: Any, read_holds: ReadHolds, now: float, stats: ReviewStats) -> 
         if error not in stats.bad_entries:
             stats.bad_entries.append(error)
     hold = matching_hold(pod, namespace, holds, now)
-    if hold is None:
+    if hold is not None:
+        stats.pinned += 1
+        patch, done = pin_patch(pod, hold), f"pinned to node {hold.node} for incident {hold.incident_id}"
+    elif (hold := fellow_rank_hold(pod, namespace, holds, now)) is not None:
+        stats.kept_off += 1
+        patch = keep_off_patch(pod, hold)
+        done = (f"kept off node {hold.node} (preferred) for incident {hold.incident_id}: the devices there are "
+                f"held for another rank's replacement")
+    else:
         return answer, None
-    stats.pinned += 1
     response["patchType"] = "JSONPatch"
-    response["patch"] = base64.b64encode(json.dumps(pin_patch(pod, hold)).encode()).decode()
-    response["warnings"] = [f"podmedic: pinned to node {hold.node} for incident {hold.incident_id}"]
-    return answer, hold.incident_id
+    response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    response["warnings"] = [f"podmedic: {done}"]
+    return answer, done

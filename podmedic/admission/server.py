@@ -40,13 +40,13 @@ def build_app(kube: KubeGateway) -> web.Application:
 
         try:
             # The read is a blocking API call: a thread, so other reviews are not held up.
-            answer, incident = await loop.run_in_executor(None, lambda: review(body, read, time.time(), stats))
+            answer, done = await loop.run_in_executor(None, lambda: review(body, read, time.time(), stats))
         except BadReview as err:
             return web.json_response({"error": str(err)}, status=400)
-        if incident:
+        if done:
             obj = body["request"]["object"]["metadata"]
-            log.info("pinned new pod %s/%s for incident %s", body["request"].get("namespace"),
-                     obj.get("name") or obj.get("generateName", ""), incident)
+            log.info("new pod %s/%s %s", body["request"].get("namespace"),
+                     obj.get("name") or obj.get("generateName", ""), done)
         return web.json_response(answer)
 
     async def healthz(_: web.Request) -> web.Response:

@@ -6,8 +6,12 @@ pod's place in its workload (they come back on the replacement: a StatefulSet po
 completion index), the node, and an expiry. podmedic's mutating admission webhook
 (``podmedic admission``) reads the holds and gives a matching new pod a *required* node affinity
 to the node, so the controller's replacement (Job, JobSet, StatefulSet, LeaderWorkerSet) lands
-there or stays Pending: it never drifts to another node. The holds live in one ConfigMap in
-podmedic's namespace (one data key per hold, JSON), so any webhook replica answers alike and a
+there or stays Pending: it never drifts to another node. A workload whose controller recreates every
+rank with the failed one (a JobSet's restart, a LeaderWorkerSet group's) would otherwise race the
+replacement for the devices the failed rank gave back: the hold also names the labels the ranks share
+(``group``), and the webhook gives each other rank's new pod a *preferred* node affinity away from the
+node, so it goes elsewhere where it fits and still lands there when nothing else fits. The holds live
+in one ConfigMap in podmedic's namespace (one data key per hold, JSON), so any webhook replica answers alike and a
 worker that dies leaves nothing that outlives the expiry.
 
 Pure functions: no I/O here.
@@ -32,6 +36,16 @@ IDENTITY_LABELS = (
     "batch.kubernetes.io/job-name",  # Job (and JobSet child Job) pods
     "batch.kubernetes.io/job-completion-index",  # Indexed Jobs: which index
 )
+# The labels every rank of one workload shares, where its controller recreates them together: a JobSet
+# recreates every child Job on a restart (failurePolicy); a LeaderWorkerSet recreates one group.
+GROUP_LABELS = (
+    ("jobset.sigs.k8s.io/jobset-name",),
+    ("leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index"),
+)
+KEPT_OFF_BY = "podmedic.io/kept-off-by"
+KEPT_OFF_NODE = "podmedic.io/kept-off-node"
+# The highest preferred-term weight the API allows (k8s.io/api core/v1 PreferredSchedulingTerm: 1-100).
+KEEP_OFF_WEIGHT = 100
 
 
 class Hold(BaseModel):
@@ -42,6 +56,9 @@ class Hold(BaseModel):
     node: str
     incident_id: str
     reason: str = ""
+    group: dict[str, str] = Field(default_factory=dict, description=(
+        "The labels the pod's fellow ranks share (empty: none recreated with it); their new pods are "
+        "steered off node while the hold lasts"))
     expires_at: float = Field(description="Unix seconds; an expired hold pins nothing")
 
 
@@ -55,6 +72,15 @@ def identity_of(pod: Obj) -> dict[str, str]:
     """The labels of ``pod`` that its controller's replacement will carry too (empty: none known)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     return {k: str(labels[k]) for k in IDENTITY_LABELS if k in labels}
+
+
+def group_of(pod: Obj) -> dict[str, str]:
+    """The labels ``pod`` shares with the ranks its controller recreates together with it (empty: none)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for keys in GROUP_LABELS:
+        if all(k in labels for k in keys):
+            return {k: str(labels[k]) for k in keys}
+    return {}
 
 
 def parse_holds(data: dict[str, str] | None) -> tuple[list[Hold], list[str]]:
@@ -78,8 +104,33 @@ def matching_hold(pod: Obj, namespace: str, holds: list[Hold], now: float) -> Ho
     return None
 
 
+def fellow_rank_hold(pod: Obj, namespace: str, holds: list[Hold], now: float) -> Hold | None:
+    """The first unexpired hold whose group this pod belongs to, for another rank's place."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for hold in holds:
+        if hold.namespace == namespace and hold.expires_at > now and hold.group and \
+                all(labels.get(k) == v for k, v in hold.group.items()) and \
+                not all(labels.get(k) == v for k, v in hold.labels.items()):
+            return hold
+    return None
+
+
 def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
+
+
+def _annotate(pod: Obj, notes: dict[str, str]) -> list[dict[str, Any]]:
+    """RFC 6902 operations adding ``notes`` to the pod's annotations (creating the map if it has none)."""
+    ops: list[dict[str, Any]] = []
+    if not (pod.get("metadata") or {}).get("annotations"):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    ops.extend({"op": "add", "path": f"/metadata/annotations/{_escape(k)}", "value": v} for k, v in notes.items())
+    return ops
+
+
+def _affinity_of(pod: Obj) -> dict[str, Any]:
+    """A copy of the pod's affinity, to change and put back whole."""
+    return dict(json.loads(json.dumps((pod.get("spec") or {}).get("affinity") or {})))
 
 
 def pin_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:
@@ -89,19 +140,29 @@ def pin_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:
     ``NodeSelector``), so the node is added to every existing term: the pod keeps its own
     constraints and can only land on the hold's node.
     """
-    spec = pod.get("spec") or {}
-    affinity = json.loads(json.dumps(spec.get("affinity") or {}))
+    affinity = _affinity_of(pod)
     node_affinity = affinity.setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or [{}]
     field = {"key": "metadata.name", "operator": "In", "values": [hold.node]}
     required["nodeSelectorTerms"] = [{**t, "matchFields": [*(t.get("matchFields") or []), field]} for t in terms]
-    ops: list[dict[str, Any]] = [{"op": "add", "path": "/spec/affinity", "value": affinity}]
-    if not (pod.get("metadata") or {}).get("annotations"):
-        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-    for key, value in ((PINNED_BY, hold.incident_id), (PINNED_NODE, hold.node)):
-        ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
-    return ops
+    return [{"op": "add", "path": "/spec/affinity", "value": affinity},
+            *_annotate(pod, {PINNED_BY: hold.incident_id, PINNED_NODE: hold.node})]
+
+
+def keep_off_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:
+    """RFC 6902 operations giving a fellow rank's ``pod`` a preferred node affinity away from the hold's node.
+
+    Preferred, not required: the pod still lands on the node when no other node fits, so a workload
+    is never left Pending by podmedic; its own required terms are untouched.
+    """
+    affinity = _affinity_of(pod)
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    preferred.append({"weight": KEEP_OFF_WEIGHT, "preference": {
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [hold.node]}]}})
+    return [{"op": "add", "path": "/spec/affinity", "value": affinity},
+            *_annotate(pod, {KEPT_OFF_BY: hold.incident_id, KEPT_OFF_NODE: hold.node})]
 
 
 def pinned_to(pod: Obj) -> str | None:

@@ -7,7 +7,8 @@ calling the webhook as the API server does (shapes and rules: podmedic_sim/jobse
 leaderworkersets.py, statefulsets.py and admission.py cite their upstream sources). A device fails
 under one pod of each workload; each incident must checkpoint the whole workload first, evict,
 and see the controller's replacement pinned to the same node on another device, the workload's
-own status running whole, and only then the ``same_node`` rung verified.
+own status running whole, and only then the ``same_node`` rung verified; a JobSet's other rank,
+recreated with it, is kept off the node so it leaves the freed GPU to the replacement.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from kubernetes import client, config
 from temporalio.client import Client
 
 from podmedic.admission.registration import PATH, placement_webhook_configuration
-from podmedic.domain.placement_holds import PINNED_BY
+from podmedic.domain.placement_holds import KEPT_OFF_BY, KEPT_OFF_NODE, PINNED_BY
 from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
@@ -138,6 +139,16 @@ def _free(sim: SimCluster, blocker: str, pods: list[dict[str, Any]]) -> None:
     delete_job(sim, blocker)
 
 
+def _start_jobset(sim: SimCluster, api: client.ApiClient, name: str) -> list[dict[str, Any]]:
+    """A JobSet of two 1-GPU ranks (backoffLimit 0, up to 3 restarts); its Ready pods, rank 0 first."""
+    job = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": _template(sim, name, "Never")}}
+    _create(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+        "spec": {"failurePolicy": {"maxRestarts": 3},
+                 "replicatedJobs": [{"name": "node", "replicas": 2, "template": job}]}})
+    return [ready_pod(sim, lambda p, j=f"{name}-node-{i}": p.get("job") == j, "a Ready JobSet pod") for i in range(2)]
+
+
 def _api_pod(api: client.ApiClient, name: str) -> dict[str, Any]:
     core = client.CoreV1Api(api)
     found: dict[str, Any] = core.api_client.sanitize_for_serialization(core.read_namespaced_pod(name, NS))
@@ -171,12 +182,7 @@ async def test_a_jobset_pod_comes_back_on_its_node_after_the_jobset_restarts(
     temporal, queue = worker
     name = f"js-{uuid.uuid4().hex[:5]}"
     blocker = block_node(sim, "node-0000", 3)
-    job = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": _template(sim, name, "Never")}}
-    _create(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
-        "spec": {"failurePolicy": {"maxRestarts": 3},
-                 "replicatedJobs": [{"name": "node", "replicas": 2, "template": job}]}})
-    pods = [ready_pod(sim, lambda p, j=f"{name}-node-{i}": p.get("job") == j, "a Ready JobSet pod") for i in range(2)]
+    pods = _start_jobset(sim, api, name)
     _free(sim, blocker, pods)
     fault(sim, pods[0], clears_on_restart=False)
     outcome = await incident(temporal, queue, pods[0], policy(SAME))
@@ -188,6 +194,31 @@ async def test_a_jobset_pod_comes_back_on_its_node_after_the_jobset_restarts(
     other = [p for p in sim.state()["pods"] if p.get("job") == f"{name}-node-1" and not p["deleting"]]
     assert other and all(PINNED_BY not in (_api_pod(api, p["name"])["metadata"].get("annotations") or {})
                          for p in other), "only the replaced pod's place is pinned"
+
+
+async def test_the_other_rank_leaves_the_freed_gpu_to_the_held_replacement(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str]) -> None:
+    """One rank on each node; the failed rank's node keeps one spare GPU, the other node two. When the
+    JobSet restarts, the other rank's new pod, left alone, may take that spare (the scheduler breaks ties
+    toward node-0000) and leave the pinned replacement Pending. The hold names the JobSet, so the
+    webhook keeps the other rank off the node by a preference, and it runs on the other node."""
+    temporal, queue = worker
+    name = f"js-{uuid.uuid4().hex[:5]}"
+    blocker = block_node(sim, "node-0000", 2)
+    pods = _start_jobset(sim, api, name)
+    failed = next(p for p in pods if p["node"] == "node-0000")
+    fellow = next(p for p in pods if p["node"] == "node-0001")
+    delete_job(sim, blocker)
+    block_node(sim, "node-0000", 1)
+    fault(sim, failed, clears_on_restart=False)
+    outcome = await incident(temporal, queue, failed, policy(SAME))
+    _assert_held(sim, outcome, failed, whole=2)
+    other = [p for p in sim.state()["pods"] if p.get("job") == fellow["job"] and not p["deleting"]]
+    assert len(other) == 1 and other[0]["uid"] != fellow["uid"], other
+    annotations = _api_pod(api, other[0]["name"])["metadata"].get("annotations") or {}
+    assert annotations.get(KEPT_OFF_NODE) == "node-0000" and annotations.get(KEPT_OFF_BY) == outcome.incident_id, \
+        annotations
+    assert other[0]["node"] == "node-0001", other[0]
 
 
 async def test_a_leaderworkerset_worker_comes_back_on_its_node_with_its_group(
