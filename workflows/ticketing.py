@@ -30,6 +30,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.unverified import ask_to_untaint
 
 
+LEMON_WAITS_FOR_VENDOR = "lemon-waits-for-vendor"
+"""Patch: a repeat offender's Healthy report (after a reset or a reboot) no longer ends the vendor wait."""
+
 MAX_EVENTS = 50
 MAX_ACTIONS = 100
 MAX_PODS = 50
@@ -122,25 +125,37 @@ def history_full() -> bool:
 async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = None, gap: float | None = None,
                       news_from: int | None = None) -> bool:
     """Wait until ``deadline`` (``ticket.wait_resolution_s`` from now by default) for a resolve callback, a
-    Healthy event (not from a flapping device), or the backend saying resolved; ``closer.resolved_by``
-    says which. A continued run passes where the wait stood: the gap between status calls, and the
-    index from which its reports are news (all it carried)."""
+    Healthy event (not from a flapping device nor a repeat offender), or the backend saying resolved;
+    ``closer.resolved_by`` says which. A continued run passes where the wait stood: the gap between status
+    calls, and the index from which its reports are news (all it carried)."""
     wf, ticket = closer.wf, closer.policy.ticket
     deadline = deadline or workflow.now() + timedelta(seconds=ticket.wait_resolution_s)
     wf.enter(Phase.AWAITING_VENDOR, "ticket", f"waiting up to {(deadline - workflow.now()).total_seconds():g}s for "
                                               f"the vendor to resolve ticket {wf.state.ticket_id}")
     # Only news after the ticket counts: a flapping device's earlier Healthy reports are no fix.
     seen = news_from if news_from is not None else len(wf.events)
+    # A lemon reads Healthy again after a reset or a reboot (its driver's own taint goes with the reboot), and
+    # fails again under the next job: it failed repeat_offenders.incidents times, so only the vendor's fix or a
+    # person gives it back, and its DeviceTaintRule holds it out until then.
+    lemon = wf.state.repeat_offender and workflow.patched(LEMON_WAITS_FOR_VENDOR)
+    told = False
+
+    def reported_healthy() -> bool:
+        # A Healthy report observed before the failure (delivered late) is no fix.
+        return any(e.health is Health.HEALTHY for e in wf.events[seen:]) and healthy_after_the_failure(wf.events)
 
     def healed() -> bool:
         # A flapping device's next Healthy report says nothing about a fix: only the vendor or a person ends it.
-        if wf.state.flapping:
-            return False
-        news = wf.events[seen:]
-        if not any(e.health is Health.HEALTHY for e in news):
-            return False
-        # A Healthy report observed before the failure (delivered late) is no fix.
-        return healthy_after_the_failure(wf.events)
+        return not wf.state.flapping and not lemon and reported_healthy()
+
+    def tell_once() -> None:
+        nonlocal told
+        if lemon and not told and reported_healthy():
+            told = True
+            count, rule = len(wf.state.previous_incidents) + 1, wf.policy.repeat_offenders
+            wf.note("ticket", f"device reports Healthy, but it is a repeat offender ({count} incidents within "
+                              f"{rule.window_s:g}s): it stays out, DeviceTaintRule {wf.state.taint_rule} kept, until "
+                              f"the vendor resolves ticket {wf.state.ticket_id} or a person resolves the incident")
 
     def ended() -> bool:
         if wf.resolution is not None:
@@ -155,13 +170,15 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
     while (remaining := (deadline - workflow.now()).total_seconds()) > 0:
         if ended():
             return True
+        tell_once()
         if await vendor_resolved(closer):
             return True
         if history_full():
             await vendor_carry.continue_wait(wf, deadline, gap, seen, closer.read_healthy)
         # The gap between status calls doubles up to ``poll_max_s``: a weeks-long wait is a few hundred calls.
         # Woken too when the history is full: a chatty device's reports would otherwise pile up for hours.
-        await closer.sleep(min(gap, remaining), "wait for the vendor", wake=lambda: healed() or history_full())
+        await closer.sleep(min(gap, remaining), "wait for the vendor",
+                           wake=lambda: healed() or (lemon and not told and reported_healthy()) or history_full())
         gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))
         wf.check_abort()
     return ended()

@@ -20,12 +20,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
+from activities.history import PreviousIncident
 from podmedic.domain import incident as record
 from podmedic.domain.incident import TIMELINE_HEAD, TIMELINE_KEPT, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
 from podmedic.ingest.starts import deliver_event
-from tests.workflow.fakes import FakeCluster, event
+from tests.workflow.fakes import T0, FakeCluster, event
 from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, worker
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -129,6 +130,51 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
     assert timer_fires_at is not None
     verified = next(t.at for t in outcome.timeline if "device verified after the ticket's resolution" in t.message)
     assert verified < timer_fires_at, f"the wait ended only when its timer fired ({timer_fires_at}), not on the report"
+
+
+def _lemon_policy() -> PolicySet:
+    """The vendor-wait policy, with a device's second incident within a week making it a repeat offender."""
+    return parse_policy(f"""
+drivers:
+  default:
+    repeat_offenders: {{incidents: 2, window_s: 604800}}
+    close: {{anti_flap_s: 5, heal_wait_s: 10, poll_s: 1}}
+    ticket: {{url: "http://tickets.invalid", wait_resolution_s: {SHIPPED.wait_resolution_s},
+              poll_s: {SHIPPED.poll_s}, poll_max_s: {SHIPPED.poll_max_s}, verify_s: 60}}
+    classification: {{codes: {{permanent: [79]}}}}
+""")
+
+
+async def test_a_repeat_offender_reading_healthy_after_a_reboot_stays_out_until_the_vendor_fixes_it(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    # Issue 51, mechanism 5: a reboot brings a lemon back Healthy (its driver's own taint goes with the
+    # plugin's restart) and it fails under the next job. The device's earlier incident (visibility's answer,
+    # under the real activity's name) makes this one a repeat offender: its Healthy report is told on the
+    # timeline but ends nothing; the DeviceTaintRule stays until the vendor resolves the ticket.
+    client = env.client
+    device = DeviceRef(driver="gpu.amd.com", pool="node-0008", device="gpu-6")
+    fake = _vendor_never_answers()
+    fake.previous = [PreviousIncident(workflow_id=device.workflow_id, run_id="earlier", status="COMPLETED",
+                                      started=T0 - timedelta(days=2), closed=T0 - timedelta(days=2, hours=-1))]
+    handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id)
+    async with worker(client, task_queue, fake):
+        assert await deliver_event(client, event(code=79, device=device), _lemon_policy(), task_queue=task_queue,
+                                   search_attributes=False)
+        await _phase(client, device, Phase.AWAITING_VENDOR)
+        fake.health = Health.HEALTHY
+        rebooted = event(Health.HEALTHY, device=device, event_id="rebooted", after_s=600)
+        await deliver_event(client, rebooted, _lemon_policy(), task_queue=task_queue, search_attributes=False)
+        await env.sleep(timedelta(days=1))
+        state = await handle.query(DeviceIncidentWorkflow.get_state)
+        assert state.repeat_offender and state.phase is Phase.AWAITING_VENDOR, (state.phase, state.timeline[-3:])
+        assert fake.calls["remove_taint"] == 0, "the lemon's DeviceTaintRule went with its Healthy report"
+        told = [t.message for t in state.timeline if "but it is a repeat offender (2 incidents" in t.message]
+        assert len(told) == 1, [t.message for t in state.timeline[-5:]]
+        fake.ticket_state = "resolved"
+        outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
+    assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
+    assert fake.calls["remove_taint"] == 1 and fake.calls["file_ticket"] == 1
 
 
 async def _flap(env: WorkflowEnvironment, task_queue: str, fake: FakeCluster, device: DeviceRef, *, reports: int,
