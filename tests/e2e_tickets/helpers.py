@@ -57,6 +57,15 @@ def free_device(sim: SimCluster, taken: set[str]) -> str:
     raise AssertionError("no free device left in the simulator")
 
 
+async def unused_device(worker: Client, sim: SimCluster, taken: set[str]) -> str:
+    """A free device with no incident on this Temporal server yet (other packages share it), so the
+    repeat-offender count is this test's alone."""
+    while True:
+        device = free_device(sim, taken)
+        if not [wf async for wf in worker.list_workflows(f"WorkflowId = 'device/{device}'")]:
+            return device
+
+
 async def start_job(sim: SimCluster) -> dict[str, Any]:
     """A one-pod training job; returns its Ready pod as the simulator shows it."""
     name = f"train-{uuid.uuid4().hex[:6]}"

@@ -22,7 +22,7 @@ from podmedic_sim.vendors.desk import VendorDesk
 from podmedic_sim.vendors.jira import FakeJira, _text
 from podmedic_sim.vendors.servicenow import FakeServiceNow
 from tests.e2e_tickets.conftest import SECRETS
-from tests.e2e_tickets.helpers import free_device, outcome, policy
+from tests.e2e_tickets.helpers import outcome, policy, unused_device
 from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -72,15 +72,6 @@ class Backend:
             await self.fake.resolve(ticket)
 
 
-async def _unused_device(worker: Client, sim: SimCluster, taken: set[str]) -> str:
-    """A free device with no incident on this Temporal server yet (other packages share it), so the
-    repeat-offender count is this test's alone."""
-    while True:
-        device = free_device(sim, taken)
-        if not [wf async for wf in worker.list_workflows(f"WorkflowId = 'device/{device}'")]:
-            return device
-
-
 async def _again(worker: Client, front: Any, device: str, runs: int, message: str) -> IncidentOutcome:
     """Back to Healthy for a while, then failing again: the next incident, once the earlier ones are
     visible (the repeat-offender count and the episode's ticket come from visibility)."""
@@ -105,7 +96,7 @@ async def test_one_ticket_per_fault_episode(sim: SimCluster, worker: Client, ing
     url = await fakes(backend.fake)
     # The vendor takes longer than each incident waits: each closes quarantined, its ticket open.
     front = await ingest(policy(backend.settings(url), wait_resolution_s=1.5, extra=REPEAT))
-    device = await _unused_device(worker, sim, taken)
+    device = await unused_device(worker, sim, taken)
     await front.fail(device)
     first = await outcome(worker, device)
     assert first.outcome is Outcome.QUARANTINED and first.ticket_id, first.explanation
