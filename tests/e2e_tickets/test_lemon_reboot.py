@@ -78,9 +78,10 @@ async def test_a_lemon_rebooted_healthy_stays_out_until_the_vendor_fixes_it(
 
     async def told() -> str:
         state = await handle.query(DeviceIncidentWorkflow.get_state)
-        line = next(t.message for t in state.timeline if "but it is a repeat offender (2 incidents" in t.message)
-        assert state.phase is Phase.AWAITING_VENDOR, state.phase
-        return line
+        assert state.phase is Phase.AWAITING_VENDOR, (state.phase, state.timeline[-2:])
+        lines = [t.message for t in state.timeline if "but it is a repeat offender (2 incidents" in t.message]
+        assert lines, state.timeline[-2:]
+        return lines[0]
     line = await assert_eventually(told, timeout=30)
     assert "it stays out, DeviceTaintRule" in line, line
     assert _rules_for(sim, device), "the lemon's DeviceTaintRule went with the reboot"
