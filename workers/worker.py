@@ -71,6 +71,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         recover.reschedule_any_node,
         ticket.file_ticket,
         ticket.ticket_status,
+        ticket.note_ticket,
         notice.notify_pod,
         notice.notify_step,
         NodeActivities(client).report_to_node,

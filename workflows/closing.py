@@ -117,9 +117,11 @@ class Closer:
         if await self._wait_vendor(deadline, gap, news_from):
             untainted = await self._untaint()
             if not self.resolved_by:  # nobody resolved the ticket: the device's own report ended the wait
+                told = await ticketing.note_given_back(self.wf)
                 return self.wf.finish(
                     Outcome.CLEARED, f"device reported Healthy with ticket {self.wf.state.ticket_id} still open "
-                                     f"(not resolved by the vendor); {workload}; {untainted}")
+                                     f"(not resolved by the vendor); {workload}; {untainted}" + (f"; {told}" if told
+                                                                                                 else ""))
             return self.wf.finish(
                 Outcome.RESOLVED_BY_VENDOR,
                 f"ticket {self.wf.state.ticket_id} resolved by {self.resolved_by}; {workload}; {untainted}",

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.tickets import TicketActivities
@@ -21,17 +22,20 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.flapping import healthy_after_the_failure, healthy_report
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import Health
-    from podmedic.domain.steps import TicketInput, TicketStatusInput
+    from podmedic.domain.steps import TicketInput, TicketNoteInput, TicketStatusInput
     from workflows import vendor_carry
     from workflows.context import ClosingContext, IncidentContext
     from workflows.gates import clear_to
     from workflows.notices import tell_pods
-    from workflows.options import activity_options
+    from workflows.options import GIVE_BACK, activity_options
     from workflows.unverified import ask_to_untaint
 
 
 LEMON_WAITS_FOR_VENDOR = "lemon-waits-for-vendor"
 """Patch: a repeat offender's Healthy report (after a reset or a reboot) no longer ends the vendor wait."""
+
+GIVEN_BACK_NOTES_TICKET = "given-back-notes-ticket"
+"""Patch: a device that goes back into service on its own Healthy report tells its open ticket so."""
 
 MAX_EVENTS = 50
 MAX_ACTIONS = 100
@@ -240,3 +244,34 @@ async def verify_fixed(closer: ClosingContext) -> bool:
                                           timeout=timedelta(seconds=min(closer.policy.close.poll_s, remaining)),
                                           timeout_summary="verify the device after the fix")
         wf.check_abort()
+
+
+async def note_given_back(wf: IncidentContext) -> str:
+    """Tell the open ticket that the device went back into service on its own Healthy report, so nobody chases
+    a repair it did not need; what came of it, for the outcome (empty on a run that predates the patch)."""
+    if not workflow.patched(GIVEN_BACK_NOTES_TICKET):
+        return ""
+    state, ticket = wf.state, wf.policy.ticket
+    healthy = [e for e in wf.events if e.health is Health.HEALTHY]
+    seen_by = f"{healthy[-1].source} reported it Healthy" if healthy else "it read Healthy"
+    text = (f"podmedic: {wf.inp.device.resource_id} is back in service: {seen_by} after the failure, it held "
+            f"Healthy for {wf.policy.close.anti_flap_s:g}s (anti-flap) and it is neither flapping nor a repeat "
+            f"offender, so its DeviceTaintRule was removed (incident {state.incident_id}). No repair was needed "
+            "this time; if it fails again, podmedic opens a new incident.")
+    options = activity_options(wf.policy.steps.ticket, f"tell ticket {state.ticket_id} the device is back")
+    options["retry_policy"] = GIVE_BACK
+    try:
+        noted = await workflow.execute_activity_method(
+            TicketActivities.note_ticket,
+            TicketNoteInput(incident_id=state.incident_id, idempotency_key=wf.request_id("ticket-note"), url=ticket.url,
+                            ticket_id=state.ticket_id or "", text=text, ticket=ticket),
+            **options,
+        )
+    except ActivityError as err:  # the device is back either way: the close does not hang on the ticket desk
+        wf.note("ticket", f"ticket {state.ticket_id} not told the device is back in service: {err.cause or err}")
+        return f"ticket {state.ticket_id} not told ({err.cause or err})"
+    if not noted:
+        wf.note("ticket", f"ticket {state.ticket_id} not told the device is back in service: resolved or gone")
+        return f"ticket {state.ticket_id} resolved or gone meanwhile"
+    wf.note("ticket", f"ticket {state.ticket_id} told the device is back in service")
+    return f"ticket {state.ticket_id} told the device is back in service"

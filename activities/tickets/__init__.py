@@ -27,7 +27,7 @@ from activities.tickets import evidence as ev
 from activities.tickets import jira, servicenow, webhook
 from activities.tickets.common import TIMEOUT
 from podmedic.domain.models import DeviceRef
-from podmedic.domain.steps import TicketInput, TicketResult, TicketStatusInput
+from podmedic.domain.steps import TicketInput, TicketNoteInput, TicketResult, TicketStatusInput
 from podmedic.domain.ticket_policy import Ticket
 from podmedic.kube.gateway import KubeGateway
 
@@ -91,6 +91,25 @@ class TicketActivities:
                 result = await webhook.file(session, ticket, inp.incident_id, inp.idempotency_key, evidence, prior)
         log.info("%s: %s ticket %s %s", inp.incident_id, result.backend, result.ticket_id, result.detail)
         return result
+
+    @activity.defn(name="note_ticket")
+    async def note_ticket(self, inp: TicketNoteInput) -> bool:
+        """Add a note to the open ticket (a webhook update, a Jira comment, a ServiceNow work note), once per
+        idempotency key; ``False`` when the ticket is resolved or gone, or the backend is none."""
+        ticket = _settings(inp.ticket, inp.url)
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+            if ticket.backend == "jira" and ticket.jira is not None:
+                done = await jira.note(session, ticket.jira, inp.idempotency_key, inp.ticket_id, inp.text)
+            elif ticket.backend == "servicenow" and ticket.servicenow is not None:
+                done = await servicenow.note(session, ticket.servicenow, inp.idempotency_key, inp.ticket_id, inp.text)
+            elif ticket.backend == "none":
+                done = False
+            else:
+                done = await webhook.note(session, ticket, inp.incident_id, inp.idempotency_key, inp.ticket_id,
+                                          inp.text)
+        log.info("%s: %s ticket %s %s", inp.incident_id, ticket.backend, inp.ticket_id,
+                 "noted" if done else "not noted (resolved, gone or no backend)")
+        return done
 
     @activity.defn(name="ticket_status")
     async def ticket_status(self, inp: TicketStatusInput) -> str:

@@ -116,6 +116,15 @@ async def file(session: aiohttp.ClientSession, settings: JiraTicket, key: str, e
     return TicketResult(filed=True, ticket_id=created, backend="jira")
 
 
+async def note(session: aiohttp.ClientSession, settings: JiraTicket, key: str, ticket_id: str, text: str) -> bool:
+    """Comment ``text`` on the issue while it is open (once per ``key``); ``False`` when it is done or gone."""
+    jira = JiraClient(session, settings)
+    if await jira.is_done(ticket_id) is not False:
+        return False
+    await jira.comment_once(ticket_id, label_for(key), text)
+    return True
+
+
 async def status(session: aiohttp.ClientSession, settings: JiraTicket, ticket_id: str) -> str:
     """``resolved`` when the issue's status category is done, else ``open``."""
     if not ticket_id:

@@ -102,6 +102,17 @@ async def file(session: aiohttp.ClientSession, settings: ServiceNowTicket, key: 
     return TicketResult(filed=True, ticket_id=str(created["number"]), backend="servicenow")
 
 
+async def note(session: aiohttp.ClientSession, settings: ServiceNowTicket, key: str, ticket_id: str,
+               text: str) -> bool:
+    """A work note on the record while it is open (once per ``key``); ``False`` when it is resolved or gone."""
+    sn = ServiceNowClient(session, settings)
+    found = await sn.query("number", ticket_id)
+    if not found or str(found.get("state", "")) in settings.resolved_states:
+        return False
+    await sn.note_once(str(found["sys_id"]), correlation_for(key), text)
+    return True
+
+
 async def status(session: aiohttp.ClientSession, settings: ServiceNowTicket, ticket_id: str) -> str:
     """``resolved`` when the record's ``state`` is one of the policy's resolved states."""
     if not ticket_id:

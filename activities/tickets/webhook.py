@@ -95,6 +95,18 @@ async def file(session: aiohttp.ClientSession, ticket: Ticket, incident_id: str,
     return TicketResult(filed=True, ticket_id=ticket_id, backend="webhook")
 
 
+async def note(session: aiohttp.ClientSession, ticket: Ticket, incident_id: str, key: str, ticket_id: str,
+               text: str) -> bool:
+    """Add ``text`` to the open ticket as an update (``note``, no evidence); ``False`` when the receiver has
+    it no more or resolved it. The same key is the same update however often it is sent."""
+    url = _url(ticket)
+    if not url:
+        return False
+    body = json.dumps({"idempotency_key": key, "incident": incident_id, "note": text},
+                      separators=(",", ":")).encode()
+    return await _update(session, ticket, url, ticket_id, key, body)
+
+
 async def _is_open(session: aiohttp.ClientSession, ticket: Ticket, ticket_id: str) -> bool:
     """Whether the receiver has ``ticket_id`` open (one it does not know, from another backend, is not)."""
     data = await call(session, "GET", f"{_url(ticket).rstrip('/')}/{ticket_id}", headers=_auth(ticket),

@@ -218,6 +218,17 @@ class TicketStatusInput(BaseModel):
     ticket: Ticket | None = None
 
 
+class TicketNoteInput(BaseModel):
+    """Add a note to an open ticket (the device went back into service, say), once per ``idempotency_key``."""
+
+    incident_id: str
+    idempotency_key: str
+    url: str
+    ticket_id: str
+    text: str = Field(min_length=1, max_length=2000)
+    ticket: Ticket | None = None
+
+
 class DeviceInput(BaseModel):
     """A device, for health reads."""
 

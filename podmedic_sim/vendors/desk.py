@@ -104,7 +104,7 @@ class VendorDesk:
         updates = ticket.setdefault("updates", [])
         if not any(u["idempotency_key"] == key for u in updates):
             updates.append({"idempotency_key": key, "at": time.time(), "incident": body.get("incident", ""),
-                            "evidence": body.get("evidence", {})})
+                            "evidence": body.get("evidence", {}), "note": body.get("note", "")})
             self._save()
             log.info("ticket %s updated by %s", ticket["id"], body.get("incident", ""))
         return web.json_response({"id": ticket["id"], "updates": len(updates)}, status=201)

@@ -25,7 +25,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.tickets import TicketActivities, webhook
 from activities.tickets.common import LEGACY_SIGNATURE_HEADER
-from podmedic.domain.steps import TicketInput, TicketStatusInput
+from podmedic.domain.steps import TicketInput, TicketNoteInput, TicketStatusInput
 from podmedic.domain.ticket_policy import JiraTicket, ServiceNowTicket, Ticket
 from podmedic_sim.vendors.base import FakeDesk
 from podmedic_sim.vendors.desk import VendorDesk
@@ -287,3 +287,44 @@ async def test_servicenow_adds_one_work_note_to_the_episodes_open_record(served:
         await sn.resolve(first.ticket_id or "")
         third = await backend.file(session, settings, "run-3", EVIDENCE, first.ticket_id)
     assert not third.reused and third.ticket_id != first.ticket_id and len(sn.tickets) == 2
+
+
+@pytest.mark.parametrize("kind", ["webhook", "jira", "servicenow"])
+async def test_a_note_reaches_the_open_ticket_once_and_never_a_resolved_one(
+        served: Any, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """``note_ticket`` (a device back in service): each backend's own way of adding to a ticket (the webhook's
+    ``POST <url>/<id>/updates`` with a ``note``, a Jira comment, a ServiceNow work note), once per key however
+    often the activity is retried, and ``False`` for a resolved ticket, which gets nothing."""
+    monkeypatch.setenv("PODMEDIC_JIRA_TOKEN", "tok")
+    monkeypatch.setenv("PODMEDIC_SERVICENOW_PASSWORD", "pw")
+    fake: Any
+    if kind == "jira":
+        fake = FakeJira(token="tok")
+        ticket = Ticket(backend="jira", jira=JiraTicket(url=await served(fake), project="OPS", email="bot@example.com"))
+    elif kind == "servicenow":
+        fake = FakeServiceNow(user="svc", password="pw")
+        ticket = Ticket(backend="servicenow", servicenow=ServiceNowTicket(url=await served(fake), user="svc"))
+    else:
+        fake = VendorDesk()
+        ticket = Ticket(url=f"{await served(fake)}/tickets")
+
+    def notes() -> list[str]:
+        if kind == "jira":
+            return [json.dumps(c["body"]) for c in fake.comments.get(filed, [])]
+        if kind == "servicenow":
+            return [j["value"] for j in fake.journal]
+        return [u["note"] for u in fake.tickets[filed].get("updates", [])]
+
+    async def note(key: str) -> bool:
+        inp = TicketNoteInput(incident_id=EVIDENCE["incident"], idempotency_key=key, url=ticket.url, ticket_id=filed,
+                              text="podmedic: back in service", ticket=ticket)
+        return bool(await ActivityEnvironment().run(TicketActivities().note_ticket, inp))
+
+    filed = str((await _file(ticket)).ticket_id)
+    assert await note("run-1#ticket-note#0") and await note("run-1#ticket-note#0")  # a retried activity
+    assert len(notes()) == 1 and "podmedic: back in service" in notes()[0], notes()
+    if kind == "webhook":
+        await fake._resolve(fake.tickets[filed])
+    else:
+        await fake.resolve(filed)
+    assert not await note("run-2#ticket-note#0") and len(notes()) == 1, notes()

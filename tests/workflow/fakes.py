@@ -39,6 +39,7 @@ from podmedic.domain.steps import (
     TaintInput,
     TaintResult,
     TicketInput,
+    TicketNoteInput,
     TicketResult,
     TicketStatusInput,
     UntaintInput,
@@ -87,6 +88,7 @@ class FakeCluster:
         self.health = Health.HEALTHY
         self.node_reports: list[NodeReportInput] = []
         self.ticket_state = "resolved"
+        self.ticket_notes: list[str] = []  # what note_ticket added to the open ticket
         self.notices: list[StepNotice] = []
         self.previous: list[PreviousIncident] = []
         self.quarantines: list[QuarantineInput] = []
@@ -180,6 +182,12 @@ class FakeCluster:
                 self.health = Health.HEALTHY  # the vendor replaced the device
             return self.ticket_state
 
+        @activity.defn(name="note_ticket")
+        async def note_ticket(inp: TicketNoteInput) -> bool:
+            self.calls["note_ticket"] += 1
+            self.ticket_notes.append(inp.text)
+            return self.ticket_state == "open"
+
         @activity.defn(name="report_to_node")
         async def report_to_node(inp: NodeReportInput) -> NodeReportResult:
             self.calls["report_to_node"] += 1
@@ -200,7 +208,7 @@ class FakeCluster:
 
         return [discover_device, request_checkpoints, taint_device, remove_taint, restart_in_place,
                 reschedule_same_node, reschedule_any_node, read_device_health, file_ticket, ticket_status,
-                report_to_node, notify_step,
+                note_ticket, report_to_node, notify_step,
                 *self.node_activities()]
 
     def node_activities(self) -> Sequence[Callable[..., Any]]:

@@ -117,6 +117,10 @@ async def test_a_healthy_report_ends_a_long_vendor_wait_at_once(
     assert outcome.outcome is Outcome.CLEARED, outcome
     assert f"device reported Healthy with ticket {outcome.ticket_id} still open (not resolved by the vendor)" in \
         outcome.explanation, outcome.explanation
+    # Mechanism 6 of issue 51: the open ticket is told the device went back into service on its own.
+    assert f"ticket {outcome.ticket_id} told the device is back in service" in outcome.explanation, outcome.explanation
+    [told] = fake.ticket_notes
+    assert f"{device.resource_id} is back in service: test reported it Healthy after the failure" in told, told
     # One status call after the report: once the device held Healthy, whether the vendor resolved it meanwhile.
     assert fake.calls["ticket_status"] == calls + 1, "the wait asked the vendor again instead of ending on the report"
     # The vendor-wait timer running when the report came: the wait must end before it fires, not when it does.
@@ -175,6 +179,7 @@ async def test_a_repeat_offender_reading_healthy_after_a_reboot_stays_out_until_
         outcome = await outcome_of(env, handle, step=timedelta(hours=6), rounds=60)
     assert outcome.outcome is Outcome.RESOLVED_BY_VENDOR, outcome.explanation
     assert fake.calls["remove_taint"] == 1 and fake.calls["file_ticket"] == 1
+    assert fake.ticket_notes == [], "a lemon's ticket is not told it is back in service"
 
 
 async def _flap(env: WorkflowEnvironment, task_queue: str, fake: FakeCluster, device: DeviceRef, *, reports: int,
