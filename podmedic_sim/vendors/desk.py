@@ -89,8 +89,9 @@ class VendorDesk:
         return ""
 
     async def update(self, request: web.Request) -> web.Response:
-        """Add a later incident's evidence to an open ticket, once per Idempotency-Key; 404 for an
-        unknown ticket, 409 for a resolved one (the sender then files a new ticket)."""
+        """Add a later incident's evidence (or a note: the device is back in service) to an open ticket, once
+        per Idempotency-Key; 404 for an unknown ticket, 409 for a resolved one (the sender then files a new
+        ticket)."""
         self.posts += 1
         signed = await self._signed_body(request)
         if isinstance(signed, web.Response):

@@ -4,8 +4,8 @@ Temporal dev server's visibility (the device's earlier incident, no fake), the s
 A reboot restarts the DRA driver's plugin, which forgets the taint it had published (KEP-5055: a driver's
 taints live in the ResourceSlice it writes) and reads the GPU Healthy again; podmedic's DeviceTaintRule is an
 API object and outlives the reboot. A device that is no repeat offender goes back into service on the
-Healthy report; one that failed ``repeat_offenders.incidents`` times stays out, its rule kept, until the
-vendor's fix is verified.
+Healthy report, and its open ticket is told so (mechanism 6); one that failed ``repeat_offenders.incidents``
+times stays out, its rule kept, until the vendor's fix is verified.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ async def test_a_lemon_rebooted_healthy_stays_out_until_the_vendor_fixes_it(
     await front.fail(device, code=None, message="node rebooted", health="Healthy")
     first = await outcome(worker, device)
     assert first.outcome is Outcome.CLEARED and first.taint_removed, first.explanation
+    # Its ticket is told, so the vendor does not chase a repair the reboot made unneeded (mechanism 6).
+    [told] = [u["note"] for u in desk.tickets[str(first.ticket_id)].get("updates", [])]
+    assert f"{device} is back in service" in told and "neither flapping nor a repeat offender" in told, told
 
     async def visible() -> None:  # the next incident counts this one through visibility
         runs = [wf async for wf in worker.list_workflows(f"WorkflowId = 'device/{device}' AND "
@@ -96,6 +99,8 @@ async def test_a_lemon_rebooted_healthy_stays_out_until_the_vendor_fixes_it(
     second = await outcome(worker, device)
     assert second.outcome is Outcome.RESOLVED_BY_VENDOR, second.explanation
     assert second.taint_removed and not _rules_for(sim, device)
+    assert not [u for u in desk.tickets[str(second.ticket_id)].get("updates", []) if u.get("note")], \
+        "the lemon's ticket was told it is back in service"
 
 
 async def _awaiting_vendor(worker: Client, device: str) -> None:
