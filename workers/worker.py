@@ -25,6 +25,7 @@ from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
 from activities.rule_sweep import RuleSweepActivities
 from activities.running_incidents import run_closed
+from activities.stall import StallActivities
 from activities.storm_turns import TurnActivities
 from activities.taint import TaintActivities
 from activities.tickets import TicketActivities
@@ -45,11 +46,13 @@ from workflows.node_incident import NodeIncidentWorkflow
 from workflows.pool_fence import PoolFenceWorkflow
 from workflows.storm_turns import StormTurnsWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
+from workflows.workload_stall import WorkloadStallWorkflow
 
 log = logging.getLogger("podmedic.worker")
 
 WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
-             FleetIncidentWorkflow, UnresolvedDeviceWorkflow, PoolFenceWorkflow, StormTurnsWorkflow]
+             FleetIncidentWorkflow, UnresolvedDeviceWorkflow, PoolFenceWorkflow, StormTurnsWorkflow,
+             WorkloadStallWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
@@ -60,6 +63,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     taint, recover = TaintActivities(kube, run_closed(client)), RecoverActivities(kube, claims)
     ticket = TicketActivities(kube, client)
     notice = NoticeActivities(kube)
+    stall = StallActivities(kube)
     return [
         discover.discover_device,
         discover.read_device_health,
@@ -72,6 +76,8 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         ticket.file_ticket,
         ticket.ticket_status,
         ticket.note_ticket,
+        stall.watch_steps,
+        stall.end_stalled_rank,
         notice.notify_pod,
         notice.notify_step,
         NodeActivities(client).report_to_node,

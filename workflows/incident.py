@@ -61,7 +61,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     @workflow.init
     def __init__(self, inp: IncidentInput) -> None:
         self.inp = inp
-        self.policy, self.policy_problem = policy_in_force(inp)
+        self.policy, self.policy_problem = policy_in_force(inp.policy_ref)
         self.state = IncidentState(incident_id=inp.device.workflow_id, device=inp.device)
         self.events: list[DeviceHealthEvent] = []
         self._seen: set[str] = set()

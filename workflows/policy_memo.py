@@ -8,16 +8,14 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from podmedic.domain.models import IncidentInput
     from podmedic.domain.policy import DriverPolicy
-    from podmedic.domain.policy_ref import POLICY_MEMO, packed_digest, unpack
+    from podmedic.domain.policy_ref import POLICY_MEMO, PolicyRef, packed_digest, unpack
 
 
-def policy_in_force(inp: IncidentInput) -> tuple[DriverPolicy, str]:
-    """The policy, and why it cannot be used (``""`` when it can): the memo missing, unreadable, or not
-    the content the input's digest names. An unusable policy is replaced by the built-in defaults only
-    so that the incident can close and say why; it acts on nothing."""
-    ref = inp.policy_ref
+def policy_in_force(ref: PolicyRef) -> tuple[DriverPolicy, str]:
+    """The policy the input's ``ref`` names, and why it cannot be used (``""`` when it can): the memo
+    missing, unreadable, or not the content the digest names. An unusable policy is replaced by the
+    built-in defaults only so that the incident can close and say why; it acts on nothing."""
     try:
         packed = workflow.memo_value(POLICY_MEMO, None, type_hint=bytes)
         policy = unpack(packed) if packed is not None else None

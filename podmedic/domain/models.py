@@ -68,6 +68,7 @@ class Outcome(StrEnum):
     QUARANTINED = "quarantined"
     NOT_ACTIONABLE = "not_actionable"
     REPORTED = "reported"
+    RESTARTED = "restarted"  # a stalled workload: a rank ended, its controller restarted it, steps moving again
     ABORTED = "aborted"
     FAILED = "failed"
     DRY_RUN = "dry_run"

@@ -85,6 +85,23 @@ class PrepareFailures(ConfigModel):
 SliceTaintMeaning = Literal["by_code", "transient", "permanent", "ignore"]
 
 
+class Stall(ConfigModel):
+    """A workload whose steps stop with no device saying why (a network hang, a collective stuck).
+
+    Only pods that declare the progress protocol (``podmedic.io/reports-progress``) are watched, and a
+    pod may set its own window with ``podmedic.io/stall-s`` (``0``: never judged): the trainer knows
+    its step and save times best.
+    """
+
+    after_s: float = Field(300.0, ge=0, description="No reporting pod of the workload moved its "
+                           "podmedic.io/progress for this long: it is hung (0: never judged). Below the "
+                           "collective timeout (NCCL's default is 600 s), above the longest step or save.")
+    grace_s: float = Field(30.0, ge=0, description="The ended rank's termination grace period: a hung process "
+                           "does not act on SIGTERM, so this only bounds how long the kubelet waits.")
+    verify_s: float = Field(900.0, gt=0, description="How long the workload has to move its steps again after "
+                            "the rank ended (its controller's restart: scheduling, image, start-up).")
+
+
 class Detection(ConfigModel):
     """When a signal becomes an incident, and how signals are grouped."""
 
@@ -117,6 +134,7 @@ class Detection(ConfigModel):
         description="Patterns on reason or message naming a fault outside the device (transient, node-scoped).",
     )
     prepare_failures: PrepareFailures = Field(default_factory=PrepareFailures)
+    stall: Stall = Field(default_factory=Stall)
 
     @field_validator("infrastructure")
     @classmethod

@@ -6,7 +6,8 @@ incident, fences a storm's pools first (``podmedic/ingest/storm_fence.py``) and 
 guard of a storm's devices (``podmedic/ingest/guard_sightings.py``), and hands the rest
 to the start of its kind (``podmedic/ingest/starts.py``): a device's observation to
 ``device/<driver>/<pool>/<device>``, a device plugin's to ``node/<node>``, a pod's configuration
-problem to ``config/<ns>/<pod>/<uid>``. ``deliver`` returns only after the server has accepted
+problem to ``config/<ns>/<pod>/<uid>``, a workload that stopped stepping to
+``workload/<ns>/<kind>/<name>``. ``deliver`` returns only after the server has accepted
 the signal or start, which is what lets the HTTP front answer 202.
 """
 
@@ -29,10 +30,11 @@ from podmedic.domain.models import (
     UnresolvedDevice,
 )
 from podmedic.domain.policy_file import PolicySet
+from podmedic.domain.stall import WorkloadStall
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.guard_sightings import GuardSightings
 from podmedic.ingest.handled import closed_run_that_saw
-from podmedic.ingest.starts import deliver_event, deliver_plugin_device, deliver_pod_report
+from podmedic.ingest.starts import deliver_event, deliver_plugin_device, deliver_pod_report, deliver_stall
 from podmedic.ingest.storm_fence import StormFences
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
@@ -139,6 +141,10 @@ class Deliverer:
         return list(await asyncio.gather(*(self.deliver(item) for item in items)))
 
     async def _round_trip(self, item: Observation) -> Delivered:
+        if isinstance(item, WorkloadStall):
+            run_id = await deliver_stall(self.client, item, self.policies, task_queue=self.task_queue,
+                                         search_attributes=self.search_attributes)
+            return Delivered(event_id=item.event_id, incident_id=item.workflow_id, run_id=run_id)
         if isinstance(item, (ConfigProblem, UnresolvedDevice)):
             opened = await deliver_pod_report(self.client, item, task_queue=self.task_queue,
                                               search_attributes=self.search_attributes)
@@ -184,6 +190,8 @@ class Deliverer:
 
     @staticmethod
     def _key(item: Observation) -> tuple[str, Hashable]:
+        if isinstance(item, WorkloadStall):
+            return item.workflow_id, item.steps
         if isinstance(item, UnresolvedDevice):
             return item.workflow_id, (item.health, item.message)
         if isinstance(item, ConfigProblem):

@@ -2,9 +2,10 @@
 
 A device's observation signals-with-start ``device/<driver>/<pool>/<device>``; a device plugin's
 device, its node's incident ``node/<node>``; a pod's configuration problem or unresolved device, a
-report opened at most once per pod. The Temporal server, not the ingest, decides whether an
-incident is already open: restarts and replicas never open a second. ``Deliverer``
-(``podmedic/ingest/delivery.py``) chooses which of these an observation takes, after its dedup.
+report opened at most once per pod; a workload that stopped stepping, ``workload/<ns>/<kind>/<name>``.
+The Temporal server, not the ingest, decides whether an incident is already open: restarts and replicas
+never open a second. ``Deliverer`` (``podmedic/ingest/delivery.py``) chooses which of these an
+observation takes, after its dedup.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from podmedic.domain.models import (
 from podmedic.domain.node import NodeWatchInput
 from podmedic.domain.policy_file import PolicySet
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
+from podmedic.domain.stall import StallInput, WorkloadStall
 from podmedic.temporal.signals import open_run_id, signal_if_open
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
+from workflows.workload_stall import WorkloadStallWorkflow
 
 
 async def _tell_open(client: Client, workflow_id: str, signal: Any, arg: BaseModel) -> str | None:
@@ -135,3 +138,22 @@ async def deliver_pod_report(client: Client, item: ConfigProblem | UnresolvedDev
     except WorkflowAlreadyStartedError:
         return False
     return True
+
+
+async def deliver_stall(client: Client, item: WorkloadStall, policies: PolicySet, *, task_queue: str,
+                        search_attributes: bool = True) -> str | None:
+    """Open the workload's stall incident (``workload/<ns>/<kind>/<name>``) with the policy of its devices'
+    driver; a running one is left to finish (``USE_EXISTING``): one stall incident per workload at a time.
+    Returns the run id."""
+    policy = policies.for_driver(item.driver)
+    handle = await client.start_workflow(
+        WorkloadStallWorkflow.run,
+        StallInput(stall=item, policy_ref=ref_of(policy), search_attributes=search_attributes),
+        id=item.workflow_id, task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        memo={POLICY_MEMO: pack(policy)},
+        static_summary=f"{item.kind} {item.namespace}/{item.name}: no step for {item.stalled_s:g}s, no device "
+                       f"fault"[:200],
+    )
+    return handle.result_run_id

@@ -25,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Tracer
 
 from podmedic.domain.models import ConfigProblem, PluginDevice, UnresolvedDevice
+from podmedic.domain.stall import WorkloadStall
 from podmedic.ingest.types import Observation
 from podmedic.telemetry import setup
 from podmedic.telemetry.interceptors import DEVICE, DRIVER, INCIDENT, NODE, POOL
@@ -43,6 +44,9 @@ def tracer() -> Tracer:
 
 def observation_attributes(item: Observation) -> dict[str, str | int]:
     """Span attributes of one observation: incident, driver, device, node, health, code, source."""
+    if isinstance(item, WorkloadStall):
+        return {INCIDENT: item.workflow_id, DRIVER: item.driver, "podmedic.source": item.source,
+                "podmedic.event_id": item.event_id, "podmedic.stalled_s": int(item.stalled_s)}
     if isinstance(item, ConfigProblem):
         found: dict[str, str | int] = {INCIDENT: item.workflow_id, DRIVER: item.driver,
                                        "podmedic.source": item.source, "podmedic.event_id": item.event_id}

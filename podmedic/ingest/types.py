@@ -6,8 +6,9 @@ import threading
 from typing import Protocol
 
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, PluginDevice, UnresolvedDevice
+from podmedic.domain.stall import WorkloadStall
 
-Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice | PluginDevice
+Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice | PluginDevice | WorkloadStall
 
 
 

@@ -207,9 +207,12 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         """Patch a pod (strategic merge; ``None`` removes a field)."""
         return self._request(requests.patch_pod(namespace, name, body))
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        """Delete the pod with this UID; a missing or replaced one is fine."""
-        body = {"preconditions": {"uid": uid}}
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_s: float | None = None) -> None:
+        """Delete the pod with this UID (within ``grace_s`` when given, else its own grace period); a missing
+        or replaced one is fine."""
+        body: Obj = {"preconditions": {"uid": uid}}
+        if grace_s is not None:
+            body["gracePeriodSeconds"] = int(grace_s)
         with contextlib.suppress(NotFound, Conflict):
             self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace,
                        body=body)

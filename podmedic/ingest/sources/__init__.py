@@ -1,5 +1,5 @@
-"""The ingest's cluster sources: pod status, ResourceSlice device taints, prepare-failure Events,
-and the ResourceClaim watch that pod status resolves devices through.
+"""The ingest's cluster sources: pod status, ResourceSlice device taints, prepare-failure Events, the
+workloads' progress, and the ResourceClaim watch that pod status and progress resolve devices through.
 
 Each is a ``ClusterSource`` with ``run(emit, stop)`` for a thread of its own, on one watch
 loop (``watch_loop``) that resumes from a cursor under the ingest's state directory.
@@ -13,12 +13,13 @@ from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.sources.claim_index import ClaimIndex, ClaimSource
 from podmedic.ingest.sources.pod_status import PodStatusSource
 from podmedic.ingest.sources.prepare_failures import PrepareFailureSource
+from podmedic.ingest.sources.progress import ProgressSource
 from podmedic.ingest.sources.slice_taints import SliceTaintSource
 from podmedic.ingest.sources.watch_loop import ClusterSource, Emit, Observation
 from podmedic.kube.gateway import KubeGateway
 
-__all__ = ["ClusterSource", "Emit", "Observation", "PodStatusSource", "PrepareFailureSource", "SliceTaintSource",
-           "cluster_sources"]
+__all__ = ["ClusterSource", "Emit", "Observation", "PodStatusSource", "PrepareFailureSource", "ProgressSource",
+           "SliceTaintSource", "cluster_sources"]
 
 
 def cluster_sources(kube: KubeGateway, policies: PolicySet, state_dir: Path | None, *,
@@ -34,4 +35,5 @@ def cluster_sources(kube: KubeGateway, policies: PolicySet, state_dir: Path | No
                          cursor_interval_s=cursor_interval_s),
         PrepareFailureSource(kube, policies, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
                              cursor_interval_s=cursor_interval_s),
+        ProgressSource(kube, policies, claims=claims, watch_timeout_s=watch_timeout_s),
     ]

@@ -1,0 +1,121 @@
+"""A workload that stopped stepping with no device saying why: the observation and the incident's record.
+
+A synchronous job whose collective hangs on a link or a peer (Llama 3, arXiv 2407.21783 section 3.3.4:
+network faults show as NCCL errors or hangs, no GPU XID) holds every rank until the collective timeout
+fires (``init_process_group(timeout=)``, 10 minutes by default for NCCL, often 30-60 in production);
+then every rank aborts and the workload's controller restarts it. The progress protocol shows the hang
+sooner: no reporting pod's ``podmedic.io/progress`` moves. Ending one rank then makes the controller
+restart the workload at once (a JobSet's failure policy, a LeaderWorkerSet's group restart, the peers'
+own exit on a lost peer), which is what the timeout would do, minus the wait.
+
+Pure models and functions: no I/O here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, Field
+
+from podmedic.domain.base import Obj
+from podmedic.domain.models import Outcome, PodKey
+from podmedic.domain.policy_ref import PolicyRef
+
+STALL_S = "podmedic.io/stall-s"
+"""A pod's own stall window in seconds (``0``: never judged), over the driver's ``detection.stall.after_s``."""
+
+# The workload a pod belongs to, outermost first: the labels its controller puts on every pod it makes.
+WORKLOAD_LABELS = (
+    ("JobSet", "jobset.sigs.k8s.io/jobset-name"),
+    ("LeaderWorkerSet", "leaderworkerset.sigs.k8s.io/name"),
+    ("Job", "batch.kubernetes.io/job-name"),
+)
+
+
+class StalledPod(BaseModel):
+    """One reporting pod of a stalled workload, as last seen."""
+
+    pod: PodKey
+    node: str | None = None
+    step: str = Field(description="Its podmedic.io/progress when it last moved.")
+    device: str | None = Field(None, description="A device it holds (driver/pool/device), when known.")
+
+
+class WorkloadStall(BaseModel):
+    """No reporting pod of a workload moved its progress for ``stalled_s`` (at least ``after_s``)."""
+
+    namespace: str
+    kind: str
+    name: str
+    driver: str = Field(description="The driver of its devices, whose policy applies ('default' when unknown).")
+    pods: list[StalledPod] = Field(min_length=1)
+    stalled_s: float = Field(ge=0)
+    after_s: float = Field(gt=0)
+    observed_at: dt.datetime
+    event_id: str
+    source: str = "progress"
+
+    @property
+    def workflow_id(self) -> str:
+        """``workload/<namespace>/<kind>/<name>``: one stall incident per workload at a time."""
+        return f"workload/{self.namespace}/{self.kind}/{self.name}"
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The steps it stands still at, by pod: what a later stall must differ in to be news."""
+        return tuple(f"{p.pod.uid}={p.step}" for p in self.pods)
+
+
+class StallInput(BaseModel):
+    """The stall incident's input: the observation, and the driver's policy by reference."""
+
+    stall: WorkloadStall
+    policy_ref: PolicyRef = Field(description="The driver's policy by digest; the content rides in the memo "
+                                              "(podmedic/domain/policy_ref.py).")
+    search_attributes: bool = True
+
+
+class StallOutcome(BaseModel):
+    """How a stall incident ended."""
+
+    incident_id: str
+    outcome: Outcome
+    explanation: str
+    ended: PodKey | None = Field(None, description="The rank podmedic ended, if it ended one.")
+    steps_before: str = ""
+    steps_after: str = ""
+    timeline: list[str] = Field(default_factory=list)
+
+
+def workload_of(pod: Obj) -> tuple[str, str] | None:
+    """``(kind, name)`` of the workload the pod belongs to, by its controller's labels, else its owner."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for kind, label in WORKLOAD_LABELS:
+        if labels.get(label):
+            return kind, str(labels[label])
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    if owner and owner.get("kind") and owner.get("name"):
+        return str(owner["kind"]), str(owner["name"])
+    return None
+
+
+def own_window(annotations: dict[str, str]) -> float | None:
+    """The pod's ``podmedic.io/stall-s``, or ``None`` when it sets none or sets something that is no number
+    of seconds (then the driver's window applies, and the caller says so)."""
+    text = annotations.get(STALL_S)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def step_order(step: str) -> tuple[int, float, str]:
+    """A key that sorts steps numerically when they are numbers, else as text (behind the numbers)."""
+    try:
+        return 0, float(step), ""
+    except ValueError:
+        return 1, 0.0, step

@@ -1,0 +1,109 @@
+"""A hang no device reports, end to end: the ingest's progress watch, the stall incident, the real worker.
+
+Real parts: the simulator over HTTP (its collective model, ``podmedic_sim/collectives.py``, cites the
+shapes: a hung rank stays Running and Ready, no rank steps, SIGTERM is not acted on, every rank's watchdog
+aborts at the collective timeout, exit 134), the ingest's cluster sources as ``podmedic ingest`` runs
+them, the Temporal dev server and the real worker under deploy/'s RBAC.
+
+A two-rank job whose collective timeout is 60 s gets one rank hung. With ``detection.stall.after_s`` of
+2 s the ingest sees no step for 2 s, the incident ends the rank furthest behind, the peers abort on the
+lost peer, the Job controller replaces the ranks and the steps move again: long before the timeout.
+With the mechanism off (``after_s: 0``) nothing is opened and the job stands still until the timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from podmedic.domain.models import Outcome
+from podmedic.domain.policy_file import parse_policy
+from podmedic.domain.stall import StallOutcome
+from podmedic_sim import SimCluster
+from tests.e2e_ingest.conftest import SourceSet
+from tests.helpers import wait_until
+from workflows.workload_stall import WorkloadStallWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+COLLECTIVE_TIMEOUT_S = 60.0
+
+
+def _policy(after_s: float) -> Any:
+    return parse_policy(f"""
+drivers:
+  default:
+    detection:
+      stall: {{after_s: {after_s}, grace_s: 0, verify_s: 30}}
+""")
+
+
+def _job(sim: SimCluster, name: str) -> dict[str, Any]:
+    return next(j for j in sim.state()["jobs"] if j["name"] == name)
+
+
+def _ranks(sim: SimCluster, name: str) -> list[dict[str, Any]]:
+    return [p for p in sim.state()["pods"] if p["job"] == name and p["ready"] and not p["deleting"]]
+
+
+def _hung_job(sim: SimCluster) -> tuple[str, list[dict[str, Any]]]:
+    """A two-rank job stepping, then one rank hung; its name and its ranks."""
+    name = f"train-{uuid.uuid4().hex[:5]}"
+    sim.call(lambda: sim.engine.create_training_job(
+        name, parallelism=2, collectives={"peer_exit_s": 0.2, "collective_timeout_s": COLLECTIVE_TIMEOUT_S}))
+    ranks = wait_until(lambda: (r if len(r := _ranks(sim, name)) == 2 else None), timeout=30, what="both ranks")
+    wait_until(lambda: _job(sim, name)["step"] >= 3 or None, timeout=30, what="steps")
+    sim.call(lambda: sim.engine.workloads.collectives.hang(*sim.engine.workloads.rank("default", ranks[1]["name"])))
+    return name, ranks
+
+
+async def test_a_hung_job_is_restarted_long_before_its_collective_timeout(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    client, _ = ingest_worker
+    sources = source_sets(_policy(2))
+    await sources.watching()
+    name, ranks = _hung_job(ingest_sim)
+    hung_at, step = time.monotonic(), _job(ingest_sim, name)["step"]
+    handle = client.get_workflow_handle_for(WorkloadStallWorkflow.run, f"workload/default/Job/{name}")
+    outcome = await _result(handle, timeout=COLLECTIVE_TIMEOUT_S / 2)
+    took = time.monotonic() - hung_at
+    lines = "\n".join(outcome.timeline)
+    assert outcome.outcome is Outcome.RESTARTED, lines
+    assert outcome.ended is not None and outcome.ended.name in {r["name"] for r in ranks}, outcome.ended
+    assert "no device reports a fault" in lines and "PodmedicWorkloadStalled recorded on 2 pod(s)" in lines, lines
+    assert took < COLLECTIVE_TIMEOUT_S / 2, f"{took:.0f}s: no faster than the collective timeout would have been"
+    assert "steps again: " in outcome.explanation and "(new) moved: step" in outcome.explanation, outcome.explanation
+    print(f"stalled at step {step}; restarted and stepping again {took:.1f}s after the hang "
+          f"(collective timeout {COLLECTIVE_TIMEOUT_S:g}s)")
+
+
+async def test_with_the_window_at_zero_a_hung_job_waits_for_its_own_timeout(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    client, _ = ingest_worker
+    sources = source_sets(_policy(0))
+    await sources.watching()
+    name, _ = _hung_job(ingest_sim)
+    await asyncio.sleep(6)  # three windows of the other test: what must not happen has no condition to wait for
+    opened = [wf async for wf in client.list_workflows(f"WorkflowId = 'workload/default/Job/{name}'")]
+    assert not opened, "a stall incident opened with the mechanism off"
+    assert len(_ranks(ingest_sim, name)) == 2, "the hung job was left alone"
+
+
+async def _result(handle: Any, timeout: float) -> StallOutcome:
+    """The stall incident's outcome, once the ingest opened it and it closed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            left = max(1.0, deadline - time.monotonic())
+            result: StallOutcome = await asyncio.wait_for(handle.result(), timeout=left)
+            return result
+        except Exception:
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.5)
