@@ -77,6 +77,7 @@ POLICIES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-jo
 CONTROL = "control"
 ABLATIONS: dict[str, dict[tuple[str, ...], float]] = {
     "podmedic-no-hang": {("checkpoint", "hang_s"): 0.0},
+    "podmedic-no-stall": {("detection", "stall", "after_s"): 0.0},
 }
 """podmedic with one of its mechanisms switched off (a policy value set in the shipped policy's default
 driver entry), run only when asked (``--policy``): what that mechanism alone gives back, seed by seed."""

@@ -29,6 +29,7 @@ DRIVER_WAITS: tuple[tuple[str, ...], ...] = (
     ("node_quarantine", "hold_s"), ("node_quarantine", "poll_s"),
     ("detection", "unknown_grace_s"), ("detection", "corroborate_s"), ("detection", "node_correlation", "window_s"),
     ("detection", "flapping", "window_s"), ("repeat_offenders", "window_s"), ("approvals", "timeout_s"),
+    ("detection", "stall", "after_s"), ("detection", "stall", "grace_s"), ("detection", "stall", "verify_s"),
 )
 """Waits in a driver entry, scaled wherever an entry sets them."""
 RUNGS = ("transient", "permanent")  # each rung's timeout_s, under recovery

@@ -120,7 +120,11 @@ def test_an_ablation_switches_one_mechanism_off_and_is_paired_with_podmedic() ->
     assert off.for_driver("gpu.nvidia.com").checkpoint.hang_s == 0.0
     assert on.for_driver("gpu.nvidia.com").checkpoint.hang_s == pytest.approx(60.0 / 60)
     assert (RUN, tuple(ABLATIONS)) == (POLICY_CHOICES, ABLATION_CHOICES) and (*RUN, *ABLATIONS) == KNOWN
-    assert ("podmedic", "podmedic-no-hang") in PAIRS
+    assert ("podmedic", "podmedic-no-hang") in PAIRS and ("podmedic", "podmedic-no-stall") in PAIRS
+    # podmedic-no-stall: detection.stall.after_s 0, kept 0 by the scaling; on, the shipped 300 s scaled.
+    assert shipped_policy_scaled(60.0, changed=ABLATIONS["podmedic-no-stall"]).for_driver(
+        "gpu.nvidia.com").detection.stall.after_s == 0.0
+    assert on.for_driver("gpu.nvidia.com").detection.stall.after_s == pytest.approx(300.0 / 60)
     assert paired([{"policy": "podmedic", "runs": [{"seed": 1, "effective_training_ratio": 0.95}]},
                    {"policy": "podmedic-no-hang", "runs": [{"seed": 1, "effective_training_ratio": 0.9}]}]) == [
         {"policy": "podmedic", "baseline": "podmedic-no-hang", "difference": 0.05, "ci95": 0.0, "seeds": 1}]
