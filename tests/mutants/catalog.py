@@ -313,4 +313,35 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if not hung or (in_place.mechanism == "exec_signal" and in_place.signal == "KILL"):',
         "    if True:",
         ("tests/e2e_recover/test_hung_in_place.py",)),
+    Mutant(
+        "stall-never-judged", "a workload that stops stepping with no device fault is restarted before its "
+        "collective timeout",
+        "podmedic/ingest/sources/progress.py",
+        "        if window <= 0 or still < window:",
+        "        if True:",
+        ("tests/e2e_ingest/test_workload_stall.py", "tests/unit/test_progress_tracker.py")),
+    Mutant(
+        "stall-judges-what-reports-nothing", "a workload that reports no progress is never judged stalled",
+        "podmedic/ingest/sources/progress.py",
+        "        if (not uid or step is None or workload is None or not podview.reports_progress(pod)",
+        "        if (not uid or step is None or workload is None",
+        ("tests/unit/test_progress_tracker.py",)),
+    Mutant(
+        "lemon-given-back-on-a-reboot", "a repeat offender's Healthy report after a reboot does not give it back",
+        "workflows/ticketing.py",
+        "    lemon = wf.state.repeat_offender and workflow.patched(LEMON_WAITS_FOR_VENDOR)",
+        "    lemon = False",
+        ("tests/e2e_tickets/test_lemon_reboot.py", "tests/workflow/test_vendor_wait.py")),
+    Mutant(
+        "given-back-ticket-not-told", "a device back in service on its own report tells its open ticket",
+        "workflows/closing.py",
+        "                told = await ticketing.note_given_back(self.wf)",
+        '                told = ""',
+        ("tests/e2e_tickets/test_lemon_reboot.py", "tests/workflow/test_vendor_wait.py")),
+    Mutant(
+        "fellow-rank-not-kept-off", "a JobSet's other ranks leave the held replacement's GPUs alone",
+        "podmedic/admission/review.py",
+        "    elif (hold := fellow_rank_hold(pod, namespace, holds, now)) is not None:",
+        "    elif (hold := None) is not None:",
+        ("tests/e2e_recover/test_same_node_workloads.py", "tests/unit/test_placement_holds.py")),
 )
