@@ -34,7 +34,8 @@ def _pod(uid: str, step: str | None, *, jobset: str = "llm", reports: bool = Tru
     return {"metadata": {"uid": uid, "name": f"{jobset}-{uid}", "namespace": "ml", "annotations": notes,
                          "labels": {"jobset.sigs.k8s.io/jobset-name": jobset,
                                     "batch.kubernetes.io/job-name": f"{jobset}-node-{uid}"}},
-            "spec": {"nodeName": "node-1"}, "status": {"phase": phase}}
+            "spec": {"nodeName": "node-1"},
+            "status": {"phase": phase, "containerStatuses": [{"name": "trainer", "state": {"running": {}}}]}}
 
 
 def _tracker(*pods: dict[str, Any], at: float = 0.0, device: str | None = None) -> ProgressTracker:
@@ -103,3 +104,15 @@ def test_what_counts_as_moving_before_acting_and_after() -> None:
     assert moved_since([_pod("a", "7"), _pod("c", "5")], since, first, gone_moves=False) == ""
     assert moved_since([_pod("a", "7"), _pod("c", "6")], since, first, gone_moves=False) == \
         "llm-c (new) moved: step 5 -> 6"
+
+
+def test_a_crash_looping_pod_is_not_a_hang_and_a_checkpoint_podmedic_asked_for_restarts_the_clock() -> None:
+    looping = _pod("a", "7")
+    looping["status"]["containerStatuses"] = [{"name": "trainer", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+    assert _tracker(looping).stalled(1e6) == []
+    tracker = _tracker(_pod("a", "7"))
+    asked = _pod("a", "7")
+    asked["metadata"]["annotations"]["podmedic.io/checkpoint-request"] = "device/x#ckpt#0"
+    tracker.see(asked, None, 8.0)
+    assert tracker.stalled(17.0) == [], "the save podmedic asked for at 8 s gets a whole window"
+    assert len(tracker.stalled(18.0)) == 1

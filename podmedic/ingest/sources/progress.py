@@ -7,7 +7,9 @@ moved its step for the workload's window (the driver's ``detection.stall.after_s
 ``podmedic.io/stall-s`` its pods set), a ``WorkloadStall`` is emitted, once per set of steps it stands
 at: the same stall is not news, a stall after the steps moved again is.
 
-A workload that reports no progress is never judged, nor one whose window is 0. The clock is this
+A workload that reports no progress is never judged, nor one whose window is 0, nor a pod with a
+container not running (crash-looping is its controller's business); a checkpoint podmedic asks for pauses
+the steps on purpose, so a new request restarts the clock. The clock is this
 process's: a pod first seen now counts from now, so a restarted or newly elected ingest lists the pods
 (no cursor) and judges only after a whole window of its own. An emit that fails leaves the stall untold,
 and the next tick emits it again.
@@ -50,6 +52,16 @@ class _Pod:
     moved_at: float
     window_s: float | None  # its own podmedic.io/stall-s
     device: str | None  # driver/pool/device of a device it holds
+    asked: str  # podmedic.io/checkpoint-request as last seen
+
+
+def _all_running(pod: Obj) -> bool:
+    """Running with every container running: a hung rank is; a crash-looping one (a container waiting) is
+    its controller's business, not a hang."""
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    return status.get("phase") == "Running" and bool(containers) and \
+        all("running" in (c.get("state") or {}) for c in containers)
 
 
 class ProgressTracker:
@@ -71,7 +83,7 @@ class ProgressTracker:
         step = notes.get(protocol.PROGRESS)
         workload = workload_of(pod)
         if (not uid or step is None or workload is None or not podview.reports_progress(pod)
-                or "deletionTimestamp" in meta or (pod.get("status") or {}).get("phase") != "Running"):
+                or "deletionTimestamp" in meta or not _all_running(pod)):
             self.forget(uid)
             return
         window = own_window(notes)
@@ -80,15 +92,17 @@ class ProgressTracker:
             log.warning("pod %s/%s: %s %r is no number of seconds; the driver's window applies",
                         meta.get("namespace"), meta.get("name"), STALL_S, notes[STALL_S])
         key = (str(meta.get("namespace") or ""), *workload)
+        asked = notes.get(protocol.REQUEST, "")
         with self._lock:
             known = self._pods.get(uid)
-            moved = known is None or known.step != step
+            # A checkpoint podmedic asked for pauses the steps on purpose: a new request restarts the clock.
+            moved = known is None or known.step != step or known.asked != asked
             if moved:
                 self._told.pop(key, None)
             self._pods[uid] = _Pod(key, PodKey(namespace=key[0], name=str(meta.get("name") or ""), uid=uid),
                                    (pod.get("spec") or {}).get("nodeName"), step,
                                    now if moved or known is None else known.moved_at, window,
-                                   device or (known.device if known else None))
+                                   device or (known.device if known else None), asked)
 
     def forget(self, uid: str) -> None:
         """A pod gone, stopped or no longer reporting."""
