@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_guard import GuardActivities
     from activities.notice import NoticeActivities
     from activities.stall import EndRankInput, StallActivities, StepsReading, WatchStepsInput
+    from podmedic.domain import search
     from podmedic.domain.fleet_guard.messages import PermitRelease, PermitRequest
     from podmedic.domain.incident import StepNotice
     from podmedic.domain.models import DeviceRef, Outcome
@@ -161,6 +162,9 @@ class WorkloadStallWorkflow:
     async def _finish(self, inp: StallInput, outcome: Outcome, explanation: str, before: str,
                       after: StepsReading | None = None) -> StallOutcome:
         self._note(f"closed: {outcome.value}: {explanation}")
+        if inp.search_attributes and workflow.info().typed_search_attributes.get(search.PHASE) is not None:
+            workflow.upsert_search_attributes([search.PHASE.value_set("Closed"),
+                                               search.OUTCOME.value_set(outcome.value)])
         if self.asked_guard:
             try:
                 await workflow.execute_activity_method(

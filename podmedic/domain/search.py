@@ -108,6 +108,17 @@ def for_storm(driver: str) -> TypedSearchAttributes:
     return TypedSearchAttributes([SearchAttributePair(DRIVER, driver), SearchAttributePair(PHASE, "Storm")])
 
 
+def for_workload(driver: str, namespace: str, name: str, pods: list[str]) -> TypedSearchAttributes:
+    """Attributes of a workload's stall incident: its driver, namespace, workload name and pods."""
+    return TypedSearchAttributes([
+        SearchAttributePair(DRIVER, driver),
+        SearchAttributePair(NAMESPACE, namespace),
+        SearchAttributePair(JOB, name),
+        SearchAttributePair(PODS, pods[:50]),
+        SearchAttributePair(PHASE, "Acting"),
+    ])
+
+
 def for_node(driver: str, node: str) -> TypedSearchAttributes:
     """Attributes of a node's watch (and node incident)."""
     return TypedSearchAttributes([

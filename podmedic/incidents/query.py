@@ -22,7 +22,8 @@ from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_ref import POLICY_MEMO, unpack
 
 KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident",
-         "pod-device": "UnresolvedDeviceIncident", "pool": "PoolFence", "storm": "StormTurns"}
+         "pod-device": "UnresolvedDeviceIncident", "pool": "PoolFence", "storm": "StormTurns",
+         "workload": "WorkloadStall"}
 _SAFE = re.compile(r"^[A-Za-z0-9._/:@+-]*$")
 
 
@@ -36,7 +37,7 @@ class OperatorError(Exception):
 
 def incident_id(text: str) -> str:
     """Accept a workflow id or a bare ``driver/pool/device`` resource id."""
-    kinds = ("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/")
+    kinds = ("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/", "workload/")
     if text.startswith(kinds) or text.count("/") != 2:
         return text
     return f"device/{text}"
@@ -129,6 +130,8 @@ async def show(client: Client, wid: str, run_id: str | None = None) -> Shown:
             shown.outcome = await typed.result()
     elif running and desc.workflow_type in (KINDS["node"], KINDS["pool"], KINDS["storm"]):
         shown.other = await handle.query("get_state", rpc_timeout=dt.timedelta(seconds=10))
+    elif running and desc.workflow_type == KINDS["workload"]:
+        shown.other = await handle.query("get_timeline", rpc_timeout=dt.timedelta(seconds=10))
     elif desc.status == WorkflowExecutionStatus.COMPLETED:
         shown.other = await handle.result()
     return shown

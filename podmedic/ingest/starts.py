@@ -153,6 +153,9 @@ async def deliver_stall(client: Client, item: WorkloadStall, policies: PolicySet
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         memo={POLICY_MEMO: pack(policy)},
+        search_attributes=search.for_workload(item.driver, item.namespace, item.name,
+                                              [f"{p.pod.namespace}/{p.pod.name}" for p in item.pods])
+        if search_attributes else None,
         static_summary=f"{item.kind} {item.namespace}/{item.name}: no step for {item.stalled_s:g}s, no device "
                        f"fault"[:200],
     )

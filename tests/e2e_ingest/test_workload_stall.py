@@ -25,9 +25,10 @@ from temporalio.client import Client
 from podmedic.domain.models import Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.stall import StallOutcome
+from podmedic.incidents.query import list_incidents, list_query
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
-from tests.helpers import wait_until
+from tests.helpers import assert_eventually, wait_until
 from workflows.workload_stall import WorkloadStallWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -79,6 +80,11 @@ async def test_a_hung_job_is_restarted_long_before_its_collective_timeout(
     assert "no device reports a fault" in lines and "PodmedicWorkloadStalled recorded on 2 pod(s)" in lines, lines
     assert took < COLLECTIVE_TIMEOUT_S / 2, f"{took:.0f}s: no faster than the collective timeout would have been"
     assert "steps again: " in outcome.explanation and "(new) moved: step" in outcome.explanation, outcome.explanation
+    # What an operator lists (`podmedic incidents list --type workload --job NAME`): visibility's record.
+    async def listed() -> None:
+        [row] = await list_incidents(client, list_query("workload", namespace="default", job=name), 5)
+        assert row.attributes.get("PodmedicOutcome") == "restarted", row.attributes
+    await assert_eventually(listed, timeout=10)
     print(f"stalled at step {step}; restarted and stepping again {took:.1f}s after the hang "
           f"(collective timeout {COLLECTIVE_TIMEOUT_S:g}s)")
 
