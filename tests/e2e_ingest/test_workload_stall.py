@@ -64,12 +64,17 @@ def _hung_job(sim: SimCluster) -> tuple[str, list[dict[str, Any]]]:
     return name, ranks
 
 
+async def _watched_hang(sim: SimCluster, source_sets: Callable[..., SourceSet],
+                        after_s: float) -> tuple[str, list[dict[str, Any]]]:
+    """The ingest's sources watching with a stall window of ``after_s``, then a job with a hung rank."""
+    await source_sets(_policy(after_s)).watching()
+    return _hung_job(sim)
+
+
 async def test_a_hung_job_is_restarted_long_before_its_collective_timeout(
         ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
     client, _ = ingest_worker
-    sources = source_sets(_policy(2))
-    await sources.watching()
-    name, ranks = _hung_job(ingest_sim)
+    name, ranks = await _watched_hang(ingest_sim, source_sets, 2)
     hung_at, step = time.monotonic(), _job(ingest_sim, name)["step"]
     handle = client.get_workflow_handle_for(WorkloadStallWorkflow.run, f"workload/default/Job/{name}")
     outcome = await _result(handle, timeout=COLLECTIVE_TIMEOUT_S / 2)
@@ -92,9 +97,7 @@ async def test_a_hung_job_is_restarted_long_before_its_collective_timeout(
 async def test_with_the_window_at_zero_a_hung_job_waits_for_its_own_timeout(
         ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
     client, _ = ingest_worker
-    sources = source_sets(_policy(0))
-    await sources.watching()
-    name, _ = _hung_job(ingest_sim)
+    name, _ = await _watched_hang(ingest_sim, source_sets, 0)
     await asyncio.sleep(6)  # three windows of the other test: what must not happen has no condition to wait for
     opened = [wf async for wf in client.list_workflows(f"WorkflowId = 'workload/default/Job/{name}'")]
     assert not opened, "a stall incident opened with the mechanism off"
