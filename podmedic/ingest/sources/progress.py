@@ -104,6 +104,11 @@ class ProgressTracker:
                                    now if moved or known is None else known.moved_at, window,
                                    device or (known.device if known else None), asked)
 
+    def knows(self, uid: str) -> bool:
+        """Whether the pod is tracked now."""
+        with self._lock:
+            return uid in self._pods
+
     def forget(self, uid: str) -> None:
         """A pod gone, stopped or no longer reporting."""
         with self._lock:
@@ -169,7 +174,8 @@ class ProgressSource(ClusterSource):
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         if kind == "DELETED":
             return Change(apply=lambda: self.tracker.forget(uid))
-        device = self._device(obj) if podview.reports_progress(obj) else None
+        # Its device is looked up once, when the pod is first tracked: progress moves many times a minute.
+        device = self._device(obj) if podview.reports_progress(obj) and not self.tracker.knows(uid) else None
         now = self.clock()
         return Change(apply=lambda: self.tracker.see(obj, device, now))
 
