@@ -61,12 +61,20 @@ class WorkloadStallWorkflow:
 
     @workflow.run
     async def run(self, inp: StallInput) -> StallOutcome:
-        """Confirm, ask the guard, end one rank, verify."""
-        stall, incident = inp.stall, workflow.info().workflow_id
+        """Confirm, ask the guard, end one rank, verify; a call that keeps failing ends it ``failed``, saying
+        which (the workload is then left to its own collective timeout)."""
+        before = ", ".join(f"{p.pod.name}={p.step}" for p in inp.stall.pods)
         policy, problem = policy_in_force(inp.policy_ref)
-        before = ", ".join(f"{p.pod.name}={p.step}" for p in stall.pods)
         if problem:
             return await self._finish(inp, Outcome.FAILED, problem, before)
+        try:
+            return await self._act(inp, policy, before)
+        except ActivityError as err:
+            return await self._finish(inp, Outcome.FAILED, f"{err.activity_type} kept failing ({err.cause or err}); "
+                                                            "the workload is left to its own timeout", before)
+
+    async def _act(self, inp: StallInput, policy: DriverPolicy, before: str) -> StallOutcome:
+        stall, incident = inp.stall, workflow.info().workflow_id
         rules = policy.detection.stall
         self._note(f"no step for {stall.stalled_s:g}s across {len(stall.pods)} reporting pod(s) of {stall.kind} "
                    f"{stall.namespace}/{stall.name} (window {stall.after_s:g}s) and no device reports a fault: hung")
