@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from benchmarks.goodput_faults import INTERVAL_H
+from benchmarks.goodput_faults import INTERVAL_H, MIX
 from benchmarks.results import RESULTS
 
 SERVER_CHOICES = ("default", "tuned")
@@ -84,7 +84,7 @@ def _goodput(args: argparse.Namespace) -> int:
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
                   ranks=args.ranks, policies=tuple(args.policy or POLICY_CHOICES), merge=args.merge,
                   jobset=args.jobset, collective_timeout_real_s=args.collective_timeout_min * 60,
-                  merge_from=tuple(args.merge_from or ()))
+                  merge_from=tuple(args.merge_from or ()), causes=tuple(args.cause or ()))
     return 0
 
 
@@ -217,6 +217,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--merge-from", type=Path, action="append", metavar="FILE",
                    help="also keep the runs of FILE (same setup and model; repeatable): seeds measured by "
                         "processes side by side, made one table (with --seeds 0, nothing is run)")
+    p.add_argument("--cause", action="append", choices=sorted(MIX), metavar="CAUSE",
+                   help="draw only this of Llama 3's causes (repeatable; a targeted run of one kind of fault, "
+                        "e.g. nccl_watchdog: a hang no device reports); write it to its own --json")
     p.add_argument("--json", type=Path, default=RESULTS / "goodput.json")
     p.set_defaults(func=_goodput)
     p = which.add_parser("goodput-sensitivity",

@@ -107,7 +107,7 @@ async def policies_on(setup: Setup, faults: int, seeds: list[int], progress: Any
     runs: dict[str, list[dict[str, Any]]] = {p: list((reused or {}).get(p, [])) for p in KNOWN}
     begun, total, done = time.monotonic(), len(seeds) * len(policies), 0
     for seed in seeds:
-        drawn = draw_faults(faults, seed, setup.duration_s)
+        drawn = draw_faults(faults, seed, setup.duration_s, setup.causes)
         for policy in policies:
             runs[policy] = [r for r in runs[policy] if r["seed"] != seed]
             result = await one_run(policy, setup, drawn if policy != CONTROL else [])
@@ -134,7 +134,7 @@ def mix_of(runs: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     return mix
 
 
-SAME_SETUP = ("jobs", "ranks", "jobset", "faults", "duration_s", "collective_timeout_real_s")
+SAME_SETUP = ("jobs", "ranks", "jobset", "faults", "duration_s", "collective_timeout_real_s", "causes")
 
 
 def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple[str, ...],
@@ -143,8 +143,10 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple
     a stack of its own), less those about to be run again; refuses another setup. Runs of other seeds are
     kept, so a table is measured a few seeds at a time and merged."""
     wanted = {"jobs": setup.jobs, "ranks": setup.ranks, "jobset": setup.jobset, "faults": faults,
-              "duration_s": setup.duration_s, "collective_timeout_real_s": setup.collective_timeout_real_s}
-    differs = [f"{k} {earlier.get(k)!r} != {v!r}" for k, v in wanted.items() if earlier.get(k) != v]
+              "duration_s": setup.duration_s, "collective_timeout_real_s": setup.collective_timeout_real_s,
+              "causes": list(setup.causes)}
+    differs = [f"{k} {earlier.get(k, [] if k == 'causes' else None)!r} != {v!r}" for k, v in wanted.items()
+               if earlier.get(k, [] if k == "causes" else None) != v]
     if differs:
         raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
     changed = model_changes(earlier.get("parameters"))
@@ -190,13 +192,17 @@ async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any
     all_seeds = sorted({r["seed"] for p in found["policies"] for r in p["runs"]})
     return {"benchmark": "goodput", "machine": machine(), "jobs": setup.jobs, "ranks": setup.ranks,
             "jobset": setup.jobset, "faults": faults, "seeds": all_seeds, "duration_s": setup.duration_s,
-            "collective_timeout_real_s": setup.collective_timeout_real_s, "step_s": STEP_S,
+            "collective_timeout_real_s": setup.collective_timeout_real_s, "causes": list(setup.causes),
+            "step_s": STEP_S,
             "checkpoint_every": CHECKPOINT_EVERY, "scale": SCALE, "interval_h": round(interval_h, 2),
             "llama3_interval_h": round(INTERVAL_H, 2), "parameters": [list(p) for p in PARAMETERS],
             **found,
             "description": f"{shape_words(setup)}, for {setup.duration_s:.0f} s per run (a step every {STEP_S:g} s, "
                            f"their own checkpoint every {CHECKPOINT_EVERY} steps); {faults} faults per run drawn "
-                           f"from Llama 3's causes, planned ones included, seeds {all_seeds}: one interruption per "
+                           f"from Llama 3's causes, "
+                           + (f"only {', '.join(setup.causes)} (a targeted run)" if setup.causes else
+                              "planned ones included")
+                           + f", seeds {all_seeds}: one interruption per "
                            f"job every {interval_h:.2f} h (Llama 3's rate: every {INTERVAL_H:.2f} h). Scaled: 1 "
                            f"simulated s = {SCALE:g} real s."}
 
@@ -218,7 +224,7 @@ def goodput_table(r: dict[str, Any]) -> str:
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
                   out: Path, ranks: int = 1, policies: tuple[str, ...] = RUN, merge: bool = False,
                   jobset: bool = False, collective_timeout_real_s: float = 600.0,
-                  merge_from: tuple[Path, ...] = ()) -> dict[str, Any]:
+                  merge_from: tuple[Path, ...] = (), causes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1`` (none: only merge); without ``duration_s``
     it follows from ``interval_h``; ``merge`` keeps the other runs of ``out`` (same setup) and adds these,
     as ``merge_from`` does the runs of other files."""
@@ -227,7 +233,7 @@ def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: flo
     if jobset and ranks < 2:
         raise SystemExit("goodput: --jobset needs --ranks 2 or more (a JobSet of one-pod Jobs, a node each)")
     setup = Setup(jobs=jobs, duration_s=duration_s, ranks=ranks, jobset=jobset,
-                  collective_timeout_real_s=collective_timeout_real_s)
+                  collective_timeout_real_s=collective_timeout_real_s, causes=causes)
     files = [json.loads(out.read_text())] if merge and out.exists() else []
     files += [json.loads(other.read_text()) for other in merge_from]
     results = asyncio.run(run_goodput(setup, faults, list(range(seed, seed + seeds)), policies=policies,

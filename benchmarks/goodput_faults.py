@@ -190,9 +190,11 @@ def model_changes(measured: list[list[str]] | None) -> list[str]:
     return [name for name in {**then, **now} if then.get(name) != now.get(name)]
 
 
-def draw_faults(count: int, seed: int, duration_s: float) -> list[tuple[float, str]]:
-    """``count`` (time, cause) pairs: causes in ``MIX``'s proportions, times spread over the middle of the run."""
+def draw_faults(count: int, seed: int, duration_s: float, causes: tuple[str, ...] = ()) -> list[tuple[float, str]]:
+    """``count`` (time, cause) pairs: causes in ``MIX``'s proportions (only ``causes``, in theirs, when given: a
+    targeted run of one kind of fault), times spread over the middle of the run."""
     rng = random.Random(seed)
-    kinds = rng.choices(list(MIX), weights=list(MIX.values()), k=count)
+    mix = {k: v for k, v in MIX.items() if not causes or k in causes}
+    kinds = rng.choices(list(mix), weights=list(mix.values()), k=count)
     times = sorted(rng.uniform(0.1 * duration_s, 0.7 * duration_s) for _ in range(count))
     return list(zip(times, kinds, strict=True))

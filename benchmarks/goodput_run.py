@@ -94,6 +94,7 @@ class Setup:
     jobset: bool = False
     collective_timeout_real_s: float = COLLECTIVE_TIMEOUT_REAL_S
     checkpoint_save_real_s: float = CHECKPOINT_SAVE_REAL_S
+    causes: tuple[str, ...] = ()  # only these of Llama 3's causes are drawn (a targeted run); empty: all
 
     def nodes(self) -> int:
         """A node per rank and two spare."""

@@ -183,6 +183,16 @@ def test_reuse_keeps_other_seeds_and_refuses_another_setup() -> None:
     with pytest.raises(ValueError, match=r"another model .*interruptions per job"):
         reusable({**earlier, "parameters": older}, setup, 2, ("podmedic",), [2])
     assert model_changes([list(p) for p in PARAMETERS]) == []
+    # A targeted run (--cause) is another setup: never merged into the table of Llama 3's whole mix.
+    with pytest.raises(ValueError, match="causes"):
+        reusable(earlier, Setup(jobs=2, duration_s=46.0, ranks=4, jobset=True, causes=("nccl_watchdog",)), 2, (), [])
+
+
+def test_a_targeted_run_draws_only_its_causes_in_their_own_proportions() -> None:
+    drawn = draw_faults(10_000, seed=3, duration_s=100.0, causes=("nccl_watchdog", "nic"))
+    share = sum(1 for _, k in drawn if k == "nic") / len(drawn)
+    assert {k for _, k in drawn} == {"nccl_watchdog", "nic"}
+    assert abs(share - MIX["nic"] / (MIX["nic"] + MIX["nccl_watchdog"])) < 0.02, share
 
 
 def test_files_measured_side_by_side_combine_into_one_table() -> None:
