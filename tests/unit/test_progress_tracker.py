@@ -116,3 +116,12 @@ def test_a_crash_looping_pod_is_not_a_hang_and_a_checkpoint_podmedic_asked_for_r
     tracker.see(asked, None, 8.0)
     assert tracker.stalled(17.0) == [], "the save podmedic asked for at 8 s gets a whole window"
     assert len(tracker.stalled(18.0)) == 1
+
+
+def test_what_it_remembers_goes_with_the_pods() -> None:
+    tracker = _tracker(_pod("a", "7", own="soon"))
+    [stall] = tracker.stalled(10.0)
+    tracker.told(stall)
+    tracker.keep_only(set())
+    assert tracker.stalled(20.0) == [] and tracker.bad_windows == set()
+    assert tracker._told == {}, "a workload with no reporting pod left is forgotten"

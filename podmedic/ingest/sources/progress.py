@@ -113,12 +113,14 @@ class ProgressTracker:
         """A pod gone, stopped or no longer reporting."""
         with self._lock:
             self._pods.pop(uid, None)
+            self.bad_windows.discard(uid)
 
     def keep_only(self, uids: set[str]) -> None:
         """After a relist: forget every pod not listed."""
         with self._lock:
             for uid in [u for u in self._pods if u not in uids]:
                 del self._pods[uid]
+            self.bad_windows &= uids
 
     def stalled(self, now: float) -> list[WorkloadStall]:
         """The workloads standing still for their window that were not told at these steps yet."""
@@ -126,6 +128,8 @@ class ProgressTracker:
             groups: dict[WorkloadKey, list[_Pod]] = {}
             for seen in self._pods.values():
                 groups.setdefault(seen.workload, []).append(seen)
+            for gone in [k for k in self._told if k not in groups]:  # workloads with no reporting pod left
+                del self._told[gone]
             found = []
             for key, pods in groups.items():
                 stall = self._judge(key, pods, now)
