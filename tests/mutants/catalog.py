@@ -212,8 +212,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "policy-by-digest-not-loaded", "an incident runs under the policy its input names by digest",
         "workflows/policy_memo.py",
-        "    ref = inp.policy_ref\n",
-        "    ref = inp.policy_ref\n    return DriverPolicy(driver=inp.device.driver), \"\"\n",
+        "    built-in defaults only so that the incident can close and say why; it acts on nothing.\"\"\"\n",
+        "    built-in defaults only so that the incident can close and say why; it acts on nothing.\"\"\"\n"
+        "    return DriverPolicy(driver=ref.driver), \"\"\n",
         ("tests/workflow/test_policy_by_reference.py",)),
     Mutant(
         "policy-memo-trusted-without-digest", "a memo that is not the policy the input names is refused",
@@ -261,8 +262,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "flapping-healthy-ends-vendor-wait", "a flapping device stays one incident until its ticket is resolved",
         "workflows/ticketing.py",
-        "        if wf.state.flapping:\n            return False",
-        "        if False:\n            return False",
+        "        return not wf.state.flapping and not lemon and reported_healthy()",
+        "        return not lemon and reported_healthy()",
         ("tests/workflow/test_vendor_wait.py", "tests/e2e_tickets/test_flapping.py")),
     Mutant(
         "sweep-never-runs", "a DeviceTaintRule held by a terminated run is swept and settled by its device's health",
