@@ -208,9 +208,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--collective-timeout-min", type=float, default=10.0,
                    help="the trainer's NCCL timeout in real minutes (default %(default)s, PyTorch's)")
     p.add_argument("--policy", action="append", choices=POLICY_CHOICES + ABLATION_CHOICES,
-                   help="run only this policy (repeatable; default: all, and the fault-free control); "
-                        "podmedic-no-hang: podmedic with checkpoint.hang_s 0, podmedic-no-stall: with "
-                        "detection.stall.after_s 0, each run only when named")
+                   help="run only this policy (repeatable; default: all, and the fault-free control); the "
+                        "ablations, each run only when named: podmedic-no-hang (checkpoint.hang_s 0), "
+                        "podmedic-no-stall (detection.stall.after_s 0)")
     p.add_argument("--merge", action="store_true",
                    help="keep the runs already in --json (same setup) and add or replace these: a table measured "
                         "a few seeds at a time")

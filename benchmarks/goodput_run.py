@@ -81,6 +81,9 @@ ABLATIONS: dict[str, dict[tuple[str, ...], float]] = {
 }
 """podmedic with one of its mechanisms switched off (a policy value set in the shipped policy's default
 driver entry), run only when asked (``--policy``): what that mechanism alone gives back, seed by seed."""
+ABLATION_WORDS = {name: "podmedic with " + ", ".join(f"{'.'.join(path)} {value:g}" for path, value in changes.items())
+                  for name, changes in ABLATIONS.items()}
+"""Each ablation in words (``podmedic with checkpoint.hang_s 0``), for the help and the tables."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ DOC = Path("docs/BENCHMARKS.md")
 IMG = Path("docs/img")
 NOTES_BEGIN, NOTES_END = "<!-- BEGIN NOTES (hand-written, kept by the generator) -->", "<!-- END NOTES -->"
 
+NCCL_POLICIES = ["--policy", "podmedic", "--policy", "podmedic-no-stall", "--policy", "k8s-only", "--policy", "in-job"]
+"""The policies of the targeted run of hangs no device reports."""
+
 # (name, arguments after `python -m benchmarks`), full size and --quick. The JSON goes to RESULTS/<name>.json.
 RUNS: dict[str, list[str]] = {
     # 100, not the command's 500: the default server (SQLite syncing every write) ran 300 bare
@@ -41,6 +44,10 @@ RUNS: dict[str, list[str]] = {
     "goodput": ["goodput"],
     # 2 JobSets of 4 nodes x 8 GPUs, 2 faults at the same rate per job: 167 s per run.
     "goodput-jobset": ["goodput", "--jobs", "2", "--ranks", "4", "--jobset", "--faults", "2"],
+    # The same JobSets under NCCL watchdog timeouts alone (a hang no device reports): what the stall window
+    # gives back, against its ablation and the baselines that see no device either.
+    "goodput-jobset-nccl": ["goodput", "--jobs", "2", "--ranks", "4", "--jobset", "--faults", "2", "--cause",
+                            "nccl_watchdog", "--seeds", "4", *NCCL_POLICIES],
     "goodput-sensitivity": ["goodput-sensitivity", "--seeds", "1"],
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
@@ -58,6 +65,8 @@ QUICK: dict[str, list[str]] = {
     "goodput": ["goodput", "--jobs", "2", "--faults", "2", "--duration-s", "20", "--seeds", "2"],
     "goodput-jobset": ["goodput", "--jobs", "1", "--ranks", "2", "--jobset", "--faults", "1", "--duration-s", "10",
                        "--seeds", "1"],
+    "goodput-jobset-nccl": ["goodput", "--jobs", "1", "--ranks", "2", "--jobset", "--faults", "1", "--duration-s", "10",
+                            "--cause", "nccl_watchdog", "--seeds", "1", *NCCL_POLICIES],
     "goodput-sensitivity": ["goodput-sensitivity", "--jobs", "2", "--faults", "2", "--duration-s", "10", "--seeds",
                             "1", "--knob", "collective_timeout_real_s"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],

@@ -139,7 +139,9 @@ def _goodput(r: dict[str, Any]) -> list[str]:
     def ci(half: float, seeds: int, scale: float = 100.0, digits: int = 1) -> str:
         return f" ± {half * scale:.{digits}f}" if seeds > 1 else " (one seed: no interval)"
 
-    notes = {"control": " (no faults)", "podmedic-no-hang": " (ablation: podmedic with checkpoint.hang_s 0)"}
+    from benchmarks.goodput_run import ABLATION_WORDS
+
+    notes = {"control": " (no faults)", **{name: f" (ablation: {words})" for name, words in ABLATION_WORDS.items()}}
     rows = [[p["policy"] + notes.get(p["policy"], ""),
              f"**{p['effective_training_ratio'] * 100:.1f} %{ci(p['ci95'], p['seeds'])}**",
              f"{p['gpu_min_lost_per_interruption']:.0f}{ci(p['gpu_min_ci95'], p['seeds'], 1, 0)}"
@@ -251,6 +253,8 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
             "goodput": ("Goodput of single-node jobs at Llama 3's interruption rate", _goodput),
             "goodput-jobset": ("Goodput of a multi-node JobSet (4 nodes x 8 GPUs) at Llama 3's interruption rate",
                                _goodput),
+            "goodput-jobset-nccl": ("Goodput of a JobSet under hangs no device reports (NCCL watchdog timeouts "
+                                    "only, a targeted run)", _goodput),
             "goodput-sensitivity": ("Goodput: how far it rests on its chosen values", _sensitivity),
             "memory": ("Memory", _memory)}
 
