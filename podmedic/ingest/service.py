@@ -33,6 +33,8 @@ from podmedic.telemetry.probes import Check, Readiness, api_server_check, tempor
 log = logging.getLogger("podmedic.ingest")
 
 RETRY_FIRST_S = 0.5
+JOIN_S = 5.0
+"""How long a stop waits for the source threads to end."""
 RETRY_MAX_S = 10.0
 
 
@@ -90,8 +92,13 @@ async def run_sources(sources: Sequence[Source], deliverer: Deliverer, stop: asy
         await stop.wait()
     finally:
         halt.set()
-        # Sources notice ``halt`` within a watch timeout; daemon threads never block exit.
-        await asyncio.gather(*(asyncio.to_thread(t.join, 5.0) for t in threads))
+        # Sources notice ``halt`` within a watch timeout; daemon threads never block exit. Waited for here by
+        # polling, not by joins in the default executor: its few threads would all be taken by the joins, and
+        # every other blocking call of the process (the Lease's release, which hands the watches over) would
+        # wait behind them.
+        deadline = asyncio.get_running_loop().time() + JOIN_S
+        while any(t.is_alive() for t in threads) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
 
 
 def _run_source(source: Source, emit: BlockingEmitter, halt: threading.Event) -> None:
