@@ -76,9 +76,8 @@ def moved_since(pods: list[Obj], since: dict[str, str], first: dict[str, str], g
 
 
 def reporting(pods: list[Obj]) -> list[Obj]:
-    """The pods that report progress and run."""
-    return [p for p in pods if podview.reports_progress(p) and (p.get("status") or {}).get("phase") == "Running"
-            and "deletionTimestamp" not in p["metadata"] and protocol.PROGRESS in podview.annotations_of(p)]
+    """The pods that run and report a step (``podview.step_of``, as the ingest judges them)."""
+    return [p for p in pods if podview.step_of(p) is not None]
 
 
 class StallActivities(KubeActivities):

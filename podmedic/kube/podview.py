@@ -6,7 +6,7 @@ import datetime as dt
 
 from podmedic.domain.base import Obj
 from podmedic.domain.models import DeviceRef, Health, PodRef
-from podmedic.workload.protocol import CHECKPOINT_ID, REPORTS_PROGRESS
+from podmedic.workload.protocol import CHECKPOINT_ID, PROGRESS, REPORTS_PROGRESS
 from podmedic.workload.protocol import METHOD as CHECKPOINT_METHOD
 
 INCIDENT = "podmedic.io/incident"
@@ -53,6 +53,14 @@ def containers_running(pod: Obj) -> bool:
     statuses = status.get("containerStatuses") or []
     return (status.get("phase") == "Running" and bool(statuses)
             and all("running" in (c.get("state") or {}) for c in statuses))
+
+
+def step_of(pod: Obj) -> str | None:
+    """The step a running pod reports (``podmedic.io/progress``), or ``None`` when it declares no progress
+    protocol, shows no step, is being deleted or has a container not running (a crash loop is no step)."""
+    if not reports_progress(pod) or "deletionTimestamp" in pod["metadata"] or not containers_running(pod):
+        return None
+    return annotations_of(pod).get(PROGRESS)
 
 
 def terminated(pod: Obj) -> str | None:

@@ -22,7 +22,7 @@ from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.conftest import _binary
-from tests.e2e_ingest.test_workload_stall import _hung_job, _policy
+from tests.e2e_ingest.test_workload_stall import _hung_job, _policy, _result
 from tests.helpers import served_sim
 from tests.replay.record_guard import save
 from workers.worker import build_worker
@@ -40,12 +40,7 @@ async def main() -> None:
         async with build_worker(env.client, tq, kube):
             name, _ = await asyncio.to_thread(_hung_job, sim)
             workflow_id = f"workload/default/Job/{name}"
-            for _ in range(120):
-                try:
-                    await env.client.get_workflow_handle_for(WorkloadStallWorkflow.run, workflow_id).result()
-                    break
-                except Exception:
-                    await asyncio.sleep(0.5)
+            await _result(env.client.get_workflow_handle_for(WorkloadStallWorkflow.run, workflow_id), timeout=60)
             await save(env.client, workflow_id, "workload_stall")
             stop.set()
             await ingest

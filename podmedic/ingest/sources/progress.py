@@ -55,15 +55,6 @@ class _Pod:
     asked: str  # podmedic.io/checkpoint-request as last seen
 
 
-def _all_running(pod: Obj) -> bool:
-    """Running with every container running: a hung rank is; a crash-looping one (a container waiting) is
-    its controller's business, not a hang."""
-    status = pod.get("status") or {}
-    containers = status.get("containerStatuses") or []
-    return status.get("phase") == "Running" and bool(containers) and \
-        all("running" in (c.get("state") or {}) for c in containers)
-
-
 class ProgressTracker:
     """The steps of every reporting pod and when each last moved, grouped by workload. Thread-safe: the
     watch updates it, the ticker reads it."""
@@ -80,10 +71,8 @@ class ProgressTracker:
         meta = pod.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         notes = podview.annotations_of(pod)
-        step = notes.get(protocol.PROGRESS)
-        workload = workload_of(pod)
-        if (not uid or step is None or workload is None or not podview.reports_progress(pod)
-                or "deletionTimestamp" in meta or not _all_running(pod)):
+        step, workload = podview.step_of(pod), workload_of(pod)
+        if not uid or step is None or workload is None:
             self.forget(uid)
             return
         window = own_window(notes)
