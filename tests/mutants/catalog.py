@@ -323,9 +323,9 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/e2e_ingest/test_workload_stall.py", "tests/unit/test_progress_tracker.py")),
     Mutant(
         "stall-judges-what-reports-nothing", "a workload that reports no progress is never judged stalled",
-        "podmedic/ingest/sources/progress.py",
-        "        if (not uid or step is None or workload is None or not podview.reports_progress(pod)",
-        "        if (not uid or step is None or workload is None",
+        "podmedic/kube/podview.py",
+        '    if not reports_progress(pod) or "deletionTimestamp" in pod["metadata"] or not containers_running(pod):',
+        '    if "deletionTimestamp" in pod["metadata"] or not containers_running(pod):',
         ("tests/unit/test_progress_tracker.py",)),
     Mutant(
         "lemon-given-back-on-a-reboot", "a repeat offender's Healthy report after a reboot does not give it back",
