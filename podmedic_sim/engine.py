@@ -24,6 +24,7 @@ from podmedic_sim.devices import DeviceRegistry, Fault
 from podmedic_sim.disruption import DisruptionController
 from podmedic_sim.eviction import EvictionController
 from podmedic_sim.health_stream import HealthStreams, Mode
+from podmedic_sim.in_place_restart import InPlaceRestarts
 from podmedic_sim.jobs import JobController
 from podmedic_sim.jobsets import JobSetController
 from podmedic_sim.kubelet import Kubelet
@@ -85,7 +86,8 @@ class SimEngine:
         self.statefulsets = StatefulSetController(parts, self._delete)
         self.jobsets = JobSetController(parts)
         self.leaderworkersets = LeaderWorkerSetController(parts, self.statefulsets, self._delete)
-        self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs)
+        self.in_place = InPlaceRestarts(parts, self.kubelet)
+        self.workloads = Workloads(store, config, self.timers, self.kubelet, self.jobs, self.in_place.at_barrier)
         self.proxy = Proxy(self)
         self.nvml = NvmlView(store, self.devices)
         self.streams = HealthStreams(self.devices, self.timers)
@@ -103,6 +105,7 @@ class SimEngine:
             self.workloads.on_event,
             self.statefulsets.on_event,
             self.jobsets.on_event,
+            self.in_place.on_event,
             self.leaderworkersets.on_event,
         )
         for resource in (

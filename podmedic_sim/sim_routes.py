@@ -112,6 +112,7 @@ class TrainingJob(_Strict):
     prefer_node_label: bool = True
     checkpoint_on_sigterm: bool = False
     jobset: bool = False
+    in_place_restart: bool = False
     collectives: dict[Literal["peer_exit_s", "collective_timeout_s", "in_job_restarts", "in_job_restart_s",
                               "hang_detect_s"],
                       Annotated[float, Field(ge=0)]] = Field(default_factory=dict)

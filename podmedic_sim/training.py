@@ -42,6 +42,7 @@ def create_training_job(
     prefer_node_label: bool = True,
     checkpoint_on_sigterm: bool = False,
     jobset: bool = False,
+    in_place_restart: bool = False,
     collectives: dict[str, float] | None = None,
 ) -> Obj:
     """Create ``<name>-gpu`` (ResourceClaimTemplate) and the Job ``<name>``; returns the Job.
@@ -54,7 +55,11 @@ def create_training_job(
     ``checkpoint_on_sigterm`` makes the trainer save when it is sent SIGTERM (a graceful deletion
     or a signal) if the grace period covers ``checkpoint_save_s``. ``jobset`` makes a JobSet
     ``<name>`` of ``parallelism`` one-pod Jobs instead (``backoffLimit`` 0, failurePolicy
-    ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job.
+    ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job;
+    with ``in_place_restart`` the JobSet restarts in place instead (KEP-467, the manifest of jobset's
+    ``site/static/examples/in-place-restart/jobset-main-container-mode.yaml``: ``restartStrategy:
+    InPlaceRestart``, Jobs with ``backoffLimit`` MaxInt32 and ``podReplacementPolicy: Failed``, the
+    container restarted in place on any non-zero exit; ``podmedic_sim/in_place_restart.py``).
     ``collectives`` declares how the ranks fail together (``podmedic_sim/collectives.py``: ``peer_exit_s``,
     ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``, ``hang_detect_s``); none: each rank
     waits for the others.
@@ -136,11 +141,17 @@ def create_training_job(
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [pinned]}
     template = {"metadata": {"labels": {"app": name}, "annotations": annotations}, "spec": pod_spec}
     if jobset:
-        job = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": template}}
+        job: Obj = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": template}}
+        failure_policy: Obj = {"maxRestarts": backoff_limit}
+        if in_place_restart:
+            job["spec"].update(completions=1, backoffLimit=2147483647, podReplacementPolicy="Failed")
+            failure_policy["restartStrategy"] = "InPlaceRestart"
+            pod_spec["containers"][0]["restartPolicyRules"] = [
+                {"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0]}}]
         return store.create("jobsets", {
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-            "spec": {"failurePolicy": {"maxRestarts": backoff_limit},
+            "spec": {"failurePolicy": failure_policy,
                      "replicatedJobs": [{"name": "node", "replicas": parallelism, "template": job}]}})
     return store.create(
         "jobs",

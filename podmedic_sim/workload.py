@@ -9,6 +9,7 @@ podmedic runs over pod annotations; see docs/simulator.md.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,8 @@ class Workloads:
     """Training progress, checkpoints and restart requests of all training Jobs."""
 
     def __init__(
-        self, store: Store, config: SimConfig, timers: Timers, kubelet: Kubelet, jobs: JobController
+        self, store: Store, config: SimConfig, timers: Timers, kubelet: Kubelet, jobs: JobController,
+        at_barrier: Callable[[str], bool] = lambda uid: False,
     ) -> None:
         self._store = store
         self._config = config
@@ -68,6 +70,7 @@ class Workloads:
         self._timers = timers
         self._kubelet = kubelet
         self._jobs = jobs
+        self._at_barrier = at_barrier  # a JobSet's in-place restart holds the pod's worker (in_place_restart.py)
         self.progress: dict[JobKey, Progress] = {}
         self._work: dict[str, _PodWork] = {}  # by pod uid
         self._ticking = False
@@ -290,7 +293,7 @@ class Workloads:
         every = self._config.checkpoint_every_steps
         for key, prog in self.progress.items():
             pods = [self._kubelet.pods.get(p) for p in self._pods_of(key)]
-            ready = sum(1 for rt in pods if rt is not None and rt.ready())
+            ready = sum(1 for rt in pods if rt is not None and rt.ready() and not self._at_barrier(rt.uid))
             share = self.collectives.step_share(key)
             if ready and ready >= prog.parallelism and key not in saving_jobs and not prog.stalled and share:
                 prog.credit += share  # a slow rank: a step in 1/share ticks
