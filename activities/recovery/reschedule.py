@@ -33,7 +33,7 @@ from activities.notice import event_body
 from activities.recovery import placement
 from activities.recovery.same_node import SameNodeHold
 from activities.recovery.verify import Verification, poll
-from activities.recovery.workload_status import await_whole
+from activities.recovery.workload_status import await_whole, others_line, restart_counts, workload_pods
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
 from podmedic.domain.placement_holds import identity_of
@@ -152,12 +152,16 @@ class Rescheduler:
         self.selector = ",".join(f"{k}={v}" for k, v in sorted(identity.items())) or \
             f"batch.kubernetes.io/job-name={inp.pod.job}"
         details = activity.info().heartbeat_details
+        others: dict[str, int] | None = None  # the workload's other pods' restarts, when known from the start
         if details and isinstance(details[0], list):
             known = set(details[0])
         else:
             # Pods that existed with the affected one are not replacements; later ones are.
             known = {p["metadata"]["uid"] for p in await self.run(self._owned_pods)
                      if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}
+            if pod is not None:
+                others = restart_counts(await self.run(self._workload_pods, pod))
+                others.pop(inp.pod.uid, None)
         hold = SameNodeHold(self.kube, self.run, inp, pod) if node else None
         label = None
         if hold is not None and node and pod is not None:
@@ -189,6 +193,9 @@ class Rescheduler:
                                                f"not running whole within {inp.timeout_s:g}s: {why}", found)
                 if workload:
                     self.notes.append(f"{workload} running whole again (its status)")
+                if others:
+                    after = restart_counts(await self.run(self._workload_pods, found))
+                    self.notes.append(others_line(workload or "its workload", others, after))
         finally:
             if label and node:
                 await self.run(self._label, node, label, False)
@@ -218,6 +225,9 @@ class Rescheduler:
 
     def _owned_pods(self) -> list[Obj]:
         return self.kube.list_pods(self.inp.pod.namespace, self.selector)
+
+    def _workload_pods(self, pod: Obj) -> list[Obj]:
+        return workload_pods(self.kube, pod) or self._owned_pods()
 
     def _replacement(self, known: set[str]) -> Obj | None:
         waiting: list[str] = []

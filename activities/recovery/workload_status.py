@@ -11,6 +11,12 @@ workload's status as its controller writes it:
 - StatefulSet (k8s.io/api apps/v1 ``StatefulSetStatus``): ``readyReplicas`` reaches ``spec.replicas``.
 
 A plain Job's pod, a bare pod or an unknown owner: the pod's own verification is the whole answer.
+
+A JobSet that restarts in place (``failurePolicy.restartStrategy: InPlaceRestart``, KEP-467) runs whole
+only once its controller lifted the barrier: every live pod's ``jobset.sigs.k8s.io/in-place-restart-attempt``
+equals ``status.currentInPlaceRestartAttempt`` (kubernetes-sigs/jobset ``pkg/controllers/
+in_place_restart.go``). What became of the workload's other pods (kept, restarted in place, recreated) is
+said from their uids and restart counts before and after (``others_line``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from podmedic.kube.gateway import KubeGateway
 
 JOBSET = "jobset.sigs.k8s.io/jobset-name"
 LWS = "leaderworkerset.sigs.k8s.io/name"
+IN_PLACE_ATTEMPT = "jobset.sigs.k8s.io/in-place-restart-attempt"
 
 
 def _controller(pod: Obj) -> Obj | None:
@@ -46,6 +53,49 @@ def jobset_not_ready(js: Obj) -> str | None:
     return None
 
 
+def restarts_in_place(js: Obj) -> bool:
+    """Whether the JobSet restarts its pods in place (KEP-467) rather than recreating its Jobs."""
+    return ((js.get("spec") or {}).get("failurePolicy") or {}).get("restartStrategy") == "InPlaceRestart"
+
+
+def barrier_not_lifted(js: Obj, pods: list[Obj]) -> str | None:
+    """Why an in-place JobSet's workers still wait at the barrier (their pods at other attempts), or ``None``."""
+    current = (js.get("status") or {}).get("currentInPlaceRestartAttempt")
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+            and not p["metadata"].get("deletionTimestamp")]
+    behind = [p["metadata"]["name"] for p in live
+              if (p["metadata"].get("annotations") or {}).get(IN_PLACE_ATTEMPT) != str(current)]
+    if current is None or behind:
+        return (f"in-place restart: {len(live) - len(behind)} of {len(live)} pods at attempt {current} "
+                f"(waiting: {', '.join(sorted(behind)[:5]) or 'none'})")
+    return None
+
+
+def restart_counts(pods: list[Obj]) -> dict[str, int]:
+    """Each pod's containers' restarts, by pod uid."""
+    return {p["metadata"]["uid"]: sum(int(s.get("restartCount") or 0)
+                                      for s in (p.get("status") or {}).get("containerStatuses") or [])
+            for p in pods}
+
+
+def others_line(workload: str, before: dict[str, int], after: dict[str, int]) -> str:
+    """What became of the workload's other pods: ``before``/``after`` are ``restart_counts``, the affected pod
+    left out of ``before``."""
+    kept = [uid for uid in before if uid in after]
+    restarted = sum(1 for uid in kept if after[uid] > before[uid])
+    return (f"{workload}: of its {len(before)} other pods, {len(kept)} kept ({restarted} restarted in place), "
+            f"{len(before) - len(kept)} recreated")
+
+
+def workload_pods(kube: KubeGateway, pod: Obj) -> list[Obj]:
+    """The pods of the pod's JobSet or LeaderWorkerSet (``[]`` for any other workload: its pods are the
+    replacement's own selector's)."""
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    key = next((k for k in (JOBSET, LWS) if k in labels), None)
+    return kube.list_pods(meta.get("namespace", "default"), f"{key}={labels[key]}") if key else []
+
+
 def replicas_not_ready(obj: Obj, what: str) -> str | None:
     """Why a StatefulSet or LeaderWorkerSet has fewer ready replicas than it wants, or ``None``."""
     want = int((obj.get("spec") or {}).get("replicas", 1))
@@ -59,7 +109,12 @@ def workload_not_ready(kube: KubeGateway, pod: Obj) -> tuple[str, str | None]:
     ns, labels = meta.get("namespace", "default"), meta.get("labels") or {}
     if JOBSET in labels:
         js = kube.get_owner("jobset.x-k8s.io/v1alpha2", "jobsets", ns, labels[JOBSET])
-        return f"JobSet {labels[JOBSET]}", ("the JobSet is gone" if js is None else jobset_not_ready(js))
+        if js is None:
+            return f"JobSet {labels[JOBSET]}", "the JobSet is gone"
+        why = jobset_not_ready(js)
+        if why is None and restarts_in_place(js):
+            why = barrier_not_lifted(js, workload_pods(kube, pod))
+        return f"JobSet {labels[JOBSET]}", why
     if LWS in labels:
         lws = kube.get_owner("leaderworkerset.x-k8s.io/v1", "leaderworkersets", ns, labels[LWS])
         return f"LeaderWorkerSet {labels[LWS]}", ("it is gone" if lws is None else replicas_not_ready(lws, "groups"))

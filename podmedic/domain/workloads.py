@@ -14,7 +14,9 @@ Shapes and rules from upstream:
   whole JobSet when it has no ``failurePolicy`` (pkg/controllers/failure_policy.go
   ``executeFailurePolicy``: "If no failure policy is defined, mark the JobSet as failed"); with one,
   it restarts the whole JobSet (every Job recreated, up to ``maxRestarts``) unless a rule says
-  ``RestartJob`` or ``FailJobSet`` (``defaultFailurePolicyRuleAction`` is ``RestartJobSet``).
+  ``RestartJob`` or ``FailJobSet`` (``defaultFailurePolicyRuleAction`` is ``RestartJobSet``). With
+  ``failurePolicy.restartStrategy: InPlaceRestart`` (KEP-467, ``keps/467-InPlaceRestart``) it restarts
+  the healthy pods in place and its Jobs recreate the failed pod alone.
 - TrainJob ``trainer.kubeflow.org/v1alpha1`` (kubeflow/trainer): runs as a JobSet of its own name
   that it owns, so its pods are the JobSet's and its failures the JobSet's (the JobSet's name is
   from the trainer's docs, not checked against its source here).
@@ -116,6 +118,9 @@ def describe_top(top: Obj, namespace: str, chain: list[str], pod_labels: dict[st
     elif kind == "JobSet" and spec.get("failurePolicy") is None:
         how = ("marks the whole JobSet Failed when one Job fails (no failurePolicy): nothing recreates it, "
                "so a pod whose Job has no backoffLimit left ends the job")
+    elif kind == "JobSet" and (spec.get("failurePolicy") or {}).get("restartStrategy") == "InPlaceRestart":
+        how = ("restarts its other pods in place and recreates the failed pod alone (failurePolicy.restartStrategy "
+               "InPlaceRestart, KEP-467); a pod that stays on a failed device restarts in place on it")
     elif kind in ("JobSet", "TrainJob"):
         rules = ((spec.get("failurePolicy") or {}).get("rules") or []) if kind == "JobSet" else []
         actions = {str(r.get("action", "")) for r in rules}

@@ -139,12 +139,21 @@ def _free(sim: SimCluster, blocker: str, pods: list[dict[str, Any]]) -> None:
     delete_job(sim, blocker)
 
 
-def _start_jobset(sim: SimCluster, api: client.ApiClient, name: str) -> list[dict[str, Any]]:
-    """A JobSet of two 1-GPU ranks (backoffLimit 0, up to 3 restarts); its Ready pods, rank 0 first."""
-    job = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": _template(sim, name, "Never")}}
+def _start_jobset(sim: SimCluster, api: client.ApiClient, name: str, in_place: bool = False) -> list[dict[str, Any]]:
+    """A JobSet of two 1-GPU ranks (backoffLimit 0, up to 3 restarts); its Ready pods, rank 0 first. With
+    ``in_place``, as jobset's in-place example (site/static/examples/in-place-restart/
+    jobset-main-container-mode.yaml): restartStrategy InPlaceRestart, backoffLimit MaxInt32,
+    podReplacementPolicy Failed, the container restarted in place on any non-zero exit."""
+    job: dict[str, Any] = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": _template(sim, name, "Never")}}
+    failure_policy: dict[str, Any] = {"maxRestarts": 3}
+    if in_place:
+        job["spec"].update(completions=1, backoffLimit=2147483647, podReplacementPolicy="Failed")
+        job["spec"]["template"]["spec"]["containers"][0]["restartPolicyRules"] = [
+            {"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0]}}]
+        failure_policy["restartStrategy"] = "InPlaceRestart"
     _create(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
-        "spec": {"failurePolicy": {"maxRestarts": 3},
+        "spec": {"failurePolicy": failure_policy,
                  "replicatedJobs": [{"name": "node", "replicas": 2, "template": job}]}})
     return [ready_pod(sim, lambda p, j=f"{name}-node-{i}": p.get("job") == j, "a Ready JobSet pod") for i in range(2)]
 
@@ -190,10 +199,35 @@ async def test_a_jobset_pod_comes_back_on_its_node_after_the_jobset_restarts(
     assert f"JobSet {name} running whole" in notes(outcome)
     jobset = _get(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", name)
     assert jobset["status"]["restarts"] == 1, jobset["status"]
+    assert f"JobSet {name}: of its 1 other pods, 0 kept (0 restarted in place), 1 recreated" in notes(outcome)
     assert _api_pod(api, replacement.name)["metadata"]["annotations"][PINNED_BY] == outcome.incident_id
     other = [p for p in sim.state()["pods"] if p.get("job") == f"{name}-node-1" and not p["deleting"]]
     assert other and all(PINNED_BY not in (_api_pod(api, p["name"])["metadata"].get("annotations") or {})
                          for p in other), "only the replaced pod's place is pinned"
+
+
+async def test_an_in_place_jobset_keeps_its_other_rank_and_replaces_only_the_failed_one(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str]) -> None:
+    """JobSet with restartStrategy InPlaceRestart (KEP-467): podmedic's eviction ends the failed rank's pod
+    alone; its Job recreates it (held on the node, on a healthy GPU), and the JobSet's controller brings the
+    other rank to the next attempt in place: same pod, its container restarted, no JobSet restart. Left to
+    itself the failed rank would restart in place on its broken GPU (tests/sim/test_in_place_restart.py)."""
+    temporal, queue = worker
+    name = f"jsi-{uuid.uuid4().hex[:5]}"
+    blocker = block_node(sim, "node-0000", 3)
+    pods = _start_jobset(sim, api, name, in_place=True)
+    _free(sim, blocker, pods)
+    fault(sim, pods[0], clears_on_restart=False)
+    outcome = await incident(temporal, queue, pods[0], policy(SAME))
+    _assert_held(sim, outcome, pods[0], whole=2)
+    detect = notes(outcome, "detect")
+    assert "restarts its other pods in place and recreates the failed pod alone" in detect, detect
+    assert f"JobSet {name}: of its 1 other pods, 1 kept (1 restarted in place), 0 recreated" in notes(outcome), \
+        notes(outcome)
+    status = _get(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", name)["status"]
+    assert status.get("restarts", 0) == 0 and status["currentInPlaceRestartAttempt"] == 1, status
+    kept = _api_pod(api, pods[1]["name"])
+    assert kept["metadata"]["uid"] == pods[1]["uid"] and kept["status"]["containerStatuses"][0]["restartCount"] >= 1
 
 
 async def test_the_other_rank_leaves_the_freed_gpu_to_the_held_replacement(
