@@ -84,7 +84,8 @@ def _goodput(args: argparse.Namespace) -> int:
     run_and_print(args.jobs, args.faults, args.seed, args.seeds, args.duration_s, args.interval_h, args.json,
                   ranks=args.ranks, policies=tuple(args.policy or POLICY_CHOICES), merge=args.merge,
                   jobset=args.jobset, collective_timeout_real_s=args.collective_timeout_min * 60,
-                  merge_from=tuple(args.merge_from or ()), causes=tuple(args.cause or ()))
+                  merge_from=tuple(args.merge_from or ()), causes=tuple(args.cause or ()),
+                  in_place_restart=args.in_place_restart)
     return 0
 
 
@@ -196,6 +197,9 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--jobset", action="store_true",
                    help="with --ranks N: each job a JobSet of N one-pod Jobs (backoffLimit 0, failurePolicy "
                         "RestartJobSet: one failed pod restarts them all)")
+    p.add_argument("--in-place-restart", action="store_true",
+                   help="with --jobset: the JobSets restart in place (restartStrategy InPlaceRestart, KEP-467: a "
+                        "failed pod recreated alone, the others restarted in place); write it to its own --json")
     p.add_argument("--faults", type=int, default=4, help="faults per run (default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="first seed (default %(default)s)")
     p.add_argument("--seeds", type=int, default=8, help="seeds run, from --seed on (default %(default)s; 0 with "

@@ -134,7 +134,10 @@ def mix_of(runs: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     return mix
 
 
-SAME_SETUP = ("jobs", "ranks", "jobset", "faults", "duration_s", "collective_timeout_real_s", "causes")
+SAME_SETUP = ("jobs", "ranks", "jobset", "in_place_restart", "faults", "duration_s", "collective_timeout_real_s",
+              "causes")
+ABSENT = {"causes": [], "in_place_restart": False}
+"""What a result written before a setup field existed measured: every cause, JobSets that recreate their Jobs."""
 
 
 def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple[str, ...],
@@ -142,11 +145,12 @@ def reusable(earlier: dict[str, Any], setup: Setup, faults: int, policies: tuple
     """The runs of an earlier result of the same setup (a policy's runs do not depend on another's: each has
     a stack of its own), less those about to be run again; refuses another setup. Runs of other seeds are
     kept, so a table is measured a few seeds at a time and merged."""
-    wanted = {"jobs": setup.jobs, "ranks": setup.ranks, "jobset": setup.jobset, "faults": faults,
+    wanted = {"jobs": setup.jobs, "ranks": setup.ranks, "jobset": setup.jobset,
+              "in_place_restart": setup.in_place_restart, "faults": faults,
               "duration_s": setup.duration_s, "collective_timeout_real_s": setup.collective_timeout_real_s,
               "causes": list(setup.causes)}
-    differs = [f"{k} {earlier.get(k, [] if k == 'causes' else None)!r} != {v!r}" for k, v in wanted.items()
-               if earlier.get(k, [] if k == "causes" else None) != v]
+    differs = [f"{k} {earlier.get(k, ABSENT.get(k))!r} != {v!r}" for k, v in wanted.items()
+               if earlier.get(k, ABSENT.get(k)) != v]
     if differs:
         raise ValueError(f"the earlier result is of another setup: {'; '.join(differs)}")
     changed = model_changes(earlier.get("parameters"))
@@ -172,8 +176,10 @@ def combined(files: list[dict[str, Any]], setup: Setup, faults: int) -> dict[str
 
 def shape_words(setup: Setup) -> str:
     """The jobs of a setup, in words."""
-    what = (f"{setup.jobs} JobSet{'s' if setup.jobs > 1 else ''} of {setup.ranks} one-pod Jobs (failurePolicy "
-            f"RestartJobSet)" if setup.jobset else
+    restart = ("restartStrategy InPlaceRestart: a failed pod recreated alone, the others restarted in place"
+               if setup.in_place_restart else "failurePolicy RestartJobSet")
+    what = (f"{setup.jobs} JobSet{'s' if setup.jobs > 1 else ''} of {setup.ranks} one-pod Jobs ({restart})"
+            if setup.jobset else
             f"{setup.jobs} {'single-node' if setup.ranks == 1 else f'{setup.ranks}-node'} training Job"
             f"{'s' if setup.jobs > 1 else ''}")
     return (f"{what}, 8 GPUs a node, synchronous (a peer's exit takes every rank down; a hang waits "
@@ -191,7 +197,8 @@ async def run_goodput(setup: Setup, faults: int, seeds: list[int], progress: Any
     found = await policies_on(setup, faults, seeds, progress, policies=policies, reused=reused)
     all_seeds = sorted({r["seed"] for p in found["policies"] for r in p["runs"]})
     return {"benchmark": "goodput", "machine": machine(), "jobs": setup.jobs, "ranks": setup.ranks,
-            "jobset": setup.jobset, "faults": faults, "seeds": all_seeds, "duration_s": setup.duration_s,
+            "jobset": setup.jobset, "in_place_restart": setup.in_place_restart, "faults": faults, "seeds": all_seeds,
+            "duration_s": setup.duration_s,
             "collective_timeout_real_s": setup.collective_timeout_real_s, "causes": list(setup.causes),
             "step_s": STEP_S,
             "checkpoint_every": CHECKPOINT_EVERY, "scale": SCALE, "interval_h": round(interval_h, 2),
@@ -224,7 +231,8 @@ def goodput_table(r: dict[str, Any]) -> str:
 def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: float | None, interval_h: float,
                   out: Path, ranks: int = 1, policies: tuple[str, ...] = RUN, merge: bool = False,
                   jobset: bool = False, collective_timeout_real_s: float = 600.0,
-                  merge_from: tuple[Path, ...] = (), causes: tuple[str, ...] = ()) -> dict[str, Any]:
+                  merge_from: tuple[Path, ...] = (), causes: tuple[str, ...] = (),
+                  in_place_restart: bool = False) -> dict[str, Any]:
     """The command's body: seeds ``seed`` .. ``seed + seeds - 1`` (none: only merge); without ``duration_s``
     it follows from ``interval_h``; ``merge`` keeps the other runs of ``out`` (same setup) and adds these,
     as ``merge_from`` does the runs of other files."""
@@ -232,7 +240,9 @@ def run_and_print(jobs: int, faults: int, seed: int, seeds: int, duration_s: flo
         duration_s = duration_for(faults, jobs, interval_h)
     if jobset and ranks < 2:
         raise SystemExit("goodput: --jobset needs --ranks 2 or more (a JobSet of one-pod Jobs, a node each)")
-    setup = Setup(jobs=jobs, duration_s=duration_s, ranks=ranks, jobset=jobset,
+    if in_place_restart and not jobset:
+        raise SystemExit("goodput: --in-place-restart needs --jobset (it is the JobSet's restart strategy)")
+    setup = Setup(jobs=jobs, duration_s=duration_s, ranks=ranks, jobset=jobset, in_place_restart=in_place_restart,
                   collective_timeout_real_s=collective_timeout_real_s, causes=causes)
     files = [json.loads(out.read_text())] if merge and out.exists() else []
     files += [json.loads(other.read_text()) for other in merge_from]

@@ -95,6 +95,7 @@ class Setup:
     duration_s: float
     ranks: int = 1
     jobset: bool = False
+    in_place_restart: bool = False  # a JobSet that restarts in place (KEP-467): only a failed pod recreated
     collective_timeout_real_s: float = COLLECTIVE_TIMEOUT_REAL_S
     checkpoint_save_real_s: float = CHECKPOINT_SAVE_REAL_S
     causes: tuple[str, ...] = ()  # only these of Llama 3's causes are drawn (a targeted run); empty: all
@@ -281,7 +282,7 @@ async def one_run(policy: str, setup: Setup, faults: list[tuple[float, str]]) ->
     names = [f"train-{i:02d}" for i in range(setup.jobs)]
     shape: dict[str, Any] = {"parallelism": setup.ranks, "devices_per_pod": DEVICES_PER_NODE,
                              "checkpoint_on_sigterm": True, "collectives": setup.collectives(in_job),
-                             "jobset": setup.jobset}
+                             "jobset": setup.jobset, "in_place_restart": setup.in_place_restart}
     gpus = setup.ranks * DEVICES_PER_NODE
     async with running_stack(config) as stack, Sim(stack.sim_url) as sim, aiohttp.ClientSession() as http, \
             running_desk(stack.sim_url, REPAIR_REAL_S["reboot"][0] / SCALE) as (_, ticket_url):

@@ -18,6 +18,8 @@ NOTES_BEGIN, NOTES_END = "<!-- BEGIN NOTES (hand-written, kept by the generator)
 
 NCCL_POLICIES = ["--policy", "podmedic", "--policy", "podmedic-no-stall", "--policy", "k8s-only", "--policy", "in-job"]
 """The policies of the targeted run of hangs no device reports."""
+IN_PLACE_POLICIES = ["--policy", "podmedic", "--policy", "k8s-only", "--policy", "k8s-only+taints"]
+"""The policies of the in-place JobSet table: podmedic, and the two baselines that do or do not see a device."""
 
 # (name, arguments after `python -m benchmarks`), full size and --quick. The JSON goes to RESULTS/<name>.json.
 RUNS: dict[str, list[str]] = {
@@ -48,6 +50,9 @@ RUNS: dict[str, list[str]] = {
     # gives back, against its ablation and the baselines that see no device either.
     "goodput-jobset-nccl": ["goodput", "--jobs", "2", "--ranks", "4", "--jobset", "--faults", "2", "--cause",
                             "nccl_watchdog", "--seeds", "4", *NCCL_POLICIES],
+    # The same JobSets restarting in place (KEP-467): a failed pod recreated alone, the others restarted in place.
+    "goodput-jobset-inplace": ["goodput", "--jobs", "2", "--ranks", "4", "--jobset", "--in-place-restart", "--faults",
+                               "2", *IN_PLACE_POLICIES],
     "goodput-sensitivity": ["goodput-sensitivity", "--seeds", "1"],
     "memory": ["memory", "--incidents", "1000", "--nodes", "10000"],
 }
@@ -67,6 +72,8 @@ QUICK: dict[str, list[str]] = {
                        "--seeds", "1"],
     "goodput-jobset-nccl": ["goodput", "--jobs", "1", "--ranks", "2", "--jobset", "--faults", "1", "--duration-s", "10",
                             "--cause", "nccl_watchdog", "--seeds", "1", *NCCL_POLICIES],
+    "goodput-jobset-inplace": ["goodput", "--jobs", "1", "--ranks", "2", "--jobset", "--in-place-restart", "--faults",
+                               "1", "--duration-s", "10", "--seeds", "1", *IN_PLACE_POLICIES],
     "goodput-sensitivity": ["goodput-sensitivity", "--jobs", "2", "--faults", "2", "--duration-s", "10", "--seeds",
                             "1", "--knob", "collective_timeout_real_s"],
     "memory": ["memory", "--incidents", "20", "--nodes", "100"],

@@ -255,6 +255,8 @@ SECTIONS = {"orchestration": ("Orchestration: podmedic vs bare Temporal", _orche
                                _goodput),
             "goodput-jobset-nccl": ("Goodput of a JobSet under hangs no device reports (NCCL watchdog timeouts "
                                     "only, a targeted run)", _goodput),
+            "goodput-jobset-inplace": ("Goodput of a JobSet that restarts in place (restartStrategy InPlaceRestart, "
+                                       "KEP-467) at Llama 3's interruption rate", _goodput),
             "goodput-sensitivity": ("Goodput: how far it rests on its chosen values", _sensitivity),
             "memory": ("Memory", _memory)}
 

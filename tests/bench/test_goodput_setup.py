@@ -186,6 +186,12 @@ def test_reuse_keeps_other_seeds_and_refuses_another_setup() -> None:
     # A targeted run (--cause) is another setup: never merged into the table of Llama 3's whole mix.
     with pytest.raises(ValueError, match="causes"):
         reusable(earlier, Setup(jobs=2, duration_s=46.0, ranks=4, jobset=True, causes=("nccl_watchdog",)), 2, (), [])
+    # JobSets that restart in place are another setup too; a file written before the field measured JobSets
+    # that recreate their Jobs.
+    with pytest.raises(ValueError, match="in_place_restart"):
+        reusable(earlier, Setup(jobs=2, duration_s=46.0, ranks=4, jobset=True, in_place_restart=True), 2, (), [])
+    assert reusable({**earlier, "in_place_restart": True},
+                    Setup(jobs=2, duration_s=46.0, ranks=4, jobset=True, in_place_restart=True), 2, (), [])
 
 
 def test_a_targeted_run_draws_only_its_causes_in_their_own_proportions() -> None:
