@@ -125,7 +125,8 @@ def describe_top(top: Obj, namespace: str, chain: list[str], pod_labels: dict[st
         rules = ((spec.get("failurePolicy") or {}).get("rules") or []) if kind == "JobSet" else []
         actions = {str(r.get("action", "")) for r in rules}
         restarts = not actions or bool(actions & {"RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"})
-        how = ("recreates every Job of the JobSet when one fails (failurePolicy)" if restarts else
+        hint = "; restartStrategy InPlaceRestart would restart the other pods in place" if kind == "JobSet" else ""
+        how = (f"recreates every Job of the JobSet when one fails (failurePolicy{hint})" if restarts else
                f"acts on a failed Job as its failurePolicy rules say ({', '.join(sorted(actions))})")
     elif kind == "LeaderWorkerSet":
         policy = str((spec.get("leaderWorkerTemplate") or {}).get("restartPolicy") or "RecreateGroupOnPodRestart")
