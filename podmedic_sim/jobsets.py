@@ -10,7 +10,8 @@ JobSet fails (``FailedJobs``); with one, the first rule matching the Job's failu
 replicated Job decides, and no match means ``RestartJobSet``: ``status.restarts`` goes up (and
 ``restartsCountTowardsMax``, until ``maxRestarts`` fails it with ``ReachedMaxRestarts``), every
 Job of an earlier attempt is deleted (its pods with it) and recreated. ``FailJobSet`` fails it.
-All Jobs complete: ``Completed``. Not simulated: ``RestartJob`` actions (treated as
+All Jobs complete: ``Completed``. A finished JobSet deletes its active Jobs (``jobSetFinished`` in
+``Reconcile``). Not simulated: ``RestartJob`` actions (treated as
 ``RestartJobSet``), success policy, startup order, exclusive placement, coordinator, suspend.
 """
 
@@ -74,7 +75,12 @@ class JobSetController(Reconciler):
     def reconcile(self, key: SetKey) -> None:
         """Apply the failure policy to failed Jobs, drop earlier attempts, create missing Jobs."""
         js = self._store.find("jobsets", *key)
-        if js is None or _true(js, "Failed") or _true(js, "Completed"):
+        if js is None:
+            return
+        if _true(js, "Failed") or _true(js, "Completed"):  # finished: its active Jobs go (jobSetFinished)
+            for job in self._children(key[0], js["metadata"]["uid"]):
+                if not (_true(job, "Failed") or _true(job, "Complete")):
+                    self._delete(job)
             return
         status: dict[str, Any] = dict(js.get("status") or {})
         restarts = int(status.get("restarts") or 0)

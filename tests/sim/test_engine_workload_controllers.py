@@ -105,6 +105,11 @@ def test_a_jobset_without_failure_policy_fails_when_a_job_fails(api: client.ApiC
     failed = wait_until(lambda: _condition(_get(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", name), "Failed"),
                         timeout=10, what="the JobSet failed")
     assert failed["reason"] == "FailedJobs"
+    # A finished JobSet deletes its active Jobs (jobset_controller.go Reconcile, jobSetFinished): the other
+    # rank does not go on alone; the failed Job stays, as upstream keeps it.
+    wait_until(lambda: [j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job(
+        NS, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items] == [f"{name}-w-0"] or None,
+        timeout=10, what="the active Job deleted, the failed one kept")
 
 
 def test_a_jobset_with_failure_policy_restarts_every_job_until_max_restarts(

@@ -86,7 +86,14 @@ async def test_a_rank_on_a_broken_gpu_restarts_in_place_on_it_until_the_jobset_f
         claim = pods[0]["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
         alloc = engine.store.get("resourceclaims", "default", claim)["status"]["allocation"]["devices"]["results"][0]
         engine.set_device_health(alloc["driver"], alloc["pool"], alloc["device"], "Unhealthy", code=79, crash=True)
+
+        def again_in_place() -> bool:
+            same = [p for p in _pods(engine) if p["metadata"]["uid"] == pods[0]["metadata"]["uid"]]
+            return bool(same) and _restarts(same[0]) >= 2
+
+        await wait_until(again_in_place, timeout=15, what="the rank restarted in place on its GPU, twice")
         failed = await wait_until(lambda: next((c for c in _status(engine).get("conditions") or []
                                                 if c["type"] == "Failed"), None), timeout=15, what="JobSet failed")
         assert failed["reason"] == "ReachedMaxRestarts"
-        assert _pods(engine)[0]["metadata"]["uid"] == pods[0]["metadata"]["uid"], "in place, never moved"
+        # A finished JobSet deletes its active Jobs (jobset_controller.go, jobSetFinished), their pods with them.
+        await wait_until(lambda: not engine.store.list("jobs", "default"), what="the Jobs deleted")
