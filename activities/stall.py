@@ -33,8 +33,10 @@ class WatchStepsInput(BaseModel):
     since: dict[str, str] = Field(description="The steps the stall stood at, by pod uid.")
     timeout_s: float = Field(0, ge=0, description="0: one reading.")
     poll_s: float = Field(5, gt=0)
-    gone_moves: bool = Field(True, description="A stalled pod gone counts as moving (its workload restarts): "
-                                               "so before acting; after ending a rank, only a step counts.")
+    gone_moves: bool = Field(True, description="A stalled pod gone counts as moving (its workload restarts), "
+                                               "and so does any change of step: so before acting; after ending "
+                                               "a rank, only a step forward counts (a step back to the "
+                                               "checkpoint is the restart, not progress).")
 
 
 class StepsReading(BaseModel):
@@ -52,20 +54,36 @@ class EndRankInput(BaseModel):
     grace_s: float = Field(ge=0)
 
 
+def _ahead(before: str, now: str) -> bool:
+    """A step past ``before``: the larger number, or (a step that is no number) another value."""
+    try:
+        return float(now) > float(before)
+    except ValueError:
+        return now != before
+
+
 def moved_since(pods: list[Obj], since: dict[str, str], first: dict[str, str], gone_moves: bool = True) -> str:
-    """What moved: a stalled pod's step changed, a stalled pod is gone (its workload restarts; only when
-    ``gone_moves``), or a pod the stall did not know moved from its first reading (``first`` is filled
-    with new pods' readings)."""
+    """What moved. With ``gone_moves`` (before acting): a stalled pod's step changed, a stalled pod is gone
+    (its workload restarts), or a pod the stall did not know moved from its first reading. Without it
+    (after ending a rank): a pod's step went forward from its last reading (``first`` keeps the readings):
+    a workload that restarts rolls its pods' steps back to its checkpoint, then trains on from there."""
     now = {str(p["metadata"].get("uid")): p for p in pods}
+    if not gone_moves:
+        for uid, pod in now.items():
+            current = podview.annotations_of(pod).get(protocol.PROGRESS, "")
+            before = first.get(uid, since.get(uid, current))
+            if _ahead(before, current):
+                new = "" if uid in since else " (new)"
+                return f"{pod['metadata']['name']}{new} moved: step {before} -> {current}"
+            first[uid] = current
+        return ""
     for uid, step in since.items():
-        pod = now.get(uid)
-        if pod is None:
-            if gone_moves:
-                return f"a stalled pod is gone (uid {uid}): the workload is restarting"
-            continue
-        current = podview.annotations_of(pod).get(protocol.PROGRESS, "")
+        stalled = now.get(uid)
+        if stalled is None:
+            return f"a stalled pod is gone (uid {uid}): the workload is restarting"
+        current = podview.annotations_of(stalled).get(protocol.PROGRESS, "")
         if current != step:
-            return f"{pod['metadata']['name']} moved: step {step} -> {current}"
+            return f"{stalled['metadata']['name']} moved: step {step} -> {current}"
     for uid, pod in now.items():
         if uid in since:
             continue

@@ -104,6 +104,14 @@ def test_what_counts_as_moving_before_acting_and_after() -> None:
     assert moved_since([_pod("a", "7"), _pod("c", "5")], since, first, gone_moves=False) == ""
     assert moved_since([_pod("a", "7"), _pod("c", "6")], since, first, gone_moves=False) == \
         "llm-c (new) moved: step 5 -> 6"
+    # After ending a rank the workload restarts: its pods' steps go back to the checkpoint (the simulator's
+    # trainer, as a trainer resuming from its last save, reports the step it resumed at) before it trains.
+    readings: dict[str, str] = {}
+    assert moved_since([_pod("a", "0"), _pod("b", "0")], since, readings, gone_moves=False) == "", "a step back"
+    assert moved_since([_pod("a", "1"), _pod("b", "0")], since, readings, gone_moves=False) == \
+        "llm-a moved: step 0 -> 1", "training again from the checkpoint"
+    assert "moved: step 7 -> 0" in moved_since([_pod("a", "0"), _pod("b", "7")], since, {}), "before acting it is"
+    assert moved_since([_pod("a", "8")], since, {}, gone_moves=False) == "llm-a moved: step 7 -> 8"
 
 
 def test_a_crash_looping_pod_is_not_a_hang_and_a_checkpoint_podmedic_asked_for_restarts_the_clock() -> None:
