@@ -193,9 +193,12 @@ class Rescheduler:
                                                f"not running whole within {inp.timeout_s:g}s: {why}", found)
                 if workload:
                     self.notes.append(f"{workload} running whole again (its status)")
-                if others:
-                    after = restart_counts(await self.run(self._workload_pods, found))
-                    self.notes.append(others_line(workload or "its workload", others, after))
+                if others:  # a note only: a read that fails does not undo a verified recovery
+                    try:
+                        after = restart_counts(await self.run(self._workload_pods, found))
+                        self.notes.append(others_line(workload or "its workload", others, after))
+                    except KubeError as err:
+                        self.notes.append(f"what became of the workload's other pods: not read ({err})")
         finally:
             if label and node:
                 await self.run(self._label, node, label, False)
