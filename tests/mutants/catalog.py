@@ -340,6 +340,12 @@ MUTANTS: tuple[Mutant, ...] = (
         '                told = ""',
         ("tests/e2e_tickets/test_lemon_reboot.py", "tests/workflow/test_vendor_wait.py")),
     Mutant(
+        "other-ranks-said-recreated", "an in-place JobSet's recovery says its other ranks were kept, as they were",
+        "activities/recovery/workload_status.py",
+        "    kept = [uid for uid in before if uid in after]",
+        "    kept: list[str] = []",
+        ("tests/e2e_recover/test_same_node_workloads.py", "tests/unit/test_workload_status.py")),
+    Mutant(
         "fellow-rank-not-kept-off", "a JobSet's other ranks leave the held replacement's GPUs alone",
         "podmedic/admission/review.py",
         "    elif (hold := fellow_rank_hold(pod, namespace, holds, now)) is not None:",
