@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from podmedic.domain.base import Obj
+from podmedic.domain.workloads import IN_PLACE_RESTART_ATTEMPT as ATTEMPT
+from podmedic.domain.workloads import restarts_in_place
 from podmedic_sim.kubelet import Kubelet
 from podmedic_sim.kubelet_status import ContainerRt, PodRt
 from podmedic_sim.parts import SimParts
@@ -34,18 +36,8 @@ from podmedic_sim.reconciler import Reconciler
 from podmedic_sim.store import NotFound, WatchEvent, now_rfc3339
 from podmedic_sim.training_groups import JOBSET_NAME
 
-ATTEMPT = "jobset.sigs.k8s.io/in-place-restart-attempt"
 IN_PLACE_RESTART_EXIT_CODE = 1
 """The agent's ``IN_PLACE_RESTART_EXIT_CODE`` default."""
-IN_PLACE = "InPlaceRestart"
-
-
-def in_place(js: Obj | None) -> bool:
-    """Whether the JobSet restarts in place (``isInPlaceRestartStrategy``)."""
-    policy = ((js or {}).get("spec") or {}).get("failurePolicy") or {}
-    return policy.get("restartStrategy") == IN_PLACE
-
-
 def _attempt(pod: Obj) -> int | None:
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT)
     try:
@@ -80,7 +72,7 @@ class InPlaceRestarts(Reconciler):
         pod = self._store.find("pods", *rt.key)
         name = ((pod or {}).get("metadata", {}).get("labels") or {}).get(JOBSET_NAME)
         js = self._store.find("jobsets", rt.key[0], name) if name else None
-        return js if in_place(js) else None
+        return js if js is not None and restarts_in_place(js) else None
 
     def on_container_started(self, rt: PodRt, c: ContainerRt) -> None:
         """Kubelet hook: the agent starts, takes its attempt and holds its worker at the barrier."""
@@ -125,7 +117,7 @@ class InPlaceRestarts(Reconciler):
         """Store listener: a JobSet's status moves its agents; its pods' attempts move the controller."""
         meta = ev.obj["metadata"]
         ns = meta.get("namespace", "default")
-        if ev.resource == "jobsets" and ev.type != "DELETED" and in_place(ev.obj):
+        if ev.resource == "jobsets" and ev.type != "DELETED" and restarts_in_place(ev.obj):
             for pkey, rt in list(self._kubelet.pods.items()):
                 if pkey[0] == ns and rt.uid in self.attempts:
                     js = self._jobset(rt)
@@ -137,8 +129,8 @@ class InPlaceRestarts(Reconciler):
     def reconcile(self, key: tuple[str, str]) -> None:
         """``reconcileInPlaceRestart``: fail past the limits, else move the current or previous attempt."""
         js = self._store.find("jobsets", *key)
-        if not in_place(js) or js is None or any(c.get("type") in ("Failed", "Completed") and c.get("status") == "True"
-                                                 for c in (js.get("status") or {}).get("conditions") or []):
+        if js is None or not restarts_in_place(js) or any(c.get("type") in ("Failed", "Completed") and c.get(
+                "status") == "True" for c in (js.get("status") or {}).get("conditions") or []):
             return
         pods = [p for p in self._store.list("pods", key[0])
                 if (p["metadata"].get("labels") or {}).get(JOBSET_NAME) == key[1]]

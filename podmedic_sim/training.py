@@ -6,7 +6,7 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic_sim.collectives import COLLECTIVE_TIMEOUT_S, HANG_DETECT_S, IN_JOB_RESTART_S, IN_JOB_RESTARTS, PEER_EXIT_S
-from podmedic_sim.store import Store
+from podmedic_sim.store import Store, json_copy
 from podmedic_sim.workload_protocol import (
     CKPT_ANSWER,
     CKPT_METHOD,
@@ -20,6 +20,20 @@ PREFER_LABEL_PREFIX = "prefer.podmedic.io/"
 COLLECTIVE_ANNOTATIONS = {"peer_exit_s": PEER_EXIT_S, "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
                           "in_job_restarts": IN_JOB_RESTARTS, "in_job_restart_s": IN_JOB_RESTART_S,
                           "hang_detect_s": HANG_DETECT_S}
+
+
+def in_place_jobset(job: Obj, failure_policy: Obj) -> tuple[Obj, Obj]:
+    """The child Job template and ``failurePolicy`` of a JobSet that restarts in place, from those of one
+    that recreates its Jobs, as jobset's example manifest has them
+    (``site/static/examples/in-place-restart/jobset-main-container-mode.yaml``): ``restartStrategy:
+    InPlaceRestart``, ``backoffLimit`` MaxInt32 with ``podReplacementPolicy: Failed`` (a failed pod is
+    recreated alone), the first container restarted in place on any non-zero exit."""
+    job = json_copy(job)
+    job["spec"].update(completions=job["spec"].get("parallelism", 1), backoffLimit=2147483647,
+                       podReplacementPolicy="Failed")
+    job["spec"]["template"]["spec"]["containers"][0]["restartPolicyRules"] = [
+        {"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0]}}]
+    return job, {**failure_policy, "restartStrategy": "InPlaceRestart"}
 
 
 def create_training_job(
@@ -56,10 +70,8 @@ def create_training_job(
     or a signal) if the grace period covers ``checkpoint_save_s``. ``jobset`` makes a JobSet
     ``<name>`` of ``parallelism`` one-pod Jobs instead (``backoffLimit`` 0, failurePolicy
     ``maxRestarts`` ``backoff_limit``: a failed pod restarts the whole JobSet), training as one job;
-    with ``in_place_restart`` the JobSet restarts in place instead (KEP-467, the manifest of jobset's
-    ``site/static/examples/in-place-restart/jobset-main-container-mode.yaml``: ``restartStrategy:
-    InPlaceRestart``, Jobs with ``backoffLimit`` MaxInt32 and ``podReplacementPolicy: Failed``, the
-    container restarted in place on any non-zero exit; ``podmedic_sim/in_place_restart.py``).
+    with ``in_place_restart`` the JobSet restarts in place instead (KEP-467: ``in_place_jobset``,
+    ``podmedic_sim/in_place_restart.py``).
     ``collectives`` declares how the ranks fail together (``podmedic_sim/collectives.py``: ``peer_exit_s``,
     ``collective_timeout_s``, ``in_job_restarts``, ``in_job_restart_s``, ``hang_detect_s``); none: each rank
     waits for the others.
@@ -144,10 +156,7 @@ def create_training_job(
         job: Obj = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": template}}
         failure_policy: Obj = {"maxRestarts": backoff_limit}
         if in_place_restart:
-            job["spec"].update(completions=1, backoffLimit=2147483647, podReplacementPolicy="Failed")
-            failure_policy["restartStrategy"] = "InPlaceRestart"
-            pod_spec["containers"][0]["restartPolicyRules"] = [
-                {"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0]}}]
+            job, failure_policy = in_place_jobset(job, failure_policy)
         return store.create("jobsets", {
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},

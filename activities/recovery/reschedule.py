@@ -157,10 +157,11 @@ class Rescheduler:
             known = set(details[0])
         else:
             # Pods that existed with the affected one are not replacements; later ones are.
-            known = {p["metadata"]["uid"] for p in await self.run(self._owned_pods)
+            owned = await self.run(self._owned_pods)
+            known = {p["metadata"]["uid"] for p in owned
                      if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}
             if pod is not None:
-                others = restart_counts(await self.run(self._workload_pods, pod))
+                others = restart_counts(await self.run(workload_pods, self.kube, pod) or owned)
                 others.pop(inp.pod.uid, None)
         hold = SameNodeHold(self.kube, self.run, inp, pod) if node else None
         label = None

@@ -26,11 +26,12 @@ from typing import Any
 
 from activities.recovery.verify import poll
 from podmedic.domain.base import Obj
+from podmedic.domain.stall import WORKLOAD_LABELS, workload_of
+from podmedic.domain.workloads import IN_PLACE_RESTART_ATTEMPT, restarts_in_place
 from podmedic.kube.gateway import KubeGateway
 
 JOBSET = "jobset.sigs.k8s.io/jobset-name"
 LWS = "leaderworkerset.sigs.k8s.io/name"
-IN_PLACE_ATTEMPT = "jobset.sigs.k8s.io/in-place-restart-attempt"
 
 
 def _controller(pod: Obj) -> Obj | None:
@@ -53,18 +54,13 @@ def jobset_not_ready(js: Obj) -> str | None:
     return None
 
 
-def restarts_in_place(js: Obj) -> bool:
-    """Whether the JobSet restarts its pods in place (KEP-467) rather than recreating its Jobs."""
-    return ((js.get("spec") or {}).get("failurePolicy") or {}).get("restartStrategy") == "InPlaceRestart"
-
-
 def barrier_not_lifted(js: Obj, pods: list[Obj]) -> str | None:
     """Why an in-place JobSet's workers still wait at the barrier (their pods at other attempts), or ``None``."""
     current = (js.get("status") or {}).get("currentInPlaceRestartAttempt")
     live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
             and not p["metadata"].get("deletionTimestamp")]
     behind = [p["metadata"]["name"] for p in live
-              if (p["metadata"].get("annotations") or {}).get(IN_PLACE_ATTEMPT) != str(current)]
+              if (p["metadata"].get("annotations") or {}).get(IN_PLACE_RESTART_ATTEMPT) != str(current)]
     if current is None or behind:
         return (f"in-place restart: {len(live) - len(behind)} of {len(live)} pods at attempt {current} "
                 f"(waiting: {', '.join(sorted(behind)[:5]) or 'none'})")
@@ -88,12 +84,13 @@ def others_line(workload: str, before: dict[str, int], after: dict[str, int]) ->
 
 
 def workload_pods(kube: KubeGateway, pod: Obj) -> list[Obj]:
-    """The pods of the pod's JobSet or LeaderWorkerSet (``[]`` for any other workload: its pods are the
-    replacement's own selector's)."""
-    meta = pod["metadata"]
-    labels = meta.get("labels") or {}
-    key = next((k for k in (JOBSET, LWS) if k in labels), None)
-    return kube.list_pods(meta.get("namespace", "default"), f"{key}={labels[key]}") if key else []
+    """The pods of the pod's workload by its controller's label (``podmedic/domain/stall.py``: a JobSet's, a
+    LeaderWorkerSet's, a Job's); ``[]`` for one known only by its owner."""
+    found = workload_of(pod)
+    label = dict(WORKLOAD_LABELS).get(found[0]) if found else None
+    if found is None or label is None:
+        return []
+    return kube.list_pods(pod["metadata"].get("namespace", "default"), f"{label}={found[1]}")
 
 
 def replicas_not_ready(obj: Obj, what: str) -> str | None:

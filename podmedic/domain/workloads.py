@@ -100,6 +100,14 @@ class WorkloadRef(BaseModel):
 
 LWS_GROUP_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+IN_PLACE_RESTART_ATTEMPT = "jobset.sigs.k8s.io/in-place-restart-attempt"
+"""The pod annotation of a JobSet's in-place restart agent: the attempt its pod is at (KEP-467)."""
+
+
+def restarts_in_place(jobset: Obj) -> bool:
+    """Whether the JobSet restarts its pods in place (``failurePolicy.restartStrategy: InPlaceRestart``,
+    KEP-467) rather than recreating its Jobs."""
+    return ((jobset.get("spec") or {}).get("failurePolicy") or {}).get("restartStrategy") == "InPlaceRestart"
 
 
 def describe_top(top: Obj, namespace: str, chain: list[str], pod_labels: dict[str, str]) -> WorkloadRef:
@@ -118,7 +126,7 @@ def describe_top(top: Obj, namespace: str, chain: list[str], pod_labels: dict[st
     elif kind == "JobSet" and spec.get("failurePolicy") is None:
         how = ("marks the whole JobSet Failed when one Job fails (no failurePolicy): nothing recreates it, "
                "so a pod whose Job has no backoffLimit left ends the job")
-    elif kind == "JobSet" and (spec.get("failurePolicy") or {}).get("restartStrategy") == "InPlaceRestart":
+    elif kind == "JobSet" and restarts_in_place(top):
         how = ("restarts its other pods in place and recreates the failed pod alone (failurePolicy.restartStrategy "
                "InPlaceRestart, KEP-467); a pod that stays on a failed device restarts in place on it")
     elif kind in ("JobSet", "TrainJob"):

@@ -32,6 +32,7 @@ from podmedic.admission.registration import PATH, placement_webhook_configuratio
 from podmedic.domain.placement_holds import KEPT_OFF_BY, KEPT_OFF_NODE, PINNED_BY
 from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
+from podmedic_sim.training import in_place_jobset
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
 from tests.helpers import wait_until
 
@@ -147,10 +148,7 @@ def _start_jobset(sim: SimCluster, api: client.ApiClient, name: str, in_place: b
     job: dict[str, Any] = {"spec": {"parallelism": 1, "backoffLimit": 0, "template": _template(sim, name, "Never")}}
     failure_policy: dict[str, Any] = {"maxRestarts": 3}
     if in_place:
-        job["spec"].update(completions=1, backoffLimit=2147483647, podReplacementPolicy="Failed")
-        job["spec"]["template"]["spec"]["containers"][0]["restartPolicyRules"] = [
-            {"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0]}}]
-        failure_policy["restartStrategy"] = "InPlaceRestart"
+        job, failure_policy = in_place_jobset(job, failure_policy)
     _create(api, "jobset.x-k8s.io", "v1alpha2", "jobsets", {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
         "spec": {"failurePolicy": failure_policy,

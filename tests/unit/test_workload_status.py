@@ -10,13 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.recovery.workload_status import (
-    IN_PLACE_ATTEMPT,
-    barrier_not_lifted,
-    others_line,
-    restart_counts,
-    restarts_in_place,
-)
+from activities.recovery.workload_status import barrier_not_lifted, others_line, restart_counts
+from podmedic.domain.workloads import IN_PLACE_RESTART_ATTEMPT, restarts_in_place
 
 
 def _jobset(current: int | None, strategy: str = "InPlaceRestart") -> dict[str, Any]:
@@ -25,7 +20,7 @@ def _jobset(current: int | None, strategy: str = "InPlaceRestart") -> dict[str, 
 
 
 def _pod(name: str, attempt: int | None, phase: str = "Running", restarts: int = 0) -> dict[str, Any]:
-    annotations = {} if attempt is None else {IN_PLACE_ATTEMPT: str(attempt)}
+    annotations = {} if attempt is None else {IN_PLACE_RESTART_ATTEMPT: str(attempt)}
     return {"metadata": {"name": name, "uid": f"uid-{name}", "annotations": annotations},
             "status": {"phase": phase, "containerStatuses": [{"name": "trainer", "restartCount": restarts}]}}
 
