@@ -24,6 +24,7 @@ from activities.pool_fence import PoolFenceActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
 from activities.rule_sweep import RuleSweepActivities
+from activities.spares import SpareActivities
 from activities.running_incidents import run_closed
 from activities.stall import StallActivities
 from activities.storm_turns import TurnActivities
@@ -103,9 +104,10 @@ def pool_fence_activities(kube: KubeGateway) -> list[Any]:
 
 
 def guard_activities(kube: KubeGateway, client: Client) -> list[Any]:
-    """The fleet guard's: ask, release, closed holders, fleet sizes."""
+    """The fleet guard's: ask, release, closed holders, fleet sizes, warm spares."""
     guard = GuardActivities(client, kube)
-    return [guard.ask_guard, guard.release_guard, guard.closed_holders, guard.fleet_size]
+    return [guard.ask_guard, guard.release_guard, guard.closed_holders, guard.fleet_size,
+            SpareActivities(kube).keep_spares]
 
 
 def node_activities(kube: KubeGateway, client: Client) -> list[Any]:

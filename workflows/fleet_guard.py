@@ -24,6 +24,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.fleet_guard import GuardActivities
     from activities.rule_sweep import RuleSweepActivities
+    from activities.spares import SpareActivities
     from podmedic.domain import search
     from podmedic.domain.fleet_guard import limits as limits
     from podmedic.domain.fleet_guard.messages import (
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         StormRecord,
         SweepInput,
     )
+    from podmedic.domain.spares import SparesInput, SparesReport
     from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
 
 MAX_HISTORY_EVENTS = 4000
@@ -66,6 +68,8 @@ class FleetGuardWorkflow:
         self.holders_checked: dt.datetime | None = None
         self.rules_swept: dt.datetime | None = None
         self.sweep_kept: list[str] = []  # told once, not every sweep while a rule waits for its device
+        self.spares_kept: dt.datetime | None = None
+        self.spares: SparesReport | None = None
 
     # -- incidents -------------------------------------------------------------------------
     @workflow.update
@@ -150,7 +154,7 @@ class FleetGuardWorkflow:
                            nodes_disrupted=len(limits.nodes_disrupted(ledger)), permits=list(ledger.permits.values()),
                            waiting=list(ledger.waiting), waiting_since=dict(ledger.waiting_since),
                            storm=ledger.storm, clear_since=ledger.clear_since,
-                           fleet=self.fleet, policy=self.policy, history=list(ledger.history))
+                           fleet=self.fleet, policy=self.policy, history=list(ledger.history), spares=self.spares)
 
     # -- the loop --------------------------------------------------------------------------
     @workflow.run
@@ -164,6 +168,7 @@ class FleetGuardWorkflow:
             self._watch_storm()
             await self._reclaim()
             await self._sweep()
+            await self._keep_spares()
             await self._fleet_incidents()
             await self._send_wakes()
             info = workflow.info()
@@ -186,6 +191,8 @@ class FleetGuardWorkflow:
             wait = min(wait, self._holders_wait())
         if self.rules_swept is not None:
             wait = min(wait, self._sweep_wait())
+        if self._spares_wanted():
+            wait = min(wait, self._spares_wait())
         return max(wait, 1.0)
 
     def _sweep_wait(self) -> float:
@@ -211,6 +218,33 @@ class FleetGuardWorkflow:
         for line in [*swept.changed, *(k for k in swept.kept if k not in self.sweep_kept)]:
             self._remember(f"{workflow.now():%H:%M:%S} swept {line}")
         self.sweep_kept = swept.kept
+
+    def _spares_wanted(self) -> bool:
+        """Spares to keep, or ones kept to give back (``per_pool`` lowered to 0)."""
+        return self.policy.spares.per_pool > 0 or (self.spares is not None and self.spares.held > 0)
+
+    def _spares_wait(self) -> float:
+        if self.spares_kept is None:
+            return 0.0
+        return self.policy.spares.every_s - (workflow.now() - self.spares_kept).total_seconds()
+
+    async def _keep_spares(self) -> None:
+        """Keep ``spares.per_pool`` warm spares in every pool every ``spares.every_s`` (``activities/spares.py``)."""
+        if not self._spares_wanted() or self._spares_wait() > 0 or not workflow.patched("keep-spares"):
+            return
+        self.spares_kept = workflow.now()
+        try:
+            kept = await workflow.execute_activity_method(
+                SpareActivities.keep_spares, SparesInput(policy=self.policy.spares),
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RetryPolicy(maximum_attempts=3, maximum_interval=timedelta(seconds=30)),
+                summary="keep warm spares")
+        except ActivityError as err:  # the spares stay as they are until the next keeping
+            self._remember(f"{workflow.now():%H:%M:%S} spares not kept: {err.cause or err}")
+            return
+        for line in [*kept.changed, *kept.refused]:
+            self._remember(f"{workflow.now():%H:%M:%S} {line}")
+        self.spares = kept
 
     def _holders_wait(self) -> float:
         """Seconds until the holders are checked again: every ``reclaim_s`` while an incident waits,

@@ -34,6 +34,7 @@ from activities.recovery import placement
 from activities.recovery.same_node import SameNodeHold
 from activities.recovery.verify import Verification, poll
 from activities.recovery.workload_status import await_whole, others_line, restart_counts, workload_pods
+from podmedic.domain import spares
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
 from podmedic.domain.placement_holds import identity_of
@@ -55,6 +56,7 @@ class Rescheduler:
         self.notes: list[str] = []
         self.selector = ""  # the labels of the pod's place in its workload (``_owned``)
         self.waiting = "not looked yet"  # the candidates the last look found wanting (``_replacement``)
+        self.spare: str | None = None  # the warm spare the replacement goes to, its own node having no room
 
     def _result(self, verified: bool, detail: str, pod: Obj | None = None) -> RecoveryResult:
         ref = podview.pod_ref(pod) if pod is not None else self.inp.pod
@@ -76,8 +78,13 @@ class Rescheduler:
         node = inp.pod.node if self.action == "same_node" else None
         if node:
             why_not = await self.run(self._capacity, pod)
+            if why_not and owner is not None and pod is not None:
+                self.spare = await self.run(self._spare, pod)
+            if why_not and self.spare is None:
+                return self._result(False, why_not + ("; no warm spare of its pool has room" if owner else ""))
             if why_not:
-                return self._result(False, why_not)
+                self.notes.append(f"{why_not}: moving it to warm spare {self.spare} instead")
+                node = self.spare
         if owner is None:
             if pod is None:
                 return self._result(False, "bare pod is gone before podmedic could copy its spec")
@@ -96,6 +103,23 @@ class Rescheduler:
         if len(free) < needed:
             return (f"node {node} has {len(free)} free healthy {device.driver} device(s), the replacement needs "
                     f"{needed}: not rescheduling to the same node")
+        return None
+
+    def _spare(self, pod: Obj) -> str | None:
+        """A warm spare of the pod's node's pool with room for the replacement (``podmedic/domain/spares.py``),
+        or ``None``."""
+        here = self.kube.get_node(self.inp.pod.node or "")
+        if here is None:
+            return None
+        device = self.inp.device
+        needed = max(1, len(self.claims.device_health(pod).devices))
+        claims, rules = self.kube.list_claims(), self.kube.list_taint_rules()
+        for spare in self.kube.list_nodes():
+            name = spare["metadata"]["name"]
+            if spares.served_by(here, spare) and len(placement.free_healthy_devices(
+                    name, device.driver, self.kube.list_slices(f"spec.nodeName={name}"), claims, rules,
+                    device)) >= needed:
+                return str(name)
         return None
 
     # -- eviction ----------------------------------------------------------------------
@@ -166,7 +190,7 @@ class Rescheduler:
         hold = SameNodeHold(self.kube, self.run, inp, pod) if node else None
         label = None
         if hold is not None and node and pod is not None:
-            why_not = await hold.place(node)
+            why_not = await hold.place(node, [spares.SPARE_TOLERATION] if self.spare else [])
             if why_not is None:
                 self.notes.append(f"replacement held on {node} (podmedic's admission webhook pins pods labelled "
                                   f"{self.selector}; a dry-run probe came back pinned)")
@@ -221,6 +245,10 @@ class Rescheduler:
             result = self._result(True, f"replaced by its Job controller (the pod was gone before podmedic "
                                         f"evicted it): {placed}", found)
             return result.model_copy(update={"action": REPLACED_BY_CONTROLLER})
+        if self.spare is not None and landed == self.spare:
+            self.notes.append(f"moved to warm spare {landed}: {self.inp.pod.node} had no free healthy device")
+            return self._result(True, f"replacement {placed}, a warm spare", found).model_copy(
+                update={"action": "any_node"})
         if self.action == "same_node" and not same:
             self.notes.append(f"same_node asked for {self.inp.pod.node}; the scheduler placed {name} on {landed}: "
                               "counted as another node")

@@ -50,15 +50,17 @@ class SameNodeHold:
         self.key = hold_key(inp.request_id)
         self.placed = pod is None
 
-    async def place(self, node: str) -> str | None:
-        """Write the hold and probe admission; ``None`` when the replacement will be pinned, else why not."""
+    async def place(self, node: str, tolerations: list[dict[str, str]]) -> str | None:
+        """Write the hold (the pinned pod gets ``tolerations`` too: a warm spare's) and probe admission;
+        ``None`` when the replacement will be pinned, else why not."""
         inp = self.inp
         if self.pod is None or not self.labels:
             return "the pod carries no label its replacement will carry again (pod-name, job-name)"
         hold = Hold(namespace=inp.pod.namespace, labels=self.labels, group=group_of(self.pod), node=node,
                     incident_id=inp.incident_id,
                     reason=f"same-node replacement of {inp.pod.name}: device {inp.device.resource_id} failed",
-                    expires_at=time.time() + inp.timeout_s + inp.eviction.max_wait_s + EXPIRY_MARGIN_S)
+                    expires_at=time.time() + inp.timeout_s + inp.eviction.max_wait_s + EXPIRY_MARGIN_S,
+                    tolerations=tolerations)
         await self.run(self.kube.put_hold, inp.pod.namespace, self.key, hold.model_dump_json(), inp.incident_id)
         self.placed = True
         try:

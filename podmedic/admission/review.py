@@ -1,5 +1,6 @@
 """One AdmissionReview in, one out: pin a new pod to the node a placement hold names, or keep a
-fellow rank's new pod off that node (a preference) so it leaves the freed devices to the replacement.
+fellow rank's new pod off that node (a preference) so it leaves the freed devices to the replacement;
+and take the toleration of podmedic's warm-spare taint off any pod podmedic does not pin to a spare.
 
 The shapes are admission.k8s.io/v1 (k8s.io/api admission/v1/types.go): the response carries the
 request's ``uid``, ``allowed``, and a base64 RFC 6902 ``patch`` with ``patchType: JSONPatch``.
@@ -19,6 +20,7 @@ from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic.domain.placement_holds import fellow_rank_hold, keep_off_patch, matching_hold, parse_holds, pin_patch
+from podmedic.domain.spares import SPARE_TAINT, unspare_patch
 
 ReadHolds = Callable[[str], dict[str, str]]
 
@@ -34,6 +36,7 @@ class ReviewStats:
     reviewed: int = 0
     pinned: int = 0
     kept_off: int = 0
+    unspared: int = 0
     unreadable_holds: int = 0
     bad_entries: list[str] = field(default_factory=list)
 
@@ -72,17 +75,25 @@ def review(body: Any, read_holds: ReadHolds, now: float, stats: ReviewStats) -> 
         if error not in stats.bad_entries:
             stats.bad_entries.append(error)
     hold = matching_hold(pod, namespace, holds, now)
+    patch, done = [], []
     if hold is not None:
         stats.pinned += 1
-        patch, done = pin_patch(pod, hold), f"pinned to node {hold.node} for incident {hold.incident_id}"
+        patch, done = pin_patch(pod, hold), [f"pinned to node {hold.node} for incident {hold.incident_id}"]
     elif (hold := fellow_rank_hold(pod, namespace, holds, now)) is not None:
         stats.kept_off += 1
         patch = keep_off_patch(pod, hold)
-        done = (f"kept off node {hold.node} (preferred) for incident {hold.incident_id}: the devices there are "
-                f"held for another rank's replacement")
-    else:
+        done = [f"kept off node {hold.node} (preferred) for incident {hold.incident_id}: the devices there are "
+                f"held for another rank's replacement"]
+    if hold is None or not hold.tolerations:
+        unspare = unspare_patch(pod)
+        if unspare:
+            stats.unspared += 1
+            patch = [*unspare, *patch]
+            done.append(f"toleration of {SPARE_TAINT} removed: warm spares take only the replacements podmedic "
+                        "pins there")
+    if not patch:
         return answer, None
     response["patchType"] = "JSONPatch"
     response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-    response["warnings"] = [f"podmedic: {done}"]
-    return answer, done
+    response["warnings"] = [f"podmedic: {line}" for line in done]
+    return answer, "; ".join(done)

@@ -72,6 +72,20 @@ async def resume(t: connection.Target, request: ResumeRequest) -> GuardStatus:
     return status
 
 
+def _spares_lines(status: GuardStatus) -> list[str]:
+    """The warm spares: per pool, who they are and how many are missing (podmedic/domain/spares.py)."""
+    p, kept = status.policy.spares, status.spares
+    if p.per_pool == 0 and (kept is None or kept.held == 0):
+        return ["warm spares: none (guard.spares.per_pool 0)"]
+    lines = [f"warm spares: {p.per_pool} per pool (node label {p.pool_label}), checked every {p.every_s:g}s"]
+    if kept is None:
+        return [*lines, "  not kept yet"]
+    for pool in kept.pools:
+        short = f"; {pool.short} short: no free fit node in the pool" if pool.short else ""
+        lines.append(f"  spares {pool.pool}: {', '.join(pool.spares) or 'none'}{short}")
+    return lines
+
+
 def render(status: GuardStatus) -> str:
     """Text for a terminal."""
     p = status.policy
@@ -90,6 +104,7 @@ def render(status: GuardStatus) -> str:
             lines.append(f"calm since {status.clear_since:%H:%M:%S}")
     if status.fleet is not None:
         lines.append("fleet: " + (", ".join(f"{d} {n}" for d, n in sorted(status.fleet.drivers.items())) or "unknown"))
+    lines += _spares_lines(status)
     for permit in status.permits:
         past = f" (approved past the limits by {permit.override_by})" if permit.override_by else ""
         lines.append(f"  holds  {permit.incident_id} on {permit.node} since {permit.since:%H:%M:%S}{past}")

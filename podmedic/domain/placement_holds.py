@@ -60,6 +60,9 @@ class Hold(BaseModel):
         "The labels the pod's fellow ranks share (empty: none recreated with it); their new pods are "
         "steered off node while the hold lasts"))
     expires_at: float = Field(description="Unix seconds; an expired hold pins nothing")
+    tolerations: list[dict[str, str]] = Field(default_factory=list, description=(
+        "Tolerations the pinned pod gets too: podmedic's spare taint when the node is a warm spare "
+        "(podmedic/domain/spares.py)"))
 
 
 def hold_key(request_id: str) -> str:
@@ -134,7 +137,8 @@ def _affinity_of(pod: Obj) -> dict[str, Any]:
 
 
 def pin_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:
-    """RFC 6902 operations giving ``pod`` a required node affinity to the hold's node.
+    """RFC 6902 operations giving ``pod`` a required node affinity to the hold's node (and the hold's
+    tolerations: a warm spare's taint).
 
     ``nodeSelectorTerms`` are ORed and the requirements inside one term ANDed (k8s.io/api core/v1
     ``NodeSelector``), so the node is added to every existing term: the pod keeps its own
@@ -146,8 +150,11 @@ def pin_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:
     terms = required.get("nodeSelectorTerms") or [{}]
     field = {"key": "metadata.name", "operator": "In", "values": [hold.node]}
     required["nodeSelectorTerms"] = [{**t, "matchFields": [*(t.get("matchFields") or []), field]} for t in terms]
-    return [{"op": "add", "path": "/spec/affinity", "value": affinity},
-            *_annotate(pod, {PINNED_BY: hold.incident_id, PINNED_NODE: hold.node})]
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/spec/affinity", "value": affinity}]
+    if hold.tolerations:
+        own = list((pod.get("spec") or {}).get("tolerations") or [])
+        ops.append({"op": "add", "path": "/spec/tolerations", "value": [*own, *hold.tolerations]})
+    return [*ops, *_annotate(pod, {PINNED_BY: hold.incident_id, PINNED_NODE: hold.node})]
 
 
 def keep_off_patch(pod: Obj, hold: Hold) -> list[dict[str, Any]]:

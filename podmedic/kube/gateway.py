@@ -176,6 +176,12 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         except NotFound:
             return None
 
+    def list_nodes(self, label_selector: str = "") -> list[Obj]:
+        """Every Node, or those ``label_selector`` selects."""
+        selected = {"label_selector": label_selector} if label_selector else {}
+        items: list[Obj] = self._read(f"list nodes {label_selector}".strip(), self.core.list_node, **selected)["items"]
+        return items
+
     def patch_node(self, name: str, body: Obj) -> Obj:
         """Merge-patch a Node (cordon, taints, annotations); a ``metadata.resourceVersion`` in
         ``body`` makes a concurrent change a ``Conflict``."""

@@ -7,18 +7,26 @@ so each test picks the one rung or mechanism it is about.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import json
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from kubernetes import client, config
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
+from podmedic.admission.registration import PATH, placement_webhook_configuration
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput, PodKey
 from podmedic.domain.policy_file import parse_policy
@@ -32,6 +40,7 @@ from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 
 DRIVER = "gpu.nvidia.com"
+WEBHOOK = "podmedic-placement-test"
 IMAGE = "registry.local/trainer:1"
 BASE = """
 drivers:
@@ -67,6 +76,55 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     cluster.start(kubeconfig_path=tmp_path_factory.mktemp("recover") / "kubeconfig")
     yield cluster
     cluster.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def api(sim: SimCluster) -> Iterator[client.ApiClient]:
+    assert sim.kubeconfig_path is not None
+    yield config.new_client_from_config(str(sim.kubeconfig_path))
+
+
+@pytest.fixture(scope="module")
+def admission(sim: SimCluster, api: client.ApiClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``podmedic admission`` on a free port, registered as the deploy/ manifest registers it (the same
+    configuration: tests/deploy checks it), but by URL (the simulator runs no Services) and without a
+    caBundle: the process writes its CA."""
+    port, certs = _free_port(), tmp_path_factory.mktemp("admission-tls")
+    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(placement_webhook_configuration(
+        WEBHOOK, {"url": f"https://127.0.0.1:{port}{PATH}"}, ["podmedic", "kube-system"]))
+    log = certs / "admission.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "podmedic.cli.main", "admission", "--kubeconfig", str(sim.kubeconfig_path),
+             "--listen", f"127.0.0.1:{port}", "--self-signed-dir", str(certs), "--extra-names", "127.0.0.1",
+             "--webhook-configuration", WEBHOOK], stdout=out, stderr=subprocess.STDOUT)
+
+    def serving() -> bool | None:
+        hook = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(WEBHOOK).webhooks[0]
+        if not hook.client_config.ca_bundle:
+            return None
+        context = ssl.create_default_context(cadata=base64.b64decode(hook.client_config.ca_bundle).decode())
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as r:
+                return r.status == 200 or None
+        except OSError:
+            return None
+
+    try:
+        wait_until(serving, timeout=30, what="podmedic admission serving with its CA in the configuration")
+    except AssertionError:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise AssertionError(f"podmedic admission did not come up:\n{log.read_text()}") from None
+    yield proc
+    proc.terminate()
+    proc.wait(timeout=10)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

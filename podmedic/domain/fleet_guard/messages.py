@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.models import DeviceRef
+from podmedic.domain.spares import SparesReport
 
 GUARD_WORKFLOW_ID = "fleet/guard"
 """The one guard of a Temporal namespace: every incident asks it (start if absent, then the ask update)."""
@@ -215,6 +216,7 @@ class GuardStatus(BaseModel):
     fleet: FleetSize | None
     policy: GuardPolicy
     history: list[str]
+    spares: SparesReport | None = Field(None, description="The last keeping of warm spares (None: none kept).")
 
     @property
     def waiting_summary(self) -> str:

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from podmedic.domain.base import ConfigModel
+from podmedic.domain.spares import SparesPolicy
 
 
 class StormPolicy(ConfigModel):
@@ -66,3 +67,4 @@ class GuardPolicy(ConfigModel):
     sweep_grace_s: float = Field(120.0, ge=0, description="How long a holder's run must have been closed before "
                                                           "the sweep takes it off a rule.")
     storm: StormPolicy = Field(default_factory=StormPolicy)
+    spares: SparesPolicy = Field(default_factory=SparesPolicy)
