@@ -24,8 +24,8 @@ from activities.pool_fence import PoolFenceActivities
 from activities.quarantine import QuarantineActivities
 from activities.recovery.recover import RecoverActivities
 from activities.rule_sweep import RuleSweepActivities
-from activities.spares import SpareActivities
 from activities.running_incidents import run_closed
+from activities.spares import SpareActivities
 from activities.stall import StallActivities
 from activities.storm_turns import TurnActivities
 from activities.taint import TaintActivities

@@ -25,5 +25,7 @@ RELEASE = "0.1.0"
 SUPPORTED = ("0.1.0",)
 """Releases whose running workflows this code must replay, newest first: this one and the one before."""
 
-PATCHES: dict[str, str] = {"lemon-waits-for-vendor": "0.1.0", "given-back-notes-ticket": "0.1.0", "keep-spares": "0.1.0"}
+PATCHES: dict[str, str] = {
+    "lemon-waits-for-vendor": "0.1.0", "given-back-notes-ticket": "0.1.0", "keep-spares": "0.1.0",
+}
 """Live patch id -> the release that added it. Empty right after a release that removed them all."""

@@ -124,7 +124,8 @@ class Fleet:
         pools: dict[tuple[str, str], str] = {}
         for s in slices:
             spec = s.get("spec") or {}
-            node, driver, pool = spec.get("nodeName"), str(spec.get("driver", "")), (spec.get("pool") or {}).get("name", "")
+            node, driver = spec.get("nodeName"), str(spec.get("driver", ""))
+            pool = str((spec.get("pool") or {}).get("name", ""))
             if not node:
                 continue
             pools[(driver, pool)] = node
@@ -165,7 +166,7 @@ def plan_spares(fleet: Fleet, policy: SparesPolicy) -> tuple[list[SpareChange], 
     for node in fleet.nodes:
         pool = pool_of(node, policy.pool_label)
         if is_spare(node):
-            served = str(((node["metadata"].get("annotations") or {}).get(SPARE_POOL, "")))
+            served = str((node["metadata"].get("annotations") or {}).get(SPARE_POOL, ""))
             if pool is None or served != f"{policy.pool_label}={pool}":
                 changes.append(SpareChange(node=node["metadata"]["name"], pool=served, action="drop",
                                            why=f"its pool is no longer {served} (pool_label {policy.pool_label})"))
@@ -177,7 +178,9 @@ def plan_spares(fleet: Fleet, policy: SparesPolicy) -> tuple[list[SpareChange], 
         kept: list[str] = []
         for node in (n for n in members if is_spare(n)):
             name = node["metadata"]["name"]
-            why = fleet.unfit(node) or ("a replacement runs there: an ordinary node now" if name in fleet.busy else None)
+            why = fleet.unfit(node)
+            if why is None and name in fleet.busy:
+                why = "a replacement runs there: an ordinary node now"
             if why is None and len(kept) >= policy.per_pool:
                 why = f"more spares than per_pool ({policy.per_pool})"
             if why is None:
