@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         StormRecord,
         SweepInput,
     )
+    from podmedic.domain.fleet_guard.policy import GuardPolicy
     from podmedic.domain.spares import SparesInput, SparesReport
     from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
 
@@ -128,6 +129,13 @@ class FleetGuardWorkflow:
         """An incident closed: its device and node no longer count as disrupted now."""
         if limits.release(self.ledger, rel.incident_id):
             self.wake.extend(i for i in self.ledger.waiting if i not in self.wake)
+        self.dirty = True
+
+    @workflow.signal
+    def policy_in_force(self, policy: GuardPolicy) -> None:
+        """The policy file in force, told by the ingest when it starts: warm spares are kept (or given back)
+        before any incident asks (``podmedic/ingest/guard_sightings.py``)."""
+        self.policy = policy
         self.dirty = True
 
     # -- operators -------------------------------------------------------------------------

@@ -8,6 +8,9 @@ incidents, and their asks, one after another. So while the ingest sees a storm
 is what the incident's own ask would count: an actionable failure of the device, named by the
 report, not caused by the workload, under an enabled guard and storm rule, outside dry run.
 
+The ingest also tells the guard the policy file in force when it starts (``tell_policy``), so that the
+guard keeps the warm spares the file asks for before any incident has asked it (``podmedic/domain/spares.py``).
+
 One round trip at a time: the devices that arrive while one is under way ride the next. A
 delivery returns only once its device was sent, or fails (and is retried) with the round trip;
 the incident's own ask counts the device in any case, so nothing is lost when the guard cannot
@@ -25,9 +28,13 @@ from temporalio.client import Client
 
 from activities.fleet_guard import GUARD_WORKFLOW, start_guard
 from podmedic.domain.classify import classify, names_the_failure
-from podmedic.domain.fleet_guard.messages import GuardInput, Sighting, Sightings
+from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardInput, Sighting, Sightings
+from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.models import DeviceHealthEvent, Health
 from podmedic.domain.policy import DriverPolicy
+from podmedic.temporal.signals import signal_if_open
+
+POLICY_SIGNAL = "policy_in_force"
 
 
 def counts_toward_storm(event: DeviceHealthEvent, policy: DriverPolicy) -> bool:
@@ -82,3 +89,18 @@ class GuardSightings:
             for sighting in batch:
                 self._waiting.pop(sighting.incident_id, None)
         return True
+
+    async def tell_policy(self, guard: GuardPolicy | None) -> str:
+        """Tell the guard the file's ``guard:`` section; what was done. A file that keeps warm spares starts the
+        guard if none runs (spares are kept from the start); one that keeps none only tells a running guard
+        (which may hold spares to give back). Raises when Temporal cannot be reached: the caller retries."""
+        if guard is None or not guard.enabled:
+            return "no fleet guard in the policy: nothing told"
+        if guard.spares.per_pool > 0:
+            await self.client.start_workflow(
+                GUARD_WORKFLOW, GuardInput(policy=guard, search_attributes=self.search_attributes),
+                start_signal=POLICY_SIGNAL, start_signal_args=[guard], **start_guard(self.task_queue))
+            return f"fleet guard told the policy in force: it keeps {guard.spares.per_pool} warm spare(s) per pool"
+        if await signal_if_open(self.client, GUARD_WORKFLOW_ID, POLICY_SIGNAL, guard):
+            return "fleet guard told the policy in force (no warm spares)"
+        return "no fleet guard runs and the policy keeps no warm spares: nothing told"

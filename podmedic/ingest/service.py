@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -136,6 +137,20 @@ def _checks(client: Client, kube: KubeGateway, sources: Sequence[Source],
     return checks
 
 
+async def tell_guard(deliverer: Deliverer, policies: PolicySet, stop: asyncio.Event, retry_s: float = 10.0) -> None:
+    """Tell the fleet guard the policy in force (``GuardSightings.tell_policy``), again every ``retry_s`` while
+    Temporal cannot be reached: a guard told late keeps its spares late, so it is told until it is."""
+    while not stop.is_set():
+        try:
+            log.info("%s", await deliverer.sightings.tell_policy(policies.guard))
+            return
+        except Exception as err:
+            log.warning("the fleet guard was not told the policy in force (%s); trying again in %gs", err, retry_s)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(retry_s):
+                await stop.wait()
+
+
 async def run_ingest(
     client: Client,
     kube: KubeGateway,
@@ -168,6 +183,7 @@ async def run_ingest(
         log.info("ingest HTTP front on %s (POST /v1/events, /v1/alertmanager)", url)
     if on_ready is not None:
         on_ready(url)
+    told = asyncio.create_task(tell_guard(deliverer, policies, stop)) if watch else None
     if watch:
         await say_health_status(kube)
     try:
@@ -180,6 +196,8 @@ async def run_ingest(
                          lease.namespace, lease.name, lease.identity)
                 await elector.run(stop, lambda lost: run_sources(sources, deliverer, lost))
     finally:
+        if told is not None:
+            told.cancel()
         if runner is not None:
             await runner.cleanup()
         log.info("ingest stopped: %d delivered, %d deduplicated", deliverer.delivered, deliverer.deduplicated)

@@ -22,10 +22,11 @@ import pytest_asyncio
 from kubernetes import client
 from temporalio.client import Client, WorkflowHandle
 
-from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardInput, GuardStatus
+from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.placement_holds import PINNED_BY, PINNED_NODE
 from podmedic.domain.spares import SPARE_TAINT, SparesPolicy
+from podmedic.ingest.guard_sightings import GuardSightings
 from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
 from podmedic_sim.topology import POOL_LABEL
@@ -60,14 +61,19 @@ def clean(sim: SimCluster) -> Iterator[None]:
     wait_until(lambda: not sim.state()["pods"] or None, timeout=30, what="every pod gone")
 
 
+def _keeping(per_pool: int) -> GuardPolicy:
+    """A guard policy keeping ``per_pool`` spares per pool of the simulator's pool label, every second."""
+    return GuardPolicy(spares=SparesPolicy(per_pool=per_pool, pool_label=POOL_LABEL, every_s=1))
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def guard(worker: tuple[Client, str]) -> AsyncIterator[WorkflowHandle[FleetGuardWorkflow, None]]:
-    """The fleet guard, started as the first incident's ask starts it, keeping one spare per pool of the
-    simulator's pool label every second; terminated at the end (its worker goes with the test)."""
+    """The fleet guard, started as the ingest starts it when the policy file keeps spares (before any
+    incident asks); terminated at the end (its worker goes with the test)."""
     temporal, queue = worker
-    spares = SparesPolicy(per_pool=1, pool_label=POOL_LABEL, every_s=1)
-    handle = await temporal.start_workflow(FleetGuardWorkflow.run, GuardInput(policy=GuardPolicy(spares=spares)),
-                                           id=GUARD_WORKFLOW_ID, task_queue=queue)
+    told = await GuardSightings(temporal, queue).tell_policy(_keeping(1))
+    assert "keeps 1 warm spare(s) per pool" in told, told
+    handle = temporal.get_workflow_handle_for(FleetGuardWorkflow.run, GUARD_WORKFLOW_ID)
     yield handle
     with contextlib.suppress(Exception):
         await handle.terminate("test over")
@@ -160,3 +166,18 @@ async def test_without_spares_the_rank_has_nowhere_to_go_on_its_node(
     assert outcome.recovered_by is None, (outcome.outcome, recover)
     assert "node node-0001 has 0 free healthy" in recover and "no warm spare of its pool has room" in recover, recover
     assert not _spare(sim, "node-0000")
+
+
+async def test_a_policy_that_keeps_no_spares_gives_them_back(
+        sim: SimCluster, worker: tuple[Client, str], guard: WorkflowHandle[FleetGuardWorkflow, None]) -> None:
+    """Both nodes free: the guard makes the first one the spare; told a policy with per_pool 0 (the ingest
+    tells a running guard the file in force when it starts), it gives it back."""
+    temporal, queue = worker
+    await asyncio.to_thread(wait_until, lambda: _spare(sim, "node-0000"), timeout=30, what="node-0000 a spare")
+    assert not _spare(sim, "node-0001")
+    told = await GuardSightings(temporal, queue).tell_policy(_keeping(0))
+    assert told == "fleet guard told the policy in force (no warm spares)", told
+    await asyncio.to_thread(wait_until, lambda: not _spare(sim, "node-0000") or None, timeout=30,
+                            what="node-0000 given back")
+    status = await _status(guard)
+    assert status.spares is not None and status.spares.held == 0, status.spares

@@ -351,4 +351,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "    elif (hold := fellow_rank_hold(pod, namespace, holds, now)) is not None:",
         "    elif (hold := None) is not None:",
         ("tests/e2e_recover/test_same_node_workloads.py", "tests/unit/test_placement_holds.py")),
+    Mutant(
+        "spare-never-used", "a rank whose node has no free healthy GPU moves to a warm spare of its pool",
+        "activities/recovery/reschedule.py",
+        "                self.spare = await self.run(self._spare, pod)",
+        "                self.spare = None",
+        ("tests/e2e_recover/test_warm_spares.py",)),
+    Mutant(
+        "spare-toleration-kept", "only the replacements podmedic pins to a spare tolerate its taint",
+        "podmedic/domain/spares.py",
+        "    if not spare_tolerations(tolerations):",
+        "    if True:",
+        ("tests/e2e_recover/test_warm_spares.py", "tests/unit/test_spares.py")),
+    Mutant(
+        "used-spare-kept", "a spare a replacement landed on is given back and another free node takes its place",
+        "podmedic/domain/spares.py",
+        "            if why is None and name in fleet.busy:",
+        "            if False:",
+        ("tests/e2e_recover/test_warm_spares.py", "tests/unit/test_spares.py")),
 )
