@@ -18,6 +18,7 @@ from activities.claim_cache import ReservedClaims
 from activities.discover import DiscoverActivities
 from activities.fleet_guard import GuardActivities
 from activities.history import HistoryActivities
+from activities.maintenance import MaintenanceActivities
 from activities.node import NodeActivities
 from activities.notice import NoticeActivities
 from activities.pool_fence import PoolFenceActivities
@@ -43,6 +44,7 @@ from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.fleet_guard import FleetGuardWorkflow
 from workflows.fleet_incident import FleetIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.maintenance import NodeMaintenanceWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 from workflows.pool_fence import PoolFenceWorkflow
 from workflows.storm_turns import StormTurnsWorkflow
@@ -53,7 +55,7 @@ log = logging.getLogger("podmedic.worker")
 
 WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflow, FleetGuardWorkflow,
              FleetIncidentWorkflow, UnresolvedDeviceWorkflow, PoolFenceWorkflow, StormTurnsWorkflow,
-             WorkloadStallWorkflow]
+             WorkloadStallWorkflow, NodeMaintenanceWorkflow]
 
 
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
@@ -65,6 +67,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     ticket = TicketActivities(kube, client)
     notice = NoticeActivities(kube)
     stall = StallActivities(kube)
+    maintenance = MaintenanceActivities(kube, claims)
     return [
         discover.discover_device,
         discover.read_device_health,
@@ -79,6 +82,8 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
         ticket.note_ticket,
         stall.watch_steps,
         stall.end_stalled_rank,
+        maintenance.plan_maintenance,
+        maintenance.node_back,
         notice.notify_pod,
         notice.notify_step,
         NodeActivities(client).report_to_node,

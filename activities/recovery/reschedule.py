@@ -85,6 +85,10 @@ class Rescheduler:
             if why_not:
                 self.notes.append(f"{why_not}: moving it to warm spare {self.spare} instead")
                 node = self.spare
+        elif inp.move_off and owner is not None and pod is not None:
+            self.spare = node = await self.run(self._spare, pod)
+            if node is not None:
+                self.notes.append(f"{inp.pod.node} is going away: moving {inp.pod.name} to warm spare {node}")
         if owner is None:
             if pod is None:
                 return self._result(False, "bare pod is gone before podmedic could copy its spec")
@@ -246,7 +250,8 @@ class Rescheduler:
                                         f"evicted it): {placed}", found)
             return result.model_copy(update={"action": REPLACED_BY_CONTROLLER})
         if self.spare is not None and landed == self.spare:
-            self.notes.append(f"moved to warm spare {landed}: {self.inp.pod.node} had no free healthy device")
+            why = "is going away" if self.inp.move_off else "had no free healthy device"
+            self.notes.append(f"moved to warm spare {landed}: {self.inp.pod.node} {why}")
             return self._result(True, f"replacement {placed}, a warm spare", found).model_copy(
                 update={"action": "any_node"})
         if self.action == "same_node" and not same:

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 from podmedic.domain.base import ConfigModel
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.policy_detection import Classification, Detection
-from podmedic.domain.policy_recovery import Checkpoint, Close, Recovery, Taint
+from podmedic.domain.policy_recovery import Checkpoint, Close, Maintenance, Recovery, Taint
 from podmedic.domain.policy_steps import StepPolicies
 from podmedic.domain.ticket_policy import Ticket
 
@@ -104,6 +104,7 @@ class DriverPolicy(ConfigModel):
     approvals: Approvals = Field(default_factory=Approvals)
     node_quarantine: NodeQuarantine = Field(default_factory=NodeQuarantine)
     repeat_offenders: RepeatOffenders = Field(default_factory=RepeatOffenders)
+    maintenance: Maintenance = Field(default_factory=Maintenance)
     dry_run: bool = Field(False, description="Record every decision; change nothing in the cluster and file no "
                                              "ticket (the file's guard.dry_run sets it for every driver).")
     guard: GuardPolicy | None = Field(None, description="The file's top-level guard: section, copied in by the "

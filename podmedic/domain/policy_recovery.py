@@ -132,3 +132,14 @@ class Close(ConfigModel):
     poll_s: float = Field(5.0, gt=0, description="How often device health is read.")
 
 
+class Maintenance(ConfigModel):
+    """Announced maintenance of a node: act at the latest safe moment before its deadline
+    (``podmedic/domain/maintenance.py``)."""
+
+    enabled: bool = Field(True, description="Act on maintenance notices at all (off: the node goes at its deadline "
+                                            "with its pods, as without podmedic).")
+    lead_s: float = Field(120.0, ge=0, description="Kept before the deadline, after the checkpoint, for the move "
+                                                   "itself: evictions and the replacements' start elsewhere.")
+    back_s: float = Field(3600.0, gt=0, description="After the deadline, how long the node may take to be Ready "
+                                                    "with the notice gone before the cordon is left to a person.")
+    poll_s: float = Field(10.0, gt=0, description="How often the node is read while waiting for it to come back.")

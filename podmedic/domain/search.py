@@ -126,3 +126,8 @@ def for_node(driver: str, node: str) -> TypedSearchAttributes:
         SearchAttributePair(NODE, node),
         SearchAttributePair(PHASE, "Watching"),
     ])
+
+
+def for_maintenance(node: str) -> TypedSearchAttributes:
+    """Attributes of a node's announced maintenance (``workflows/maintenance.py``)."""
+    return TypedSearchAttributes([SearchAttributePair(NODE, node), SearchAttributePair(PHASE, "Waiting")])

@@ -159,6 +159,8 @@ class RecoverInput(BaseModel):
     in_place: InPlace = Field(default_factory=InPlace)
     eviction: Eviction = Field(default_factory=Eviction)
     verify_progress: bool = True
+    move_off: bool = Field(False, description="The pod's node is going away (announced maintenance): an any_node "
+                                              "move goes to a warm spare of the node's pool first.")
 
 
 REPLACED_BY_CONTROLLER = "replaced_by_controller"

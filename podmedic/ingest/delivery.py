@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from podmedic.domain.classify import names_the_failure
+from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import (
     ConfigProblem,
     DeviceHealthEvent,
@@ -34,7 +35,13 @@ from podmedic.domain.stall import WorkloadStall
 from podmedic.ingest.dedup import RecentStates
 from podmedic.ingest.guard_sightings import GuardSightings
 from podmedic.ingest.handled import closed_run_that_saw
-from podmedic.ingest.starts import deliver_event, deliver_plugin_device, deliver_pod_report, deliver_stall
+from podmedic.ingest.starts import (
+    deliver_event,
+    deliver_maintenance,
+    deliver_plugin_device,
+    deliver_pod_report,
+    deliver_stall,
+)
 from podmedic.ingest.storm_fence import StormFences
 from podmedic.ingest.telemetry import DeliverySpan, IncidentOpeners
 from podmedic.ingest.types import Observation
@@ -141,6 +148,11 @@ class Deliverer:
         return list(await asyncio.gather(*(self.deliver(item) for item in items)))
 
     async def _round_trip(self, item: Observation) -> Delivered:
+        if isinstance(item, MaintenanceNotice):
+            run_id, note = await deliver_maintenance(self.client, item, self.policies, task_queue=self.task_queue,
+                                                     search_attributes=self.search_attributes)
+            return Delivered(event_id=item.event_id, incident_id=item.workflow_id if run_id else None, run_id=run_id,
+                             note=note)
         if isinstance(item, WorkloadStall):
             run_id = await deliver_stall(self.client, item, self.policies, task_queue=self.task_queue,
                                          search_attributes=self.search_attributes)
@@ -190,6 +202,8 @@ class Deliverer:
 
     @staticmethod
     def _key(item: Observation) -> tuple[str, Hashable]:
+        if isinstance(item, MaintenanceNotice):
+            return item.workflow_id, item.event_id
         if isinstance(item, WorkloadStall):
             return item.workflow_id, item.steps
         if isinstance(item, UnresolvedDevice):

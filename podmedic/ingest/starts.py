@@ -2,7 +2,8 @@
 
 A device's observation signals-with-start ``device/<driver>/<pool>/<device>``; a device plugin's
 device, its node's incident ``node/<node>``; a pod's configuration problem or unresolved device, a
-report opened at most once per pod; a workload that stopped stepping, ``workload/<ns>/<kind>/<name>``.
+report opened at most once per pod; a workload that stopped stepping, ``workload/<ns>/<kind>/<name>``; a node's
+announced maintenance, ``maintenance/<node>``.
 The Temporal server, not the ingest, decides whether an incident is already open: restarts and replicas
 never open a second. ``Deliverer`` (``podmedic/ingest/delivery.py``) chooses which of these an
 observation takes, after its dedup.
@@ -18,6 +19,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from podmedic.domain import describe, search
+from podmedic.domain.maintenance import MaintenanceInput, MaintenanceNotice
 from podmedic.domain.models import (
     ConfigProblem,
     DeviceHealthEvent,
@@ -33,6 +35,7 @@ from podmedic.domain.stall import StallInput, WorkloadStall
 from podmedic.temporal.signals import open_run_id, signal_if_open
 from workflows.config_incident import ConfigIncidentWorkflow
 from workflows.incident import DeviceIncidentWorkflow
+from workflows.maintenance import NodeMaintenanceWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 from workflows.unresolved_device import UnresolvedDeviceWorkflow
 from workflows.workload_stall import WorkloadStallWorkflow
@@ -160,3 +163,30 @@ async def deliver_stall(client: Client, item: WorkloadStall, policies: PolicySet
                        f"fault"[:200],
     )
     return handle.result_run_id
+
+
+async def deliver_maintenance(client: Client, notice: MaintenanceNotice, policies: PolicySet, *, task_queue: str,
+                              search_attributes: bool = True) -> tuple[str | None, str]:
+    """Open the node's maintenance incident (``maintenance/<node>``) or tell the running one of a new reading;
+    a notice gone (withdrawn, or the maintenance began) only tells a running one. The ``default`` entry's
+    policy applies: a node may hold devices of several drivers. Returns the run id (``None``: nothing open)
+    and what was done, in words."""
+    policy = policies.for_driver("default")
+    if notice.deadline is None and not notice.problem:
+        run_id = await _tell_open(client, notice.workflow_id, NodeMaintenanceWorkflow.notice_changed, notice)
+        return run_id, "" if run_id else "no maintenance announced and none open"
+    if not policy.maintenance.enabled:
+        return None, "maintenance.enabled is false in the policy: not opened"
+    handle = await client.start_workflow(
+        NodeMaintenanceWorkflow.run,
+        MaintenanceInput(notice=notice, policy_ref=ref_of(policy), search_attributes=search_attributes),
+        id=notice.workflow_id, task_queue=task_queue,
+        start_signal="notice_changed", start_signal_args=[notice],
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        memo={POLICY_MEMO: pack(policy)},
+        search_attributes=search.for_maintenance(notice.node) if search_attributes else None,
+        static_summary=(f"maintenance of {notice.node} at {notice.deadline:%Y-%m-%d %H:%M:%S}Z" if notice.deadline
+                        else f"maintenance notice of {notice.node} unreadable: {notice.problem}")[:200],
+    )
+    return handle.result_run_id, ""

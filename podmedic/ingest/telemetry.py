@@ -24,6 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Tracer
 
+from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import ConfigProblem, PluginDevice, UnresolvedDevice
 from podmedic.domain.stall import WorkloadStall
 from podmedic.ingest.types import Observation
@@ -47,6 +48,10 @@ def observation_attributes(item: Observation) -> dict[str, str | int]:
     if isinstance(item, WorkloadStall):
         return {INCIDENT: item.workflow_id, DRIVER: item.driver, "podmedic.source": item.source,
                 "podmedic.event_id": item.event_id, "podmedic.stalled_s": int(item.stalled_s)}
+    if isinstance(item, MaintenanceNotice):
+        return {INCIDENT: item.workflow_id, NODE: item.node, "podmedic.source": item.source,
+                "podmedic.event_id": item.event_id,
+                "podmedic.deadline": item.deadline.isoformat() if item.deadline else item.problem or "none"}
     if isinstance(item, ConfigProblem):
         found: dict[str, str | int] = {INCIDENT: item.workflow_id, DRIVER: item.driver,
                                        "podmedic.source": item.source, "podmedic.event_id": item.event_id}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
+from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, PluginDevice, UnresolvedDevice
 from podmedic.domain.stall import WorkloadStall
 
-Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice | PluginDevice | WorkloadStall
+Observation = DeviceHealthEvent | ConfigProblem | UnresolvedDevice | PluginDevice | WorkloadStall | MaintenanceNotice
 
 
 

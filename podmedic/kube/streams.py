@@ -33,6 +33,7 @@ class StreamCalls(GatewayCore):
             "resourceslices": self.resource.list_resource_slice,
             "resourceclaims": self.resource.list_resource_claim_for_all_namespaces,
             "events": self.core.list_event_for_all_namespaces,
+            "nodes": self.core.list_node,
         }
         if kind not in listers:
             known = ", ".join(sorted([*listers, "devicetaintrules"]))
@@ -41,7 +42,7 @@ class StreamCalls(GatewayCore):
 
     def list_objects(self, kind: str, *, field_selector: str | None = None,
                      page_size: int = 500) -> tuple[list[Obj], str]:
-        """Every object of ``kind`` (``pods``, ``resourceslices``, ``resourceclaims``, ``events`` or
+        """Every object of ``kind`` (``pods``, ``resourceslices``, ``resourceclaims``, ``events``, ``nodes`` or
         ``devicetaintrules``) across all namespaces, page by page, as plain dicts, with the resourceVersion
         to watch from.
 

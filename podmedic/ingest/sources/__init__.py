@@ -1,5 +1,6 @@
 """The ingest's cluster sources: pod status, ResourceSlice device taints, prepare-failure Events, the
-workloads' progress, and the ResourceClaim watch that pod status and progress resolve devices through.
+workloads' progress, nodes' announced maintenance, and the ResourceClaim watch that pod status and progress
+resolve devices through.
 
 Each is a ``ClusterSource`` with ``run(emit, stop)`` for a thread of its own, on one watch
 loop (``watch_loop``) that resumes from a cursor under the ingest's state directory.
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from podmedic.domain.policy_file import PolicySet
 from podmedic.ingest.sources.claim_index import ClaimIndex, ClaimSource
+from podmedic.ingest.sources.maintenance import MaintenanceSource
 from podmedic.ingest.sources.pod_status import PodStatusSource
 from podmedic.ingest.sources.prepare_failures import PrepareFailureSource
 from podmedic.ingest.sources.progress import ProgressSource
@@ -36,4 +38,6 @@ def cluster_sources(kube: KubeGateway, policies: PolicySet, state_dir: Path | No
         PrepareFailureSource(kube, policies, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
                              cursor_interval_s=cursor_interval_s),
         ProgressSource(kube, policies, claims=claims, watch_timeout_s=watch_timeout_s),
+        MaintenanceSource(kube, state_dir=state_dir, watch_timeout_s=watch_timeout_s,
+                          cursor_interval_s=cursor_interval_s),
     ]
