@@ -1,0 +1,154 @@
+"""Announced maintenance end to end: the ingest reads the node label, the incident waits for the latest safe
+moment, then checkpoints and moves the pod before the deadline, and uncordons the node once it is back.
+
+Real parts: the simulator over HTTP, the ingest's cluster sources as ``podmedic ingest`` runs them (under
+deploy/'s RBAC), the Temporal dev server and the real worker. The notice is GKE's: the node label
+``cloud.google.com/scheduled-maintenance-time``, the start time in Unix seconds ("Monitor maintenance
+events", GKE docs), written here with kubectl as an operator or GKE would; at the deadline the node is taken
+down as a terminated VM is (the simulator's node lifecycle: podmedic_sim/node_lifecycle.py cites
+pkg/controller/nodelifecycle), then brought back with the label gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from podmedic.domain.maintenance import GKE_LABEL, MAINTENANCE_TAINT, MaintenanceOutcome
+from podmedic.domain.policy_file import parse_policy
+from podmedic_sim import SimCluster
+from tests.e2e_ingest.conftest import SourceSet
+from tests.helpers import assert_eventually, run_kubectl, wait_until
+from workflows.maintenance import NodeMaintenanceWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+NOTICE_S = 24.0  # the deadline, from the notice
+SAVE_S = 3.0  # the policy's checkpoint.timeout_s: the save time of a pod that declares none
+LEAD_S = 8.0
+
+
+def _policy(enabled: bool) -> Any:
+    return parse_policy(f"""
+drivers:
+  default:
+    checkpoint: {{timeout_s: {SAVE_S}, poll_s: 0.1}}
+    recovery: {{verify_poll_s: 0.2}}
+    maintenance: {{enabled: {str(enabled).lower()}, lead_s: {LEAD_S}, poll_s: 0.5, back_s: 60}}
+""")
+
+
+def _kubectl(sim: SimCluster, *args: str) -> str:
+    assert sim.kubeconfig_path is not None
+    done = run_kubectl(sim.kubeconfig_path, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _job(sim: SimCluster, name: str) -> dict[str, Any]:
+    return next(j for j in sim.state()["jobs"] if j["name"] == name)
+
+
+def _running(sim: SimCluster, name: str) -> list[dict[str, Any]]:
+    return [p for p in sim.state()["pods"] if p["job"] == name and p["ready"] and not p["deleting"]]
+
+
+def _node(sim: SimCluster, node: str) -> dict[str, Any]:
+    found: dict[str, Any] = sim.call(lambda: sim.store.find("nodes", None, node))
+    return found
+
+
+async def _announced(sim: SimCluster, source_sets: Callable[..., SourceSet],
+                     enabled: bool) -> tuple[str, dict[str, Any], dt.datetime]:
+    """A one-pod training Job stepping, the ingest watching, and its node's maintenance announced
+    ``NOTICE_S`` from now; the Job's name, its pod and the deadline."""
+    name = f"train-{uuid.uuid4().hex[:5]}"
+    sim.call(lambda: sim.engine.create_training_job(name, prefer_node_label=False))
+    pod = wait_until(lambda: (r[0] if (r := _running(sim, name)) else None), timeout=30, what="the pod Ready")
+    wait_until(lambda: _job(sim, name)["step"] >= 3 or None, timeout=30, what="steps")
+    await source_sets(_policy(enabled)).watching()
+    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
+    _kubectl(sim, "label", "node", pod["node"], f"{GKE_LABEL}={int(deadline.timestamp())}")
+    return name, pod, deadline
+
+
+def _maintain(sim: SimCluster, node: str, deadline: dt.datetime) -> None:
+    """At the deadline the node goes down (its VM terminated); it comes back with the label gone."""
+    wait_until(lambda: dt.datetime.now(dt.UTC) >= deadline or None, timeout=NOTICE_S + 5, what="the deadline")
+    sim.call(lambda: sim.engine.nodes.set_down(node, True))
+    time.sleep(2.0)
+    _kubectl(sim, "label", "node", node, f"{GKE_LABEL}-")
+    sim.call(lambda: sim.engine.nodes.set_down(node, False))
+
+
+async def test_the_pod_trains_on_to_the_latest_safe_moment_then_moves_before_the_deadline(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    client, _ = ingest_worker
+    name, pod, deadline = await _announced(ingest_sim, source_sets, enabled=True)
+    node = pod["node"]
+    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
+
+    async def opened() -> list[str]:
+        try:
+            lines = await handle.query(NodeMaintenanceWorkflow.get_timeline)
+        except RPCError as err:
+            raise AssertionError(f"no maintenance incident yet: {err}") from err
+        assert any("acting at" in line for line in lines), lines
+        return lines
+
+    lines = await assert_eventually(opened, timeout=15)
+    act = deadline - dt.timedelta(seconds=SAVE_S + LEAD_S)
+    assert f"acting at {act:%H:%M:%S}" in "\n".join(lines), lines
+    # Until that moment nothing is touched: the pod trains on, the node takes work.
+    await asyncio.sleep(max(0.0, (act - dt.datetime.now(dt.UTC)).total_seconds() - 2))
+    same = [p for p in _running(ingest_sim, name) if p["uid"] == pod["uid"]]
+    assert same and same[0]["node"] == node, _running(ingest_sim, name)
+    assert _job(ingest_sim, name)["requested_step"] == -1
+    assert not _node(ingest_sim, node)["spec"].get("unschedulable")
+
+    # Then: checkpointed, cordoned, moved to the other node, before the deadline.
+    moved = await asyncio.to_thread(wait_until, lambda: next(
+        (p for p in _running(ingest_sim, name) if p["uid"] != pod["uid"]), None), timeout=NOTICE_S, what="moved")
+    assert dt.datetime.now(dt.UTC) < deadline, "moved only after the deadline"
+    assert moved["node"] != node, moved
+    # Rolled back to the checkpoint podmedic asked for at that moment, not to the job's own last one.
+    last = _job(ingest_sim, name)["interruptions"][-1]
+    assert last["checkpointed_step"] >= last["requested_step"] >= 3, last
+    taints = _node(ingest_sim, node)["spec"].get("taints") or []
+    assert _node(ingest_sim, node)["spec"].get("unschedulable") and \
+        any(t["key"] == MAINTENANCE_TAINT for t in taints), taints
+
+    await asyncio.to_thread(_maintain, ingest_sim, node, deadline)
+    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+    assert outcome.outcome == "moved", outcome
+    assert outcome.moved and f"on {moved['node']}" in outcome.moved[0], outcome.moved
+    assert not _node(ingest_sim, node)["spec"].get("unschedulable")
+    assert not [t for t in _node(ingest_sim, node)["spec"].get("taints") or [] if t["key"] == MAINTENANCE_TAINT]
+    assert [p for p in _running(ingest_sim, name) if p["uid"] == moved["uid"]], "the moved pod kept running"
+
+
+async def test_with_the_mechanism_off_the_pod_goes_down_with_its_node(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    """``maintenance.enabled: false``: no incident opens, the pod stays on the node until the deadline and
+    loses the steps since its own last checkpoint with it."""
+    client, _ = ingest_worker
+    began = dt.datetime.now(dt.UTC)
+    name, pod, deadline = await _announced(ingest_sim, source_sets, enabled=False)
+    await asyncio.to_thread(_maintain, ingest_sim, pod["node"], deadline)
+    try:  # the first test's incident of the same node may be on record: none opened since this test began
+        described = await client.get_workflow_handle(f"maintenance/{pod['node']}").describe()
+        assert described.start_time < began, described.start_time
+    except RPCError:
+        pass
+    job = _job(ingest_sim, name)
+    assert job["requested_step"] == -1, job
+    await asyncio.to_thread(wait_until, lambda: _job(ingest_sim, name)["interruptions"] or None, timeout=30,
+                            what="the pod lost with its node")
+
