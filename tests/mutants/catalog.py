@@ -369,4 +369,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "            if why is None and name in fleet.busy:",
         "            if False:",
         ("tests/e2e_recover/test_warm_spares.py", "tests/unit/test_spares.py")),
+    Mutant(
+        "maintenance-moves-at-once", "an announced maintenance is acted on at the latest safe moment, not at once",
+        "podmedic/domain/maintenance.py",
+        "    return deadline - dt.timedelta(seconds=save_s + lead_s)",
+        "    return deadline - dt.timedelta(days=1)",
+        ("tests/e2e_ingest/test_maintenance.py", "tests/unit/test_maintenance.py")),
+    Mutant(
+        "maintenance-left-to-the-cloud", "the pods of a node under announced maintenance move before its deadline",
+        "workflows/maintenance.py",
+        "        results = await asyncio.gather(*(self._move_one(m, policy, rid) for m in plan.pods))",
+        "        results = []",
+        ("tests/e2e_ingest/test_maintenance.py",)),
+    Mutant(
+        "maintenance-cordon-kept", "a node back from its maintenance is uncordoned",
+        "workflows/maintenance.py",
+        "            if back.back and gone:",
+        "            if False:",
+        ("tests/e2e_ingest/test_maintenance.py",)),
 )
