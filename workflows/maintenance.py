@@ -99,6 +99,8 @@ class NodeMaintenanceWorkflow:
             return self._finish(inp, "refused", f"dry run: would cordon {node}, checkpoint and move "
                                                 f"{len(plan.pods)} pod(s) before {deadline:%H:%M:%S}")
         self._note(f"acting {(deadline - workflow.now()).total_seconds():.0f}s before the deadline: {plan.room}")
+        if inp.search_attributes and workflow.info().typed_search_attributes.get(search.PHASE) is not None:
+            workflow.upsert_search_attributes([search.PHASE.value_set("Acting")])
         await self._cordon(node, policy, lift=False)
         try:
             moved = await self._move(plan, policy)

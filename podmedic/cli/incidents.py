@@ -74,8 +74,10 @@ def ui_link(t: connection.Target, wid: str, run_id: str) -> str:
             f"{urllib.parse.quote(wid, safe='')}/{run_id}/history")
 
 
-PHASES = tuple(sorted({p.value for p in Phase} | {"NodeIncident", "Quarantined", "Fenced", "Storm"}))
-"""What ``PodmedicPhase`` holds: a device incident's phases and a node incident's own two."""
+PHASES = tuple(sorted({p.value for p in Phase} | {"NodeIncident", "Quarantined", "Fenced", "Storm", "Acting",
+                                                  "Waiting"}))
+"""What ``PodmedicPhase`` holds: a device incident's phases, a node incident's own two, a pool fence's and a
+storm's, a stall's and a maintenance's ``Acting`` and a maintenance's ``Waiting``."""
 
 
 def _print_rows(rows: list[Row], *, wide: bool = False) -> None:

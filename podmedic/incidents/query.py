@@ -23,7 +23,7 @@ from podmedic.domain.policy_ref import POLICY_MEMO, unpack
 
 KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident",
          "pod-device": "UnresolvedDeviceIncident", "pool": "PoolFence", "storm": "StormTurns",
-         "workload": "WorkloadStall"}
+         "workload": "WorkloadStall", "maintenance": "NodeMaintenance"}
 _SAFE = re.compile(r"^[A-Za-z0-9._/:@+-]*$")
 
 
@@ -37,7 +37,7 @@ class OperatorError(Exception):
 
 def incident_id(text: str) -> str:
     """Accept a workflow id or a bare ``driver/pool/device`` resource id."""
-    kinds = ("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/", "workload/")
+    kinds = ("device/", "config/", "node/", "pod-device/", "fleet/", "pool/", "storm/", "workload/", "maintenance/")
     if text.startswith(kinds) or text.count("/") != 2:
         return text
     return f"device/{text}"
@@ -130,7 +130,7 @@ async def show(client: Client, wid: str, run_id: str | None = None) -> Shown:
             shown.outcome = await typed.result()
     elif running and desc.workflow_type in (KINDS["node"], KINDS["pool"], KINDS["storm"]):
         shown.other = await handle.query("get_state", rpc_timeout=dt.timedelta(seconds=10))
-    elif running and desc.workflow_type == KINDS["workload"]:
+    elif running and desc.workflow_type in (KINDS["workload"], KINDS["maintenance"]):
         shown.other = await handle.query("get_timeline", rpc_timeout=dt.timedelta(seconds=10))
     elif desc.status == WorkflowExecutionStatus.COMPLETED:
         shown.other = await handle.result()
