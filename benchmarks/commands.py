@@ -13,7 +13,8 @@ from benchmarks.results import RESULTS
 SERVER_CHOICES = ("default", "tuned")
 POLICY_CHOICES = ("podmedic", "k8s-only", "k8s-only+taints", "in-job", "podmedic+in-job", "cordon-drain",
                   "control")  # benchmarks.goodput.RUN: what a table runs unless told
-ABLATION_CHOICES = ("podmedic-no-hang", "podmedic-no-stall")  # benchmarks.goodput_run.ABLATIONS: run only when named
+# benchmarks.goodput_run.ABLATIONS: run only when named
+ABLATION_CHOICES = ("podmedic-no-hang", "podmedic-no-stall", "podmedic-no-fail-fast")
 KNOBS = ("collective_timeout_real_s", "checkpoint_save_real_s")  # benchmarks.goodput_sensitivity.SWEEPS
 
 
@@ -214,7 +215,7 @@ def add_commands(which: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--policy", action="append", choices=POLICY_CHOICES + ABLATION_CHOICES,
                    help="run only this policy (repeatable; default: all, and the fault-free control); the "
                         "ablations, each run only when named: podmedic-no-hang (checkpoint.hang_s 0), "
-                        "podmedic-no-stall (detection.stall.after_s 0)")
+                        "podmedic-no-stall (detection.stall.after_s 0), podmedic-no-fail-fast (both 0)")
     p.add_argument("--merge", action="store_true",
                    help="keep the runs already in --json (same setup) and add or replace these: a table measured "
                         "a few seeds at a time")

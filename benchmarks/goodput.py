@@ -41,8 +41,10 @@ KNOWN = (*RUN, *ABLATIONS)
 """Every policy a table may hold: those it runs, and podmedic's ablations when asked for."""
 
 PAIRS = (("podmedic", "k8s-only"), ("podmedic", "k8s-only+taints"), ("podmedic", "in-job"),
-         ("podmedic", "cordon-drain"), ("podmedic+in-job", "in-job"), *(("podmedic", a) for a in ABLATIONS))
-"""The paired differences reported: (policy, baseline)."""
+         ("podmedic", "cordon-drain"), ("podmedic+in-job", "in-job"), *(("podmedic", a) for a in ABLATIONS),
+         ("podmedic-no-stall", "podmedic-no-fail-fast"), ("podmedic-no-hang", "podmedic-no-fail-fast"))
+"""The paired differences reported: (policy, baseline). The last two are each half of failing fast switched on
+alone (``checkpoint.hang_s`` alone, the stall window alone) against neither."""
 __all__ = ["CHECKPOINT_EVERY", "MIX", "POLICIES", "SCALE", "STEP_S", "Setup", "draw_faults", "duration_for",
            "effective_ratio", "interval_h_of", "run_goodput"]
 

@@ -78,9 +78,11 @@ CONTROL = "control"
 ABLATIONS: dict[str, dict[tuple[str, ...], float]] = {
     "podmedic-no-hang": {("checkpoint", "hang_s"): 0.0},
     "podmedic-no-stall": {("detection", "stall", "after_s"): 0.0},
+    "podmedic-no-fail-fast": {("checkpoint", "hang_s"): 0.0, ("detection", "stall", "after_s"): 0.0},
 }
-"""podmedic with one of its mechanisms switched off (a policy value set in the shipped policy's default
-driver entry), run only when asked (``--policy``): what that mechanism alone gives back, seed by seed."""
+"""podmedic with one of its mechanisms switched off, or both halves of failing fast (a policy value set in the
+shipped policy's default driver entry), run only when asked (``--policy``): against ``podmedic`` what a
+mechanism gives back, seed by seed; against ``podmedic-no-fail-fast`` what each gives switched on alone."""
 ABLATION_WORDS = {name: "podmedic with " + ", ".join(f"{'.'.join(path)} {value:g}" for path, value in changes.items())
                   for name, changes in ABLATIONS.items()}
 """Each ablation in words (``podmedic with checkpoint.hang_s 0``), for the help and the tables."""

@@ -30,7 +30,7 @@ from temporalio import activity
 from activities.claim_cache import ReservedClaims
 from activities.heartbeat import beat
 from activities.notice import event_body
-from activities.recovery import placement
+from activities.recovery import placement, room
 from activities.recovery.same_node import SameNodeHold
 from activities.recovery.verify import Verification, poll
 from activities.recovery.workload_status import await_whole, others_line, restart_counts, workload_pods
@@ -77,16 +77,16 @@ class Rescheduler:
                                        "pods of Jobs (JobSets), StatefulSets (LeaderWorkerSets) and bare pods")
         node = inp.pod.node if self.action == "same_node" else None
         if node:
-            why_not = await self.run(self._capacity, pod)
+            why_not = await self.run(room.short_on_own_node, self.kube, self.claims, inp, pod)
             if why_not and owner is not None and pod is not None:
-                self.spare = await self.run(self._spare, pod)
+                self.spare = await self.run(room.warm_spare, self.kube, self.claims, inp, pod)
             if why_not and self.spare is None:
                 return self._result(False, why_not + ("; no warm spare of its pool has room" if owner else ""))
             if why_not:
                 self.notes.append(f"{why_not}: moving it to warm spare {self.spare} instead")
                 node = self.spare
         elif inp.move_off and owner is not None and pod is not None:
-            self.spare = node = await self.run(self._spare, pod)
+            self.spare = node = await self.run(room.warm_spare, self.kube, self.claims, inp, pod)
             if node is not None:
                 self.notes.append(f"{inp.pod.node} is going away: moving {inp.pod.name} to warm spare {node}")
         if owner is None:
@@ -94,37 +94,6 @@ class Rescheduler:
                 return self._result(False, "bare pod is gone before podmedic could copy its spec")
             return await self._bare(pod, node)
         return await self._owned(pod, node)
-
-    # -- placement ---------------------------------------------------------------------
-    def _capacity(self, pod: Obj | None) -> str | None:
-        """Why the node cannot take the replacement (no free healthy device), or ``None``."""
-        node, device = self.inp.pod.node or "", self.inp.device
-        free = placement.free_healthy_devices(
-            node, device.driver, self.kube.list_slices(f"spec.nodeName={node}"), self.kube.list_claims(),
-            self.kube.list_taint_rules(), device, self.inp.pod.uid,
-        )
-        needed = max(1, len(self.claims.device_health(pod).devices)) if pod is not None else 1
-        if len(free) < needed:
-            return (f"node {node} has {len(free)} free healthy {device.driver} device(s), the replacement needs "
-                    f"{needed}: not rescheduling to the same node")
-        return None
-
-    def _spare(self, pod: Obj) -> str | None:
-        """A warm spare of the pod's node's pool with room for the replacement (``podmedic/domain/spares.py``),
-        or ``None``."""
-        here = self.kube.get_node(self.inp.pod.node or "")
-        if here is None:
-            return None
-        device = self.inp.device
-        needed = max(1, len(self.claims.device_health(pod).devices))
-        claims, rules = self.kube.list_claims(), self.kube.list_taint_rules()
-        for spare in self.kube.list_nodes():
-            name = spare["metadata"]["name"]
-            if spares.served_by(here, spare) and len(placement.free_healthy_devices(
-                    name, device.driver, self.kube.list_slices(f"spec.nodeName={name}"), claims, rules,
-                    device)) >= needed:
-                return str(name)
-        return None
 
     # -- eviction ----------------------------------------------------------------------
     async def _evict(self) -> str | None:
