@@ -91,12 +91,14 @@ class NodeMaintenanceWorkflow:
         if not policy.maintenance.enabled:
             return self._finish(inp, "refused", "maintenance.enabled is false in the policy: nothing done")
         plan = await self._wait_for_the_moment(policy)
+        if plan is None and self.notice.problem:
+            return self._finish(inp, "refused", f"{self.notice.problem} ({self.notice.source})")
         if plan is None:
             return self._finish(inp, "withdrawn", f"maintenance of {node} withdrawn before podmedic acted")
         deadline = self.notice.deadline
         assert deadline is not None
         if policy.dry_run:
-            return self._finish(inp, "refused", f"dry run: would cordon {node}, checkpoint and move "
+            return self._finish(inp, "dry_run", f"dry run: would cordon {node}, checkpoint and move "
                                                 f"{len(plan.pods)} pod(s) before {deadline:%H:%M:%S}")
         self._note(f"acting {(deadline - workflow.now()).total_seconds():.0f}s before the deadline: {plan.room}")
         if inp.search_attributes and workflow.info().typed_search_attributes.get(search.PHASE) is not None:

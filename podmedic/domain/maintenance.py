@@ -113,7 +113,7 @@ class MaintenancePlan(BaseModel):
     enough_room: bool = False
 
 
-Outcome = Literal["moved", "withdrawn", "refused", "nothing_to_move", "not_all_moved", "node_not_back"]
+Outcome = Literal["moved", "withdrawn", "refused", "nothing_to_move", "not_all_moved", "node_not_back", "dry_run"]
 
 
 class MaintenanceOutcome(BaseModel):

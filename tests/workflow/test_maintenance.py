@@ -191,3 +191,24 @@ async def test_a_notice_that_could_not_be_read_is_refused_saying_what_was_wrong(
         outcome = await _closed(env, await _start(env, task_queue, bad))
     assert outcome.outcome == "refused" and "'soon': not a time in Unix seconds" in outcome.explanation
     assert sum(fakes.calls.values()) == 0
+
+
+async def test_a_dry_run_plans_and_says_what_it_would_do_at_the_moment(env: WorkflowEnvironment,
+                                                                       task_queue: str) -> None:
+    fakes = Fakes()
+    dry = parse_policy("""
+drivers:
+  default:
+    dry_run: true
+    maintenance: {lead_s: 120}
+""")
+    deadline = await env.get_current_time() + dt.timedelta(minutes=30)
+    async with incident_worker(env.client, task_queue, [NodeMaintenanceWorkflow], fakes.activities()):
+        run_id, _ = await deliver_maintenance(env.client, _notice(deadline), dry, task_queue=task_queue,
+                                              search_attributes=False)
+        assert run_id
+        outcome = await _closed(env, env.client.get_workflow_handle_for(NodeMaintenanceWorkflow.run,
+                                                                        "maintenance/node-0000"))
+    assert outcome.outcome == "dry_run" and "would cordon node-0000, checkpoint and move 1 pod(s)" in \
+        outcome.explanation, outcome.explanation
+    assert fakes.calls["plan"] >= 1 and fakes.calls["cordon"] == fakes.calls["checkpoint"] == fakes.calls["move"] == 0
