@@ -70,7 +70,7 @@ class FleetGuardWorkflow:
         self.rules_swept: dt.datetime | None = None
         self.sweep_kept: list[str] = []  # told once, not every sweep while a rule waits for its device
         self.spares_kept: dt.datetime | None = None
-        self.spares: SparesReport | None = None
+        self.spares: SparesReport | None = inp.spares
 
     # -- incidents -------------------------------------------------------------------------
     @workflow.update
@@ -183,7 +183,7 @@ class FleetGuardWorkflow:
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > MAX_HISTORY_EVENTS:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(GuardInput(policy=self.policy, search_attributes=self.search_attributes,
-                                                    ledger=self.ledger, fleet=self.fleet))
+                                                    ledger=self.ledger, fleet=self.fleet, spares=self.spares))
             self.dirty = False
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self.dirty, timeout=timedelta(seconds=self._tick()),

@@ -199,6 +199,8 @@ class GuardInput(BaseModel):
     search_attributes: bool = True
     ledger: Ledger = Field(default_factory=Ledger)
     fleet: FleetSize | None = None
+    spares: SparesReport | None = Field(None, description="The last keeping of warm spares, carried across "
+                                                          "continue-as-new (spares held are given back later)")
 
 
 class GuardStatus(BaseModel):
