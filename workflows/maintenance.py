@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.steps import CheckpointInput, RecoverInput, RecoveryResult
     from workflows.options import URGENT
     from workflows.policy_memo import policy_in_force
+    from workflows.timeline import note
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 ONE_CALL = timedelta(seconds=60)
@@ -78,8 +79,7 @@ class NodeMaintenanceWorkflow:
         return list(self.timeline)
 
     def _note(self, line: str) -> None:
-        self.timeline.append(f"{workflow.now():%H:%M:%S} {line}")
-        workflow.set_current_details("\n".join(f"- {t}" for t in self.timeline[-12:]))
+        note(self.timeline, line)
 
     @workflow.run
     async def run(self, inp: MaintenanceInput) -> MaintenanceOutcome:

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.stall import StalledPod, StallInput, StallOutcome, step_order
     from workflows.options import GIVE_BACK, URGENT
     from workflows.policy_memo import policy_in_force
+    from workflows.timeline import note
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 
@@ -56,8 +57,7 @@ class WorkloadStallWorkflow:
         return list(self.timeline)
 
     def _note(self, line: str) -> None:
-        self.timeline.append(f"{workflow.now():%H:%M:%S} {line}")
-        workflow.set_current_details("\n".join(f"- {t}" for t in self.timeline[-12:]))
+        note(self.timeline, line)
 
     @workflow.run
     async def run(self, inp: StallInput) -> StallOutcome:
