@@ -66,6 +66,7 @@ class NodeMaintenanceWorkflow:
         self.changed = False
         self.timeline: list[str] = []
         self.moved: list[str] = []
+        self.cordoned = False
 
     @workflow.signal
     def notice_changed(self, notice: MaintenanceNotice) -> None:
@@ -90,11 +91,26 @@ class NodeMaintenanceWorkflow:
             return self._finish(inp, "refused", problem or f"{self.notice.problem} ({self.notice.source})")
         if not policy.maintenance.enabled:
             return self._finish(inp, "refused", "maintenance.enabled is false in the policy: nothing done")
+        try:
+            return await self._act(inp, policy)
+        except ActivityError as err:  # a call that kept failing: said, and the cordon not left behind
+            why = f"{err.activity_type} kept failing ({err.cause or err})"
+            if self.cordoned:
+                try:
+                    await self._cordon(node, policy, lift=True)
+                except ActivityError as lift:
+                    why += f"; the node's cordon ({MAINTENANCE_TAINT}) is left for a person: {lift.cause or lift}"
+            return self._finish(inp, "failed", why)
+
+    async def _act(self, inp: MaintenanceInput, policy: DriverPolicy) -> MaintenanceOutcome:
+        node = self.notice.node
         plan = await self._wait_for_the_moment(policy)
         if plan is None and self.notice.problem:
             return self._finish(inp, "refused", f"{self.notice.problem} ({self.notice.source})")
         if plan is None:
             return self._finish(inp, "withdrawn", f"maintenance of {node} withdrawn before podmedic acted")
+        if not plan.node_found:
+            return self._finish(inp, "withdrawn", f"node {node} is gone: nothing to move")
         deadline = self.notice.deadline
         assert deadline is not None
         if policy.dry_run:
@@ -146,9 +162,11 @@ class NodeMaintenanceWorkflow:
                                   taint_key=MAINTENANCE_TAINT, effect="NoSchedule",
                                   reason=f"announced maintenance at {self.notice.deadline}: {self.notice.source}")
         call = QuarantineActivities.lift_quarantine if lift else QuarantineActivities.quarantine_node
+        self.cordoned = self.cordoned or not lift  # set first: a cordon whose answer was lost is still undone
         result = await workflow.execute_activity_method(
             call, request, start_to_close_timeout=ONE_CALL, retry_policy=READ, priority=URGENT,
             summary=f"{'uncordon' if lift else 'cordon'} {node}")
+        self.cordoned = not lift
         self._note(f"node {node}: {result.detail}")
 
     async def _move(self, plan: MaintenancePlan, policy: DriverPolicy) -> list[RecoveryResult]:

@@ -113,7 +113,8 @@ class MaintenancePlan(BaseModel):
     enough_room: bool = False
 
 
-Outcome = Literal["moved", "withdrawn", "refused", "nothing_to_move", "not_all_moved", "node_not_back", "dry_run"]
+Outcome = Literal["moved", "withdrawn", "refused", "nothing_to_move", "not_all_moved", "node_not_back", "dry_run",
+                  "failed"]
 
 
 class MaintenanceOutcome(BaseModel):

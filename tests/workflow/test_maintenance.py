@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.maintenance import NodeBack, NodeBackInput
@@ -48,9 +49,10 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 class Fakes:
     """The node's one pod; the node comes back after ``down_polls`` reads not Ready (never, with ``None``)."""
 
-    def __init__(self, down_polls: int | None = 1) -> None:
+    def __init__(self, down_polls: int | None = 1, checkpoint_fails: bool = False) -> None:
         self.calls: Counter[str] = Counter()
         self.down_polls = down_polls
+        self.checkpoint_fails = checkpoint_fails
         self.checkpoint_at: list[dt.datetime] = []
 
     def activities(self) -> list[Any]:
@@ -74,6 +76,8 @@ class Fakes:
         async def request_checkpoints(inp: CheckpointInput) -> CheckpointReport:
             self.calls["checkpoint"] += 1
             self.checkpoint_at.append(activity.info().scheduled_time)
+            if self.checkpoint_fails:
+                raise ApplicationError("pods is forbidden", type="Forbidden", non_retryable=True)
             return CheckpointReport(request_id=inp.request_id, results=[])
 
         @activity.defn(name="reschedule_any_node")
@@ -212,3 +216,14 @@ drivers:
     assert outcome.outcome == "dry_run" and "would cordon node-0000, checkpoint and move 1 pod(s)" in \
         outcome.explanation, outcome.explanation
     assert fakes.calls["plan"] >= 1 and fakes.calls["cordon"] == fakes.calls["checkpoint"] == fakes.calls["move"] == 0
+
+
+async def test_a_call_that_keeps_failing_ends_it_failed_naming_it_and_lifts_the_cordon(env: WorkflowEnvironment,
+                                                                                        task_queue: str) -> None:
+    fakes = Fakes(checkpoint_fails=True)
+    deadline = await env.get_current_time() + dt.timedelta(minutes=30)
+    async with incident_worker(env.client, task_queue, [NodeMaintenanceWorkflow], fakes.activities()):
+        outcome = await _closed(env, await _start(env, task_queue, _notice(deadline)))
+    assert outcome.outcome == "failed", outcome.timeline
+    assert "request_checkpoints kept failing" in outcome.explanation and "pods is forbidden" in outcome.explanation
+    assert fakes.calls["cordon"] == 1 and fakes.calls["uncordon"] == 1 and fakes.calls["move"] == 0
