@@ -31,6 +31,7 @@ from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
 from podmedic_sim.topology import POOL_LABEL
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
+from tests.e2e_recover.test_same_node_workloads import _start_jobset
 from tests.helpers import run_kubectl, wait_until
 from workflows.fleet_guard import FleetGuardWorkflow
 
@@ -45,7 +46,7 @@ def clean(sim: SimCluster) -> Iterator[None]:
     yield
 
     def reset() -> None:
-        for kind in ("jobs", "pods", "devicetaintrules"):
+        for kind in ("jobsets", "jobs", "pods", "devicetaintrules", "resourceclaimtemplates"):
             for obj in list(sim.store.list(kind)):
                 with contextlib.suppress(NotFound):
                     sim.store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
@@ -181,3 +182,28 @@ async def test_a_policy_that_keeps_no_spares_gives_them_back(
                             what="node-0000 given back")
     status = await _status(guard)
     assert status.spares is not None and status.spares.held == 0, status.spares
+
+
+async def test_a_jobset_rank_whose_node_is_full_moves_to_the_warm_spare(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str],
+        guard: WorkflowHandle[FleetGuardWorkflow, None]) -> None:
+    """A JobSet's two ranks and a blocker fill node-0001; node-0000 is the spare. The failed rank's Job, recreated
+    with the JobSet's restart, is pinned to the spare; the other rank's new pod, which may not tolerate the
+    spare, runs on node-0001 again; the JobSet runs whole."""
+    temporal, queue = worker
+    hold_off = block_node(sim, "node-0000", 3)
+    name = f"jss-{uuid.uuid4().hex[:5]}"
+    ranks = _start_jobset(sim, api, name)
+    assert {r["node"] for r in ranks} == {"node-0001"}, ranks
+    block_node(sim, "node-0001", 1)
+    delete_job(sim, hold_off)
+    await asyncio.to_thread(wait_until, lambda: _spare(sim, "node-0000"), timeout=30, what="node-0000 a spare")
+    fault(sim, ranks[0], clears_on_restart=False)
+    outcome = await incident(temporal, queue, ranks[0], policy(SAME))
+    recover = notes(outcome)
+    assert outcome.recovered_by == "any_node", (outcome.outcome, recover)
+    assert "moved to warm spare node-0000: node-0001 had no free healthy device" in recover, recover
+    assert f"JobSet {name} running whole again (its status)" in recover, recover
+    assert outcome.pod is not None and outcome.pod.node == "node-0000", outcome.pod
+    other = [p for p in sim.state()["pods"] if p.get("job") == f"{name}-node-1" and not p["deleting"]]
+    assert [p["node"] for p in other] == ["node-0001"], other
