@@ -54,7 +54,7 @@ class MaintenanceActivities(KubeActivities):
         here = self.kube.get_node(inp.node)
         if here is None:
             return MaintenancePlan(node_found=False, room=f"node {inp.node} not found")
-        moving = []
+        moving, needed = [], []
         for pod in self.kube.list_pods_on_node(inp.node):
             if (pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase")
                     in ("Succeeded", "Failed")):
@@ -63,13 +63,14 @@ class MaintenanceActivities(KubeActivities):
             if devices:
                 moving.append(MovingPod(pod=podview.pod_ref(pod), device=devices[0],
                                         save_s=_save_s(pod, inp.default_save_s)))
-        room, enough = self._room(here, moving)
+                needed.append(len(devices))
+        room, enough = self._room(here, moving, needed)
         return MaintenancePlan(pods=moving, save_s=max((m.save_s for m in moving), default=0.0), room=room,
                                enough_room=enough)
 
-    def _room(self, here: Obj, moving: list[MovingPod]) -> tuple[str, bool]:
-        """Whether every moving pod fits, one by one, on the free healthy devices of another fit node (a
-        warm spare of the node's pool included), and where that room is."""
+    def _room(self, here: Obj, moving: list[MovingPod], needed: list[int]) -> tuple[str, bool]:
+        """Whether every moving pod fits (``needed``: its devices), one by one, on the free healthy devices of
+        another fit node (a warm spare of the node's pool included), and where that room is."""
         if not moving:
             return "nothing to move", True
         claims, rules, slices = self.kube.list_claims(), self.kube.list_taint_rules(), self.kube.list_slices()
@@ -86,7 +87,6 @@ class MaintenanceActivities(KubeActivities):
             count = len(free_healthy_devices(other, driver, slices, claims, rules, moving[0].device))
             if count:
                 free[other + (" (warm spare)" if spare else "")] = count
-        needed = [self._devices(m) for m in moving]
         left = dict(free)
         for want in sorted(needed, reverse=True):
             fit = next((n for n, c in sorted(left.items(), key=lambda i: -i[1]) if c >= want), None)
@@ -96,10 +96,6 @@ class MaintenanceActivities(KubeActivities):
             left[fit] -= want
         return (f"room for {len(moving)} pod(s) ({sum(needed)} device(s)) elsewhere: free "
                 f"{', '.join(f'{n} {c}' for n, c in sorted(free.items()))}"), True
-
-    def _devices(self, moving: MovingPod) -> int:
-        pod = self.kube.get_pod(moving.pod.namespace, moving.pod.name)
-        return max(1, len(self.claims.device_health(pod).devices)) if pod is not None else 1
 
     @activity.defn(name="plan_maintenance")
     async def plan_maintenance(self, inp: PlanInput) -> MaintenancePlan:
