@@ -121,7 +121,12 @@ def node_activities(kube: KubeGateway, client: Client) -> list[Any]:
     taint = TaintActivities(kube, run_closed(client))
     return [node.request_node_quarantine, node.device_incidents_status, taint.hold_taints, taint.release_taints,
             quarantine.quarantine_node, quarantine.lift_quarantine, quarantine.node_plugin_capacity,
-            HistoryActivities(client).previous_incidents]
+            *_history(client, kube)]
+
+
+def _history(client: Client, kube: KubeGateway) -> list[Any]:
+    history = HistoryActivities(client, kube)
+    return [history.previous_incidents, history.device_history]
 
 
 SHUTDOWN_GRACE_S = 50.0

@@ -27,5 +27,6 @@ SUPPORTED = ("0.1.0",)
 
 PATCHES: dict[str, str] = {
     "lemon-waits-for-vendor": "0.1.0", "given-back-notes-ticket": "0.1.0", "keep-spares": "0.1.0",
+    "device-history-by-uuid": "0.1.0",
 }
 """Live patch id -> the release that added it. Empty right after a release that removed them all."""

@@ -29,9 +29,13 @@ JOB = SearchAttributeKey.for_keyword("PodmedicJob")
 PODS = SearchAttributeKey.for_keyword_list("PodmedicPods")
 AWAITING_APPROVAL = SearchAttributeKey.for_keyword("PodmedicAwaitingApproval")
 TICKET = SearchAttributeKey.for_keyword("PodmedicTicket")
+DEVICE_UUIDS = SearchAttributeKey.for_keyword_list("PodmedicDeviceUuids")
+"""The GPU's UUID where its driver publishes one: a device's history follows the GPU, not the slot. A
+list because Temporal's SQL visibility (and the dev server's) holds at most 10 Keyword attributes a
+namespace, and podmedic has 10; a list of one matches ``PodmedicDeviceUuids = '<uuid>'``."""
 
 ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
-    DRIVER, NODE, DEVICE, PHASE, FAILURE_MODE, NAMESPACE, OUTCOME, JOB, PODS, AWAITING_APPROVAL, TICKET,
+    DRIVER, NODE, DEVICE, PHASE, FAILURE_MODE, NAMESPACE, OUTCOME, JOB, PODS, AWAITING_APPROVAL, TICKET, DEVICE_UUIDS,
 )
 
 _CLI_TYPES = {

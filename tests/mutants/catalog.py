@@ -352,6 +352,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "    elif (hold := None) is not None:",
         ("tests/e2e_recover/test_same_node_workloads.py", "tests/unit/test_placement_holds.py")),
     Mutant(
+        "lemon-by-slot", "a device's history follows the GPU (its UUID), not the slot",
+        "activities/history.py",
+        "                                        exclude_run=inp.exclude_run, uuid=uuid)",
+        "                                        exclude_run=inp.exclude_run, uuid=None)",
+        ("tests/e2e_recover/test_repeat_offender.py",)),
+    Mutant(
         "spare-never-used", "a rank whose node has no free healthy GPU moves to a warm spare of its pool",
         "activities/recovery/reschedule.py",
         "                self.spare = await self.run(room.warm_spare, self.kube, self.claims, inp, pod)",

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.history import PreviousIncident, PreviousIncidentsInput
+from activities.history import DeviceHistory, PreviousIncident, PreviousIncidentsInput
 from podmedic.domain.incident import StepNotice, StepNoticeResult
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodRef
 from podmedic.domain.node import (
@@ -246,6 +246,11 @@ class FakeCluster:
             self.calls["previous_incidents"] += 1
             return list(self.previous)
 
+        @activity.defn(name="device_history")
+        async def device_history(inp: PreviousIncidentsInput) -> DeviceHistory:
+            self.calls["previous_incidents"] += 1
+            return DeviceHistory(uuid=None, previous=list(self.previous))
+
         return [quarantine_node, lift_quarantine, hold_taints, release_taints, device_incidents_status,
-                previous_incidents]
+                previous_incidents, device_history]
 
