@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from podmedic.domain.base import ConfigModel
+from podmedic.domain.base import ConfigModel, FrozenMap
 
 
 class Flapping(ConfigModel):
@@ -114,7 +114,8 @@ class Detection(ConfigModel):
     flapping: Flapping = Field(default_factory=Flapping)
     node_correlation: NodeCorrelation = Field(default_factory=NodeCorrelation)
     storm_fence: StormFence = Field(default_factory=StormFence)
-    degradation: dict[str, float] = Field(
+    degradation: FrozenMap[float] = Field(
+        validate_default=True,
         default_factory=lambda: {
             "ecc_correctable_per_hour": 100.0,
             "retired_pages": 48.0,
@@ -124,8 +125,8 @@ class Detection(ConfigModel):
         },
         description="Metric thresholds: a reading above any of them makes the device degraded.",
     )
-    slice_taints: dict[str, SliceTaintMeaning] = Field(
-        default_factory=dict,
+    slice_taints: FrozenMap[SliceTaintMeaning] = Field(
+        default_factory=dict, validate_default=True,
         description="ResourceSlice device taint keys written by the driver and what they mean; "
         "by_code reads the XID (or other) code from the taint value. Keys not listed are transient.",
     )

@@ -59,7 +59,7 @@ class JiraTicket(ConfigModel):
     email: str | None = Field(None, description="Account email for basic auth (may be ${VAR}).")
     token_file: str | None = _file_field("API token (basic) or personal access token (bearer)")
     token_env: str | None = _env_field("API token (basic) or personal access token (bearer)", "PODMEDIC_JIRA_TOKEN")
-    labels: list[str] = Field(default_factory=lambda: ["podmedic"], description="Labels added to every issue.")
+    labels: tuple[str, ...] = Field(("podmedic",), description="Labels added to every issue.")
     comment_on_recurrence: bool = Field(True, description="Comment on the device's still-open issue instead of "
                                                           "filing another.")
 
@@ -82,8 +82,8 @@ class ServiceNowTicket(ConfigModel):
     password_env: str | None = _env_field("basic auth password", "PODMEDIC_SERVICENOW_PASSWORD")
     category: str = Field("hardware", description="The record's category.")
     assignment_group: str | None = Field(None, description="Group the record is assigned to.")
-    resolved_states: list[str] = Field(default_factory=lambda: ["6", "7"],
-                                       description="state values meaning resolved (6 Resolved, 7 Closed).")
+    resolved_states: tuple[str, ...] = Field(("6", "7"),
+                                             description="state values meaning resolved (6 Resolved, 7 Closed).")
 
 
 class Ticket(ConfigModel):
