@@ -58,7 +58,8 @@ class SameNodeHold:
             return "the pod carries no label its replacement will carry again (pod-name, job-name)"
         hold = Hold(namespace=inp.pod.namespace, labels=self.labels, group=group_of(self.pod), node=node,
                     incident_id=inp.incident_id,
-                    reason=f"same-node replacement of {inp.pod.name}: device {inp.device.resource_id} failed",
+                    reason=f"{'warm-spare' if tolerations else 'same-node'} replacement of {inp.pod.name}: "
+                           f"device {inp.device.resource_id} failed",
                     expires_at=time.time() + inp.timeout_s + inp.eviction.max_wait_s + EXPIRY_MARGIN_S,
                     tolerations=tolerations)
         await self.run(self.kube.put_hold, inp.pod.namespace, self.key, hold.model_dump_json(), inp.incident_id)
