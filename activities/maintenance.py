@@ -7,7 +7,7 @@ The cordon (``quarantine_node`` / ``lift_quarantine``), the checkpoint (``reques
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities.base import KubeActivities
@@ -31,6 +31,15 @@ class NodeBack(BaseModel):
 
     back: bool
     detail: str
+    down: bool | None = Field(None, description="The node is not Ready or is gone: its maintenance has begun. "
+                                                "None: an answer of release 0.1.0, which said so only in words.")
+
+    @property
+    def went_down(self) -> bool:
+        """Whether the node was seen down (the words of a 0.1.0 answer read as that release read them)."""
+        if self.down is not None:
+            return self.down
+        return "not Ready" in self.detail or "not found" in self.detail
 
 
 def _save_s(pod: Obj, default_s: float) -> float:
@@ -106,15 +115,16 @@ class MaintenanceActivities(KubeActivities):
         """The node Ready with its maintenance label gone."""
         node = self.kube.get_node(inp.node)
         if node is None:
-            return NodeBack(back=False, detail=f"node {inp.node} not found (deleted by its maintenance?)")
+            return NodeBack(back=False, down=True, detail=f"node {inp.node} not found (deleted by its maintenance?)")
         ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in (node.get("status") or {}).get("conditions") or [])
         announced = (node["metadata"].get("labels") or {}).get(GKE_LABEL)
         if not ready:
-            return NodeBack(back=False, detail=f"node {inp.node} not Ready")
+            return NodeBack(back=False, down=True, detail=f"node {inp.node} not Ready")
         if announced is not None:
-            return NodeBack(back=False, detail=f"node {inp.node} Ready, maintenance still announced ({announced})")
-        return NodeBack(back=True, detail=f"node {inp.node} Ready, no maintenance announced")
+            return NodeBack(back=False, down=False,
+                            detail=f"node {inp.node} Ready, maintenance still announced ({announced})")
+        return NodeBack(back=True, down=False, detail=f"node {inp.node} Ready, no maintenance announced")
 
     @activity.defn(name="node_back")
     async def node_back(self, inp: NodeBackInput) -> NodeBack:

@@ -223,7 +223,7 @@ class NodeMaintenanceWorkflow:
             back = await workflow.execute_activity_method(
                 MaintenanceActivities.node_back, NodeBackInput(node=node), start_to_close_timeout=ONE_CALL,
                 retry_policy=READ, summary=f"is {node} back")
-            gone = gone or "not Ready" in back.detail or "not found" in back.detail
+            gone = gone or back.went_down
             if back.back and gone:
                 self._note(f"{back.detail}: the maintenance is over")
                 await self._cordon(node, policy, lift=True)

@@ -91,8 +91,8 @@ class Fakes:
         async def node_back(inp: NodeBackInput) -> NodeBack:
             self.calls["node_back"] += 1
             if self.down_polls is None or self.calls["node_back"] <= self.down_polls:
-                return NodeBack(back=False, detail=f"node {inp.node} not Ready")
-            return NodeBack(back=True, detail=f"node {inp.node} Ready, no maintenance announced")
+                return NodeBack(back=False, down=True, detail=f"node {inp.node} down for its maintenance")
+            return NodeBack(back=True, down=False, detail=f"node {inp.node} Ready, no maintenance announced")
 
         return [plan_maintenance, quarantine_node, lift_quarantine, request_checkpoints, reschedule_any_node,
                 node_back]
