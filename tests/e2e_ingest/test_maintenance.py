@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
+from kubernetes import config
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -152,3 +154,46 @@ async def test_with_the_mechanism_off_the_pod_goes_down_with_its_node(
     await asyncio.to_thread(wait_until, lambda: _job(ingest_sim, name)["interruptions"] or None, timeout=30,
                             what="the pod lost with its node")
 
+
+
+async def test_a_leaderworkerset_group_leaves_the_node_before_the_deadline(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    """A LeaderWorkerSet group (leader and one worker, a GPU each): the ranks on the announced node are
+    checkpointed and moved at the latest safe moment; the group's controller recreates it
+    (RecreateGroupOnPodRestart, the LeaderWorkerSet default, podmedic_sim/leaderworkersets.py) and it runs whole
+    off the node before the deadline."""
+    client, _ = ingest_worker
+    assert ingest_sim.kubeconfig_path is not None
+    api = config.new_client_from_config(str(ingest_sim.kubeconfig_path))
+    name = f"lws-{uuid.uuid4().hex[:5]}"
+    proto = ingest_sim.call(lambda: ingest_sim.engine.create_training_job(f"{name}-proto", parallelism=0,
+                                                                          prefer_node_label=False))
+    template: dict[str, Any] = proto["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Always"
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        "leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": template}}})
+
+    def group() -> list[dict[str, Any]]:
+        return [p for p in ingest_sim.state()["pods"] if p["name"] in (f"{name}-0", f"{name}-0-1")
+                and p["ready"] and p["devices"] and not p["deleting"]]
+
+    first = wait_until(lambda: (g if len(g := group()) == 2 else None), timeout=30, what="the group Ready")
+    node = first[0]["node"]
+    await source_sets(_policy(True)).watching()
+    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
+    _kubectl(ingest_sim, "label", "node", node, f"{GKE_LABEL}={int(deadline.timestamp())}")
+
+    def moved() -> list[dict[str, Any]] | None:
+        now = group()
+        fresh = len(now) == 2 and not {p["uid"] for p in now} & {p["uid"] for p in first}
+        return now if fresh and node not in {p["node"] for p in now} else None
+
+    again = await asyncio.to_thread(wait_until, moved, timeout=NOTICE_S, what="the group running off the node")
+    assert dt.datetime.now(dt.UTC) < deadline, "moved only after the deadline"
+    await asyncio.to_thread(_maintain, ingest_sim, node, deadline)
+    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
+    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+    assert outcome.outcome == "moved", outcome
+    assert [p["uid"] for p in group()] and {p["node"] for p in group()} == {p["node"] for p in again}, group()

@@ -31,7 +31,7 @@ from podmedic_sim import SimCluster
 from podmedic_sim.store import NotFound
 from podmedic_sim.topology import POOL_LABEL
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
-from tests.e2e_recover.test_same_node_workloads import _start_jobset
+from tests.e2e_recover.test_same_node_workloads import _create, _start_jobset, _template
 from tests.helpers import run_kubectl, wait_until
 from workflows.fleet_guard import FleetGuardWorkflow
 
@@ -46,7 +46,8 @@ def clean(sim: SimCluster) -> Iterator[None]:
     yield
 
     def reset() -> None:
-        for kind in ("jobsets", "jobs", "pods", "devicetaintrules", "resourceclaimtemplates"):
+        for kind in ("jobsets", "leaderworkersets", "statefulsets", "jobs", "pods", "devicetaintrules",
+                     "resourceclaimtemplates"):
             for obj in list(sim.store.list(kind)):
                 with contextlib.suppress(NotFound):
                     sim.store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
@@ -207,3 +208,34 @@ async def test_a_jobset_rank_whose_node_is_full_moves_to_the_warm_spare(
     assert outcome.pod is not None and outcome.pod.node == "node-0000", outcome.pod
     other = [p for p in sim.state()["pods"] if p.get("job") == f"{name}-node-1" and not p["deleting"]]
     assert [p["node"] for p in other] == ["node-0001"], other
+
+
+async def test_a_leaderworkerset_worker_whose_node_is_full_moves_to_the_warm_spare(
+        sim: SimCluster, api: client.ApiClient, admission: Any, worker: tuple[Client, str],
+        guard: WorkflowHandle[FleetGuardWorkflow, None]) -> None:
+    """A LeaderWorkerSet group (leader and worker, a GPU each) and a blocker fill node-0001; node-0000 is the
+    spare. Evicting the worker recreates the group (RecreateGroupOnPodRestart, the LeaderWorkerSet default):
+    the worker's replacement, the group's StatefulSet pod under its own name, is pinned to the spare; the
+    leader, which may not tolerate the spare, runs on node-0001 again; the group runs whole."""
+    temporal, queue = worker
+    hold_off = block_node(sim, "node-0000", 3)
+    name = f"lwss-{uuid.uuid4().hex[:5]}"
+    _create(api, "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": _template(sim, name, "Always")}}})
+    leader = ready_pod(sim, lambda p: p["name"] == f"{name}-0", "the leader Ready")
+    member = ready_pod(sim, lambda p: p["name"] == f"{name}-0-1", "the worker Ready")
+    assert {leader["node"], member["node"]} == {"node-0001"}, (leader, member)
+    block_node(sim, "node-0001", 1)
+    delete_job(sim, hold_off)
+    await asyncio.to_thread(wait_until, lambda: _spare(sim, "node-0000"), timeout=30, what="node-0000 a spare")
+    fault(sim, member, clears_on_restart=False)
+    outcome = await incident(temporal, queue, member, policy(SAME))
+    recover = notes(outcome)
+    assert outcome.recovered_by == "any_node", (outcome.outcome, recover)
+    assert "moved to warm spare node-0000: node-0001 had no free healthy device" in recover, recover
+    assert f"LeaderWorkerSet {name} running whole" in recover, recover
+    assert outcome.pod is not None and outcome.pod.name == f"{name}-0-1" and outcome.pod.node == "node-0000", \
+        outcome.pod
+    now = ready_pod(sim, lambda p: p["name"] == f"{name}-0", "the leader Ready again")
+    assert now["uid"] != leader["uid"] and now["node"] == "node-0001", now
