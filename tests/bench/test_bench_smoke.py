@@ -71,8 +71,11 @@ def test_cost_counts_each_process_and_each_request(tmp_path: Path, capsys: pytes
     # The kinds add up to the total, and an in-place restart makes at least its fence and its restart.
     assert sum(r["api_requests_by_kind"].values()) == pytest.approx(r["api_requests_per_incident"], abs=0.05)
     assert r["api_requests_by_kind"]["create devicetaintrules"] >= 1 and r["api_requests_by_kind"]["patch pods"] >= 1
-    # The worker learned every pool's node at its start (podmedic/kube/pool_nodes.py): no incident lists slices.
-    assert not any(kind.startswith("list resourceslices") for kind in r["api_requests_by_kind"]), r
+    # The worker learned every pool's node at its start (podmedic/kube/pool_nodes.py), so no incident lists
+    # slices to find a pool's node; the one list an incident makes is the repeat-offender check's read of its
+    # device's GPU UUID (activities/history.py), selected by that node and driver.
+    slices = {k: v for k, v in r["api_requests_by_kind"].items() if k.startswith("list resourceslices")}
+    assert sum(slices.values()) <= 1.0, r
     for key in ("worker_cpu_ms_per_incident", "bare_worker_cpu_ms_per_workflow", "server_cpu_ms_per_incident",
                 "history_events_per_incident", "bare_history_events_per_workflow",
                 "bare_worker_cpu_ms_per_workflow_alone"):
