@@ -25,7 +25,7 @@ from activities.base import blocking
 from activities.tickets.evidence import device_attributes
 from podmedic.domain import search
 from podmedic.domain.models import DeviceRef, FailureMode
-from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.gateway import KubeError, KubeGateway
 
 NOT_COUNTED = {"not_actionable"}
 WORKLOAD_MODES = {mode.value for mode in FailureMode if mode.blames_the_workload}
@@ -62,6 +62,8 @@ class DeviceHistory(BaseModel):
     previous: list[PreviousIncident] = Field(default_factory=list, description="Newest first.")
     other_gpu: int = Field(0, ge=0, description="Earlier incidents of this slot left out: another GPU "
                                                 "(another UUID) was in it then.")
+    unread: str | None = Field(None, description="Why the GPU's UUID could not be read (the history then "
+                                                 "counts by slot); None when it was read or none is published.")
 
 
 def device_uuid(kube: KubeGateway, device: DeviceRef) -> str | None:
@@ -131,6 +133,11 @@ class HistoryActivities:
     @activity.defn(name="device_history")
     async def device_history(self, inp: PreviousIncidentsInput) -> DeviceHistory:
         """The GPU now in the slot (its UUID) and its earlier incidents within the window, under any name."""
-        uuid = await blocking(device_uuid, self.kube, inp.device)
+        try:
+            uuid = await blocking(device_uuid, self.kube, inp.device)
+        except KubeError as err:  # the history still counts by slot; the UUID is the better key, not the only one
+            history = await previous_incidents(self.client, inp.device, inp.window_s, now=inp.now,
+                                               exclude_run=inp.exclude_run)
+            return history.model_copy(update={"unread": f"its ResourceSlice could not be read: {err}"[:300]})
         return await previous_incidents(self.client, inp.device, inp.window_s, now=inp.now,
                                         exclude_run=inp.exclude_run, uuid=uuid)

@@ -80,6 +80,8 @@ def _history_options(wf: IncidentContext, window_s: float) -> dict[str, Any]:
 def _told(wf: IncidentContext, history: DeviceHistory) -> list[PreviousIncident]:
     """Record the GPU's UUID on the incident (so the GPU's next incident finds this one) and say which
     earlier incidents were another name's or another GPU's."""
+    if history.unread:
+        wf.note("classify", f"the GPU's UUID was not read ({history.unread}): its earlier incidents counted by slot")
     if history.uuid is None:
         return history.previous
     wf.upsert(search.DEVICE_UUIDS, [history.uuid])

@@ -91,6 +91,7 @@ class FakeCluster:
         self.ticket_notes: list[str] = []  # what note_ticket added to the open ticket
         self.notices: list[StepNotice] = []
         self.previous: list[PreviousIncident] = []
+        self.history_unread: str | None = None
         self.quarantines: list[QuarantineInput] = []
         self.lifts: list[QuarantineInput] = []
         self.held: dict[str, asyncio.Event] = {}  # activity name -> waits until the event is set
@@ -249,7 +250,7 @@ class FakeCluster:
         @activity.defn(name="device_history")
         async def device_history(inp: PreviousIncidentsInput) -> DeviceHistory:
             self.calls["previous_incidents"] += 1
-            return DeviceHistory(uuid=None, previous=list(self.previous))
+            return DeviceHistory(uuid=None, previous=list(self.previous), unread=self.history_unread)
 
         return [quarantine_node, lift_quarantine, hold_taints, release_taints, device_incidents_status,
                 previous_incidents, device_history]

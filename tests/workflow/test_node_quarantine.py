@@ -213,6 +213,25 @@ async def test_fewer_previous_incidents_stay_transient(time_skipping_env: Workfl
         outcome = await client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id).result()
     assert outcome.permanence is Permanence.TRANSIENT and fake.calls["restart_in_place"] == 1
     assert fake.calls["previous_incidents"] == 1
+
+
+async def test_a_uuid_not_read_is_said_and_the_history_counts_by_slot(time_skipping_env: WorkflowEnvironment,
+                                                                      task_queue: str) -> None:
+    """The device's ResourceSlice could not be read (activities/history.py): the check still counts the slot's
+    incidents, and the timeline says why it did not follow the GPU."""
+    client = time_skipping_env.client
+    device = DeviceRef(driver="gpu.nvidia.com", pool="node-0304", device="gpu-0")
+    fake = FakeCluster()
+    fake.history_unread = "its ResourceSlice could not be read: 503 Service Unavailable"
+    fake.previous = [PreviousIncident(workflow_id=device.workflow_id, run_id="r0", status="completed",
+                                      started=dt.datetime.now(dt.UTC))]
+    async with _worker(client, task_queue, fake):
+        await _send(client, task_queue, POLICY_YAML, event(code=94, device=device, event_id="u"))
+        outcome = await client.get_workflow_handle_for(DeviceIncidentWorkflow.run, device.workflow_id).result()
+    classify = [t.message for t in outcome.timeline if t.step == "classify"]
+    assert any("the GPU's UUID was not read (its ResourceSlice could not be read: 503 Service Unavailable): "
+               "its earlier incidents counted by slot" in line for line in classify), classify
+    assert any("1 earlier incident(s) of this device" in line for line in classify), classify
     assert Effect.NO_SCHEDULE  # the transient taint effect applies (NoExecute is for permanent failures)
 
 
