@@ -40,7 +40,6 @@ class PreviousIncident(BaseModel):
     closed: dt.datetime | None = None
     status: str
     outcome: str | None = Field(None, description="PodmedicOutcome when the run recorded one.")
-    uuid: str | None = Field(None, description="The GPU's UUID the run recorded (PodmedicDeviceUuids), if any.")
     device: str | None = Field(None, description="The device's resource id the run was about, when not the "
                                                  "asking incident's (the same GPU under another name).")
 
@@ -107,7 +106,6 @@ async def previous_incidents(client: Client, device: DeviceRef, window_s: float,
         history.previous.append(PreviousIncident(
             workflow_id=wf.id, run_id=wf.run_id, started=wf.start_time, closed=wf.close_time,
             status=wf.status.name.lower() if wf.status else "unknown", outcome=outcome,
-            uuid=recorded[0] if recorded else None,
             device=None if wf.id == device.workflow_id else wf.id.removeprefix("device/")))
     history.previous.sort(key=lambda p: p.started, reverse=True)
     return history
@@ -133,11 +131,12 @@ class HistoryActivities:
     @activity.defn(name="device_history")
     async def device_history(self, inp: PreviousIncidentsInput) -> DeviceHistory:
         """The GPU now in the slot (its UUID) and its earlier incidents within the window, under any name."""
+        uuid, unread = None, None
         try:
             uuid = await blocking(device_uuid, self.kube, inp.device)
         except KubeError as err:  # the history still counts by slot; the UUID is the better key, not the only one
-            history = await previous_incidents(self.client, inp.device, inp.window_s, now=inp.now,
-                                               exclude_run=inp.exclude_run)
-            return history.model_copy(update={"unread": f"its ResourceSlice could not be read: {err}"[:300]})
-        return await previous_incidents(self.client, inp.device, inp.window_s, now=inp.now,
-                                        exclude_run=inp.exclude_run, uuid=uuid)
+            unread = f"its ResourceSlice could not be read: {err}"[:300]
+        history = await previous_incidents(self.client, inp.device, inp.window_s, now=inp.now,
+                                           exclude_run=inp.exclude_run, uuid=uuid)
+        history.unread = unread
+        return history

@@ -354,8 +354,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "lemon-by-slot", "a device's history follows the GPU (its UUID), not the slot",
         "activities/history.py",
-        "                                        exclude_run=inp.exclude_run, uuid=uuid)",
-        "                                        exclude_run=inp.exclude_run, uuid=None)",
+        "                                           exclude_run=inp.exclude_run, uuid=uuid)",
+        "                                           exclude_run=inp.exclude_run, uuid=None)",
         ("tests/e2e_recover/test_repeat_offender.py",)),
     Mutant(
         "spare-never-used", "a rank whose node has no free healthy GPU moves to a warm spare of its pool",
