@@ -1,7 +1,7 @@
 """The stall incident's calls: read a workload's steps, wait for them to move, end one rank.
 
 A workload's pods are found by its controller's label (``podmedic/domain/stall.py``: a JobSet's, a
-LeaderWorkerSet's, a Job's), so a restarted workload's new pods are read too; a workload known only by
+LeaderWorkerSet group's, a Job's), so a restarted workload's new pods are read too; a workload known only by
 an owner is read by the pods the stall named. Steps are ``podmedic.io/progress`` of the pods that declare
 the progress protocol and run.
 """
@@ -18,7 +18,7 @@ from activities.base import KubeActivities
 from activities.heartbeat import Heartbeat
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodKey
-from podmedic.domain.stall import WORKLOAD_LABELS
+from podmedic.domain.stall import pods_selector
 from podmedic.kube import podview
 from podmedic.workload import protocol
 
@@ -29,6 +29,7 @@ class WatchStepsInput(BaseModel):
     namespace: str
     kind: str
     name: str
+    group: str = Field("", description="A LeaderWorkerSet's group index: only that group's pods are read.")
     pods: list[PodKey] = Field(description="The pods the stall named: read by name when the kind has no label.")
     since: dict[str, str] = Field(description="The steps the stall stood at, by pod uid.")
     timeout_s: float = Field(0, ge=0, description="0: one reading.")
@@ -102,9 +103,9 @@ class StallActivities(KubeActivities):
     """Reads and the one action of a stall incident; idempotent (the deletion is by UID)."""
 
     def _pods(self, inp: WatchStepsInput) -> list[Obj]:
-        label = dict(WORKLOAD_LABELS).get(inp.kind)
-        if label:
-            return reporting(self.kube.list_pods(inp.namespace, f"{label}={inp.name}"))
+        selector = pods_selector(inp.kind, inp.name, inp.group)
+        if selector:
+            return reporting(self.kube.list_pods(inp.namespace, selector))
         found = [self.kube.get_pod(p.namespace, p.name) for p in inp.pods]
         return reporting([p for p in found if p is not None])
 

@@ -99,6 +99,13 @@ def build_state(engine: SimEngine) -> dict[str, Any]:
                                                                                  meta["name"])),
                          "training": True, "kind": "JobSet",
                          "restarts_of_jobset": int(status.get("restarts") or 0)})
+    for lws in engine.store.iter("leaderworkersets"):  # each training group of a LeaderWorkerSet trains as one job
+        meta = lws["metadata"]
+        for group in range(int((lws.get("spec") or {}).get("replicas", 1))):
+            gkey = (meta.get("namespace", "default"), f"{meta['name']}-{group}")
+            if (prog := engine.workloads.progress.get(gkey)) is not None:
+                jobs.append({**prog.to_json(), **engine.workloads.collectives.status(gkey), "training": True,
+                             "kind": "LeaderWorkerSet group", "leaderworkerset": meta["name"]})
     rules = [
         {"name": r["metadata"]["name"], "spec": r.get("spec"), "status": r.get("status") or {}}
         for r in engine.devices.rules.values()

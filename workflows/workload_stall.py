@@ -76,8 +76,8 @@ class WorkloadStallWorkflow:
     async def _act(self, inp: StallInput, policy: DriverPolicy, before: str) -> StallOutcome:
         stall, incident = inp.stall, workflow.info().workflow_id
         rules = policy.detection.stall
-        self._note(f"no step for {stall.stalled_s:g}s across {len(stall.pods)} reporting pod(s) of {stall.kind} "
-                   f"{stall.namespace}/{stall.name} (window {stall.after_s:g}s) and no device reports a fault: hung")
+        self._note(f"no step for {stall.stalled_s:g}s across {len(stall.pods)} reporting pod(s) of {stall.words} "
+                   f"(window {stall.after_s:g}s) and no device reports a fault: hung")
         reading = await self._steps(inp)
         if reading.moved:
             return await self._finish(inp, Outcome.CLEARED, f"moving again before podmedic acted: {reading.moved}",
@@ -114,7 +114,7 @@ class WorkloadStallWorkflow:
         """The steps now (``timeout_s`` 0), or once one moves; before acting a stalled pod gone counts as
         moving (its workload restarts by itself), when ``verifying`` only a step does."""
         stall = inp.stall
-        watch = WatchStepsInput(namespace=stall.namespace, kind=stall.kind, name=stall.name,
+        watch = WatchStepsInput(namespace=stall.namespace, kind=stall.kind, name=stall.name, group=stall.group,
                                 pods=[p.pod for p in stall.pods], since={p.pod.uid: p.step for p in stall.pods},
                                 timeout_s=timeout_s, poll_s=max(1.0, min(15.0, timeout_s / 60)),
                                 gone_moves=not verifying)

@@ -26,7 +26,7 @@ from typing import Any
 
 from activities.recovery.verify import poll
 from podmedic.domain.base import Obj
-from podmedic.domain.stall import WORKLOAD_LABELS, workload_of
+from podmedic.domain.stall import pods_selector, workload_of
 from podmedic.domain.workloads import IN_PLACE_RESTART_ATTEMPT, restarts_in_place
 from podmedic.kube.gateway import KubeGateway
 
@@ -85,12 +85,12 @@ def others_line(workload: str, before: dict[str, int], after: dict[str, int]) ->
 
 def workload_pods(kube: KubeGateway, pod: Obj) -> list[Obj]:
     """The pods of the pod's workload by its controller's label (``podmedic/domain/stall.py``: a JobSet's, a
-    LeaderWorkerSet's, a Job's); ``[]`` for one known only by its owner."""
+    LeaderWorkerSet group's, a Job's); ``[]`` for one known only by its owner."""
     found = workload_of(pod)
-    label = dict(WORKLOAD_LABELS).get(found[0]) if found else None
-    if found is None or label is None:
+    selector = pods_selector(*found) if found else None
+    if selector is None:
         return []
-    return kube.list_pods(pod["metadata"].get("namespace", "default"), f"{label}={found[1]}")
+    return kube.list_pods(pod["metadata"].get("namespace", "default"), selector)
 
 
 def replicas_not_ready(obj: Obj, what: str) -> str | None:

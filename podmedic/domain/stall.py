@@ -47,6 +47,7 @@ class WorkloadStall(BaseModel):
     namespace: str
     kind: str
     name: str
+    group: str = Field("", description="A LeaderWorkerSet's group index: each group stalls on its own.")
     driver: str = Field(description="The driver of its devices, whose policy applies ('default' when unknown).")
     pods: list[StalledPod] = Field(min_length=1)
     stalled_s: float = Field(ge=0)
@@ -57,8 +58,13 @@ class WorkloadStall(BaseModel):
 
     @property
     def workflow_id(self) -> str:
-        """``workload/<namespace>/<kind>/<name>``: one stall incident per workload at a time."""
-        return f"workload/{self.namespace}/{self.kind}/{self.name}"
+        """``workload/<namespace>/<kind>/<name>[/<group>]``: one stall incident per workload (group) at a time."""
+        return f"workload/{self.namespace}/{self.kind}/{self.name}" + (f"/{self.group}" if self.group else "")
+
+    @property
+    def words(self) -> str:
+        """The workload as the incident names it (``workload_words``)."""
+        return workload_words(self.kind, self.namespace, self.name, self.group)
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -87,17 +93,38 @@ class StallOutcome(BaseModel):
     timeline: list[str] = Field(default_factory=list)
 
 
-def workload_of(pod: Obj) -> tuple[str, str] | None:
-    """``(kind, name)`` of the workload the pod belongs to, by its controller's labels, else its owner."""
+LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
+"""A LeaderWorkerSet group is one replica of a model sharded over its pods, and steps (or hangs) on its own:
+the unit a stall is judged in (kubernetes-sigs/lws README; its pod webhook sets this label on every pod)."""
+
+
+def workload_of(pod: Obj) -> tuple[str, str, str] | None:
+    """``(kind, name, group)`` of the workload the pod belongs to, by its controller's labels, else its owner;
+    ``group`` is a LeaderWorkerSet pod's group index, ``""`` for every other kind."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     for kind, label in WORKLOAD_LABELS:
         if labels.get(label):
-            return kind, str(labels[label])
+            group = str(labels.get(LWS_GROUP) or "") if kind == "LeaderWorkerSet" else ""
+            return kind, str(labels[label]), group
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     if owner and owner.get("kind") and owner.get("name"):
-        return str(owner["kind"]), str(owner["name"])
+        return str(owner["kind"]), str(owner["name"]), ""
     return None
+
+
+def pods_selector(kind: str, name: str, group: str = "") -> str | None:
+    """The label selector of the workload's pods (of its group, for a LeaderWorkerSet's); ``None`` for a kind
+    known only by its owner."""
+    label = dict(WORKLOAD_LABELS).get(kind)
+    if label is None:
+        return None
+    return f"{label}={name}" + (f",{LWS_GROUP}={group}" if group else "")
+
+
+def workload_words(kind: str, namespace: str, name: str, group: str = "") -> str:
+    """How the incident names the workload: ``JobSet default/llm``, ``LeaderWorkerSet default/ws group 1``."""
+    return f"{kind} {namespace}/{name}" + (f" group {group}" if group else "")
 
 
 def own_window(annotations: dict[str, str]) -> float | None:

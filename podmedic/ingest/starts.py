@@ -145,7 +145,7 @@ async def deliver_pod_report(client: Client, item: ConfigProblem | UnresolvedDev
 
 async def deliver_stall(client: Client, item: WorkloadStall, policies: PolicySet, *, task_queue: str,
                         search_attributes: bool = True) -> str | None:
-    """Open the workload's stall incident (``workload/<ns>/<kind>/<name>``) with the policy of its devices'
+    """Open the workload's stall incident (``WorkloadStall.workflow_id``) with the policy of its devices'
     driver; a running one is left to finish (``USE_EXISTING``): one stall incident per workload at a time.
     Returns the run id."""
     policy = policies.for_driver(item.driver)
@@ -159,7 +159,7 @@ async def deliver_stall(client: Client, item: WorkloadStall, policies: PolicySet
         search_attributes=search.for_workload(item.driver, item.namespace, item.name,
                                               [f"{p.pod.namespace}/{p.pod.name}" for p in item.pods])
         if search_attributes else None,
-        static_summary=f"{item.kind} {item.namespace}/{item.name}: no step for {item.stalled_s:g}s, no device "
+        static_summary=f"{item.words}: no step for {item.stalled_s:g}s, no device "
                        f"fault"[:200],
     )
     return handle.result_run_id

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
+from kubernetes import config
 from temporalio.client import Client
 
 from podmedic.domain.models import Outcome
@@ -92,6 +94,53 @@ async def test_a_hung_job_is_restarted_long_before_its_collective_timeout(
     await assert_eventually(listed, timeout=10)
     print(f"stalled at step {step}; restarted and stepping again {took:.1f}s after the hang "
           f"(collective timeout {COLLECTIVE_TIMEOUT_S:g}s)")
+
+
+async def test_a_hung_leaderworkerset_group_is_restarted_and_the_other_group_is_left_alone(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    """A LeaderWorkerSet of two groups (a leader and a worker each, one model replica per group: the
+    simulator steps a group only with every pod of it, podmedic_sim/training_groups.py). A worker of group 0
+    hangs: the ingest judges that group alone (group 1 steps on), the incident ends a rank of group 0, and
+    LeaderWorkerSet's RecreateGroupOnPodRestart (its default, podmedic_sim/leaderworkersets.py) recreates
+    the group, long before the collective timeout."""
+    client, _ = ingest_worker
+    await source_sets(_policy(2)).watching()
+    name = f"lws-{uuid.uuid4().hex[:5]}"
+    template = ingest_sim.call(lambda: ingest_sim.engine.create_training_job(
+        f"{name}-proto", parallelism=0, prefer_node_label=False,
+        collectives={"peer_exit_s": 0.2, "collective_timeout_s": COLLECTIVE_TIMEOUT_S}))["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Always"
+    assert ingest_sim.kubeconfig_path is not None
+    api = config.new_client_from_config(str(ingest_sim.kubeconfig_path))
+    custom = k8s.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object("leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": template}}})
+    try:
+        def groups() -> dict[str, dict[str, Any]] | None:
+            found = {j["name"]: j for j in ingest_sim.state()["jobs"] if j.get("leaderworkerset") == name}
+            return found if len(found) == 2 and all(j["step"] >= 3 for j in found.values()) else None
+
+        await asyncio.to_thread(wait_until, groups, timeout=30, what="both groups stepping")
+        group_0 = {p["uid"] for p in ingest_sim.state()["pods"] if p["name"] in (f"{name}-0", f"{name}-0-1")}
+        ingest_sim.call(lambda: ingest_sim.engine.workloads.collectives.hang(
+            *ingest_sim.engine.workloads.rank("default", f"{name}-0-1")))
+        hung_at = time.monotonic()
+        handle = client.get_workflow_handle_for(WorkloadStallWorkflow.run,
+                                                f"workload/default/LeaderWorkerSet/{name}/0")
+        outcome = await _result(handle, timeout=COLLECTIVE_TIMEOUT_S / 2)
+        took = time.monotonic() - hung_at
+        lines = "\n".join(outcome.timeline)
+        assert outcome.outcome is Outcome.RESTARTED, lines
+        assert outcome.ended is not None and outcome.ended.uid in group_0, outcome.ended
+        assert f"LeaderWorkerSet default/{name} group 0" in lines, lines
+        assert took < COLLECTIVE_TIMEOUT_S / 2, f"{took:.0f}s: no faster than the collective timeout would have been"
+        others = [wf async for wf in client.list_workflows(f"WorkflowId = 'workload/default/LeaderWorkerSet/{name}/1'"
+                                                           f" OR WorkflowId = 'workload/default/LeaderWorkerSet/{name}'")]
+        assert not others, "a stall incident opened for the group that stepped on, or for the whole set"
+    finally:
+        custom.delete_namespaced_custom_object("leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", name)
+        api.close()
 
 
 async def test_with_the_window_at_zero_a_hung_job_waits_for_its_own_timeout(

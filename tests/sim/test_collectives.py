@@ -165,3 +165,33 @@ async def test_a_jobsets_pods_show_the_jobsets_step_which_stands_while_a_rank_ha
         await asyncio.sleep(0.5)
         assert shown() == before and len(before) == 1, "a pod's progress moved while a rank hung"
         assert not any(j["training"] for j in engine.state()["jobs"] if j["name"].startswith("train-"))
+
+
+async def test_a_leaderworkerset_group_steps_as_one_job_and_stands_while_its_worker_hangs() -> None:
+    # A LeaderWorkerSet group shards one model over its leader and workers (kubernetes-sigs/lws README:
+    # multi-host inference, "sharded and run across multiple devices on multiple nodes"), so a step needs
+    # every pod of the group: the leader's progress stands while a worker hangs. Another group is another
+    # replica of the model and steps on.
+    async with running_engine(fast_config(timings=FAST.model_copy(update={"progress_write_s": 0.05}))) as engine:
+        template = engine.create_training_job("proto", parallelism=0, prefer_node_label=False,
+                                              collectives={"collective_timeout_s": 600})["spec"]["template"]
+        template["spec"]["restartPolicy"] = "Always"
+        engine.store.create("leaderworkersets", {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "ws",
+                                                                                              "namespace": "default"},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": template}}})
+
+        def groups() -> dict[str, dict[str, Any]] | None:
+            found = {j["name"]: j for j in engine.state()["jobs"] if j.get("leaderworkerset") == "ws"}
+            return found if len(found) == 2 and all(j["step"] >= 3 for j in found.values()) else None
+
+        first = await wait_until(groups, what="both groups stepping")
+        engine.workloads.collectives.hang(*engine.workloads.rank("default", "ws-0-1"))
+        await asyncio.sleep(0.5)  # what must not happen meanwhile has no condition to wait for
+        before = groups() or first
+        await asyncio.sleep(0.5)
+        after = groups() or first
+        assert after["ws-0"]["step"] == before["ws-0"]["step"] and after["ws-0"]["hung_ranks"] == 1, after
+        assert after["ws-1"]["step"] > before["ws-1"]["step"], "the other group stood still too"
+        leader = engine.store.get("pods", "default", "ws-0")["metadata"]["annotations"]
+        assert leader.get("podmedic.io/progress") == str(after["ws-0"]["step"]), leader

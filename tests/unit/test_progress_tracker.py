@@ -87,12 +87,35 @@ def test_the_devices_driver_sets_the_window_and_a_pod_may_set_its_own() -> None:
 
 
 def test_the_workload_is_its_outermost_controller() -> None:
-    assert workload_of(_pod("a", "1")) == ("JobSet", "llm")
+    assert workload_of(_pod("a", "1")) == ("JobSet", "llm", "")
     job = {"metadata": {"labels": {"batch.kubernetes.io/job-name": "train"}}}
-    assert workload_of(job) == ("Job", "train")
+    assert workload_of(job) == ("Job", "train", "")
     owned = {"metadata": {"ownerReferences": [{"kind": "StatefulSet", "name": "web", "controller": True}]}}
-    assert workload_of(owned) == ("StatefulSet", "web")
+    assert workload_of(owned) == ("StatefulSet", "web", "")
     assert workload_of({"metadata": {}}) is None
+
+
+def _lws_pod(uid: str, step: str, group: str) -> dict[str, Any]:
+    """A LeaderWorkerSet pod as LWS's pod webhook labels it (kubernetes-sigs/lws pkg/webhooks/pod_webhook.go)."""
+    pod = _pod(uid, step)
+    pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/name": "ws",
+                                 "leaderworkerset.sigs.k8s.io/group-index": group}
+    return pod
+
+
+def test_each_leaderworkerset_group_stalls_on_its_own() -> None:
+    # A group is one replica of a model sharded over its pods (kubernetes-sigs/lws README): another group
+    # stepping says nothing of this one.
+    assert workload_of(_lws_pod("a", "1", "1")) == ("LeaderWorkerSet", "ws", "1")
+    tracker = ProgressTracker(POLICIES)
+    for uid, group in (("a", "0"), ("b", "0"), ("c", "1"), ("d", "1")):
+        tracker.see(_lws_pod(uid, "7", group), None, 0.0)
+    for now in (4.0, 8.0):
+        tracker.see(_lws_pod("c", str(now), "1"), None, now)
+    [stall] = tracker.stalled(10.0)
+    assert (stall.kind, stall.name, stall.group) == ("LeaderWorkerSet", "ws", "0")
+    assert [p.pod.uid for p in stall.pods] == ["a", "b"]
+    assert stall.workflow_id == "workload/ml/LeaderWorkerSet/ws/0"
 
 
 def test_what_counts_as_moving_before_acting_and_after() -> None:

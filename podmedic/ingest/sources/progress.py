@@ -2,7 +2,7 @@
 
 A hang no device reports (a link, a peer, a collective stuck) shows only as steps that stop. Every Running
 pod that declares the progress protocol (``podmedic.io/reports-progress``) and shows a step is grouped
-under its workload (``podmedic/domain/stall.py``, ``workload_of``); when no such pod of a workload has
+under its workload (``podmedic/domain/stall.py``, ``workload_of``: a LeaderWorkerSet's by group); when no such pod of a workload has
 moved its step for the workload's window (the driver's ``detection.stall.after_s``, or the smallest
 ``podmedic.io/stall-s`` its pods set), a ``WorkloadStall`` is emitted, once per set of steps it stands
 at: the same stall is not news, a stall after the steps moved again is.
@@ -38,7 +38,7 @@ from podmedic.workload import protocol
 
 log = logging.getLogger("podmedic.ingest.progress")
 
-WorkloadKey = tuple[str, str, str]  # namespace, kind, name
+WorkloadKey = tuple[str, str, str, str]  # namespace, kind, name, group (a LeaderWorkerSet's)
 
 
 @dataclass
@@ -129,7 +129,7 @@ class ProgressTracker:
     def told(self, stall: WorkloadStall) -> None:
         """The stall was delivered: not news again until the steps move."""
         with self._lock:
-            self._told[(stall.namespace, stall.kind, stall.name)] = stall.steps
+            self._told[(stall.namespace, stall.kind, stall.name, stall.group)] = stall.steps
 
     def _judge(self, key: WorkloadKey, pods: list[_Pod], now: float) -> WorkloadStall | None:
         device = next((p.device for p in pods if p.device), None)
@@ -141,10 +141,10 @@ class ProgressTracker:
             return None
         ordered = sorted(pods, key=lambda p: p.pod.name)
         return WorkloadStall(
-            namespace=key[0], kind=key[1], name=key[2], driver=driver, stalled_s=round(still, 1), after_s=window,
+            namespace=key[0], kind=key[1], name=key[2], group=key[3], driver=driver, stalled_s=round(still, 1), after_s=window,
             pods=[StalledPod(pod=p.pod, node=p.node, step=p.step, device=p.device) for p in ordered],
             observed_at=dt.datetime.now(dt.UTC),
-            event_id=f"progress/{key[0]}/{key[1]}/{key[2]}@" + ",".join(f"{p.pod.uid}={p.step}" for p in ordered))
+            event_id=f"progress/{'/'.join(k for k in key if k)}@" + ",".join(f"{p.pod.uid}={p.step}" for p in ordered))
 
 
 class ProgressSource(ClusterSource):
