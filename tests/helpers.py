@@ -94,3 +94,18 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 """
 """A valid kubeconfig whose API server never answers: for start-up paths that only load it."""
+
+
+def training_leaderworkerset(sim: SimCluster, name: str, *, replicas: int = 1, size: int = 2,
+                             **training: Any) -> None:
+    """Create a LeaderWorkerSet ``name`` whose leader and workers train (``replicas`` groups of ``size`` pods, a
+    GPU each), its pod template the simulator's training Job's (``create_training_job``'s ``training``
+    options); a group steps only with every pod of it (podmedic_sim/training_groups.py)."""
+    proto = sim.call(lambda: sim.engine.create_training_job(f"{name}-proto", parallelism=0, prefer_node_label=False,
+                                                            **training))
+    template: dict[str, Any] = proto["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Always"
+    sim.call(lambda: sim.store.create("leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}}}))

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from podmedic.domain.base import Obj
 from podmedic.domain.models import Outcome, PodKey
 from podmedic.domain.policy_ref import PolicyRef
+from podmedic.domain.workloads import LWS_GROUP_LABEL
 
 STALL_S = "podmedic.io/stall-s"
 """A pod's own stall window in seconds (``0``: never judged), over the driver's ``detection.stall.after_s``."""
@@ -93,19 +94,15 @@ class StallOutcome(BaseModel):
     timeline: list[str] = Field(default_factory=list)
 
 
-LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
-"""A LeaderWorkerSet group is one replica of a model sharded over its pods, and steps (or hangs) on its own:
-the unit a stall is judged in (kubernetes-sigs/lws README; its pod webhook sets this label on every pod)."""
-
-
 def workload_of(pod: Obj) -> tuple[str, str, str] | None:
     """``(kind, name, group)`` of the workload the pod belongs to, by its controller's labels, else its owner;
-    ``group`` is a LeaderWorkerSet pod's group index, ``""`` for every other kind."""
+    ``group`` is a LeaderWorkerSet pod's group index, ``""`` for every other kind: a group is one replica of a
+    model sharded over its pods and steps (or hangs) on its own (kubernetes-sigs/lws README)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     for kind, label in WORKLOAD_LABELS:
         if labels.get(label):
-            group = str(labels.get(LWS_GROUP) or "") if kind == "LeaderWorkerSet" else ""
+            group = str(labels.get(LWS_GROUP_LABEL) or "") if kind == "LeaderWorkerSet" else ""
             return kind, str(labels[label]), group
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     if owner and owner.get("kind") and owner.get("name"):
@@ -119,7 +116,7 @@ def pods_selector(kind: str, name: str, group: str = "") -> str | None:
     label = dict(WORKLOAD_LABELS).get(kind)
     if label is None:
         return None
-    return f"{label}={name}" + (f",{LWS_GROUP}={group}" if group else "")
+    return f"{label}={name}" + (f",{LWS_GROUP_LABEL}={group}" if group else "")
 
 
 def workload_words(kind: str, namespace: str, name: str, group: str = "") -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 
 import pytest
 
@@ -17,7 +18,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.steps import CheckpointStatus
 from podmedic.workload.protocol import PROGRESS
 from tests.e2e_checkpoint.conftest import Stack, incident_until_checkpointed, start_job
-from tests.helpers import wait_until
+from tests.helpers import training_leaderworkerset, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -68,6 +69,31 @@ async def test_a_hung_job_is_given_up_on_after_hang_s(stack: Stack, jobset: bool
     assert took < 20, f"waited {took:.0f}s: the 30 s timeout, not hang_s"
     assert outcome.checkpoint == "none: 0/2 pods"
     assert any("hung" in t.message for t in outcome.timeline)
+
+
+async def test_a_hung_leaderworkerset_group_is_given_up_on_after_hang_s(stack: Stack) -> None:
+    # A LeaderWorkerSet group shards one model over its leader and worker (kubernetes-sigs/lws README): the
+    # group saves together, so the checkpoint waits on both, and a hung worker stops the group's steps.
+    name = f"lws-{uuid.uuid4().hex[:5]}"
+    training_leaderworkerset(stack.sim, name, size=2, checkpoint_method="annotation",
+                             collectives={"collective_timeout_s": 600.0})
+    try:
+        def group() -> list[dict[str, object]] | None:
+            pods = [p for p in stack.sim.state()["pods"] if p["name"] in (f"{name}-0", f"{name}-0-1") and p["ready"]]
+            return sorted(pods, key=lambda p: str(p["name"])) if len(pods) == 2 else None
+
+        pods = wait_until(group, timeout=30, what="the group Ready")
+        _stepping(stack, pods)
+        _hang(stack, pods[1])
+        begun = time.monotonic()
+        outcome, state = await incident_until_checkpointed(_with(stack, timeout_s=30, hang_s=2), pods[0], code=79)
+        took = time.monotonic() - begun
+        assert state.checkpoint is not None
+        assert [r.status for r in state.checkpoint.results] == [CheckpointStatus.HUNG] * 2, state.checkpoint
+        assert took < 20, f"waited {took:.0f}s: the 30 s timeout, not hang_s"
+        assert outcome.checkpoint == "none: 0/2 pods"
+    finally:
+        stack.sim.call(lambda: stack.sim.store.delete("leaderworkersets", "default", name))
 
 
 async def test_with_hang_s_off_a_hung_job_waits_the_whole_timeout(stack: Stack) -> None:

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config
 from temporalio.client import Client
 
 from podmedic.domain.models import Outcome
@@ -30,7 +28,7 @@ from podmedic.domain.stall import StallOutcome
 from podmedic.incidents.query import list_incidents, list_query
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
-from tests.helpers import assert_eventually, wait_until
+from tests.helpers import assert_eventually, training_leaderworkerset, wait_until
 from workflows.workload_stall import WorkloadStallWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -106,16 +104,8 @@ async def test_a_hung_leaderworkerset_group_is_restarted_and_the_other_group_is_
     client, _ = ingest_worker
     await source_sets(_policy(2)).watching()
     name = f"lws-{uuid.uuid4().hex[:5]}"
-    template = ingest_sim.call(lambda: ingest_sim.engine.create_training_job(
-        f"{name}-proto", parallelism=0, prefer_node_label=False,
-        collectives={"peer_exit_s": 0.2, "collective_timeout_s": COLLECTIVE_TIMEOUT_S}))["spec"]["template"]
-    template["spec"]["restartPolicy"] = "Always"
-    assert ingest_sim.kubeconfig_path is not None
-    api = config.new_client_from_config(str(ingest_sim.kubeconfig_path))
-    custom = k8s.CustomObjectsApi(api)
-    custom.create_namespaced_custom_object("leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
-        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": template}}})
+    training_leaderworkerset(ingest_sim, name, replicas=2, size=2, collectives={
+        "peer_exit_s": 0.2, "collective_timeout_s": COLLECTIVE_TIMEOUT_S})
     try:
         def groups() -> dict[str, dict[str, Any]] | None:
             found = {j["name"]: j for j in ingest_sim.state()["jobs"] if j.get("leaderworkerset") == name}
@@ -139,8 +129,7 @@ async def test_a_hung_leaderworkerset_group_is_restarted_and_the_other_group_is_
                                                            f" OR WorkflowId = 'workload/default/LeaderWorkerSet/{name}'")]
         assert not others, "a stall incident opened for the group that stepped on, or for the whole set"
     finally:
-        custom.delete_namespaced_custom_object("leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", name)
-        api.close()
+        ingest_sim.call(lambda: ingest_sim.store.delete("leaderworkersets", "default", name))
 
 
 async def test_with_the_window_at_zero_a_hung_job_waits_for_its_own_timeout(
