@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
+from podmedic_sim.store import NotFound
 
 T = TypeVar("T")
 
@@ -109,3 +110,21 @@ def training_leaderworkerset(sim: SimCluster, name: str, *, replicas: int = 1, s
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}}}))
+
+
+def clear_workloads(sim: SimCluster) -> None:
+    """Every workload gone and every GPU healthy again: the workloads first (their controllers would replace
+    the pods), then what they left; returns once no pod is left."""
+
+    def reset() -> None:
+        for kind in ("jobsets", "leaderworkersets", "statefulsets", "jobs", "pods", "devicetaintrules",
+                     "resourceclaimtemplates"):
+            for obj in list(sim.store.list(kind)):
+                with contextlib.suppress(NotFound):
+                    sim.store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        for dev in sim.state()["devices"]:
+            if dev["health"] != "Healthy":
+                sim.engine.set_device_health(dev["driver"], dev["pool"], dev["device"], "Healthy")
+
+    sim.call(reset)
+    wait_until(lambda: not sim.state()["pods"] or None, timeout=30, what="every pod gone")

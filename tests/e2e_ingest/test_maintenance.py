@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,13 +28,21 @@ from podmedic.domain.maintenance import GKE_LABEL, MAINTENANCE_TAINT, Maintenanc
 from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
-from tests.helpers import assert_eventually, run_kubectl, wait_until
+from tests.helpers import assert_eventually, clear_workloads, run_kubectl, wait_until
 from workflows.maintenance import NodeMaintenanceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 NOTICE_S = 24.0  # the deadline, from the notice
 SAVE_S = 3.0  # the policy's checkpoint.timeout_s: the save time of a pod that declares none
 LEAD_S = 8.0
+
+
+@pytest.fixture(autouse=True)
+def clean(ingest_sim: SimCluster) -> Iterator[None]:
+    """Each test starts with every GPU free: a workload left running would hold the room the next one's
+    move needs."""
+    yield
+    clear_workloads(ingest_sim)
 
 
 def _policy(enabled: bool) -> Any:
@@ -197,3 +205,43 @@ async def test_a_leaderworkerset_group_leaves_the_node_before_the_deadline(
     outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
     assert outcome.outcome == "moved", outcome
     assert [p["uid"] for p in group()] and {p["node"] for p in group()} == {p["node"] for p in again}, group()
+
+
+async def test_a_jobset_leaves_the_node_before_the_deadline_from_the_checkpoint_asked_then(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+    """A JobSet of two one-pod Jobs, one synchronous job (podmedic_sim/training_groups.py): the ranks on the
+    announced node are checkpointed at the latest safe moment and moved; the JobSet's failure policy
+    (maxRestarts: a failed Job recreates every Job, kubernetes-sigs/jobset) brings the whole job back off the
+    node, before the deadline, from the checkpoint podmedic asked for then."""
+    client, _ = ingest_worker
+    name = f"js-{uuid.uuid4().hex[:5]}"
+    ingest_sim.call(lambda: ingest_sim.engine.create_training_job(name, parallelism=2, jobset=True,
+                                                                  prefer_node_label=False))
+
+    def ranks() -> list[dict[str, Any]]:
+        return [p for p in ingest_sim.state()["pods"] if p.get("jobset") == name and p["ready"] and not p["deleting"]]
+
+    first = wait_until(lambda: (r if len(r := ranks()) == 2 else None), timeout=30, what="both ranks Ready")
+    wait_until(lambda: _job(ingest_sim, name)["step"] >= 3 or None, timeout=30, what="steps")
+    node = first[0]["node"]
+    await source_sets(_policy(True)).watching()
+    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
+    _kubectl(ingest_sim, "label", "node", node, f"{GKE_LABEL}={int(deadline.timestamp())}")
+
+    def moved() -> list[dict[str, Any]] | None:
+        now = ranks()
+        fresh = len(now) == 2 and not {p["uid"] for p in now} & {p["uid"] for p in first}
+        return now if fresh and node not in {p["node"] for p in now} else None
+
+    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
+    try:
+        again = await asyncio.to_thread(wait_until, moved, timeout=NOTICE_S, what="the JobSet running off the node")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {ranks()}; {await handle.query(NodeMaintenanceWorkflow.get_timeline)}") from err
+    assert dt.datetime.now(dt.UTC) < deadline, "moved only after the deadline"
+    last = _job(ingest_sim, name)["interruptions"][-1]
+    assert last["checkpointed_step"] >= last["requested_step"] >= 3, last
+    await asyncio.to_thread(_maintain, ingest_sim, node, deadline)
+    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+    assert outcome.outcome == "moved", outcome
+    assert {p["uid"] for p in ranks()} == {p["uid"] for p in again}, "the moved ranks kept running"

@@ -125,8 +125,8 @@ async def test_a_hung_leaderworkerset_group_is_restarted_and_the_other_group_is_
         assert outcome.ended is not None and outcome.ended.uid in group_0, outcome.ended
         assert f"LeaderWorkerSet default/{name} group 0" in lines, lines
         assert took < COLLECTIVE_TIMEOUT_S / 2, f"{took:.0f}s: no faster than the collective timeout would have been"
-        others = [wf async for wf in client.list_workflows(f"WorkflowId = 'workload/default/LeaderWorkerSet/{name}/1'"
-                                                           f" OR WorkflowId = 'workload/default/LeaderWorkerSet/{name}'")]
+        ids = f"WorkflowId IN ('workload/default/LeaderWorkerSet/{name}/1', 'workload/default/LeaderWorkerSet/{name}')"
+        others = [wf async for wf in client.list_workflows(ids)]
         assert not others, "a stall incident opened for the group that stepped on, or for the whole set"
     finally:
         ingest_sim.call(lambda: ingest_sim.store.delete("leaderworkersets", "default", name))

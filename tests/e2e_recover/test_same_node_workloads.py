@@ -13,7 +13,6 @@ recreated with it, is kept off the node so it leaves the freed GPU to the replac
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,10 +23,9 @@ from temporalio.client import Client
 
 from podmedic.domain.placement_holds import KEPT_OFF_BY, KEPT_OFF_NODE, PINNED_BY
 from podmedic_sim import SimCluster
-from podmedic_sim.store import NotFound
 from podmedic_sim.training import in_place_jobset
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
-from tests.helpers import wait_until
+from tests.helpers import clear_workloads
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 NS = "default"
@@ -40,18 +38,7 @@ def clean(sim: SimCluster) -> Iterator[None]:
     replace the pods), then what they left."""
     yield
 
-    def reset() -> None:
-        for kind in ("jobsets", "leaderworkersets", "statefulsets", "jobs", "pods", "devicetaintrules",
-                     "resourceclaimtemplates"):
-            for obj in list(sim.store.list(kind)):
-                with contextlib.suppress(NotFound):
-                    sim.store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
-        for dev in sim.state()["devices"]:
-            if dev["health"] != "Healthy":
-                sim.engine.set_device_health(dev["driver"], dev["pool"], dev["device"], "Healthy")
-
-    sim.call(reset)
-    wait_until(lambda: not sim.state()["pods"] or None, timeout=30, what="every pod gone")
+    clear_workloads(sim)
 
 
 def _template(sim: SimCluster, name: str, restart_policy: str) -> dict[str, Any]:

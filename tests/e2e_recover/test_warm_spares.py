@@ -28,11 +28,10 @@ from podmedic.domain.placement_holds import PINNED_BY, PINNED_NODE
 from podmedic.domain.spares import SPARE_TAINT, SparesPolicy
 from podmedic.ingest.guard_sightings import GuardSightings
 from podmedic_sim import SimCluster
-from podmedic_sim.store import NotFound
 from podmedic_sim.topology import POOL_LABEL
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
 from tests.e2e_recover.test_same_node_workloads import _create, _start_jobset, _template
-from tests.helpers import run_kubectl, wait_until
+from tests.helpers import clear_workloads, run_kubectl, wait_until
 from workflows.fleet_guard import FleetGuardWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -45,21 +44,15 @@ def clean(sim: SimCluster) -> Iterator[None]:
     """Each test starts with every GPU free and healthy and no node a spare."""
     yield
 
-    def reset() -> None:
-        for kind in ("jobsets", "leaderworkersets", "statefulsets", "jobs", "pods", "devicetaintrules",
-                     "resourceclaimtemplates"):
-            for obj in list(sim.store.list(kind)):
-                with contextlib.suppress(NotFound):
-                    sim.store.delete(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+    clear_workloads(sim)
+
+    def no_spare() -> None:
         for node in sim.store.list("nodes"):
             if any(t.get("key") == SPARE_TAINT for t in node["spec"].get("taints") or []):
                 node["spec"]["taints"] = [t for t in node["spec"]["taints"] if t.get("key") != SPARE_TAINT]
                 sim.store.replace("nodes", node, check_rv=False)
-        for dev in sim.state()["devices"]:
-            if dev["health"] != "Healthy":
-                sim.engine.set_device_health(dev["driver"], dev["pool"], dev["device"], "Healthy")
 
-    sim.call(reset)
+    sim.call(no_spare)
     wait_until(lambda: not sim.state()["pods"] or None, timeout=30, what="every pod gone")
 
 
