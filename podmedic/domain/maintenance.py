@@ -49,24 +49,60 @@ class MaintenanceNotice(BaseModel):
         return f"maintenance/{self.node}"
 
 
-def notice_of(node: Obj, announced: bool, now: dt.datetime) -> MaintenanceNotice | None:
-    """The notice ``node`` carries; with none, a withdrawal when one was ``announced`` before, else ``None``."""
+def announced(node: str, deadline: dt.datetime, source: str, now: dt.datetime) -> MaintenanceNotice:
+    """A notice of maintenance at ``deadline``: the same node and deadline are the same notice, whichever
+    source told it (its event id holds the deadline in Unix seconds, as GKE's label writes it)."""
+    return MaintenanceNotice(node=node, deadline=deadline, source=source, observed_at=now,
+                             event_id=f"maintenance/{node}@{int(deadline.timestamp())}")
+
+
+def withdrawn(node: str, source: str, now: dt.datetime, occurrence: str) -> MaintenanceNotice:
+    """A notice that the node's maintenance is over or withdrawn; ``occurrence`` tells one withdrawal from
+    another (the node's resourceVersion, a CloudEvent's id)."""
+    return MaintenanceNotice(node=node, deadline=None, source=source, observed_at=now,
+                             event_id=f"maintenance/{node}@withdrawn/{occurrence}")
+
+
+def unreadable(node: str, text: str, source: str, now: dt.datetime, problem: str) -> MaintenanceNotice:
+    """A notice whose time could not be read: no deadline, and what was wrong, where (the incident says it:
+    a notice is not for podmedic to correct)."""
+    return MaintenanceNotice(node=node, deadline=None, source=source, observed_at=now,
+                             event_id=f"maintenance/{node}@{text}", problem=problem)
+
+
+def notice_of(node: Obj, announced_before: bool, now: dt.datetime) -> MaintenanceNotice | None:
+    """The notice ``node`` carries in GKE's label; with none, a withdrawal when one was announced before,
+    else ``None``."""
     meta = node.get("metadata") or {}
     name = str(meta.get("name") or "")
     value = (meta.get("labels") or {}).get(GKE_LABEL)
     source = f"node label {GKE_LABEL}"
     if value is None:
-        if not announced:
-            return None
-        return MaintenanceNotice(node=name, deadline=None, source=source, observed_at=now,
-                                 event_id=f"maintenance/{name}@withdrawn/{meta.get('resourceVersion', '')}")
-    event_id = f"maintenance/{name}@{value}"
+        return withdrawn(name, source, now, str(meta.get("resourceVersion", ""))) if announced_before else None
     try:
         deadline = dt.datetime.fromtimestamp(int(str(value)), dt.UTC)
     except (ValueError, OverflowError, OSError):
-        return MaintenanceNotice(node=name, deadline=None, source=source, observed_at=now, event_id=event_id,
-                                 problem=f"node {name} label {GKE_LABEL}={value!r}: not a time in Unix seconds")
-    return MaintenanceNotice(node=name, deadline=deadline, source=source, observed_at=now, event_id=event_id)
+        return unreadable(name, str(value), source, now,
+                          f"node {name} label {GKE_LABEL}={value!r}: not a time in Unix seconds")
+    return announced(name, deadline, source, now)
+
+
+def read_deadline(text: str) -> dt.datetime:
+    """A deadline written as Unix seconds or as an RFC 3339 time with an offset; ``ValueError`` says what
+    was wrong."""
+    text = text.strip()
+    try:
+        return dt.datetime.fromtimestamp(int(text), dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise ValueError(f"{text[:40]!r} is neither Unix seconds nor an RFC 3339 time (2025-01-31T12:00:00Z)") \
+            from None
+    if when.tzinfo is None:
+        raise ValueError(f"{text[:40]!r} has no offset: RFC 3339 times need one (Z or +hh:mm)")
+    return when
 
 
 def act_at(deadline: dt.datetime, save_s: float, lead_s: float) -> dt.datetime:

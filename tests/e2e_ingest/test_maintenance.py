@@ -12,12 +12,16 @@ pkg/controller/nodelifecycle), then brought back with the label gone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config
@@ -26,6 +30,10 @@ from temporalio.service import RPCError
 
 from podmedic.domain.maintenance import GKE_LABEL, MAINTENANCE_TAINT, MaintenanceOutcome
 from podmedic.domain.policy_file import parse_policy
+from podmedic.ingest.delivery import Deliverer
+from podmedic.ingest.http.app import build_app, start_site
+from podmedic.ingest.http.cloudevents import MAINTENANCE_TYPE
+from podmedic.ingest.settings import HttpSettings, IngestSettings
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
 from tests.helpers import assert_eventually, clear_workloads, run_kubectl, wait_until
@@ -245,3 +253,91 @@ async def test_a_jobset_leaves_the_node_before_the_deadline_from_the_checkpoint_
     outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
     assert outcome.outcome == "moved", outcome
     assert {p["uid"] for p in ranks()} == {p["uid"] for p in again}, "the moved ranks kept running"
+
+
+@contextlib.asynccontextmanager
+async def _front(ingest_worker: tuple[Client, str], directory: Path) -> AsyncIterator[Callable[..., Any]]:
+    """The ingest's HTTP front on a real port, delivering with the maintenance policy; yields ``post(path,
+    body, content_type)`` -> (status, answer)."""
+    client, task_queue = ingest_worker
+    (directory / "token").write_text("t")
+    settings = IngestSettings(http=HttpSettings(port=0, token_file=directory / "token"))
+    runner, url = await start_site(build_app(Deliverer(client, _policy(True), task_queue), settings), settings.http)
+    try:
+        async with aiohttp.ClientSession() as http:
+            async def post(path: str, body: object, content_type: str) -> tuple[int, Any]:
+                async with http.post(url + path, data=json.dumps(body).encode(),
+                                     headers={"Authorization": "Bearer t", "Content-Type": content_type}) as r:
+                    return r.status, await r.json()
+            yield post
+    finally:
+        await runner.cleanup()
+
+
+def _maintenance_event(node: str, deadline: dt.datetime | None, i: str) -> dict[str, Any]:
+    """podmedic's maintenance CloudEvent (docs/detection.md), as a bridge from a cloud's notice sends it."""
+    return {"specversion": "1.0", "id": i, "source": "e2e/scheduled-events", "type": MAINTENANCE_TYPE,
+            "data": {"node": node, "deadline": deadline.isoformat() if deadline else None}}
+
+
+async def test_a_cloudevent_deadline_moves_the_pod_before_it(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], tmp_path: Path) -> None:
+    """The same mechanism, told by a CloudEvent instead of GKE's label: the pod trains on, then moves off the
+    node before the deadline; the node goes down at it, comes back, and is uncordoned."""
+    client, _ = ingest_worker
+    name = f"train-{uuid.uuid4().hex[:5]}"
+    ingest_sim.call(lambda: ingest_sim.engine.create_training_job(name, prefer_node_label=False))
+    pod = wait_until(lambda: (r[0] if (r := _running(ingest_sim, name)) else None), timeout=30, what="the pod Ready")
+    node, deadline = pod["node"], dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
+    async with _front(ingest_worker, tmp_path) as post:
+        status, answer = await post("/v1/events", _maintenance_event(node, deadline, "1"),
+                                    "application/cloudevents+json")
+        assert status == 202 and answer["incidents"] == [f"maintenance/{node}"], answer
+    moved = await asyncio.to_thread(wait_until, lambda: next(
+        (p for p in _running(ingest_sim, name) if p["uid"] != pod["uid"]), None), timeout=NOTICE_S, what="moved")
+    assert dt.datetime.now(dt.UTC) < deadline and moved["node"] != node, moved
+    await asyncio.to_thread(_maintain, ingest_sim, node, deadline)
+    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
+    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+    assert outcome.outcome == "moved", outcome
+    assert any("CloudEvent from e2e/scheduled-events" in line for line in outcome.timeline), outcome.timeline
+
+
+async def test_an_alert_announces_maintenance_and_its_resolution_withdraws_it(
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], tmp_path: Path) -> None:
+    """Alertmanager's webhook: a firing ``NodeMaintenanceScheduled`` alert with the deadline in its
+    ``deadline`` annotation opens the node's maintenance incident; the alert resolved withdraws it, with
+    nothing done. A deadline that is no time opens no move: the incident says what was wrong."""
+    client, _ = ingest_worker
+    node = str(ingest_sim.state()["devices"][0]["node"])
+    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(hours=1)
+    alert = {"status": "firing", "fingerprint": uuid.uuid4().hex[:16], "startsAt": "2026-11-30T10:00:00Z",
+             "labels": {"alertname": "NodeMaintenanceScheduled", "node": node},
+             "annotations": {"deadline": str(int(deadline.timestamp()))}}
+    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
+    async with _front(ingest_worker, tmp_path) as post:
+        status, answer = await post("/v1/alertmanager", {"version": "4", "status": "firing", "alerts": [alert]},
+                                    "application/json")
+        assert status == 202 and answer["incidents"] == [f"maintenance/{node}"], answer
+
+        async def waiting() -> None:
+            lines = await handle.query(NodeMaintenanceWorkflow.get_timeline)
+            assert any("acting at" in line for line in lines), lines
+
+        await assert_eventually(waiting, timeout=15)
+        resolved = {**alert, "status": "resolved", "endsAt": "2026-11-30T10:05:00Z"}
+        status, answer = await post("/v1/alertmanager", {"version": "4", "status": "resolved", "alerts": [resolved]},
+                                    "application/json")
+        assert status == 202, answer
+        outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=30)
+        assert outcome.outcome == "withdrawn", outcome
+        assert not _node(ingest_sim, node)["spec"].get("unschedulable")
+
+        bad = {**alert, "fingerprint": uuid.uuid4().hex[:16], "annotations": {"deadline": "next tuesday"}}
+        status, answer = await post("/v1/alertmanager", {"version": "4", "status": "firing", "alerts": [bad]},
+                                    "application/json")
+        assert status == 202 and answer["incidents"] == [f"maintenance/{node}"], answer
+        refused: MaintenanceOutcome = await asyncio.wait_for(
+            client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}").result(), timeout=30)
+        assert refused.outcome == "refused" and "'next tuesday' is neither Unix seconds nor" in refused.explanation, \
+            refused

@@ -9,11 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from podmedic.domain.classify import classify
+from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import FailureMode, Health, Permanence
 from podmedic.domain.policy_file import load_policy
 from podmedic.ingest.errors import EventError
 from podmedic.ingest.http.alertmanager import alerts_to_observations
-from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping, AlertRule
+from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping, AlertRule, MaintenanceRule
 from tests.ingest_alertmanager.payloads import TEMPERATURE, TEMPERATURE_RESOLVED, XID_79, alert, payload
 
 NOW = dt.datetime(2025, 3, 14, 10, 0, tzinfo=dt.UTC)
@@ -244,3 +245,43 @@ def test_every_problem_of_a_payload_is_reported() -> None:
 def test_rule_defaults_are_documented_defaults() -> None:
     assert AlertRule().health == "Unhealthy" and AlertRule().value_from == ["annotation:value"]
     assert DEFAULT.device_template == "gpu-{gpu}" and DEFAULT.driver == "gpu.nvidia.com"
+
+
+def test_a_maintenance_alert_announces_the_nodes_deadline_and_its_resolution_withdraws_it() -> None:
+    # Alertmanager's webhook (version 4): the alert's annotations hold what its rule rendered; the node is
+    # read from the same labels as a device alert's (here dcgm-exporter's Hostname).
+    firing = alert("NodeMaintenanceScheduled", annotations={"deadline": "2026-12-01T12:00:00Z"})
+    [notice] = alerts_to_observations(payload(firing), DEFAULT, NOW).events
+    assert isinstance(notice, MaintenanceNotice), notice
+    assert (notice.node, notice.deadline) == ("gpu-node-07", dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC))
+    assert notice.source == "Alertmanager alert NodeMaintenanceScheduled" and not notice.problem
+    in_seconds = alert("NodeMaintenanceScheduled", annotations={"deadline": "1796126400"})  # the same time
+    [same] = alerts_to_observations(payload(in_seconds), DEFAULT, NOW).events
+    assert same.event_id == notice.event_id == "maintenance/gpu-node-07@1796126400"
+    resolved = alert("NodeMaintenanceScheduled", "resolved", annotations={}, ends="2026-12-01T12:30:00Z")
+    [gone] = alerts_to_observations(payload(resolved), DEFAULT, NOW).events
+    assert isinstance(gone, MaintenanceNotice) and gone.deadline is None and not gone.problem
+
+
+def test_a_maintenance_alert_whose_deadline_cannot_be_read_is_delivered_saying_why() -> None:
+    # As with GKE's label: not for podmedic to correct, and not to be dropped: the incident says it.
+    cases = (({"deadline": "next tuesday"}, "annotation:deadline 'next tuesday' is neither"),
+             ({"deadline": "2026-12-01T12:00:00"}, "has no offset"),
+             ({}, "none of annotation:deadline, label:deadline is set"))
+    for notes, why in cases:
+        [notice] = alerts_to_observations(payload(alert("NodeMaintenanceScheduled", annotations=notes)),
+                                          DEFAULT, NOW).events
+        assert isinstance(notice, MaintenanceNotice) and notice.deadline is None, notice
+        assert why in notice.problem and "gpu-node-07" in notice.problem, notice.problem
+
+
+def test_the_maintenance_alertnames_and_where_their_deadline_is_are_settings() -> None:
+    mapping = AlertmanagerMapping(maintenance={"AzureScheduledEvent": MaintenanceRule(
+        deadline_from=["label:not_before"])})
+    body = payload(alert("AzureScheduledEvent", labels={"not_before": "1796126400"}),
+                   alert("NodeMaintenanceScheduled", annotations={"deadline": "1796126400"}))
+    notice, event = alerts_to_observations(body, mapping, NOW).events
+    assert isinstance(notice, MaintenanceNotice) and notice.deadline is not None
+    assert not isinstance(event, MaintenanceNotice), "an alertname no longer listed is a device alert again"
+    with pytest.raises(ValidationError, match="is not `label:<name>` or `annotation:<name>`"):
+        MaintenanceRule(deadline_from=["deadline"])

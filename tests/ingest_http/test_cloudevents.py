@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import DeviceRef, Health
 from podmedic.ingest.errors import EventError
 from podmedic.ingest.http.cloudevents import EVENT_TYPE, parse_batch, parse_binary, parse_structured
@@ -122,3 +123,49 @@ def test_binary_mode_locates_header_and_body_problems() -> None:
     with pytest.raises(EventError) as caught:
         parse_binary(headers, raw({**event()["data"], "health": 3}))
     assert {w for w, _ in caught.value.problems} == {"header ce-id", "(body).health"}
+
+
+def maintenance(deadline: str | None, i: int = 1) -> dict[str, Any]:
+    """podmedic's maintenance event (docs/detection.md): the node and the deadline, RFC 3339 or null."""
+    return {"specversion": "1.0", "id": f"m-{i}", "source": "bridge/azure-scheduled-events",
+            "type": "io.podmedic.node.maintenance.v1", "data": {"node": "node-0001", "deadline": deadline}}
+
+
+def test_a_maintenance_event_is_the_nodes_notice_and_the_same_deadline_is_the_same_notice() -> None:
+    got = parse_structured(raw(maintenance("2026-12-01T12:00:00Z")))
+    assert isinstance(got, MaintenanceNotice), got
+    assert (got.node, got.deadline) == ("node-0001", dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC))
+    assert got.source == "CloudEvent from bridge/azure-scheduled-events" and not got.problem
+    # 1796126400 is 2026-12-01T12:00:00Z (date -u -d 2026-12-01T12:00:00Z +%s): GKE's label of that time is
+    # the same notice, whichever source tells it first.
+    assert got.event_id == "maintenance/node-0001@1796126400"
+    again = parse_structured(raw(maintenance("2026-12-01T13:00:00+01:00", i=2)))
+    assert isinstance(again, MaintenanceNotice) and again.event_id == got.event_id
+
+
+def test_a_maintenance_event_with_a_null_deadline_withdraws_and_one_without_is_refused() -> None:
+    [gone] = parse_batch(raw([maintenance(None, i=7)]))
+    assert isinstance(gone, MaintenanceNotice) and gone.deadline is None and not gone.problem
+    assert gone.event_id == "maintenance/node-0001@withdrawn/ce/bridge/azure-scheduled-events/m-7"
+    silent = maintenance(None)
+    del silent["data"]["deadline"]
+    assert problems(raw(silent)) == [("data.deadline", "Field required")]
+    assert problems(raw(maintenance("2026-12-01T12:00:00")))[0][0] == "data.deadline"
+    health_data = maintenance("2026-12-01T12:00:00Z")
+    health_data["data"] = event()["data"]
+    assert {where for where, _ in problems(raw(health_data))} >= {"data.node", "data.deadline", "data.driver"}
+
+
+def test_an_unknown_type_is_refused_at_type_naming_the_types_podmedic_reads() -> None:
+    [(where, why)] = problems(raw({**event(), "type": "com.example.other"}))
+    assert where == "type" and EVENT_TYPE in why and "io.podmedic.node.maintenance.v1" in why
+
+
+def test_a_binary_mode_maintenance_event() -> None:
+    headers = {"ce-specversion": "1.0", "ce-id": "b-1", "ce-source": "bridge/ec2-events",
+               "ce-type": "io.podmedic.node.maintenance.v1"}
+    got = parse_binary(headers, raw({"node": "node-0002", "deadline": "2026-12-01T12:00:00Z"}))
+    assert isinstance(got, MaintenanceNotice) and got.node == "node-0002" and got.deadline is not None
+    with pytest.raises(EventError) as caught:
+        parse_binary(headers, raw({"node": "node-0002"}))
+    assert caught.value.problems == [("(body).deadline", "Field required")]

@@ -1,9 +1,12 @@
-"""Alertmanager webhook payloads (version 4) into health events, by a configurable mapping.
+"""Alertmanager webhook payloads (version 4) into health events and maintenance notices, by a mapping.
 
 Prometheus alerts on a GPU (typically rules over NVIDIA dcgm-exporter metrics) carry the
 device in their labels: the node (``Hostname``, ``kubernetes_node``, ``node`` or ``instance``)
 and the GPU index (``gpu``). ``AlertmanagerMapping`` says how labels become a DRA device
-(driver, pool, device) and what each alertname means (health, code, metric). A payload that
+(driver, pool, device) and what each alertname means (health, code, metric); an alertname the mapping
+lists under ``maintenance`` announces the node's maintenance, its deadline in an annotation (a firing
+alert) or over (resolved): a deadline that cannot be read is delivered with what was wrong, as the node
+label's is, so that the incident says so. A payload that
 is not the webhook shape is refused with an ``EventError`` naming the field; a well-formed
 alert that does not name a device is *skipped* with the reason, because Alertmanager never
 retries a 4xx answer and one unmapped alert must not drop the others of its group.
@@ -26,9 +29,10 @@ from pydantic import (
     ValidationError,
 )
 
+from podmedic.domain.maintenance import MaintenanceNotice, announced, read_deadline, unreadable, withdrawn
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.ingest.errors import EventError, from_validation
-from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping, AlertRule
+from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping, AlertRule, MaintenanceRule
 
 SOURCE = "alertmanager"
 _MESSAGE_MAX = 2000
@@ -84,9 +88,9 @@ class _Payload(BaseModel):
 
 @dataclass
 class AlertmanagerResult:
-    """Events made from a payload, and the alerts skipped with ``(where, why)``."""
+    """Events and notices made from a payload, and the alerts skipped with ``(where, why)``."""
 
-    events: list[DeviceHealthEvent] = field(default_factory=list)
+    events: list[DeviceHealthEvent | MaintenanceNotice] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -148,10 +152,29 @@ def _message(name: str, alert: _Alert) -> str:
     return message[:_MESSAGE_MAX]
 
 
-def _event(alert: _Alert, mapping: AlertmanagerMapping, received_at: dt.datetime) -> DeviceHealthEvent:
+def _notice(alert: _Alert, rule: MaintenanceRule, mapping: AlertmanagerMapping,
+            received_at: dt.datetime) -> MaintenanceNotice:
+    name, node = alert.labels.get("alertname", ""), _node(alert.labels, mapping)
+    source, now = f"Alertmanager alert {name}", alert.observed_at(received_at)
+    if alert.status == "resolved":
+        return withdrawn(node, source, now, f"{SOURCE}/{alert.fingerprint}/{alert.startsAt}")
+    found = _read(rule.deadline_from, alert)
+    if found is None:
+        return unreadable(node, "no-deadline", source, now,
+                          f"alert {name} on {node}: none of {', '.join(rule.deadline_from)} is set (its deadline)")
+    try:
+        return announced(node, read_deadline(found[1]), source, now)
+    except ValueError as err:
+        return unreadable(node, found[1][:64], source, now, f"alert {name} on {node}: {found[0]} {err}")
+
+
+def _event(alert: _Alert, mapping: AlertmanagerMapping,
+           received_at: dt.datetime) -> DeviceHealthEvent | MaintenanceNotice:
     name = alert.labels.get("alertname", "")
     if name in mapping.ignore:
         raise _Skip(f"alertname {name!r} is ignored by the mapping")
+    if name in mapping.maintenance:
+        return _notice(alert, mapping.maintenance[name], mapping, received_at)
     rule = mapping.rules.get(name, mapping.default_rule)
     if rule is None:
         raise _Skip(f"alertname {name!r} has no rule in the mapping and default_rule is null")
@@ -199,7 +222,7 @@ def _kind(value: object) -> str:
 def alerts_to_observations(
     payload: object, mapping: AlertmanagerMapping, received_at: dt.datetime
 ) -> AlertmanagerResult:
-    """Health events from an Alertmanager webhook payload (version 4).
+    """Health events and maintenance notices from an Alertmanager webhook payload (version 4).
 
     Args:
         payload: The decoded JSON body.
@@ -207,7 +230,7 @@ def alerts_to_observations(
         received_at: Arrival time: the observed time of a resolved alert without endsAt.
 
     Returns:
-        The events, in alert order, and the alerts skipped with ``(where, why)``.
+        The events and notices, in alert order, and the alerts skipped with ``(where, why)``.
 
     Raises:
         EventError: ``payload`` is not the webhook shape; each problem names its place

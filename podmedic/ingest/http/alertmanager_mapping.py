@@ -2,7 +2,8 @@
 
 Set in the ingest settings (``alertmanager:``) and documented in docs/detection.md. The
 defaults fit Prometheus rules over NVIDIA dcgm-exporter metrics: the node in ``Hostname``
-(or ``kubernetes_node``, ``node``, ``instance``), the GPU index in ``gpu``.
+(or ``kubernetes_node``, ``node``, ``instance``), the GPU index in ``gpu``. An alertname in
+``maintenance`` announces a node's maintenance instead, its deadline in an annotation.
 """
 
 from __future__ import annotations
@@ -46,6 +47,22 @@ class AlertRule(BaseModel):
         return places
 
 
+class MaintenanceRule(BaseModel):
+    """An alertname that announces a node's maintenance: where its deadline is. Resolved: over or withdrawn."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    deadline_from: list[str] = Field(
+        default_factory=lambda: ["annotation:deadline", "label:deadline"],
+        description="Where the deadline is read, first present wins: Unix seconds or an RFC 3339 time.",
+    )
+
+    @field_validator("deadline_from")
+    @classmethod
+    def _places(cls, places: list[str]) -> list[str]:
+        return AlertRule._places(places)
+
+
 _CODE_PLACES = ["label:xid", "label:err_code", "annotation:xid", "annotation:err_code"]
 
 
@@ -83,6 +100,10 @@ class AlertmanagerMapping(BaseModel):
         description="Rule for alertnames not in `rules`; null skips them.",
     )
     ignore: list[str] = Field(default_factory=list, description="Alertnames that are never an event.")
+    maintenance: dict[str, MaintenanceRule] = Field(
+        default_factory=lambda: {"NodeMaintenanceScheduled": MaintenanceRule()},
+        description="Alertnames that announce a node's maintenance (not a device fault), by alertname.",
+    )
 
     @field_validator("pool_template", "device_template")
     @classmethod

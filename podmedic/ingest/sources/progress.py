@@ -2,10 +2,11 @@
 
 A hang no device reports (a link, a peer, a collective stuck) shows only as steps that stop. Every Running
 pod that declares the progress protocol (``podmedic.io/reports-progress``) and shows a step is grouped
-under its workload (``podmedic/domain/stall.py``, ``workload_of``: a LeaderWorkerSet's by group); when no such pod of a workload has
-moved its step for the workload's window (the driver's ``detection.stall.after_s``, or the smallest
-``podmedic.io/stall-s`` its pods set), a ``WorkloadStall`` is emitted, once per set of steps it stands
-at: the same stall is not news, a stall after the steps moved again is.
+under its workload (``podmedic/domain/stall.py``, ``workload_of``: a LeaderWorkerSet's by group); when no
+such pod of a workload has moved its step for the workload's window (the driver's
+``detection.stall.after_s``, or the smallest ``podmedic.io/stall-s`` its pods set), a ``WorkloadStall``
+is emitted, once per set of steps it stands at: the same stall is not news, a stall after the steps
+moved again is.
 
 A workload that reports no progress is never judged, nor one whose window is 0, nor a pod with a
 container not running (crash-looping is its controller's business); a checkpoint podmedic asks for pauses
@@ -141,7 +142,8 @@ class ProgressTracker:
             return None
         ordered = sorted(pods, key=lambda p: p.pod.name)
         return WorkloadStall(
-            namespace=key[0], kind=key[1], name=key[2], group=key[3], driver=driver, stalled_s=round(still, 1), after_s=window,
+            namespace=key[0], kind=key[1], name=key[2], group=key[3], driver=driver, stalled_s=round(still, 1),
+            after_s=window,
             pods=[StalledPod(pod=p.pod, node=p.node, step=p.step, device=p.device) for p in ordered],
             observed_at=dt.datetime.now(dt.UTC),
             event_id=f"progress/{'/'.join(k for k in key if k)}@" + ",".join(f"{p.pod.uid}={p.step}" for p in ordered))
