@@ -50,14 +50,17 @@ def _job(sim: SimCluster, name: str) -> dict[str, Any]:
 
 
 def _ranks(sim: SimCluster, name: str) -> list[dict[str, Any]]:
-    return [p for p in sim.state()["pods"] if p["job"] == name and p["ready"] and not p["deleting"]]
+    return [p for p in sim.state()["pods"] if (p.get("jobset") or p["job"]) == name and p["ready"]
+            and not p["deleting"]]
 
 
-def _hung_job(sim: SimCluster) -> tuple[str, list[dict[str, Any]]]:
-    """A two-rank job stepping, then one rank hung; its name and its ranks."""
+def _hung_job(sim: SimCluster, jobset: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """A two-rank job (``jobset``: a JobSet of two one-pod Jobs) stepping, then one rank hung; its name and its
+    ranks."""
     name = f"train-{uuid.uuid4().hex[:5]}"
     sim.call(lambda: sim.engine.create_training_job(
-        name, parallelism=2, collectives={"peer_exit_s": 0.2, "collective_timeout_s": COLLECTIVE_TIMEOUT_S}))
+        name, parallelism=2, jobset=jobset,
+        collectives={"peer_exit_s": 0.2, "collective_timeout_s": COLLECTIVE_TIMEOUT_S}))
     ranks = wait_until(lambda: (r if len(r := _ranks(sim, name)) == 2 else None), timeout=30, what="both ranks")
     wait_until(lambda: _job(sim, name)["step"] >= 3 or None, timeout=30, what="steps")
     sim.call(lambda: sim.engine.workloads.collectives.hang(*sim.engine.workloads.rank("default", ranks[1]["name"])))
@@ -65,18 +68,22 @@ def _hung_job(sim: SimCluster) -> tuple[str, list[dict[str, Any]]]:
 
 
 async def _watched_hang(sim: SimCluster, source_sets: Callable[..., SourceSet],
-                        after_s: float) -> tuple[str, list[dict[str, Any]]]:
+                        after_s: float, jobset: bool = False) -> tuple[str, list[dict[str, Any]]]:
     """The ingest's sources watching with a stall window of ``after_s``, then a job with a hung rank."""
     await source_sets(_policy(after_s)).watching()
-    return _hung_job(sim)
+    return _hung_job(sim, jobset)
 
 
+@pytest.mark.parametrize("kind", ["Job", "JobSet"])
 async def test_a_hung_job_is_restarted_long_before_its_collective_timeout(
-        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
+        ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet],
+        kind: str) -> None:
+    # A JobSet of one-pod Jobs is one synchronous job (podmedic_sim/training_groups.py); its failure policy
+    # (maxRestarts, kubernetes-sigs/jobset) recreates every Job once the ended rank's Job fails.
     client, _ = ingest_worker
-    name, ranks = await _watched_hang(ingest_sim, source_sets, 2)
+    name, ranks = await _watched_hang(ingest_sim, source_sets, 2, jobset=kind == "JobSet")
     hung_at, step = time.monotonic(), _job(ingest_sim, name)["step"]
-    handle = client.get_workflow_handle_for(WorkloadStallWorkflow.run, f"workload/default/Job/{name}")
+    handle = client.get_workflow_handle_for(WorkloadStallWorkflow.run, f"workload/default/{kind}/{name}")
     outcome = await _result(handle, timeout=COLLECTIVE_TIMEOUT_S / 2)
     took = time.monotonic() - hung_at
     lines = "\n".join(outcome.timeline)

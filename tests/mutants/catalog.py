@@ -322,6 +322,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if True:",
         ("tests/e2e_ingest/test_workload_stall.py", "tests/unit/test_progress_tracker.py")),
     Mutant(
+        "stall-judges-a-leaderworkerset-whole", "a LeaderWorkerSet group that stops stepping is judged on its own, "
+        "while another group steps on",
+        "podmedic/domain/stall.py",
+        '            group = str(labels.get(LWS_GROUP_LABEL) or "") if kind == "LeaderWorkerSet" else ""',
+        '            group = ""',
+        ("tests/e2e_ingest/test_workload_stall.py", "tests/unit/test_progress_tracker.py")),
+    Mutant(
         "stall-judges-what-reports-nothing", "a workload that reports no progress is never judged stalled",
         "podmedic/kube/podview.py",
         '    if not reports_progress(pod) or "deletionTimestamp" in pod["metadata"] or not containers_running(pod):',
@@ -387,6 +394,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        results = await asyncio.gather(*(self._move_one(m, policy, rid) for m in plan.pods))",
         "        results = []",
         ("tests/e2e_ingest/test_maintenance.py",)),
+    Mutant(
+        "maintenance-told-over-http-ignored", "a maintenance deadline told by a CloudEvent is acted on as the node "
+        "label's is",
+        "podmedic/ingest/http/cloudevents.py",
+        "    return announced(ce.data.node, ce.data.deadline, source, now)",
+        '    return withdrawn(ce.data.node, source, now, "")',
+        ("tests/e2e_ingest/test_maintenance.py", "tests/ingest_http/test_cloudevents.py")),
     Mutant(
         "maintenance-cordon-kept", "a node back from its maintenance is uncordoned",
         "workflows/maintenance.py",
