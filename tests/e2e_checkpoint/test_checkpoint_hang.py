@@ -58,8 +58,14 @@ async def test_a_hung_job_is_given_up_on_after_hang_s(stack: Stack, jobset: bool
     # group does (a collective timeout well past the test).
     sync = {"collectives": {"collective_timeout_s": 600.0}} if jobset else {}
     pods = start_job(stack.sim, parallelism=2, checkpoint_method="annotation", jobset=jobset, **sync)
+    await _given_up_after_hang_s(stack, pods, hung=pods[0])
+
+
+async def _given_up_after_hang_s(stack: Stack, pods: list[dict[str, object]], hung: dict[str, object]) -> None:
+    """``hung`` hangs once every pod steps; the device of ``pods[0]`` fails: the checkpoint gives up on both
+    pods at ``hang_s`` (2 s), long before its 30 s timeout."""
     _stepping(stack, pods)
-    _hang(stack, pods[0])
+    _hang(stack, hung)
     begun = time.monotonic()
     outcome, state = await incident_until_checkpointed(_with(stack, timeout_s=30, hang_s=2), pods[0], code=79)
     took = time.monotonic() - begun
@@ -83,15 +89,7 @@ async def test_a_hung_leaderworkerset_group_is_given_up_on_after_hang_s(stack: S
             return sorted(pods, key=lambda p: str(p["name"])) if len(pods) == 2 else None
 
         pods = wait_until(group, timeout=30, what="the group Ready")
-        _stepping(stack, pods)
-        _hang(stack, pods[1])
-        begun = time.monotonic()
-        outcome, state = await incident_until_checkpointed(_with(stack, timeout_s=30, hang_s=2), pods[0], code=79)
-        took = time.monotonic() - begun
-        assert state.checkpoint is not None
-        assert [r.status for r in state.checkpoint.results] == [CheckpointStatus.HUNG] * 2, state.checkpoint
-        assert took < 20, f"waited {took:.0f}s: the 30 s timeout, not hang_s"
-        assert outcome.checkpoint == "none: 0/2 pods"
+        await _given_up_after_hang_s(stack, pods, hung=pods[1])
     finally:
         stack.sim.call(lambda: stack.sim.store.delete("leaderworkersets", "default", name))
 
