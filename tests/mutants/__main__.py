@@ -1,7 +1,7 @@
 """``python -m tests.mutants``: prove the tests behind the README's claims can fail.
 
-Each mutant of ``tests/mutants/catalog.py`` puts one deliberate bug in a copy of the tree and runs
-the tests that must catch it. Exit status 0 only when every mutant was killed.
+Each mutant of ``tests/mutants/catalog.py`` (``safety.py``, ``goodput.py``) puts one deliberate bug in a
+copy of the tree and runs the tests that must catch it. Exit status 0 only when every mutant was killed.
 """
 
 from __future__ import annotations

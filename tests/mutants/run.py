@@ -44,7 +44,7 @@ def mutated(mutant: Mutant, root: Path = ROOT) -> str:
     found = text.count(mutant.old)
     if found != 1:
         raise CatalogError(f"{mutant.name}: {mutant.path} has its text {found} times, not once; "
-                           "update tests/mutants/catalog.py to the code as it is")
+                           "update tests/mutants/safety.py or goodput.py (its entry) to the code as it is")
     if mutant.old == mutant.new:
         raise CatalogError(f"{mutant.name}: the replacement changes nothing")
     return text.replace(mutant.old, mutant.new)
