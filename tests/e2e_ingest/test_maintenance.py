@@ -23,8 +23,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -36,7 +34,7 @@ from podmedic.ingest.http.cloudevents import MAINTENANCE_TYPE
 from podmedic.ingest.settings import HttpSettings, IngestSettings
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
-from tests.helpers import assert_eventually, clear_workloads, run_kubectl, wait_until
+from tests.helpers import assert_eventually, clear_workloads, run_kubectl, training_leaderworkerset, wait_until
 from workflows.maintenance import NodeMaintenanceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -172,6 +170,35 @@ async def test_with_the_mechanism_off_the_pod_goes_down_with_its_node(
 
 
 
+async def _moved_off(sim: SimCluster, source_sets: Callable[..., SourceSet], pods: Callable[[], list[dict[str, Any]]],
+                    what: str) -> tuple[str, dt.datetime, list[dict[str, Any]]]:
+    """``pods`` (two, of one workload) Ready, the ingest watching, maintenance announced on the first one's node
+    ``NOTICE_S`` ahead; once every pod is new and off the node, before the deadline: the node, the deadline and
+    the pods."""
+    first = wait_until(lambda: (r if len(r := pods()) == 2 else None), timeout=30, what=f"{what} Ready")
+    node = first[0]["node"]
+    await source_sets(_policy(True)).watching()
+    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
+    _kubectl(sim, "label", "node", node, f"{GKE_LABEL}={int(deadline.timestamp())}")
+
+    def moved() -> list[dict[str, Any]] | None:
+        now = pods()
+        fresh = len(now) == 2 and not {p["uid"] for p in now} & {p["uid"] for p in first}
+        return now if fresh and node not in {p["node"] for p in now} else None
+
+    again = await asyncio.to_thread(wait_until, moved, timeout=NOTICE_S, what=f"{what} running off the node")
+    assert dt.datetime.now(dt.UTC) < deadline, "moved only after the deadline"
+    return node, deadline, again
+
+
+async def _closed_moved(client: Client, sim: SimCluster, node: str, deadline: dt.datetime) -> None:
+    """The node goes down at the deadline and comes back; its incident closes ``moved``."""
+    await asyncio.to_thread(_maintain, sim, node, deadline)
+    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
+    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+    assert outcome.outcome == "moved", outcome
+
+
 async def test_a_leaderworkerset_group_leaves_the_node_before_the_deadline(
         ingest_sim: SimCluster, ingest_worker: tuple[Client, str], source_sets: Callable[..., SourceSet]) -> None:
     """A LeaderWorkerSet group (leader and one worker, a GPU each): the ranks on the announced node are
@@ -179,39 +206,15 @@ async def test_a_leaderworkerset_group_leaves_the_node_before_the_deadline(
     (RecreateGroupOnPodRestart, the LeaderWorkerSet default, podmedic_sim/leaderworkersets.py) and it runs whole
     off the node before the deadline."""
     client, _ = ingest_worker
-    assert ingest_sim.kubeconfig_path is not None
-    api = config.new_client_from_config(str(ingest_sim.kubeconfig_path))
     name = f"lws-{uuid.uuid4().hex[:5]}"
-    proto = ingest_sim.call(lambda: ingest_sim.engine.create_training_job(f"{name}-proto", parallelism=0,
-                                                                          prefer_node_label=False))
-    template: dict[str, Any] = proto["spec"]["template"]
-    template["spec"]["restartPolicy"] = "Always"
-    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-        "leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", {
-            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
-            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": template}}})
+    training_leaderworkerset(ingest_sim, name, size=2)
 
     def group() -> list[dict[str, Any]]:
         return [p for p in ingest_sim.state()["pods"] if p["name"] in (f"{name}-0", f"{name}-0-1")
                 and p["ready"] and p["devices"] and not p["deleting"]]
 
-    first = wait_until(lambda: (g if len(g := group()) == 2 else None), timeout=30, what="the group Ready")
-    node = first[0]["node"]
-    await source_sets(_policy(True)).watching()
-    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
-    _kubectl(ingest_sim, "label", "node", node, f"{GKE_LABEL}={int(deadline.timestamp())}")
-
-    def moved() -> list[dict[str, Any]] | None:
-        now = group()
-        fresh = len(now) == 2 and not {p["uid"] for p in now} & {p["uid"] for p in first}
-        return now if fresh and node not in {p["node"] for p in now} else None
-
-    again = await asyncio.to_thread(wait_until, moved, timeout=NOTICE_S, what="the group running off the node")
-    assert dt.datetime.now(dt.UTC) < deadline, "moved only after the deadline"
-    await asyncio.to_thread(_maintain, ingest_sim, node, deadline)
-    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
-    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
-    assert outcome.outcome == "moved", outcome
+    node, deadline, again = await _moved_off(ingest_sim, source_sets, group, "the group")
+    await _closed_moved(client, ingest_sim, node, deadline)
     assert [p["uid"] for p in group()] and {p["node"] for p in group()} == {p["node"] for p in again}, group()
 
 
@@ -229,29 +232,12 @@ async def test_a_jobset_leaves_the_node_before_the_deadline_from_the_checkpoint_
     def ranks() -> list[dict[str, Any]]:
         return [p for p in ingest_sim.state()["pods"] if p.get("jobset") == name and p["ready"] and not p["deleting"]]
 
-    first = wait_until(lambda: (r if len(r := ranks()) == 2 else None), timeout=30, what="both ranks Ready")
+    wait_until(lambda: len(ranks()) == 2 or None, timeout=30, what="both ranks Ready")
     wait_until(lambda: _job(ingest_sim, name)["step"] >= 3 or None, timeout=30, what="steps")
-    node = first[0]["node"]
-    await source_sets(_policy(True)).watching()
-    deadline = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=NOTICE_S)
-    _kubectl(ingest_sim, "label", "node", node, f"{GKE_LABEL}={int(deadline.timestamp())}")
-
-    def moved() -> list[dict[str, Any]] | None:
-        now = ranks()
-        fresh = len(now) == 2 and not {p["uid"] for p in now} & {p["uid"] for p in first}
-        return now if fresh and node not in {p["node"] for p in now} else None
-
-    handle = client.get_workflow_handle_for(NodeMaintenanceWorkflow.run, f"maintenance/{node}")
-    try:
-        again = await asyncio.to_thread(wait_until, moved, timeout=NOTICE_S, what="the JobSet running off the node")
-    except AssertionError as err:
-        raise AssertionError(f"{err}: {ranks()}; {await handle.query(NodeMaintenanceWorkflow.get_timeline)}") from err
-    assert dt.datetime.now(dt.UTC) < deadline, "moved only after the deadline"
+    node, deadline, again = await _moved_off(ingest_sim, source_sets, ranks, "the JobSet")
     last = _job(ingest_sim, name)["interruptions"][-1]
     assert last["checkpointed_step"] >= last["requested_step"] >= 3, last
-    await asyncio.to_thread(_maintain, ingest_sim, node, deadline)
-    outcome: MaintenanceOutcome = await asyncio.wait_for(handle.result(), timeout=60)
-    assert outcome.outcome == "moved", outcome
+    await _closed_moved(client, ingest_sim, node, deadline)
     assert {p["uid"] for p in ranks()} == {p["uid"] for p in again}, "the moved ranks kept running"
 
 
