@@ -158,9 +158,9 @@ async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool)
 
 async def _local_taint(wf: IncidentContext, request: TaintInput, summary: str) -> TaintResult:
     """The taint as a local activity. The SDK raises a failed local activity's own error (an
-    ``ApplicationError``), not an ``ActivityError`` wrapping it as it does for an activity (checked
-    with temporalio 1.35): a fence that gives up ends the incident here as any other step that
-    gives up does (``DeviceIncidentWorkflow._work``)."""
+    ``ApplicationError``), not an ``ActivityError`` wrapping it as it does for an activity
+    (``tests/workflow/test_sdk_local_activity.py`` pins it): a fence that gives up ends the incident
+    here as any other step that gives up does (``DeviceIncidentWorkflow._work``)."""
     try:
         result: TaintResult = await workflow.execute_local_activity_method(
             TaintActivities.taint_device, request, **local_activity_options(wf.policy.steps.taint, summary))

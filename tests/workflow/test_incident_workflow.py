@@ -65,7 +65,7 @@ async def test_retry_limit_comes_from_the_driver_policy(time_skipping_env: Workf
         await _open(client, task_queue)
         outcome = await _outcome(client)
     assert outcome.outcome is Outcome.FAILED
-    assert "API unavailable" in outcome.explanation
+    assert "step Tainting gave up: ServerError: API unavailable" in outcome.explanation
     assert fake.calls["taint_device"] == 2  # gpu.nvidia.com: max_attempts 2
 
     fake_amd = FakeCluster()
