@@ -59,12 +59,6 @@ def dev_server_flags() -> list[str]:
     return [f"--search-attribute={k.name}={cli_type(k)}" for k in ALL_KEYS]
 
 
-def create_commands(namespace: str = "default") -> list[str]:
-    """The commands that register the attributes on a real Temporal cluster, once per namespace."""
-    return [f"temporal operator search-attribute create --namespace {namespace} --name {k.name} --type {cli_type(k)}"
-            for k in ALL_KEYS]
-
-
 def initial(driver: str, device: str, node: str | None) -> TypedSearchAttributes:
     """Attributes set at start, so even a brand-new incident is findable."""
     pairs = [
