@@ -22,7 +22,7 @@ from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.enforced import as_component
-from tests.helpers import served_sim, wait_until
+from tests.helpers import assert_eventually, served_sim, wait_until
 from workers.worker import build_worker
 from workflows.incident import DeviceIncidentWorkflow
 
@@ -100,13 +100,13 @@ async def incident_until_checkpointed(stack: Stack, pod: dict[str, Any], code: i
     run_id = await deliver_event(stack.client, event, stack.policy, task_queue=stack.task_queue)
     handle = stack.client.get_workflow_handle_for(DeviceIncidentWorkflow.run, event.device.workflow_id,
                                                   run_id=run_id)
-    for _ in range(300):
+    async def past_the_checkpoint() -> IncidentState:
         state = await handle.query(DeviceIncidentWorkflow.get_state)
-        if state.phase is Phase.AWAITING_APPROVAL or state.phase is Phase.CLOSED:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError(f"incident never got past the checkpoint: {state.phase} {state.timeline}")
+        assert state.phase in (Phase.AWAITING_APPROVAL, Phase.CLOSED), \
+            f"incident never got past the checkpoint: {state.phase} {state.timeline}"
+        return state
+
+    state = await assert_eventually(past_the_checkpoint, timeout=30, interval=0.1)
     if state.phase is not Phase.CLOSED:
         await handle.execute_update(DeviceIncidentWorkflow.abort, AbortRequest(by="test", reason="checkpoint seen"))
     outcome = await asyncio.wait_for(handle.result(), timeout=60)

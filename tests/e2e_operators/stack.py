@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 from podmedic.incidents.query import OperatorError, show
 from podmedic.stack.up import Stack
 from podmedic.temporal.connect import connect
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,14 @@ class Ops:
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read() or b"null")
+
+    def training_pod(self, name: str) -> dict[str, Any]:
+        """Start the simulator's one-pod training Job ``name`` (image ``registry.local/<name>:1``); its pod once
+        Ready, as ``/sim/v1/state`` lists it."""
+        self.sim("/sim/v1/workloads/training", {"name": name, "image": f"registry.local/{name}:1"})
+        return wait_until(lambda: next((dict(p) for p in self.sim("/sim/v1/state")["pods"]
+                                        if p.get("job") == name and p.get("ready")), None),
+                          timeout=60, interval=0.3, what=f"job {name}'s pod Ready")
 
     def show(self, incident: str) -> dict[str, Any]:
         """``incidents show -o json``."""

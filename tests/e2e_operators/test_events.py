@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from typing import Any
 
@@ -17,18 +16,6 @@ from tests.e2e_operators.stack import Ops
 from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-def _job(ops: Ops, name: str) -> dict[str, Any]:
-    ops.sim("/sim/v1/workloads/training", {"name": name, "image": f"registry.local/{name}:1"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        pods: list[dict[str, Any]] = [p for p in ops.sim("/sim/v1/state")["pods"]
-                                      if p.get("job") == name and p.get("ready")]
-        if pods:
-            return pods[0]
-        time.sleep(0.3)
-    raise AssertionError(f"job {name} never Ready")
 
 
 def _fault(ops: Ops, pod: dict[str, Any], **fault: Any) -> str:
@@ -58,7 +45,7 @@ def _events(ops: Ops, incident: str, items: list[Any] | None = None) -> list[Any
 
 
 async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all(ops: Ops) -> None:
-    permanent_pod, transient_pod = _job(ops, "train-ev-a"), _job(ops, "train-ev-b")
+    permanent_pod, transient_pod = ops.training_pod("train-ev-a"), ops.training_pod("train-ev-b")
     permanent = _fault(ops, permanent_pod, code=79, message="XID 79: GPU has fallen off the bus", crash=True)
     transient = _fault(ops, transient_pod, code=31, message="XID 31: GPU memory page fault", clears_on_restart=True)
 

@@ -11,11 +11,11 @@ these fields on a cluster, so it meets them here.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kubernetes import client
 
+from tests.helpers import wait_until
 from tests.sim.conftest import pod_manifest
 
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -49,11 +49,8 @@ def test_a_job_controllers_pod_is_admitted_like_any_other(api: client.ApiClient,
     client.BatchV1Api(api).create_namespaced_job(ns, {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "admitted-job"},
         "spec": {"template": template, "backoffLimit": 0}})
-    deadline = time.monotonic() + 15
-    while not (pods := client.CoreV1Api(api).list_namespaced_pod(ns, label_selector="job-name=admitted-job").items):
-        assert time.monotonic() < deadline, "the Job controller made no pod"
-        time.sleep(0.1)
-    pod = pods[0]
+    pod = wait_until(lambda: next(iter(client.CoreV1Api(api).list_namespaced_pod(
+        ns, label_selector="job-name=admitted-job").items), None), timeout=15, what="the Job controller's pod")
     assert pod.spec.service_account_name == "default" and pod.spec.termination_grace_period_seconds == 30
     assert any(v.name.startswith("kube-api-access-") for v in pod.spec.volumes)
     assert _tolerations(pod) == {"node.kubernetes.io/not-ready": 300, "node.kubernetes.io/unreachable": 300}

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -129,7 +128,7 @@ def test_the_images_worker_completes_an_incident(podman: Podman, tmp_path: Path)
             log=log)
         try:
             ops = Ops(stack, tmp_path / "stack")
-            pod = _ready_pod(ops, "train-image")
+            pod = ops.training_pod("train-image")
             driver, pool, device = pod["devices"][0].split("/")
             ops.sim("/sim/v1/faults/device", {"driver": driver, "pool": pool, "device": device,
                                               "health": "Unhealthy", "reason": "XidError", "code": 31,
@@ -141,14 +140,3 @@ def test_the_images_worker_completes_an_incident(podman: Podman, tmp_path: Path)
             assert worker.wait(timeout=90) is not None
         log = (tmp_path / "worker.log").read_text()
         assert "Traceback" not in log, log[-3000:]
-
-
-def _ready_pod(ops: Ops, name: str) -> dict[str, Any]:
-    ops.sim("/sim/v1/workloads/training", {"name": name, "image": f"registry.local/{name}:1"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        pods = [p for p in ops.sim("/sim/v1/state")["pods"] if p.get("job") == name and p.get("ready")]
-        if pods:
-            return dict(pods[0])
-        time.sleep(0.3)
-    raise AssertionError(f"job {name} never Ready")

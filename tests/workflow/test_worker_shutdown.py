@@ -21,12 +21,17 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 ROUNDS = 30  # about 13 s; without the fix, 3 of 4 runs of 20 rounds hung
 HOUR = timedelta(hours=1)
+WORKFLOWS = 6
+waiting: dict[str, int] = {}
+"""How many probes wait until cancelled, per task queue: a round shuts its worker down once all of them do."""
 
 
 @activity.defn(name="shutdown_probe")
 async def shutdown_probe(n: int) -> int:
     """Returns at once, or (``n < 0``) waits until cancelled, like an ask the guard holds."""
     if n < 0:
+        queue = activity.info().task_queue
+        waiting[queue] = waiting.get(queue, 0) + 1
         await asyncio.Event().wait()
     return n
 
@@ -47,9 +52,10 @@ async def _one_round(env: WorkflowEnvironment) -> None:
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     async with Worker(env.client, task_queue=task_queue, workflows=[ShutdownProbe], activities=[shutdown_probe],
                       workflow_runner=UnsandboxedWorkflowRunner()):
-        for k in range(6):
+        for k in range(WORKFLOWS):
             await env.client.start_workflow(ShutdownProbe.run, id=f"{task_queue}-{k}", task_queue=task_queue)
-        await asyncio.sleep(0.3)
+        while waiting.get(task_queue, 0) < WORKFLOWS:  # quick probes stream meanwhile: cancels race completions
+            await asyncio.sleep(0.01)
 
 
 async def test_a_worker_stops_while_activities_finish_and_others_wait(time_skipping_env: WorkflowEnvironment) -> None:
