@@ -13,15 +13,14 @@ import asyncio
 import datetime as dt
 import random
 from collections import defaultdict
-from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import blocking
 from activities.running_incidents import closed_among
+from podmedic.domain import workflow_names as names
 from podmedic.domain.fleet_guard.messages import (
     GUARD_WORKFLOW_ID,
     ClosedHolder,
@@ -37,10 +36,8 @@ from podmedic.domain.fleet_guard.messages import (
 )
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import set_guard_state
-from podmedic.temporal.priorities import URGENT
-from podmedic.temporal.signals import signal_if_open
+from podmedic.temporal.signals import guard_start, signal_if_open
 
-GUARD_WORKFLOW = "FleetGuard"  # by name: the guard workflow imports this module
 BUSY_ATTEMPTS = 200
 ASKS_IN_FLIGHT = 8
 ASKS_PER_UPDATE = 50
@@ -109,22 +106,13 @@ async def ask(client: Client, task_queue: str, req: PermitRequest) -> PermitAnsw
     return await _asks[key].ask(req)
 
 
-def start_guard(task_queue: str) -> dict[str, Any]:
-    """``Client.start_workflow``'s keyword arguments that start the guard unless one runs (its askers',
-    and the ingest's with its ``sighted`` signal: ``podmedic/ingest/guard_sightings.py``)."""
-    return {"id": GUARD_WORKFLOW_ID, "task_queue": task_queue, "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
-            # Its tasks answer every incident's ask: in a storm they must not queue behind the new incidents'.
-            "priority": URGENT, "static_summary": "fleet guard: blast-radius limits and storm breaker"}
-
-
 async def _ask_many(client: Client, task_queue: str, reqs: list[PermitRequest]) -> list[PermitAnswer]:
     handle = await client.start_workflow(
-        GUARD_WORKFLOW, GuardInput(policy=reqs[0].policy, search_attributes=reqs[0].search_attributes),
-        **start_guard(task_queue))
+        names.FLEET_GUARD, GuardInput(policy=reqs[0].policy, search_attributes=reqs[0].search_attributes),
+        **guard_start(task_queue))
     for attempt in range(BUSY_ATTEMPTS):
         try:
-            found: PermitAnswers = await handle.execute_update("ask_many", PermitRequests(requests=reqs),
+            found: PermitAnswers = await handle.execute_update(names.ASK_MANY, PermitRequests(requests=reqs),
                                                                result_type=PermitAnswers)
             return found.answers
         except RPCError as err:
@@ -157,7 +145,7 @@ class GuardActivities:
     @activity.defn(name="release_guard")
     async def release_guard(self, rel: PermitRelease) -> bool:
         """Give back an incident's permit; False when no guard runs (nothing was held)."""
-        return await signal_if_open(self.client, GUARD_WORKFLOW_ID, "release", rel)
+        return await signal_if_open(self.client, GUARD_WORKFLOW_ID, names.RELEASE, rel)
 
     @activity.defn(name="closed_holders")
     async def closed_holders(self, inp: HoldersInput) -> list[ClosedHolder]:
@@ -179,7 +167,7 @@ class GuardActivities:
                 continue
             pools[f"{driver}/{pool}"].update(d.get("name", "") for d in spec.get("devices") or [])
         drivers: dict[str, int] = defaultdict(int)
-        for key, names in pools.items():
-            drivers[key.split("/", 1)[0]] += len(names)
+        for key, devices in pools.items():
+            drivers[key.split("/", 1)[0]] += len(devices)
         return FleetSize(drivers=dict(drivers), pools={k: len(v) for k, v in pools.items()},
                          read_at=dt.datetime.now(dt.UTC))

@@ -19,6 +19,7 @@ from temporalio.service import RPCError
 
 from activities.running_incidents import closed_among
 from podmedic.domain import search
+from podmedic.domain import workflow_names as names
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import Outcome
 from podmedic.domain.node import (
@@ -31,7 +32,6 @@ from podmedic.domain.node import (
 )
 
 # By name, not class: the node workflow itself runs these activities' siblings (no import cycle).
-NODE_WORKFLOW = "NodeIncident"
 
 # A quiet watch answers in tens of milliseconds. A watch that cannot answer in 1 s is behind on its tasks
 # (a storm): the incident goes on without the answer rather than wait for it and retry the whole activity
@@ -52,7 +52,7 @@ class NodeActivities:
         watch = inp.watch
         workflow_id = node_workflow_id(watch.node)
         handle = await self.client.start_workflow(
-            NODE_WORKFLOW,
+            names.NODE_INCIDENT,
             watch,
             id=workflow_id,
             task_queue=activity.info().task_queue,

@@ -33,6 +33,7 @@ from activities import holders
 from activities.base import blocking
 from activities.running_incidents import ClosedRun, closed_among
 from podmedic.domain import search
+from podmedic.domain import workflow_names as names
 from podmedic.domain.base import Obj
 from podmedic.domain.fleet_guard.messages import SweepInput, SweepReport
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput
@@ -40,8 +41,6 @@ from podmedic.domain.steps import DeviceHealthReading
 from podmedic.kube.errors import Conflict
 from podmedic.kube.gateway import KubeGateway
 
-DEVICE_INCIDENT = "DeviceIncident"  # by name: workflows import activities, never the other way
-HEALTH_EVENT = "health_event"
 SELECTOR = f"{holders.MANAGED_BY}=podmedic"
 LEAKED = frozenset({"terminated", "failed", "timed_out", "not found"})
 """How a run closes without its close: terminated (or reset away), failed, timed out, or gone past the
@@ -130,7 +129,7 @@ class RuleSweepActivities:
                 (start,) = await self.client.data_converter.decode(attrs.input.payloads, [IncidentInput])
                 task_queue = attrs.task_queue.name or task_queue
             elif past.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED and \
-                    past.workflow_execution_signaled_event_attributes.signal_name == HEALTH_EVENT:
+                    past.workflow_execution_signaled_event_attributes.signal_name == names.HEALTH_EVENT:
                 (first,) = await self.client.data_converter.decode(
                     past.workflow_execution_signaled_event_attributes.input.payloads, [DeviceHealthEvent])
                 break
@@ -144,10 +143,10 @@ class RuleSweepActivities:
             "message": (f"{reading.source} reads it Unhealthy ({reading.message}) after {left_by} closed holding "
                         f"its DeviceTaintRule; first report: {first.message or first.reason}")[:1000]})
         new = await self.client.start_workflow(
-            DEVICE_INCIDENT, start, id=workflow_id, task_queue=task_queue,
+            names.DEVICE_INCIDENT, start, id=workflow_id, task_queue=task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal=HEALTH_EVENT, start_signal_args=[event], memo=memo,
+            start_signal=names.HEALTH_EVENT, start_signal_args=[event], memo=memo,
             search_attributes=search.initial(device.driver, device.resource_id, first.node)
             if start.search_attributes else None)
         return f"incident {workflow_id} run {new.result_run_id} opened to take it over"

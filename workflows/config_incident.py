@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.models import ConfigProblem, FailureMode, Outcome
     from workflows.pod_report import PROBLEM_ANNOTATION, report_on_pod
 
@@ -29,7 +30,7 @@ class ConfigIncidentOutcome(BaseModel):
     reported_on_pod: bool
 
 
-@workflow.defn(name="ConfigIncident")
+@workflow.defn(name=names.CONFIG_INCIDENT)
 class ConfigIncidentWorkflow:
     """Reports a bad-config prepare failure on its pod, once."""
 

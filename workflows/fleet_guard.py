@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.rule_sweep import RuleSweepActivities
     from activities.spares import SpareActivities
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.fleet_guard import limits as limits
     from podmedic.domain.fleet_guard.messages import (
         FleetSize,
@@ -51,7 +52,7 @@ MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""
 
 
-@workflow.defn(name="FleetGuard")
+@workflow.defn(name=names.FLEET_GUARD)
 class FleetGuardWorkflow:
     """Holds the fleet's permits; one per Temporal namespace."""
 
@@ -73,7 +74,7 @@ class FleetGuardWorkflow:
         self.spares: SparesReport | None = inp.spares
 
     # -- incidents -------------------------------------------------------------------------
-    @workflow.update
+    @workflow.update(name=names.ASK_MANY)
     async def ask_many(self, reqs: PermitRequests) -> PermitAnswers:
         """May each request's incident take its step now? Granted answers hold a permit until release. A
         worker's concurrent asks come in one update, in order (``activities/fleet_guard.py``), because
@@ -105,7 +106,7 @@ class FleetGuardWorkflow:
         self.dirty = self.dirty or self.to_open is not None
         return self._counted(answer)
 
-    @workflow.signal
+    @workflow.signal(name=names.SIGHTED)
     def sighted(self, batch: Sightings) -> None:
         """The ingest saw these devices fail in a storm: count them now, not when their incidents ask (in a
         storm a worker reaches the asks of a thousand new incidents seconds behind their events)."""
@@ -124,14 +125,14 @@ class FleetGuardWorkflow:
             self._trip(found)
             self.dirty = True
 
-    @workflow.signal
+    @workflow.signal(name=names.RELEASE)
     def release(self, rel: PermitRelease) -> None:
         """An incident closed: its device and node no longer count as disrupted now."""
         if limits.release(self.ledger, rel.incident_id):
             self.wake.extend(i for i in self.ledger.waiting if i not in self.wake)
         self.dirty = True
 
-    @workflow.signal
+    @workflow.signal(name=names.POLICY_IN_FORCE)
     def policy_in_force(self, policy: GuardPolicy) -> None:
         """The policy file in force, told by the ingest when it starts: warm spares are kept (or given back)
         before any incident asks (``podmedic/ingest/guard_sightings.py``)."""

@@ -12,6 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.fleet_guard.messages import StormRecord
 
 
@@ -45,7 +46,7 @@ def details(storm: StormRecord) -> str:
             "network event, a driver crash. Resume with `podmedic guard resume --by NAME --reason TEXT`.")
 
 
-@workflow.defn(name="FleetIncident")
+@workflow.defn(name=names.FLEET_INCIDENT)
 class FleetIncidentWorkflow:
     """Open while the guard is tripped on this storm."""
 

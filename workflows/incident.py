@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from activities.discover import DiscoverActivities
     from podmedic.domain import describe, search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
     from podmedic.domain.incident import (
@@ -53,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
-@workflow.defn(name="DeviceIncident")
+@workflow.defn(name=names.DEVICE_INCIDENT)
 class DeviceIncidentWorkflow(OperatorHandlers):
     """Drives one device incident to a terminal, explained outcome; operators steer it with
     the updates in ``workflows/operators.py``."""
@@ -88,7 +89,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             self._seen = vendor_carry.take_up(self, self.carry)
 
     # -- operators and detectors ---------------------------------------------------------
-    @workflow.signal
+    @workflow.signal(name=names.HEALTH_EVENT)
     def health_event(self, event: DeviceHealthEvent) -> None:
         """A detector's observation; repeats of an event id are dropped."""
         if event.event_id in self._seen:

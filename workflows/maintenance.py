@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.quarantine import QuarantineActivities
     from activities.recovery.recover import RecoverActivities
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.maintenance import (
         MAINTENANCE_TAINT,
         MaintenanceInput,
@@ -56,7 +57,7 @@ READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 ONE_CALL = timedelta(seconds=60)
 
 
-@workflow.defn(name="NodeMaintenance")
+@workflow.defn(name=names.NODE_MAINTENANCE)
 class NodeMaintenanceWorkflow:
     """Moves a node's pods off it at the latest safe moment before its announced maintenance."""
 
@@ -68,7 +69,7 @@ class NodeMaintenanceWorkflow:
         self.moved: list[str] = []
         self.cordoned = False
 
-    @workflow.signal
+    @workflow.signal(name=names.NOTICE_CHANGED)
     def notice_changed(self, notice: MaintenanceNotice) -> None:
         """A newer reading of the node's notice: a new deadline, or none (withdrawn, or the maintenance began)."""
         if notice.event_id != self.notice.event_id:

@@ -23,6 +23,7 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.incident import ApprovalRequest, OperatorAnswer, Phase, Resolution, SkipRequest
     from podmedic.domain.models import FailureMode, PluginDevice, TimelineEntry
     from podmedic.domain.node import (
@@ -41,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
 
-@workflow.defn(name="NodeIncident")
+@workflow.defn(name=names.NODE_INCIDENT)
 class NodeIncidentWorkflow:
     """Correlates one node's device failures and quarantines the node when they are one incident."""
 
@@ -72,7 +73,7 @@ class NodeIncidentWorkflow:
                 self._note(f"{len(group)} devices failed within {self.inp.correlation.window_s:g}s: "
                            f"node {self.inp.node} is the incident")
 
-    @workflow.signal
+    @workflow.signal(name=names.PLUGIN_DEVICE_FAILED)
     def plugin_device_failed(self, report: PluginDevice) -> None:
         """A pod reports a device plugin's device Unhealthy: the node is the incident at once."""
         if any(r.event_id == report.event_id for r in self.plugin_reports):
@@ -85,7 +86,7 @@ class NodeIncidentWorkflow:
             self._note(node_plugins.failed_note(report))
         self._escalate()
 
-    @workflow.signal
+    @workflow.signal(name=names.PLUGIN_DEVICE_HEALTHY)
     def plugin_device_healthy(self, report: PluginDevice) -> None:
         """A pod reports a device plugin's device Healthy again (the lift still waits for the node's
         allocatable to count every device)."""
@@ -163,7 +164,7 @@ class NodeIncidentWorkflow:
         if self.state.quarantined or self.skipped():
             raise ValueError("node_quarantine already ran or was skipped")
 
-    @workflow.update(name="resolve")
+    @workflow.update(name=names.RESOLVE)
     def resolve_update(self, resolution: Resolution) -> OperatorAnswer:
         """The node was repaired: lift the quarantine now."""
         self.resolution = resolution

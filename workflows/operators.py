@@ -11,6 +11,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.incident import (
         STEPS,
         AbortRequest,
@@ -124,7 +125,7 @@ class OperatorHandlers:
         self.stop_work()
 
     # -- resolve -------------------------------------------------------------------------
-    @workflow.update(name="resolve")
+    @workflow.update(name=names.RESOLVE)
     def resolve_update(self, resolution: Resolution) -> OperatorAnswer:
         """The device was repaired or replaced: the incident untaints and closes when it gets there.
 
@@ -143,7 +144,7 @@ class OperatorHandlers:
         self.resolution = resolution
         self._decide("resolve", "resolved", resolution.by, resolution.note)
 
-    @workflow.signal(name="resolve")
+    @workflow.signal(name=names.RESOLVE)
     def resolve(self, resolution: Resolution) -> None:
         """Signal form of ``resolve`` (vendor callbacks), without validation."""
         if self.resolution is None:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from activities.pool_fence import PoolFenceActivities
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.models import DeviceRef, TimelineEntry
     from podmedic.domain.node import DeviceIncidentsInput
     from podmedic.domain.pool_fence import (
@@ -44,7 +45,7 @@ device whose incident had not run yet), and their writes were 1,899 of the dev s
 that ran out of time."""
 
 
-@workflow.defn(name="PoolFence")
+@workflow.defn(name=names.POOL_FENCE)
 class PoolFenceWorkflow:
     """Fences one pool in a storm, and lets go once its failed devices are fenced one by one."""
 
@@ -55,7 +56,7 @@ class PoolFenceWorkflow:
         self.devices: dict[str, DeviceRef] = {}
         self.reports = 0
 
-    @workflow.signal
+    @workflow.signal(name=names.DEVICES_FAILED)
     def devices_failed(self, report: PoolFenceReport) -> None:
         """Failed devices of the pool, as the ingest saw them."""
         new = [d.resource_id for d in report.devices if d.resource_id not in self.devices]

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from activities.storm_turns import TurnActivities
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.models import TimelineEntry
     from podmedic.domain.node import DeviceIncidentsInput
     from podmedic.domain.storm_turns import AdmitInput, TurnOver, TurnRequest, TurnsInput, TurnsState
@@ -33,7 +34,7 @@ TIMELINE_KEPT = 50
 
 
 
-@workflow.defn(name="StormTurns")
+@workflow.defn(name=names.STORM_TURNS)
 class StormTurnsWorkflow:
     """Keeps one driver's storm incidents to ``acting_limit`` acting at once, first asked first."""
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.models import Outcome, UnresolvedDevice
     from workflows.pod_report import report_on_pod
 
@@ -28,7 +29,7 @@ class UnresolvedDeviceOutcome(BaseModel):
     reported_on_pod: bool
 
 
-@workflow.defn(name="UnresolvedDeviceIncident")
+@workflow.defn(name=names.UNRESOLVED_DEVICE)
 class UnresolvedDeviceWorkflow:
     """Reports an unresolvable device health entry on its pod, once."""
 

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
     from activities.stall import EndRankInput, StallActivities, StepsReading, WatchStepsInput
     from podmedic.domain import search
+    from podmedic.domain import workflow_names as names
     from podmedic.domain.fleet_guard.messages import PermitRelease, PermitRequest
     from podmedic.domain.incident import StepNotice
     from podmedic.domain.models import DeviceRef, Outcome
@@ -42,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 
 
-@workflow.defn(name="WorkloadStall")
+@workflow.defn(name=names.WORKLOAD_STALL)
 class WorkloadStallWorkflow:
     """Ends one rank of a stalled workload and verifies it steps again."""
 

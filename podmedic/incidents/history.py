@@ -17,6 +17,8 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 
+from podmedic.domain import workflow_names as names
+
 
 class Action(BaseModel):
     """One thing the incident did or waited for (an activity or a timer), or an operator's call."""
@@ -117,7 +119,7 @@ def read_record(client: Client, workflow_id: str, run_id: str, history: Workflow
         if kind == "workflow_execution_signaled_event_attributes":
             s = ev.workflow_execution_signaled_event_attributes
             value = r.one(s.input)
-            if s.signal_name == "health_event" and isinstance(value, dict):
+            if s.signal_name == names.HEALTH_EVENT and isinstance(value, dict):
                 rec.health_events.append({**value, "received_at": _time(ev).isoformat()})
             else:
                 rec.actions.append(Action(kind="signal", name=s.signal_name, at=_time(ev), status="received",

@@ -17,13 +17,14 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
+from podmedic.domain import workflow_names as names
 from podmedic.domain.incident import IncidentOutcome, IncidentState, OperatorAnswer
 from podmedic.domain.policy import DriverPolicy
 from podmedic.domain.policy_ref import POLICY_MEMO, unpack
 
-KINDS = {"device": "DeviceIncident", "config": "ConfigIncident", "node": "NodeIncident",
-         "pod-device": "UnresolvedDeviceIncident", "pool": "PoolFence", "storm": "StormTurns",
-         "workload": "WorkloadStall", "maintenance": "NodeMaintenance"}
+KINDS = {"device": names.DEVICE_INCIDENT, "config": names.CONFIG_INCIDENT, "node": names.NODE_INCIDENT,
+         "pod-device": names.UNRESOLVED_DEVICE, "pool": names.POOL_FENCE, "storm": names.STORM_TURNS,
+         "workload": names.WORKLOAD_STALL, "maintenance": names.NODE_MAINTENANCE}
 _SAFE = re.compile(r"^[A-Za-z0-9._/:@+-]*$")
 
 

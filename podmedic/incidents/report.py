@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from podmedic.domain import workflow_names as names
 from podmedic.domain.incident import IncidentState
 from podmedic.incidents.history import Action, Record, fetch_record
 
@@ -70,7 +71,7 @@ async def fetch_report(client: Client, workflow_id: str, run_id: str | None = No
     """The report of one incident run (the latest unless ``run_id``)."""
     rec = await fetch_record(client, workflow_id, run_id)
     live = None
-    if rec.status == "Running" and rec.workflow_type == "DeviceIncident":
+    if rec.status == "Running" and rec.workflow_type == names.DEVICE_INCIDENT:
         handle = client.get_workflow_handle(workflow_id, run_id=rec.run_id)
         if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
             live = await handle.query("get_state", result_type=IncidentState, rpc_timeout=dt.timedelta(seconds=10))

@@ -26,15 +26,13 @@ import asyncio
 
 from temporalio.client import Client
 
-from activities.fleet_guard import GUARD_WORKFLOW, start_guard
+from podmedic.domain import workflow_names as names
 from podmedic.domain.classify import classify, names_the_failure
 from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardInput, Sighting, Sightings
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.models import DeviceHealthEvent, Health
 from podmedic.domain.policy import DriverPolicy
-from podmedic.temporal.signals import signal_if_open
-
-POLICY_SIGNAL = "policy_in_force"
+from podmedic.temporal.signals import guard_start, signal_if_open
 
 
 def counts_toward_storm(event: DeviceHealthEvent, policy: DriverPolicy) -> bool:
@@ -79,9 +77,9 @@ class GuardSightings:
                 return True  # an earlier round trip carried it
             try:
                 await self.client.start_workflow(
-                    GUARD_WORKFLOW, GuardInput(policy=policy.guard, search_attributes=self.search_attributes),
-                    start_signal="sighted", start_signal_args=[Sightings(sightings=batch)],
-                    **start_guard(self.task_queue))
+                    names.FLEET_GUARD, GuardInput(policy=policy.guard, search_attributes=self.search_attributes),
+                    start_signal=names.SIGHTED, start_signal_args=[Sightings(sightings=batch)],
+                    **guard_start(self.task_queue))
             except Exception:
                 self.failed += 1
                 raise
@@ -98,9 +96,9 @@ class GuardSightings:
             return "no fleet guard in the policy: nothing told"
         if guard.spares.per_pool > 0:
             await self.client.start_workflow(
-                GUARD_WORKFLOW, GuardInput(policy=guard, search_attributes=self.search_attributes),
-                start_signal=POLICY_SIGNAL, start_signal_args=[guard], **start_guard(self.task_queue))
+                names.FLEET_GUARD, GuardInput(policy=guard, search_attributes=self.search_attributes),
+                start_signal=names.POLICY_IN_FORCE, start_signal_args=[guard], **guard_start(self.task_queue))
             return f"fleet guard told the policy in force: it keeps {guard.spares.per_pool} warm spare(s) per pool"
-        if await signal_if_open(self.client, GUARD_WORKFLOW_ID, POLICY_SIGNAL, guard):
+        if await signal_if_open(self.client, GUARD_WORKFLOW_ID, names.POLICY_IN_FORCE, guard):
             return "fleet guard told the policy in force (no warm spares)"
         return "no fleet guard runs and the policy keeps no warm spares: nothing told"

@@ -19,10 +19,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from podmedic.domain import workflow_names as names
 from podmedic.domain.models import DeviceHealthEvent, Health
 from podmedic.ingest.types import Observation
-
-SIGNAL = "health_event"
 
 
 async def closed_run_that_saw(client: Client, item: Observation,
@@ -45,7 +44,7 @@ async def closed_run_that_saw(client: Client, item: Observation,
         if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             continue
         signaled = event.workflow_execution_signaled_event_attributes
-        if signaled.signal_name != SIGNAL or len(signaled.input.payloads) != 1:
+        if signaled.signal_name != names.HEALTH_EVENT or len(signaled.input.payloads) != 1:
             continue
         [seen] = await client.data_converter.decode(signaled.input.payloads, [DeviceHealthEvent])
         if isinstance(seen, DeviceHealthEvent) and key(seen) == wanted:

@@ -11,14 +11,13 @@ observation takes, after its dedup.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from podmedic.domain import describe, search
+from podmedic.domain import workflow_names as names
 from podmedic.domain.maintenance import MaintenanceInput, MaintenanceNotice
 from podmedic.domain.models import (
     ConfigProblem,
@@ -33,15 +32,9 @@ from podmedic.domain.policy_file import PolicySet
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of
 from podmedic.domain.stall import StallInput, WorkloadStall
 from podmedic.temporal.signals import open_run_id, signal_if_open
-from workflows.config_incident import ConfigIncidentWorkflow
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.maintenance import NodeMaintenanceWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
-from workflows.unresolved_device import UnresolvedDeviceWorkflow
-from workflows.workload_stall import WorkloadStallWorkflow
 
 
-async def _tell_open(client: Client, workflow_id: str, signal: Any, arg: BaseModel) -> str | None:
+async def _tell_open(client: Client, workflow_id: str, signal: str, arg: BaseModel) -> str | None:
     """Signal ``workflow_id`` if it is open; the run id told, or ``None`` when there is none (good news
     never opens an incident)."""
     if not await signal_if_open(client, workflow_id, signal, arg):
@@ -68,17 +61,17 @@ async def deliver_event(
     """
     device = event.device
     if event.health is Health.HEALTHY:
-        return await _tell_open(client, device.workflow_id, DeviceIncidentWorkflow.health_event, event)
+        return await _tell_open(client, device.workflow_id, names.HEALTH_EVENT, event)
     policy = policies.for_driver(device.driver)
     ref = ref_of(policy)
     handle = await client.start_workflow(
-        DeviceIncidentWorkflow.run,
+        names.DEVICE_INCIDENT,
         IncidentInput(device=device, policy_ref=ref, search_attributes=search_attributes, storm=storm),
         id=device.workflow_id,
         task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        start_signal="health_event",
+        start_signal=names.HEALTH_EVENT,
         start_signal_args=[event],
         search_attributes=search.initial(device.driver, device.resource_id, event.node)
         if search_attributes else None,
@@ -98,14 +91,14 @@ async def deliver_plugin_device(client: Client, item: PluginDevice, policies: Po
     else the default. Healthy: only tells an open node incident.
     """
     if item.health is Health.HEALTHY:
-        return await _tell_open(client, item.workflow_id, NodeIncidentWorkflow.plugin_device_healthy, item)
+        return await _tell_open(client, item.workflow_id, names.PLUGIN_DEVICE_HEALTHY, item)
     watch = NodeWatchInput.under(item.node, item.resource, policies.for_driver(item.resource),
                                  search_attributes=search_attributes)
     handle = await client.start_workflow(
-        NodeIncidentWorkflow.run, watch, id=item.workflow_id, task_queue=task_queue,
+        names.NODE_INCIDENT, watch, id=item.workflow_id, task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        start_signal="plugin_device_failed", start_signal_args=[item],
+        start_signal=names.PLUGIN_DEVICE_FAILED, start_signal_args=[item],
         search_attributes=search.for_node(item.resource, item.node) if search_attributes else None,
         static_summary=f"node {item.node}: device-plugin device {item.name} {item.health.value}"[:200],
     )
@@ -122,17 +115,17 @@ async def deliver_pod_report(client: Client, item: ConfigProblem | UnresolvedDev
     """
     pod = f"{item.pod.namespace}/{item.pod.name}"
     if isinstance(item, UnresolvedDevice):
-        run: Any = UnresolvedDeviceWorkflow.run
+        workflow_type = names.UNRESOLVED_DEVICE
         attributes = search.for_unresolved_device(item)
         summary, details = (f"{pod}: {item.resource_id} {item.health.value}, device unknown",
                             describe.unresolved_details(item))
     else:
-        run = ConfigIncidentWorkflow.run
+        workflow_type = names.CONFIG_INCIDENT
         attributes = search.for_config_problem(item)
         summary, details = f"{pod}: bad configuration, {item.message}", describe.config_details(item)
     try:
         await client.start_workflow(
-            run, item, id=item.workflow_id, task_queue=task_queue,
+            workflow_type, item, id=item.workflow_id, task_queue=task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=attributes if search_attributes else None,
@@ -150,7 +143,7 @@ async def deliver_stall(client: Client, item: WorkloadStall, policies: PolicySet
     Returns the run id."""
     policy = policies.for_driver(item.driver)
     handle = await client.start_workflow(
-        WorkloadStallWorkflow.run,
+        names.WORKLOAD_STALL,
         StallInput(stall=item, policy_ref=ref_of(policy), search_attributes=search_attributes),
         id=item.workflow_id, task_queue=task_queue,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
@@ -173,15 +166,15 @@ async def deliver_maintenance(client: Client, notice: MaintenanceNotice, policie
     and what was done, in words."""
     policy = policies.for_driver("default")
     if notice.deadline is None and not notice.problem:
-        run_id = await _tell_open(client, notice.workflow_id, NodeMaintenanceWorkflow.notice_changed, notice)
+        run_id = await _tell_open(client, notice.workflow_id, names.NOTICE_CHANGED, notice)
         return run_id, "" if run_id else "no maintenance announced and none open"
     if not policy.maintenance.enabled:
         return None, "maintenance.enabled is false in the policy: not opened"
     handle = await client.start_workflow(
-        NodeMaintenanceWorkflow.run,
+        names.NODE_MAINTENANCE,
         MaintenanceInput(notice=notice, policy_ref=ref_of(policy), search_attributes=search_attributes),
         id=notice.workflow_id, task_queue=task_queue,
-        start_signal="notice_changed", start_signal_args=[notice],
+        start_signal=names.NOTICE_CHANGED, start_signal_args=[notice],
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         memo={POLICY_MEMO: pack(policy)},

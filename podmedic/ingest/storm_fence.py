@@ -26,11 +26,11 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from podmedic.domain import search
+from podmedic.domain import workflow_names as names
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_detection import StormFence
 from podmedic.domain.pool_fence import PoolFenceInput, PoolFenceReport, PoolRef
 from podmedic.temporal.priorities import URGENT
-from workflows.pool_fence import PoolFenceWorkflow
 
 
 @dataclass
@@ -122,12 +122,12 @@ class StormFences:
     async def _signal_with_start(self, pool: PoolRef, devices: list[DeviceRef], rule: StormFence, why: str) -> None:
         report = PoolFenceReport(devices=devices, observed_at=dt.datetime.now(dt.UTC))
         await self.client.start_workflow(
-            PoolFenceWorkflow.run,
+            names.POOL_FENCE,
             PoolFenceInput(pool=pool, policy=rule, why=why, search_attributes=self.search_attributes),
             id=pool.workflow_id, task_queue=self.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal="devices_failed", start_signal_args=[report],
+            start_signal=names.DEVICES_FAILED, start_signal_args=[report],
             priority=URGENT,
             search_attributes=search.for_pool(pool.driver, self._nodes.get(pool)) if self.search_attributes else None,
             static_summary=f"storm fence: pool {pool.pool} of {pool.driver}"[:200],

@@ -23,11 +23,12 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from temporalio.client import Client
 
 from podmedic.domain import search
+from podmedic.domain import workflow_names as names
 
 log = logging.getLogger("podmedic.telemetry.open_incidents")
 
-QUERY = "ExecutionStatus = 'Running' AND WorkflowType IN ('DeviceIncident', 'NodeIncident')"
-KINDS = {"DeviceIncident": "device", "NodeIncident": "node"}
+KINDS = {names.DEVICE_INCIDENT: "device", names.NODE_INCIDENT: "node"}
+QUERY = f"ExecutionStatus = 'Running' AND WorkflowType IN ({', '.join(repr(t) for t in KINDS)})"
 Key = tuple[str, str, str]
 
 

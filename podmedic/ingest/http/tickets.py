@@ -21,8 +21,8 @@ from aiohttp import web
 from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain import search
+from podmedic.domain import workflow_names as names
 from podmedic.domain.incident import Resolution
-from workflows.incident import DeviceIncidentWorkflow
 
 if TYPE_CHECKING:
     from podmedic.ingest.http.app import IngestFront
@@ -86,14 +86,14 @@ class TicketCallbacks:
     async def _deliver(self, ticket: str, resolution: Resolution) -> list[str]:
         from podmedic.ingest.http.app import Refusal
 
-        query = (f"WorkflowType = 'DeviceIncident' AND ExecutionStatus = 'Running' "
+        query = (f"WorkflowType = '{names.DEVICE_INCIDENT}' AND ExecutionStatus = 'Running' "
                  f"AND {search.TICKET.name} = '{ticket}'")
         told: list[str] = []
         try:
             async for wf in self.client.list_workflows(query, limit=50):
                 handle = self.client.get_workflow_handle(wf.id, run_id=wf.run_id)
                 try:
-                    await handle.signal(DeviceIncidentWorkflow.resolve, resolution)
+                    await handle.signal(names.RESOLVE, resolution)
                 except RPCError as err:
                     if err.status != RPCStatusCode.NOT_FOUND:  # closed since the query: not open any more
                         raise
