@@ -1,4 +1,4 @@
-"""Reads for a node's announced maintenance (``workflows/maintenance.py``): what moves, where it can go, and
+"""Reads for a node's announced maintenance (``workflows/node/maintenance.py``): what moves, where it can go, and
 whether the node is back.
 
 The cordon (``quarantine_node`` / ``lift_quarantine``), the checkpoint (``request_checkpoints``) and the move

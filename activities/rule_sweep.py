@@ -2,7 +2,7 @@
 
 A run terminated or reset from Temporal runs none of its cleanup: it stays on the holders list
 (``activities/holders.py``) of every rule it held, and a rule held by a closed run is never deleted by
-anyone. The fleet guard (``workflows/fleet_guard.py``) runs this sweep every ``guard.sweep_s``. A holder
+anyone. The fleet guard (``workflows/fleet/guard.py``) runs this sweep every ``guard.sweep_s``. A holder
 whose incident's latest run closed without its close (``LEAKED``) at least ``guard.sweep_grace_s`` ago is
 taken off, and the rule records who took it off and why (``podmedic.io/changed-by``,
 ``podmedic.io/reason``). A rule left with no holder is never simply dropped while its device may still
@@ -45,7 +45,7 @@ SELECTOR = f"{holders.MANAGED_BY}=podmedic"
 LEAKED = frozenset({"terminated", "failed", "timed_out", "not found"})
 """How a run closes without its close: terminated (or reset away), failed, timed out, or gone past the
 namespace's retention, which says nothing of how it closed. A run that completed or was canceled ran its
-close: one that stopped without verifying its device let go there (``workflows/closing.py``), and a hold a
+close: one that stopped without verifying its device let go there (``workflows/closing/close.py``), and a hold a
 completed one kept is deliberate ("kept for an operator"): the sweep leaves it."""
 
 ReadHealth = Callable[[DeviceRef], Awaitable[DeviceHealthReading]]

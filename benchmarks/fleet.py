@@ -34,7 +34,7 @@ from podmedic.ingest.delivery import Deliverer
 
 DRIVER = "gpu.nvidia.com"
 TAINT = "taint_device"
-COVERED = "no DeviceTaintRule: covered by node incident "  # workflows/node_cover.py's timeline line
+COVERED = "no DeviceTaintRule: covered by node incident "  # workflows/device/node_takes_over.py's timeline line
 
 
 @dataclass

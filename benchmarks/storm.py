@@ -96,7 +96,7 @@ async def run_storm(nodes: int, devices_per_node: int, server: str, progress: An
 
 
 async def storm_turns(client: Client, driver: str) -> dict[str, int] | None:
-    """The driver's turn-keeper's count (``workflows/storm_turns.py``): turns given and given back, and the
+    """The driver's turn-keeper's count (``workflows/fleet/storm_turn_keeper.py``): turns given and given back, and the
     limit; None when there was none (no storm, or the incidents were opened before it was seen)."""
     handle = client.get_workflow_handle(turns_workflow_id(driver), result_type=TurnsState)
     try:
@@ -130,7 +130,7 @@ async def node_covered(client: Client, timings: list[Timing], node_of: dict[str,
 
 
 async def pool_covered(client: Client, timings: list[Timing]) -> tuple[int, int]:
-    """Give each device its pool fence's time (``workflows/pool_fence.py``) where that came before its own
+    """Give each device its pool fence's time (``workflows/fleet/pool_fence.py``) where that came before its own
     rule: a device whose pool was fenced before its event counts as fenced at its event. Returns how many
     devices their pool fenced first, and how many pools were fenced."""
     fenced: dict[str, float | None] = {}

@@ -8,7 +8,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from podmedic.domain.incident import IncidentOutcome
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 
 async def last_run(client: Client, resource_id: str) -> str | None:

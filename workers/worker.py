@@ -40,15 +40,15 @@ from workers.collector import sweep_cycles
 from workers.health import serving_health
 from workers.options import DEFAULT_CAPACITY, Capacity, worker_options
 from workers.versioning import deployment_config_from_env
-from workflows.config_incident import ConfigIncidentWorkflow
-from workflows.fleet_guard import FleetGuardWorkflow
-from workflows.fleet_incident import FleetIncidentWorkflow
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.maintenance import NodeMaintenanceWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
-from workflows.pool_fence import PoolFenceWorkflow
-from workflows.storm_turns import StormTurnsWorkflow
-from workflows.unresolved_device import UnresolvedDeviceWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.fleet.guard import FleetGuardWorkflow
+from workflows.fleet.incident import FleetIncidentWorkflow
+from workflows.fleet.pool_fence import PoolFenceWorkflow
+from workflows.fleet.storm_turn_keeper import StormTurnsWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
+from workflows.node.maintenance import NodeMaintenanceWorkflow
+from workflows.pod_reports.config_incident import ConfigIncidentWorkflow
+from workflows.pod_reports.unresolved_device import UnresolvedDeviceWorkflow
 from workflows.workload_stall import WorkloadStallWorkflow
 
 log = logging.getLogger("podmedic.worker")
@@ -97,7 +97,7 @@ def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
 
 
 def turn_activities(client: Client) -> list[Any]:
-    """A storm's turns (workflows/storm_turns.py)."""
+    """A storm's turns (workflows/fleet/storm_turn_keeper.py)."""
     turns = TurnActivities(client)
     return [turns.ask_turn, turns.give_back_turn, turns.admit_turns]
 

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy import DriverPolicy
 
 if TYPE_CHECKING:
-    from workflows.move_off import Placements
+    from workflows.device.move_off import Placements
 
 
 class IncidentContext(Protocol):
@@ -56,7 +56,8 @@ class IncidentContext(Protocol):
     annotated: set[PodKey]
     placements: Placements
     carry: VendorWaitCarry | None
-    """What the run this one continues handed over (``workflows/vendor_carry.py``); ``None`` in a first run."""
+    """What the run this one continues handed over (``workflows/closing/vendor_wait_carry.py``); ``None`` in a
+    first run."""
 
     @property
     def permanent(self) -> bool:

@@ -36,9 +36,9 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import DeviceRef, Outcome
     from podmedic.domain.policy import DriverPolicy
     from podmedic.domain.stall import StalledPod, StallInput, StallOutcome, step_order
-    from workflows.options import GIVE_BACK, URGENT
+    from workflows.activity_options import GIVE_BACK, URGENT
     from workflows.policy_memo import policy_in_force
-    from workflows.timeline import note
+    from workflows.record.timeline import note
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 

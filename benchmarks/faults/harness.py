@@ -29,7 +29,7 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.incidents.history import local_activity_marker
 from podmedic.stack.up import Stack
 from podmedic.temporal.connect import connect
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 T = TypeVar("T")
 

@@ -236,5 +236,6 @@ class VendorWaitCarry(BaseModel):
 EVENTS_CARRIED = 200
 """Reports carried into a continued run: what the wait's checks read is the latest of them."""
 VENDOR_WAIT_HISTORY = 10_000
-"""History events past which a vendor wait continues as a new run (``workflows/ticketing.py``; Temporal warns
+"""History events past which a vendor wait continues as a new run (``workflows/closing/vendor_ticket.py``;
+Temporal warns
 at 10,240 and ends a run at 51,200): a device reporting every second would otherwise reach the limit in hours."""

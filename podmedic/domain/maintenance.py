@@ -12,7 +12,7 @@ policy's ``checkpoint.timeout_s``, the most it ever waits for a save), cordons t
 pods (a warm spare first), so they run elsewhere from a fresh checkpoint when the node goes. ``lead_s``
 is what the move itself needs: evictions, the replacements' scheduling and start.
 
-Pure models and functions: no I/O here (``workflows/maintenance.py`` runs it).
+Pure models and functions: no I/O here (``workflows/node/maintenance.py`` runs it).
 """
 
 from __future__ import annotations

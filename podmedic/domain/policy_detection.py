@@ -30,10 +30,10 @@ class StormFence(ConfigModel):
 
     Once ``devices`` distinct devices of the driver are reported Unhealthy within ``window_s``, the
     ingest fences each pool with a failed device by one NoSchedule DeviceTaintRule that selects the
-    driver and pool (``workflows/pool_fence.py``), ahead of the device incidents, which still open one
+    driver and pool (``workflows/fleet/pool_fence.py``), ahead of the device incidents, which still open one
     per device and catch up behind it. The pool's rule stays until every failed device it was told of
     has a rule of its own or its incident closed, and at least ``min_hold_s``; never past ``max_hold_s``.
-    Once fenced, at most ``acting`` of the storm's incidents go on at a time (``workflows/storm_turns.py``).
+    Once fenced, at most ``acting`` of the storm's incidents go on at a time (``workflows/fleet/storm_turn_keeper.py``).
     """
 
     enabled: bool = Field(True, description="Fence pools in a storm at all.")

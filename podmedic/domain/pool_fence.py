@@ -5,7 +5,7 @@ start and fence them all within a minute. The ingest sees the storm first (the d
 ``detection.storm_fence``) and fences every pool with a failed device by one NoSchedule rule
 that selects the driver and pool (a per-node pool: a node's devices). The device incidents still
 open, one per device, and fence their own devices; the pool's rule goes once they have
-(``workflows/pool_fence.py``).
+(``workflows/fleet/pool_fence.py``).
 """
 
 from __future__ import annotations

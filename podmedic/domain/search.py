@@ -102,7 +102,7 @@ def for_pool(driver: str, node: str | None) -> TypedSearchAttributes:
 
 
 def for_storm(driver: str) -> TypedSearchAttributes:
-    """Attributes of a driver's storm turn-keeper (``workflows/storm_turns.py``)."""
+    """Attributes of a driver's storm turn-keeper (``workflows/fleet/storm_turn_keeper.py``)."""
     return TypedSearchAttributes([SearchAttributePair(DRIVER, driver), SearchAttributePair(PHASE, "Storm")])
 
 
@@ -127,5 +127,5 @@ def for_node(driver: str, node: str) -> TypedSearchAttributes:
 
 
 def for_maintenance(node: str) -> TypedSearchAttributes:
-    """Attributes of a node's announced maintenance (``workflows/maintenance.py``)."""
+    """Attributes of a node's announced maintenance (``workflows/node/maintenance.py``)."""
     return TypedSearchAttributes([SearchAttributePair(NODE, node), SearchAttributePair(PHASE, "Waiting")])

@@ -5,7 +5,7 @@ incident's later steps (discovery, checkpoint, recovery, the close) need the wor
 workflow in its cache: with ten thousand acting at once and a cache of 1,500, nearly every
 workflow task replays its incident from history and almost none finish. So an incident opened
 in a storm, once fenced, waits for its turn from the driver's ``StormTurns`` workflow
-(``workflows/storm_turns.py``), which lets ``acting`` of them on at a time, first asked first
+(``workflows/fleet/storm_turn_keeper.py``), which lets ``acting`` of them on at a time, first asked first
 served, and lets the next one on when one closes.
 """
 

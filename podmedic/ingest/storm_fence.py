@@ -2,7 +2,7 @@
 
 The ingest counts the distinct devices of each driver reported Unhealthy within the driver's
 ``detection.storm_fence.window_s``. From ``devices`` on it is a storm: before a failed device's
-own incident is opened, its pool's fence (``workflows/pool_fence.py``) is started or told of it,
+own incident is opened, its pool's fence (``workflows/fleet/pool_fence.py``) is started or told of it,
 by signal-with-start at the highest task priority. So the device's event is delivered only
 after its pool's fence was accepted, and a device never waits for the incidents ahead of it to
 be fenced. Pools with failures counted before the storm was recognised are fenced at that moment.

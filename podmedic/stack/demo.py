@@ -27,8 +27,8 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.node import NodeIncidentState
 from podmedic.stack.up import Stack, StackOptions
 from podmedic.temporal.connect import connect
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 # (label, fault body without the device) — drawn from the Llama 3 interruption mix, given to the jobs in
 # node order: the first node gets the three hardware faults, which make it a node incident, and the MMU

@@ -1,7 +1,7 @@
 """podmedic's own process-side metrics (ingest, activities, guard), as OpenTelemetry instruments.
 
 Workflow-side metrics (time to quarantine, time to recover, phases, outcomes) are recorded
-through the Temporal SDK's replay-safe ``workflow.metric_meter()`` in ``workflows/telemetry.py``
+through the Temporal SDK's replay-safe ``workflow.metric_meter()`` in ``workflows/record/metrics.py``
 and reach the same exporters through ``podmedic/telemetry/temporal_bridge.py``.
 
 Every function here is safe to call when telemetry is not installed: the instruments are then

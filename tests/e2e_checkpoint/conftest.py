@@ -24,7 +24,7 @@ from podmedic_sim import SimCluster
 from tests.enforced import as_component
 from tests.helpers import assert_eventually, served_sim, wait_until
 from workers.worker import build_worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 # The taint waits for an approval nobody gives: each test stops its incident right after the checkpoint.
 # Many devices of one node fail in this module: no node quarantine, which would take the taint over.

@@ -13,7 +13,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic.ingest.starts import deliver_event
 from podmedic_sim.checkpoint_figures import format_loss, progress_loss
 from tests.e2e_checkpoint.conftest import Stack, start_job
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -28,7 +28,7 @@ from podmedic.ingest.starts import deliver_event
 from podmedic_sim import SimCluster
 from tests.e2e_checkpoint.conftest import start_job
 from tests.helpers import assert_eventually
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -21,7 +21,7 @@ from podmedic_sim import SimCluster
 from podmedic_sim.audit import ENV, WRITE_VERBS, Access
 from tests.helpers import served_sim
 from workers.worker import build_worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 DRIVER = "gpu.nvidia.com"
 DISRUPTIVE = {"devicetaintrules", "pods", "nodes"}

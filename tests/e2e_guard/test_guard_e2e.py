@@ -19,7 +19,7 @@ from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED, tapped
 from tests.e2e_guard.stack import DRIVERS, disruptive, fail, sim, stack, state, target
 from tests.helpers import assert_eventually, sim_node
-from workflows.fleet_incident import FleetIncidentWorkflow
+from workflows.fleet.incident import FleetIncidentWorkflow
 
 __all__ = ["sim"]
 pytestmark = pytest.mark.asyncio(loop_scope="session")

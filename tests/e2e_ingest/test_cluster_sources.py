@@ -31,8 +31,8 @@ from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
 from tests.helpers import assert_eventually, served_sim, wait_until
 from tests.simkit import gpu_pod, gpu_template
-from workflows.config_incident import ConfigIncidentWorkflow
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.pod_reports.config_incident import ConfigIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DRIVER = "gpu.nvidia.com"

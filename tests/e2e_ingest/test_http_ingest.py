@@ -29,7 +29,7 @@ from podmedic.ingest.http.app import build_app, start_site
 from podmedic.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
 from podmedic.ingest.settings import HttpSettings, IngestSettings
 from tests.helpers import assert_eventually
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DRIVER = "gpu.nvidia.com"

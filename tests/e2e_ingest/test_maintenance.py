@@ -35,7 +35,7 @@ from podmedic.ingest.settings import HttpSettings, IngestSettings
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
 from tests.helpers import assert_eventually, clear_workloads, run_kubectl, training_leaderworkerset, wait_until
-from workflows.maintenance import NodeMaintenanceWorkflow
+from workflows.node.maintenance import NodeMaintenanceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 NOTICE_S = 24.0  # the deadline, from the notice

@@ -30,7 +30,7 @@ from tests.e2e_ingest.conftest import SourceSet
 from tests.e2e_ingest.test_cluster_sources import incident, runs
 from tests.helpers import E2E_TIMINGS, assert_eventually, wait_until
 from tests.simkit import gpu_pod, gpu_template
-from workflows.unresolved_device import UnresolvedDeviceWorkflow
+from workflows.pod_reports.unresolved_device import UnresolvedDeviceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLUGIN = {"per-device": DriverPlugin(cdi_ids="per-device"),

@@ -26,7 +26,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.helpers import assert_eventually, served_sim, sim_node, wait_until
 from tests.pipeline import running_pipeline
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -21,7 +21,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.e2e_node.stack import ingest_and_worker
 from tests.helpers import served_sim, sim_node, wait_until
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -24,7 +24,7 @@ from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.e2e_node.stack import ingest_and_worker, ready_jobs
 from tests.helpers import assert_eventually, served_sim, wait_until
-from workflows.pool_fence import PoolFenceWorkflow
+from workflows.fleet.pool_fence import PoolFenceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -27,8 +27,8 @@ from podmedic.incidents.query import list_incidents, list_query
 from podmedic_sim import SimCluster
 from tests.e2e_node.stack import ingest_and_worker, ready_jobs
 from tests.helpers import assert_eventually, served_sim
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.storm_turns import StormTurnsWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.fleet.storm_turn_keeper import StormTurnsWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

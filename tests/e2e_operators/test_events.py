@@ -75,7 +75,7 @@ async def test_every_step_leaves_one_event_on_the_pods_and_the_report_has_it_all
         ours = Counter((e.metadata.annotations or {}).get("podmedic.io/incident") for e in held
                        if e.source and e.source.component == "podmedic")
         # The fence is told in the opening Event, the checkpoint in the next Event to the same pod
-        # (fold-step-notices, workflows/notices.py): here the approval the taint's raise waits for.
+        # (fold-step-notices, workflows/record/pod_notices.py): here the approval the taint's raise waits for.
         assert {e.reason for e in found} == {
             "PodmedicIncidentOpened", "PodmedicAwaitingApproval", "PodmedicTaintRaised", "PodmedicRescheduled",
             "PodmedicTicketed", "PodmedicIncidentClosed"}, \

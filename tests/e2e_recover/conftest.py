@@ -37,7 +37,7 @@ from podmedic_sim.config import SimTimings
 from tests.enforced import as_component
 from tests.helpers import run_kubectl, wait_until
 from workers.worker import build_worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 DRIVER = "gpu.nvidia.com"
 WEBHOOK = "podmedic-placement-test"

@@ -34,7 +34,7 @@ from tests.e2e_recover.conftest import (
 )
 from tests.helpers import assert_eventually
 from tests.simkit import gpu_pod, gpu_template
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 
 def pod_device(pod: dict[str, Any]) -> DeviceRef:

@@ -32,7 +32,7 @@ from podmedic_sim.topology import POOL_LABEL
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
 from tests.e2e_recover.test_same_node_workloads import _create, _start_jobset, _template
 from tests.helpers import clear_workloads, run_kubectl, wait_until
-from workflows.fleet_guard import FleetGuardWorkflow
+from workflows.fleet.guard import FleetGuardWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 NS = "default"

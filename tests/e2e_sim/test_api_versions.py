@@ -32,7 +32,7 @@ from podmedic.kube.startup import say_taint_rules
 from podmedic_sim import SimCluster
 from tests.helpers import run_kubectl, served_sim, sim_node, wait_until
 from workers.worker import build_worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

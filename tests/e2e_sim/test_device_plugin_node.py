@@ -26,7 +26,7 @@ from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, sim_node, wait_until
 from tests.pipeline import running_pipeline
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 GPU = "nvidia.com/gpu"

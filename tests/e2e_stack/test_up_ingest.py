@@ -23,7 +23,7 @@ from podmedic.domain.models import FailureMode
 from podmedic.stack.up import Stack, StackOptions
 from podmedic.temporal.connect import connect
 from tests.helpers import assert_eventually, wait_until
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -17,7 +17,7 @@ from podmedic.domain.incident import IncidentOutcome, Phase
 from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic_sim import SimCluster
 from tests.helpers import wait_until
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 _DATA = re.compile(r'"data":\s*"([A-Za-z0-9+/=]+)"')
 

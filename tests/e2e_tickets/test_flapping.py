@@ -24,7 +24,7 @@ from podmedic_sim.vendors.desk import VendorDesk
 from tests.e2e_tickets.conftest import SECRETS
 from tests.e2e_tickets.helpers import free_device, outcome
 from tests.helpers import assert_eventually
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 REPORTS, APART_S = 20, 2.8

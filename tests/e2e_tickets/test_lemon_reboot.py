@@ -28,7 +28,7 @@ from tests.e2e_tickets.helpers import (
     vendor_word_taken,
 )
 from tests.helpers import assert_eventually
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

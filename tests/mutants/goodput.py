@@ -14,7 +14,7 @@ GOODPUT: tuple[Mutant, ...] = (
         ("tests/e2e_checkpoint/test_checkpoint_hang.py", "tests/unit/test_checkpoint_hang.py")),
     Mutant(
         "hung-pod-restarted-in-place", "a hung pod skips an in-place restart it cannot act on",
-        "workflows/recovery.py",
+        "workflows/device/recovery_ladder.py",
         '    if not hung or (in_place.mechanism == "exec_signal" and in_place.signal == "KILL"):',
         "    if True:",
         ("tests/e2e_recover/test_hung_in_place.py",)),
@@ -40,14 +40,14 @@ GOODPUT: tuple[Mutant, ...] = (
         ("tests/unit/test_progress_tracker.py",)),
     Mutant(
         "lemon-given-back-on-a-reboot", "a repeat offender's Healthy report after a reboot does not give it back",
-        "workflows/ticketing.py",
+        "workflows/closing/vendor_ticket.py",
         "    lemon = wf.state.repeat_offender and workflow.patched(LEMON_WAITS_FOR_VENDOR)",
         "    lemon = False",
         ("tests/e2e_tickets/test_lemon_reboot.py", "tests/workflow/test_vendor_wait.py")),
     Mutant(
         "given-back-ticket-not-told", "a device back in service on its own report tells its open ticket",
-        "workflows/closing.py",
-        "                told = await ticketing.note_given_back(self.wf)",
+        "workflows/closing/close.py",
+        "                told = await vendor_ticket.note_given_back(self.wf)",
         '                told = ""',
         ("tests/e2e_tickets/test_lemon_reboot.py", "tests/workflow/test_vendor_wait.py")),
     Mutant(
@@ -94,7 +94,7 @@ GOODPUT: tuple[Mutant, ...] = (
         ("tests/e2e_ingest/test_maintenance.py", "tests/unit/test_maintenance.py")),
     Mutant(
         "maintenance-left-to-the-cloud", "the pods of a node under announced maintenance move before its deadline",
-        "workflows/maintenance.py",
+        "workflows/node/maintenance.py",
         "        results = await asyncio.gather(*(self._move_one(m, policy, rid) for m in plan.pods))",
         "        results = []",
         ("tests/e2e_ingest/test_maintenance.py",)),
@@ -107,7 +107,7 @@ GOODPUT: tuple[Mutant, ...] = (
         ("tests/e2e_ingest/test_maintenance.py", "tests/ingest_http/test_cloudevents.py")),
     Mutant(
         "maintenance-cordon-kept", "a node back from its maintenance is uncordoned",
-        "workflows/maintenance.py",
+        "workflows/node/maintenance.py",
         "            if back.back and gone:",
         "            if False:",
         ("tests/e2e_ingest/test_maintenance.py",)),

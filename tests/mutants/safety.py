@@ -22,7 +22,7 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/deploy/test_rbac_proof.py",)),
     Mutant(
         "guard-change-without-patch", "replay-safe upgrades: a changed workflow keeps old runs' path",
-        "workflows/fleet_guard.py",
+        "workflows/fleet/guard.py",
         "        self.dirty = self.dirty or self.to_open is not None",
         "        self.dirty = True",
         ("tests/replay/test_replay.py",)),
@@ -100,7 +100,7 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/security/test_temporal_tls.py",)),
     Mutant(
         "vendor-wait-polls-at-a-fixed-gap", "a vendor wait of weeks stays far below Temporal's history limits",
-        "workflows/ticketing.py",
+        "workflows/closing/vendor_ticket.py",
         "        gap = min(gap * 2, max(ticket.poll_s, ticket.poll_max_s))",
         "        gap = ticket.poll_s",
         ("tests/workflow/test_vendor_wait.py",)),
@@ -126,13 +126,13 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/e2e_ingest/test_resource_ids.py",)),
     Mutant(
         "failed-restart-told-as-done", "a failed or unverified attempt is never recorded as done",
-        "workflows/recovery.py",
+        "workflows/device/recovery_ladder.py",
         '        step = "restarted" if result.verified else "restart_failed"',
         '        step = "restarted"',
         ("tests/e2e_recover/test_in_place.py",)),
     Mutant(
         "same-node-onto-a-failing-node", "same-node placement avoids a node whose other devices just failed",
-        "workflows/node_cover.py",
+        "workflows/device/node_takes_over.py",
         "    if wf.state.node_failures:",
         "    if False:",
         ("tests/workflow/test_node_quarantine.py",)),
@@ -156,14 +156,14 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/e2e_recover/test_same_node_workloads.py",)),
     Mutant(
         "stale-healthy-report-heals", "only a Healthy report newer than the failure heals a device",
-        "workflows/closing.py",
+        "workflows/closing/close.py",
         "            if healthy_after_the_failure(self.wf.events) or await self.read_health() is Health.HEALTHY:",
         "            if any(e.health is Health.HEALTHY for e in self.wf.events) or await self.read_health() is "
         "Health.HEALTHY:",
         ("tests/workflow/test_detection_workflow.py",)),
     Mutant(
         "unknown-reading-verifies-a-fix", "a device nothing can see is not untainted on no evidence",
-        "workflows/ticketing.py",
+        "workflows/closing/vendor_ticket.py",
         "        if health is Health.HEALTHY or report is not None or trusted:",
         "        if health is not Health.UNHEALTHY or report is not None or trusted:",
         ("tests/e2e_tickets/test_resolution.py",)),
@@ -175,7 +175,7 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/e2e_tickets/test_episodes.py",)),
     Mutant(
         "placed-pods-stay-on-a-failing-node", "a pod placed back on a node that turns bad moves off",
-        "workflows/move_off.py",
+        "workflows/device/move_off.py",
         "        if self.node_incident_at is None:",
         "        if True:",
         ("tests/e2e_node/test_move_off_e2e.py",)),
@@ -207,13 +207,13 @@ SAFETY: tuple[Mutant, ...] = (
     Mutant(
         "cancel-swallowed-by-a-step", "a Temporal Cancel closes an incident at any stage: no step's error "
         "handling can swallow it",
-        "workflows/incident.py",
+        "workflows/device/incident.py",
         "            outcome = await asyncio.shield(work)",
         "            outcome = await work",
         ("tests/workflow/test_cancel.py",)),
     Mutant(
         "abort-waits-for-the-step", "abort stops an incident at any wait or step, by construction",
-        "workflows/incident.py",
+        "workflows/device/incident.py",
         "        if self.work is not None:",
         "        if False:",
         ("tests/workflow/test_cancel.py",)),
@@ -237,19 +237,19 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/unit/test_untaint_holders.py",)),
     Mutant(
         "guard-never-reclaims", "a run terminated from Temporal does not keep its fleet-guard permit",
-        "workflows/fleet_guard.py",
+        "workflows/fleet/guard.py",
         "        if not self._holders_due():",
         "        if True:",
         ("tests/workflow/test_guard.py",)),
     Mutant(
         "flapping-healthy-ends-vendor-wait", "a flapping device stays one incident until its ticket is resolved",
-        "workflows/ticketing.py",
+        "workflows/closing/vendor_ticket.py",
         "        return not wf.state.flapping and not lemon and reported_healthy()",
         "        return not lemon and reported_healthy()",
         ("tests/workflow/test_vendor_wait.py", "tests/e2e_tickets/test_flapping.py")),
     Mutant(
         "sweep-never-runs", "a DeviceTaintRule held by a terminated run is swept and settled by its device's health",
-        "workflows/fleet_guard.py",
+        "workflows/fleet/guard.py",
         "        if self._sweep_wait() > 0:",
         "        if True:",
         ("tests/e2e_guard/test_rule_sweep_e2e.py",)),
@@ -273,13 +273,13 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/e2e_guard/test_rule_sweep_healthy_e2e.py",)),
     Mutant(
         "stopped-run-keeps-its-rule", "an incident canceled, terminated or reset at any stage leaves no rule held by "
-        "a closed run", "workflows/closing.py",
+        "a closed run", "workflows/closing/close.py",
         "    if outcome.outcome not in STOPPED or not rule or wf.state.taint_removed or wf.policy.dry_run:",
         "    if True:",
         ("tests/e2e_guard/test_stop_at_each_stage_e2e.py",)),
     Mutant(
         "vendor-wait-never-continues", "a device reporting through a weeks-long vendor wait keeps every run's "
-        "history bounded", "workflows/ticketing.py",
+        "history bounded", "workflows/closing/vendor_ticket.py",
         "    return info.is_continue_as_new_suggested() or info.get_current_history_length() > "
         "record.VENDOR_WAIT_HISTORY",
         "    return False",

@@ -23,8 +23,8 @@ from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in
 from tests.workflow.test_guard import STORM, _storm, device, fleet, policy
-from workflows.fleet_guard import FleetGuardWorkflow
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.fleet.guard import FleetGuardWorkflow
 
 
 async def save(client: Client, workflow_id: str, name: str) -> None:

@@ -30,7 +30,7 @@ from tests.e2e_ingest.test_maintenance import NOTICE_S, _job, _kubectl, _maintai
 from tests.helpers import served_sim, wait_until
 from tests.replay.record_guard import save
 from workers.worker import build_worker
-from workflows.maintenance import NodeMaintenanceWorkflow
+from workflows.node.maintenance import NodeMaintenanceWorkflow
 
 
 async def main() -> None:

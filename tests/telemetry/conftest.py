@@ -35,7 +35,7 @@ from podmedic.temporal.connect import connect
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, wait_until
 from workers.worker import build_worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 POLICY = parse_policy("""
 drivers:

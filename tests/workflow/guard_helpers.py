@@ -25,10 +25,10 @@ from podmedic.domain.fleet_guard.messages import (
 from podmedic.kube.gateway import KubeGateway
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, incident_worker
-from workflows.fleet_guard import FleetGuardWorkflow
-from workflows.fleet_incident import FleetIncidentWorkflow
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.fleet.guard import FleetGuardWorkflow
+from workflows.fleet.incident import FleetIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 
 class FleetOf(GuardActivities):

@@ -24,7 +24,7 @@ from podmedic.ingest.starts import deliver_event
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 Handle = WorkflowHandle[DeviceIncidentWorkflow, IncidentOutcome]
 

@@ -27,7 +27,7 @@ from tests.workflow.fakes import FakeCluster
 from tests.workflow.operator_helpers import open_incident, own_time_skipping_env, state_in, worker
 from tests.workflow.test_node_quarantine import _worker as node_worker
 from tests.workflow.test_node_quarantine import gated_watch_at_its_gate
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

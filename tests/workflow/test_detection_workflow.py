@@ -22,8 +22,8 @@ from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

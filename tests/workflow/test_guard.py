@@ -23,10 +23,10 @@ from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status, guard_worker
 from tests.workflow.operator_helpers import Handle, open_incident, outcome_of, own_time_skipping_env, state_in
-from workflows.fleet_guard import FleetGuardWorkflow
-from workflows.fleet_incident import FleetIncidentWorkflow
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.fleet.guard import FleetGuardWorkflow
+from workflows.fleet.incident import FleetIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -26,8 +26,8 @@ from podmedic.ingest.guard_sightings import GuardSightings, counts_toward_storm
 from tests.workflow.fakes import event, incident_worker
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status
 from tests.workflow.operator_helpers import own_time_skipping_env
-from workflows.fleet_guard import FleetGuardWorkflow
-from workflows.fleet_incident import FleetIncidentWorkflow
+from workflows.fleet.guard import FleetGuardWorkflow
+from workflows.fleet.incident import FleetIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

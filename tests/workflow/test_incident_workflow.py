@@ -17,7 +17,7 @@ from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import DEVICE, POD, FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import outcome_of
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -219,7 +219,7 @@ async def test_pod_notices_are_written_behind_the_pipeline_in_step_order(
     assert outcome.outcome is Outcome.RECOVERED_IN_PLACE
     reasons = [n.reason for n in fake.notices]
     # The fence is named in the opening Event and the checkpoint's notice rides on the restart's
-    # (fold-step-notices, workflows/notices.py).
+    # (fold-step-notices, workflows/record/pod_notices.py).
     assert f"fenced: DeviceTaintRule {device.object_name} NoSchedule" in fake.notices[0].message
     assert reasons == ["PodmedicIncidentOpened", "PodmedicRestarted", "PodmedicIncidentClosed"]
     assert fake.notices[1].message.startswith("checkpoint before remediation")

@@ -29,7 +29,7 @@ from podmedic.domain.steps import CheckpointInput, CheckpointReport, RecoverInpu
 from podmedic.ingest.starts import deliver_maintenance
 from tests.workflow.fakes import DEVICE, POD, incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
-from workflows.maintenance import NodeMaintenanceWorkflow
+from workflows.node.maintenance import NodeMaintenanceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 POLICY = parse_policy("""

@@ -34,7 +34,7 @@ from podmedic.domain.node import (
 )
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.steps import PodNoticeInput, PodNoticeResult, UntaintResult
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 GPU = "nvidia.com/gpu"

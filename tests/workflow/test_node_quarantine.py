@@ -35,8 +35,8 @@ from podmedic.domain.policy_recovery import Effect
 from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import T0, FakeCluster, event, incident_worker
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.node_incident import NodeIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.node.incident import NodeIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -13,7 +13,7 @@ from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import parse_policy
 from tests.workflow.fakes import FakeCluster
 from tests.workflow.operator_helpers import open_incident, outcome_of, own_time_skipping_env, state_in, worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -61,7 +61,7 @@ async def test_approved_gate_goes_on_and_records_who(env: WorkflowEnvironment, t
     assert decisions == [("taint", "approved", "alice"), ("ticket", "timed_out_proceed", "policy")]
     steps = [n.step for n in fake.notices]
     assert steps.count("awaiting_approval") == 2
-    # The fence is told in the opening Event (fold-step-notices, workflows/notices.py).
+    # The fence is told in the opening Event (fold-step-notices, workflows/record/pod_notices.py).
     assert (steps.index("opened") < steps.index("awaiting_approval") < steps.index("taint_raised")
             < steps.index("ticketed") < steps.index("closed"))
 

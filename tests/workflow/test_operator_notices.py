@@ -31,7 +31,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield server
 
 
-# Since fold-step-notices (workflows/notices.py) the fence is named in the opening Event and the
+# Since fold-step-notices (workflows/record/pod_notices.py) the fence is named in the opening Event and the
 # checkpoint's notice leads the next one to the same pods: every step is told, in fewer Events.
 @pytest.mark.parametrize(("code", "steps", "outcome"), [
     (31, ["opened", "restarted", "closed"], Outcome.RECOVERED_IN_PLACE),
@@ -98,7 +98,7 @@ def test_config_details_say_it_is_the_pods_own_configuration() -> None:
 
 async def test_a_closing_notice_that_could_not_be_written_is_in_the_outcome(env: WorkflowEnvironment,
                                                                            task_queue: str) -> None:
-    # The closing Event is written after the outcome is decided (workflows/incident.py run): a refusal
+    # The closing Event is written after the outcome is decided (workflows/device/incident.py run): a refusal
     # noted then must still reach the record an operator reads once the run has completed.
     client = env.client
     fake = FakeCluster()

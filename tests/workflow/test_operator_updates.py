@@ -23,7 +23,7 @@ from tests.workflow.operator_helpers import (
     state_in,
     worker,
 )
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -29,7 +29,7 @@ from podmedic.domain.steps import TaintResult, UntaintResult
 from podmedic.ingest.storm_fence import StormFences
 from tests.workflow.fakes import event, incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
-from workflows.pool_fence import PoolFenceWorkflow
+from workflows.fleet.pool_fence import PoolFenceWorkflow
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -2,9 +2,9 @@
 
 An activity's failure reaches the workflow as ``ActivityError`` whose cause is the activity's error (Temporal's
 failure model: ``ActivityFailureInfo`` around the cause); a local activity's, in temporalio 1.35, arrives as the
-``ApplicationError`` it raised, with no ``ActivityError`` around it. ``workflows/stages.py`` ``_local_taint``
-turns that bare error into the incident's ``IncidentStopped`` as every other step that gives up; if the SDK starts
-wrapping it, this test fails and that translation is the code to delete.
+``ApplicationError`` it raised, with no ``ActivityError`` around it. ``_local_taint``
+(``workflows/device/disruptive_steps.py``) turns that bare error into the incident's ``IncidentStopped`` as every
+other step that gives up; if the SDK starts wrapping it, this test fails and that translation is the code to delete.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from podmedic.domain.node import DeviceIncidentsInput, DeviceIncidentStatus
 from podmedic.domain.storm_turns import AdmitInput, AdmitResult, TurnOver, TurnRequest, TurnsState, turns_workflow_id
 from tests.helpers import assert_eventually
 from tests.workflow.operator_helpers import own_time_skipping_env
-from workflows import storm_turns
-from workflows.storm_turns import StormTurnsWorkflow
+from workflows.fleet import storm_turn_keeper
+from workflows.fleet.storm_turn_keeper import StormTurnsWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -137,9 +137,9 @@ async def test_an_incident_gone_at_its_turn_or_ended_without_a_word_frees_its_tu
         await _ask(client, task_queue, driver, [gone, silent, last], acting=1)
         await _admitted(fake, [gone, silent])  # the signal found no running incident: the turn is over
         fake.ended.add(silent)  # terminated: it never gives its turn back
-        await env.sleep(timedelta(seconds=storm_turns.RECHECK_S / 2))
+        await env.sleep(timedelta(seconds=storm_turn_keeper.RECHECK_S / 2))
         assert fake.admitted == [gone, silent], "freed before the keeper looked"
-        await env.sleep(timedelta(seconds=storm_turns.RECHECK_S))
+        await env.sleep(timedelta(seconds=storm_turn_keeper.RECHECK_S))
         await _admitted(fake, [gone, silent, last])
         assert fake.looks >= 1
         assert (s := await _state(client, driver)).closed == 2, s
@@ -148,7 +148,7 @@ async def test_an_incident_gone_at_its_turn_or_ended_without_a_word_frees_its_tu
 async def test_the_queue_survives_continue_as_new_and_the_keeper_ends_when_quiet(
         env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
     client, fake, driver = env.client, FakeIncidents(), "c.example.com"
-    monkeypatch.setattr(storm_turns, "MAX_HISTORY_EVENTS", 25)
+    monkeypatch.setattr(storm_turn_keeper, "MAX_HISTORY_EVENTS", 25)
     ids = [f"device/{driver}/node-1/gpu-{n}" for n in range(12)]
     handle = client.get_workflow_handle_for(StormTurnsWorkflow.run, turns_workflow_id(driver))
     async with _keeping(client, task_queue, fake, driver):
@@ -160,7 +160,7 @@ async def test_the_queue_survives_continue_as_new_and_the_keeper_ends_when_quiet
         assert started.continued_execution_run_id  # it continued as new, and no ask or turn was lost on the way
         state = await _state(client, driver)
         assert (state.admitted, state.closed, state.acting, state.waiting) == (12, 12, 0, 0), state
-        await env.sleep(timedelta(seconds=storm_turns.QUIET_S + 10))
+        await env.sleep(timedelta(seconds=storm_turn_keeper.QUIET_S + 10))
         ended = await handle.result()
         assert (ended.admitted, ended.closed) == (12, 12)
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED

@@ -26,8 +26,8 @@ from podmedic.domain.storm_turns import turns_workflow_id
 from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, state_in
-from workflows.incident import DeviceIncidentWorkflow
-from workflows.storm_turns import StormTurnsWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
+from workflows.fleet.storm_turn_keeper import StormTurnsWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -28,7 +28,7 @@ from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_pol
 from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import T0, FakeCluster, event
 from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, worker
-from workflows.incident import DeviceIncidentWorkflow
+from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

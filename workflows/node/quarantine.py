@@ -30,10 +30,10 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.policy_steps import KUBE_REFUSALS
     from podmedic.domain.steps import TaintInput
-    from workflows import node_permits as node_guard
-    from workflows import node_plugins
+    from workflows.activity_options import URGENT
     from workflows.context import NodeContext
-    from workflows.options import URGENT
+    from workflows.node import plugin_devices
+    from workflows.waiting import node_guard_permit
 
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
@@ -62,7 +62,7 @@ async def run(wf: NodeContext) -> str:
         return await _decline(wf, "node quarantine is off in the policy")
     if not await _approved(wf):
         return await _decline(wf, "node quarantine not approved")
-    if not await node_guard.permit(wf):
+    if not await node_guard_permit.permit(wf):
         by = wf.resolution.by if wf.resolution else "an operator"
         return f"resolved by {by} while the fleet guard held the quarantine: node {wf.inp.node} left as it was"
     why = (f"node incident: devices {devices} failed" if wf.state.plugin_devices
@@ -122,7 +122,7 @@ async def _approved(wf: NodeContext) -> bool:
 
 async def _decline(wf: NodeContext, why: str) -> str:
     """No node quarantine: the covered devices get their own DeviceTaintRules, held by this incident."""
-    if not await node_guard.permit(wf):
+    if not await node_guard_permit.permit(wf):
         by = wf.resolution.by if wf.resolution else "an operator"
         return f"{why}; resolved by {by} while the fleet guard held the devices' taints"
     for device in _devices(wf):
@@ -160,7 +160,7 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
         wf.state.healed = [s.incident_id for s in statuses if s.healthy]
         closed_bad = [f"{s.incident_id} ({s.outcome})" for s in statuses if not s.running and not s.healthy]
         healed = all(s.healthy for s in statuses)
-        plugin_bad = await node_plugins.still_unhealthy(wf) if wf.state.plugin_devices and healed else []
+        plugin_bad = await plugin_devices.still_unhealthy(wf) if wf.state.plugin_devices and healed else []
         if (statuses or wf.state.plugin_devices) and healed and not plugin_bad:
             return await _lift(wf, _healed_why(wf), quarantined)
         if statuses and not any(s.running for s in statuses) and not healed:

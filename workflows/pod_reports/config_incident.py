@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import workflow_names as names
     from podmedic.domain.models import ConfigProblem, FailureMode, Outcome
-    from workflows.pod_report import PROBLEM_ANNOTATION, report_on_pod
+    from workflows.pod_reports.report import PROBLEM_ANNOTATION, report_on_pod
 
 __all__ = ["PROBLEM_ANNOTATION", "ConfigIncidentOutcome", "ConfigIncidentWorkflow"]
 

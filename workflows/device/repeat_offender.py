@@ -23,8 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
     from podmedic.domain.models import Permanence
     from podmedic.domain.policy_recovery import LadderRung
+    from workflows.activity_options import URGENT
     from workflows.context import IncidentContext
-    from workflows.options import URGENT
 
 DEVICE_HISTORY_BY_UUID = "device-history-by-uuid"
 """Patch: the history is asked of ``device_history`` (the GPU's UUID) instead of ``previous_incidents``."""

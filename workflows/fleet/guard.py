@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.fleet_guard.policy import GuardPolicy
     from podmedic.domain.spares import SparesInput, SparesReport
-    from workflows.fleet_incident import FleetIncidentInput, FleetIncidentWorkflow
+    from workflows.fleet.incident import FleetIncidentInput, FleetIncidentWorkflow
 
 MAX_HISTORY_EVENTS = 4000
 """Continue-as-new well before Temporal's suggestion on a busy day: the ledger is small."""

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         PoolFenceState,
         PoolRuleInput,
     )
-    from workflows.options import ONE_CALL, UNTIL_DONE, URGENT
+    from workflows.activity_options import ONE_CALL, UNTIL_DONE, URGENT
 
 LOOK_BACKOFF = 8
 """The longest wait between two looks at a pool's devices, in ``poll_s``. In a 10,000-device storm

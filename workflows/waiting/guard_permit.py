@@ -21,8 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
     from podmedic.domain.fleet_guard.messages import PermitAnswer, PermitRelease, PermitRequest
     from podmedic.domain.incident import PendingApproval, Phase
+    from workflows.activity_options import GIVE_BACK, URGENT
     from workflows.context import IncidentContext
-    from workflows.options import GIVE_BACK, URGENT
 
 
 GATE = "fleet_guard"

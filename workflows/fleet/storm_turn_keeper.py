@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import TimelineEntry
     from podmedic.domain.node import DeviceIncidentsInput
     from podmedic.domain.storm_turns import AdmitInput, TurnOver, TurnRequest, TurnsInput, TurnsState
-    from workflows.options import ONE_CALL, UNTIL_DONE, URGENT
+    from workflows.activity_options import ONE_CALL, UNTIL_DONE, URGENT
 
 RECHECK_S = 300.0
 """While some wait and no turn came back for this long, look whether the acting ones still run."""

@@ -1,11 +1,11 @@
 """A node's watch: device failures on one node, escalated to a node incident when several
 devices fail within the driver's correlation window (or a device's ladder asks for it), or at
-once when a device plugin's device fails (``workflows/node_plugins.py``: no DeviceTaintRule can
+once when a device plugin's device fails (``workflows/node/plugin_devices.py``: no DeviceTaintRule can
 select it, so the node is the fence).
 
 One workflow per node (id ``node/<node>``), fed by the device incidents through an
 activity (signal-with-start). Without an escalation it closes quietly after a whole window
-without reports. A node incident quarantines the node (``workflows/node_quarantine.py``):
+without reports. A node incident quarantines the node (``workflows/node/quarantine.py``):
 cordon and node taint, behind the ``node_quarantine`` approval gate when the policy says
 so, and holds its devices' DeviceTaintRules; it lifts all of it once every device incident
 closed with its device verified healthy, or an operator resolves it, and otherwise keeps it
@@ -35,9 +35,10 @@ with workflow.unsafe.imports_passed_through():
         correlated,
     )
     from podmedic.domain.node_explain import why_node
-    from workflows import node_permits as node_guard
-    from workflows import node_plugins, node_quarantine, operator_checks
+    from workflows import operator_checks
+    from workflows.node import plugin_devices, quarantine
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
+    from workflows.waiting import node_guard_permit
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
@@ -83,7 +84,7 @@ class NodeIncidentWorkflow:
             self.state.plugin_healthy.remove(report.name)
         if report.name not in self.state.plugin_devices:
             self.state.plugin_devices.append(report.name)
-            self._note(node_plugins.failed_note(report))
+            self._note(plugin_devices.failed_note(report))
         self._escalate()
 
     @workflow.signal(name=names.PLUGIN_DEVICE_HEALTHY)
@@ -208,7 +209,7 @@ class NodeIncidentWorkflow:
         await self.tell_devices()
         # Shielded, as the device incident's work: a cancel request reaches this await whatever the
         # quarantine is waiting on, and the incident closes here.
-        work = asyncio.create_task(node_quarantine.run(self))
+        work = asyncio.create_task(quarantine.run(self))
         try:
             explanation = await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -216,7 +217,7 @@ class NodeIncidentWorkflow:
             kept = (f"node {inp.node} stays cordoned and tainted, its devices' DeviceTaintRules held, for an operator"
                     if self.state.quarantined else f"node {inp.node} was not quarantined")
             explanation = f"canceled from Temporal (a cancel request) in phase {self.state.phase}: {kept}"
-        await node_guard.release(self)
+        await node_guard_permit.release(self)
         return self._close(explanation)
 
     def _close(self, explanation: str) -> NodeIncidentOutcome:
@@ -238,7 +239,7 @@ class NodeIncidentWorkflow:
                 if self.inp.dry_run:
                     self.note(f"dry-run: pod {report.pod.namespace}/{report.pod.name} not told", "notify")
                 else:
-                    await node_plugins.tell_pod(self, report)
+                    await plugin_devices.tell_pod(self, report)
         notice = NodeIncidentNotice(incident_id=workflow.info().workflow_id, node=self.inp.node,
                                     devices=list(self.state.devices))
         for incident_id in list(self.state.incidents):

@@ -21,8 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.storm_turns import TurnActivities
     from podmedic.domain.incident import Phase
     from podmedic.domain.storm_turns import TurnOver, TurnRequest
+    from workflows.activity_options import GIVE_BACK
     from workflows.context import IncidentContext
-    from workflows.options import GIVE_BACK
 
 _ASK = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5)
 _CALL = timedelta(seconds=30)

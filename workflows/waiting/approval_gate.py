@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import Outcome
     from podmedic.domain.policy import Gate
     from workflows.context import IncidentContext
-    from workflows.notices import tell_pods
+    from workflows.record.pod_notices import tell_pods
 
 
 

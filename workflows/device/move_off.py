@@ -20,10 +20,10 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import PodRef
     from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import CheckpointInput, RecoveryResult
-    from workflows import telemetry
+    from workflows.activity_options import activity_options
     from workflows.context import IncidentContext
-    from workflows.options import activity_options
-    from workflows.recovery import run_ladder
+    from workflows.device.recovery_ladder import run_ladder
+    from workflows.record import metrics
 
 @dataclass
 class Placement:
@@ -76,7 +76,7 @@ async def if_due(wf: IncidentContext) -> None:
     for pod in pods:
         result = await run_ladder(wf, pod, rungs, purpose="move-off")
         wf.state.recovery.append(result)
-        telemetry.recovered(wf, result)
+        metrics.recovered(wf, result)
         wf.track_pods()
         verdict = "moved" if result.verified else "NOT moved"
         wf.note("recover", f"{pod.namespace}/{pod.name} {verdict} off node {pod.node}: {result.detail}")

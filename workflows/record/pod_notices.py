@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import StepNotice
     from podmedic.domain.models import PodKey
     from podmedic.domain.policy_steps import KUBE_REFUSALS
+    from workflows.activity_options import BACKGROUND
     from workflows.context import IncidentContext
-    from workflows.options import BACKGROUND
 
 
 REASONS = {

@@ -18,8 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeReportResult, NodeWatchInput
     from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import RecoveryResult
-    from workflows import permits as guarded
-
+    from workflows.waiting import guard_permit
 if TYPE_CHECKING:
     from podmedic.domain.models import PodRef
     from workflows.context import IncidentContext
@@ -71,7 +70,7 @@ async def quarantine_rung(wf: IncidentContext, pod: PodRef, rung: LadderRung) ->
     if wf.state.failure_mode is None:
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="no classification")
     what = f"ask node {node}'s watch to cordon and taint the node"
-    if not await guarded.permit(wf, "node_quarantine", what):
+    if not await guard_permit.permit(wf, "node_quarantine", what):
         wf.note("recover", f"node_quarantine skipped by an operator: {wf.state.skip['node_quarantine']}")
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="skipped by an operator")
     if wf.policy.dry_run:

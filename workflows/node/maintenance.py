@@ -49,9 +49,9 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import QuarantineInput
     from podmedic.domain.policy import DriverPolicy
     from podmedic.domain.steps import CheckpointInput, RecoverInput, RecoveryResult
-    from workflows.options import URGENT
+    from workflows.activity_options import URGENT
     from workflows.policy_memo import policy_in_force
-    from workflows.timeline import note
+    from workflows.record.timeline import note
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 ONE_CALL = timedelta(seconds=60)

@@ -17,7 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import workflow_names as names
     from podmedic.domain.models import Outcome, UnresolvedDevice
-    from workflows.pod_report import report_on_pod
+    from workflows.pod_reports.report import report_on_pod
 
 
 class UnresolvedDeviceOutcome(BaseModel):

@@ -17,9 +17,10 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import IncidentOutcome, Phase
     from podmedic.domain.models import Health, Outcome
     from podmedic.domain.steps import DeviceInput, UntaintInput
-    from workflows import move_off, ticketing, unverified
+    from workflows.activity_options import GIVE_BACK, activity_options
+    from workflows.closing import unseen_device, vendor_ticket
     from workflows.context import IncidentContext
-    from workflows.options import GIVE_BACK, activity_options
+    from workflows.device import move_off
 
 
 
@@ -117,7 +118,7 @@ class Closer:
         if await self._wait_vendor(deadline, gap, news_from):
             untainted = await self._untaint()
             if not self.resolved_by:  # nobody resolved the ticket: the device's own report ended the wait
-                told = await ticketing.note_given_back(self.wf)
+                told = await vendor_ticket.note_given_back(self.wf)
                 return self.wf.finish(
                     Outcome.CLEARED, f"device reported Healthy with ticket {self.wf.state.ticket_id} still open "
                                      f"(not resolved by the vendor); {workload}; {untainted}" + (f"; {told}" if told
@@ -188,7 +189,7 @@ class Closer:
         return True
 
     async def _file_ticket(self) -> bool:
-        return await ticketing.file_ticket(self.wf)
+        return await vendor_ticket.file_ticket(self.wf)
 
     async def _wait_vendor(self, deadline: dt.datetime | None = None, gap: float | None = None,
                            news_from: int | None = None) -> bool:
@@ -196,7 +197,7 @@ class Closer:
         A Healthy event with nobody's resolution must hold for the anti-flap delay, or the wait goes on."""
         deadline = deadline or workflow.now() + timedelta(seconds=self.policy.ticket.wait_resolution_s)
         while True:
-            if not await ticketing.wait_vendor(self, deadline, gap, news_from):
+            if not await vendor_ticket.wait_vendor(self, deadline, gap, news_from):
                 return False
             gap = news_from = None  # after an anti-flap check the wait starts afresh
             if self.resolved_by or await self._stays_healthy():
@@ -209,8 +210,8 @@ class Closer:
             if self.wf.resolution is not None:
                 self.resolved_by = self.wf.resolution.by
             else:
-                await ticketing.vendor_resolved(self)
-        if await ticketing.verify_fixed(self):
+                await vendor_ticket.vendor_resolved(self)
+        if await vendor_ticket.verify_fixed(self):
             return True
         self.unverified = self.unverified or (f"ticket {self.wf.state.ticket_id} resolved but the device did not "
                                               "verify healthy")
@@ -218,7 +219,7 @@ class Closer:
 
     async def sleep(self, seconds: float, summary: str, wake: Callable[[], bool] | None = None) -> None:
         """Sleep, waking early for a resolution, an abort, or when ``wake`` says so; a pod placed on a
-        node that became the incident meanwhile is moved off first (``workflows/move_off.py``)."""
+        node that became the incident meanwhile is moved off first (``workflows/device/move_off.py``)."""
         window = self.policy.detection.node_correlation.window_s
         deadline = workflow.now() + timedelta(seconds=seconds)
 
@@ -247,7 +248,7 @@ class Closer:
         if not state.taint_rule:
             covered = f" (covered by node incident {state.node_incident})" if state.node_incident else ""
             return f"no DeviceTaintRule of its own to remove{covered}"
-        approved = unverified.STEP in self.wf.approved  # an operator's word for a device nothing can see
+        approved = unseen_device.STEP in self.wf.approved  # an operator's word for a device nothing can see
         if not (self.verified_healthy or approved) and self.wf.resolution is None and not await self._stays_healthy():
             self.wf.note("close", f"DeviceTaintRule {state.taint_rule} kept: the device did not verify healthy")
             return f"DeviceTaintRule {state.taint_rule} kept (device not verified healthy)"

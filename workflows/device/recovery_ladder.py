@@ -14,12 +14,12 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import PodKey, PodRef
     from podmedic.domain.policy_recovery import LadderRung
     from podmedic.domain.steps import CheckpointStatus, RecoverInput, RecoveryResult
-    from workflows import node_cover
-    from workflows import permits as guarded
+    from workflows.activity_options import activity_options
     from workflows.context import IncidentContext
-    from workflows.gates import clear_to
-    from workflows.notices import tell_pods
-    from workflows.options import activity_options
+    from workflows.device import node_takes_over
+    from workflows.record.pod_notices import tell_pods
+    from workflows.waiting import guard_permit
+    from workflows.waiting.approval_gate import clear_to
 
 
 _ACTIONS = {
@@ -40,16 +40,16 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
     result = RecoveryResult(verified=False, action="none", pod=pod, detail="no rung in the policy")
     current = pod
     for rung in rungs:
-        if node_cover.skip_rung(wf, rung):
+        if node_takes_over.skip_rung(wf, rung):
             continue
         if rung.action == "node_quarantine":  # the node's watch gates it, not this incident
-            result = await node_cover.quarantine_rung(wf, current, rung)
+            result = await node_takes_over.quarantine_rung(wf, current, rung)
             continue
         if rung.action == "in_place_restart" and (why := _cannot_restart_in_place(wf, current)):
             wf.note("recover", f"in-place restart of {current.namespace}/{current.name} left out: {why}")
             continue
         what = _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")
-        if not await clear_to(wf, rung.action, what) or not await guarded.permit(wf, rung.action, what):
+        if not await clear_to(wf, rung.action, what) or not await guard_permit.permit(wf, rung.action, what):
             continue
         if wf.policy.dry_run:
             wf.note("recover", f"dry-run: would {what} ({rung.attempts} attempt(s), verified within "

@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import EVENTS_CARRIED, VendorWaitCarry
     from workflows.context import IncidentContext
-    from workflows.notices import drain
+    from workflows.record.pod_notices import drain
 
 
 def take_up(wf: IncidentContext, carry: VendorWaitCarry) -> set[str]:

@@ -33,12 +33,13 @@ with workflow.unsafe.imports_passed_through():
         TaintInput,
         TaintResult,
     )
-    from workflows import node_cover, telemetry
-    from workflows import permits as guarded
+    from workflows.activity_options import URGENT, activity_options, local_activity_options
     from workflows.context import IncidentContext
-    from workflows.gates import clear_to, gate_of
-    from workflows.notices import tell_pods
-    from workflows.options import URGENT, activity_options, local_activity_options
+    from workflows.device import node_takes_over
+    from workflows.record import metrics
+    from workflows.record.pod_notices import tell_pods
+    from workflows.waiting import guard_permit
+    from workflows.waiting.approval_gate import clear_to, gate_of
 
 
 async def fence(wf: IncidentContext) -> bool:
@@ -190,12 +191,12 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
     """
     device = wf.inp.device.resource_id
     fenced = wf.state.taint_rule  # taken before the checkpoint: this raises it
-    node_incident = node_cover.covered(wf)
+    node_incident = node_takes_over.covered(wf)
     if fenced and node_incident:
         wf.note("taint", f"DeviceTaintRule {fenced} left at NoSchedule: node incident {node_incident} "
                          "quarantines the node")
         return True
-    if node_cover.skip_taint(wf):
+    if node_takes_over.skip_taint(wf):
         return True
     doing = f"raising {device}'s taint to {effect.value}" if fenced else f"tainting {device} {effect.value}"
     wf.enter(Phase.TAINTING, "taint", f"{doing} so no new pod gets it")
@@ -205,7 +206,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
                           no_execute=effect is Effect.NO_EXECUTE):
         wf.note("taint", f"{kept}: skipped by an operator ({wf.state.skip['taint']})")
         return True
-    allowed = await guarded.permit(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
+    allowed = await guard_permit.permit(wf, "taint", f"DeviceTaintRule {effect.value} on {device}{evicts}",
                                    wait=wait_for_guard)
     if allowed is None:
         wf.note("taint", "no fence: the fleet guard holds taints now; the taint waits for it after the checkpoint")
@@ -231,7 +232,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         wf.running = None
     wf.state.taint_rule = result.rule_name
     if result.unavailable:
-        await node_cover.quarantine_instead(wf, result.unavailable)
+        await node_takes_over.quarantine_instead(wf, result.unavailable)
         return True
     if fenced:
         left = "" if result.effect is effect else f" (left at {result.effect.value}: edited by an operator)"
@@ -239,7 +240,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         await tell_pods(wf, "taint_raised", f"device {device} taint raised to {result.effect.value}{evicts} now the "
                                        f"checkpoint is taken (DeviceTaintRule {result.rule_name})", warning=True)
         return True
-    telemetry.quarantined(wf, effect.value)
+    metrics.quarantined(wf, effect.value)
     wf.note("taint", f"DeviceTaintRule {result.rule_name} ({effect.value}, "
                      f"{'created' if result.created else 'already present'})")
     await tell_pods(wf, "tainted", f"device {device} tainted {effect.value}{evicts} by DeviceTaintRule "

@@ -12,8 +12,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from podmedic.domain.models import DeviceHealthEvent
     from podmedic.domain.node import NodeDeviceReport, NodeReportInput, NodeWatchInput
+    from workflows.activity_options import URGENT
     from workflows.context import IncidentContext
-    from workflows.options import URGENT
 
 
 async def report_to_node(wf: IncidentContext, event: DeviceHealthEvent) -> None:

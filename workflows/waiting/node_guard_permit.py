@@ -1,6 +1,6 @@
 """The node incident's side of the fleet guard: ask before cordoning and tainting the node.
 
-Like a device incident's (``workflows/permits.py``) but without the ``ask_operator`` gate: the
+Like a device incident's (``workflows/waiting/guard_permit.py``) but without the ``ask_operator`` gate: the
 node quarantine has its own approval gate already, so a held quarantine waits (phase
 ``Throttled``) for room or for a storm to end; a resolution meanwhile drops it. Inert when the
 watch's input carries no enabled guard.
@@ -19,8 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.fleet_guard import GuardActivities
     from podmedic.domain.fleet_guard.messages import PermitRelease, PermitRequest
     from podmedic.domain.models import DeviceRef
+    from workflows.activity_options import GIVE_BACK
     from workflows.context import NodeContext
-    from workflows.options import GIVE_BACK
 
 
 

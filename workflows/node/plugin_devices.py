@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.node import PluginCapacityInput
     from podmedic.domain.policy_steps import KUBE_REFUSALS
     from podmedic.domain.steps import PodNoticeInput
-    from workflows.pod_report import PROBLEM_ANNOTATION
+    from workflows.pod_reports.report import PROBLEM_ANNOTATION
 
 if TYPE_CHECKING:
     from podmedic.domain.models import PluginDevice

@@ -23,12 +23,12 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import Health
     from podmedic.domain.steps import TicketInput, TicketNoteInput, TicketStatusInput
-    from workflows import vendor_carry
+    from workflows.activity_options import GIVE_BACK, activity_options
+    from workflows.closing import vendor_wait_carry
+    from workflows.closing.unseen_device import ask_to_untaint
     from workflows.context import ClosingContext, IncidentContext
-    from workflows.gates import clear_to
-    from workflows.notices import tell_pods
-    from workflows.options import GIVE_BACK, activity_options
-    from workflows.unverified import ask_to_untaint
+    from workflows.record.pod_notices import tell_pods
+    from workflows.waiting.approval_gate import clear_to
 
 
 LEMON_WAITS_FOR_VENDOR = "lemon-waits-for-vendor"
@@ -178,7 +178,7 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
         if await vendor_resolved(closer):
             return True
         if history_full():
-            await vendor_carry.continue_wait(wf, deadline, gap, seen, closer.read_healthy)
+            await vendor_wait_carry.continue_wait(wf, deadline, gap, seen, closer.read_healthy)
         # The gap between status calls doubles up to ``poll_max_s``: a weeks-long wait is a few hundred calls.
         # Woken too when the history is full: a chatty device's reports would otherwise pile up for hours.
         await closer.sleep(min(gap, remaining), "wait for the vendor",
@@ -207,7 +207,8 @@ async def verify_fixed(closer: ClosingContext) -> bool:
     """After the vendor's word: within ``ticket.verify_s`` the device must read Healthy, or, while it
     reads Unknown (no pod uses it, no driver taint), a source that can see it (the node agent, for an
     idle replaced GPU) must report it Healthy after the failure. Unknown to the end, the incident asks
-    an operator (``workflows/unverified.py``), unless a person resolved the incident: their word stands in."""
+    an operator (``workflows/closing/unseen_device.py``), unless a person resolved the incident: their word
+    stands in."""
     wf, ticket = closer.wf, closer.policy.ticket
     wf.enter(Phase.AWAITING_HEAL, "close", f"ticket {wf.state.ticket_id} resolved; verifying "
                                            f"{wf.inp.device.resource_id} is healthy")

@@ -40,24 +40,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from podmedic.domain.node import NodeIncidentNotice
     from podmedic.domain.steps import DiscoverInput, Discovery
-    from workflows import move_off, repeat, stages, storm_wait, telemetry, vendor_carry
-    from workflows import permits as guarded
-    from workflows.attributes import SearchAttributeWriter
-    from workflows.closing import Closer, dry_run_close, let_go_if_stopped
-    from workflows.correlate import report_to_node
-    from workflows.notices import drain, tell_pods
-    from workflows.operators import OperatorHandlers
-    from workflows.options import URGENT, activity_options
+    from workflows.activity_options import URGENT, activity_options
+    from workflows.closing import vendor_wait_carry
+    from workflows.closing.close import Closer, dry_run_close, let_go_if_stopped
+    from workflows.device import disruptive_steps, move_off, repeat_offender
+    from workflows.device.operator_updates import OperatorHandlers
+    from workflows.device.recovery_ladder import run_ladder
+    from workflows.device.report_to_node import report_to_node
+    from workflows.device.settle import corroborate, settle
     from workflows.policy_memo import policy_in_force
-    from workflows.recovery import run_ladder
-    from workflows.settle import corroborate, settle
+    from workflows.record import metrics
+    from workflows.record.pod_notices import drain, tell_pods
+    from workflows.record.search_attributes import SearchAttributeWriter
+    from workflows.waiting import guard_permit, storm_turn
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
 @workflow.defn(name=names.DEVICE_INCIDENT)
 class DeviceIncidentWorkflow(OperatorHandlers):
     """Drives one device incident to a terminal, explained outcome; operators steer it with
-    the updates in ``workflows/operators.py``."""
+    the updates in ``workflows/device/operator_updates.py``."""
 
     @workflow.init
     def __init__(self, inp: IncidentInput) -> None:
@@ -78,15 +80,15 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.attributes = SearchAttributeWriter(bool(inp.search_attributes))
         self.woken = False
         self.guard_asked = False
-        self.turn = False  # a storm's keeper let it act (workflows/storm_wait.py)
+        self.turn = False  # a storm's keeper let it act (workflows/waiting/storm_turn.py)
         self.turn_asked = False
-        self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (workflows/notices.py)
-        self.annotated: set[PodKey] = set()  # pods a notice of this run found and annotated (workflows/notices.py)
-        self.held_notice: StepNotice | None = None  # a step's notice riding on the next one (workflows/notices.py)
+        self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (record/pod_notices.py)
+        self.annotated: set[PodKey] = set()  # pods a notice of this run annotated (record/pod_notices.py)
+        self.held_notice: StepNotice | None = None  # a step's notice riding on the next (record/pod_notices.py)
         self.placements = move_off.Placements()
         self.carry = VendorWaitCarry.model_validate_json(inp.carry) if inp.carry else None
         if self.carry is not None:
-            self._seen = vendor_carry.take_up(self, self.carry)
+            self._seen = vendor_wait_carry.take_up(self, self.carry)
 
     # -- operators and detectors ---------------------------------------------------------
     @workflow.signal(name=names.HEALTH_EVENT)
@@ -115,7 +117,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
 
     @workflow.signal
     def storm_turn(self) -> None:
-        """The storm's keeper lets this fenced incident act now (``workflows/storm_turns.py``)."""
+        """The storm's keeper lets this fenced incident act now (``workflows/fleet/storm_turn_keeper.py``)."""
         self.turn = True
 
     # -- the pipeline ----------------------------------------------------------------------
@@ -135,8 +137,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             else:
                 self.canceled = self._canceled()
                 outcome = self.finish(Outcome.ABORTED, self.canceled)
-        await guarded.release(self)
-        await storm_wait.give_back(self)
+        await guard_permit.release(self)
+        await storm_turn.give_back(self)
         await let_go_if_stopped(self, outcome)
         good = outcome.outcome in (Outcome.RECOVERED_IN_PLACE, Outcome.RECOVERED_RESCHEDULED,
                                    Outcome.RESOLVED_BY_VENDOR, Outcome.CLEARED)
@@ -203,23 +205,24 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             raise IncidentStopped(Outcome.NOT_ACTIONABLE, verdict.why)
         if "detect" not in self.state.steps:  # detected and classified: the fence may come before discovery
             self.state.steps.append("detect")
-        fenced = await stages.fence(self)
-        await storm_wait.wait_turn(self)
+        fenced = await disruptive_steps.fence(self)
+        await storm_turn.wait_turn(self)
         # Three reads that do not depend on each other: one round trip before the checkpoint, not three.
-        *_, discovery = await asyncio.gather(report_to_node(self, event), repeat.check(self), self._discover())
+        *_, discovery = await asyncio.gather(report_to_node(self, event), repeat_offender.check(self), self._discover())
         permanent = self.permanent
         plan = (f"fenced: DeviceTaintRule {self.state.taint_rule} NoSchedule (no new pod gets it); podmedic will "
                 "checkpoint and recover" if self.state.taint_rule else "podmedic will checkpoint, taint and recover")
         await tell_pods(self, "opened", f"device {self.inp.device.resource_id} {event.health.value}: {verdict.why}; "
                                         f"{plan}", warning=True)
-        await stages.checkpoint_and_taint(self, discovery, permanent, fenced)
+        await disruptive_steps.checkpoint_and_taint(self, discovery, permanent, fenced)
 
-        rungs = repeat.ladder(self, self.policy.recovery.permanent if permanent else self.policy.recovery.transient)
+        recovery = self.policy.recovery
+        rungs = repeat_offender.ladder(self, recovery.permanent if permanent else recovery.transient)
         self.enter(Phase.RECOVERING, "recover", f"recovering {len(discovery.pods)} pod(s)")
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
             self.state.recovery.append(result)
-            telemetry.recovered(self, result)
+            metrics.recovered(self, result)
             self.track_pods()
             move_off.placed(self, result)
         await move_off.if_due(self)
@@ -292,7 +295,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if step and step not in self.state.steps:
             self.state.steps.append(step)
         self.upsert(search.PHASE, phase.value)
-        telemetry.phase_entered(self, phase.value)
+        metrics.phase_entered(self, phase.value)
         self.refresh_details()
 
     def finished(self, step: str) -> None:
@@ -310,7 +313,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         fold_timeline(self.state)
 
     def upsert(self, key: SearchAttributeKey[Any], value: object | None) -> None:
-        """Set (``None``: unset) a search attribute, only when its value changes (``workflows/attributes.py``)."""
+        """Set (``None``: unset) a search attribute, only when its value changes
+        (``workflows/record/search_attributes.py``)."""
         self.attributes.set(key, value)
 
     def track_pods(self) -> None:
@@ -329,7 +333,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.upsert(search.OUTCOME, outcome.value)
         self.upsert(search.AWAITING_APPROVAL, None)
         self.note("close", f"{outcome.value}: {explanation}")
-        telemetry.closed(self, outcome.value)
+        metrics.closed(self, outcome.value)
         workflow.set_current_details(describe.current_details(self.state) + f"\n\n**Outcome**: {explanation}")
         verified = [r for r in self.state.recovery if r.verified]
         return IncidentOutcome(
