@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import hashlib
+import hmac
 import os
 import string
 import time
@@ -22,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from podmedic.domain.ticket_policy import signing_key
 
 TIMEOUT = aiohttp.ClientTimeout(total=15)
+LEGACY_SIGNATURE_HEADER = "X-Podmedic-Signature"
 MAX_RETRY_AFTER_S = 3600.0  # ServiceNow's limits are per hour: its longest honest wait
 
 
@@ -89,6 +91,12 @@ def sign(secret: str, message_id: str, body: bytes, now: float | None = None) ->
     signature = Webhook(signing_key(secret)).sign(message_id, dt.datetime.fromtimestamp(seconds, dt.UTC),
                                                   body.decode())
     return {"webhook-id": message_id, "webhook-timestamp": str(seconds), "webhook-signature": signature}
+
+
+def legacy_sign(secret: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of the exact body bytes, the ``X-Podmedic-Signature`` before Standard
+    Webhooks (no timestamp: replayable), sent only with ``ticket.legacy_signature``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def short_key(idempotency_key: str, length: int = 24) -> str:

@@ -5,7 +5,8 @@ a GET for the status.
 every retry (a worker that dies between sending and recording never files a second ticket)
 and, when a secret is configured, the Standard Webhooks signature (``webhook-id``, ``webhook-timestamp``,
 ``webhook-signature``: https://www.standardwebhooks.com), whose timestamp lets the receiver refuse a
-request replayed later.
+request replayed later; ``ticket.legacy_signature`` adds the old ``X-Podmedic-Signature: sha256=<hex
+HMAC of the body>`` for receivers not yet moved.
 The receiver answers ``{"id": ...}``; ``GET <url>/<id>`` answers ``{"status": ...}``.
 ``POST <url>/<id>/updates`` (same body and headers, its own message id) adds a later incident's evidence
 to an open ticket; the receiver keeps one update per ``Idempotency-Key`` and answers 404 for an
@@ -22,9 +23,11 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tickets import evidence as ev
 from activities.tickets.common import (
+    LEGACY_SIGNATURE_HEADER,
     TicketConfigError,
     call,
     expand,
+    legacy_sign,
     read_secret,
     short_key,
     sign,
@@ -59,6 +62,8 @@ def _signed(ticket: Ticket, key: str, body: bytes, kind: str) -> dict[str, str]:
     secret = read_secret("ticket.secret", ticket.secret_file, ticket.secret_env, required=False)
     if secret:
         headers.update(sign(secret, f"msg_{short_key(key)}_{kind}", body))
+        if ticket.legacy_signature:
+            headers[LEGACY_SIGNATURE_HEADER] = legacy_sign(secret, body)
     return headers
 
 

@@ -102,6 +102,10 @@ class Ticket(ConfigModel):
     secret_file: str | None = _file_field("webhook signing secret: a Standard Webhooks secret (whsec_ and base64) "
                                           "or any text, used as its bytes; the request is signed when one is set")
     secret_env: str | None = _env_field("webhook HMAC secret", "PODMEDIC_TICKET_SECRET")
+    legacy_signature: bool = Field(False, description="Also send X-Podmedic-Signature: sha256=<hex HMAC of the "
+                                                      "body>, the scheme before Standard Webhooks. It carries no "
+                                                      "timestamp, so a captured request can be replayed: for "
+                                                      "receivers not yet moved, this release only.")
     token_file: str | None = _file_field("webhook bearer token (sent when one is set)")
     token_env: str | None = _env_field("webhook bearer token", "PODMEDIC_TICKET_TOKEN")
     jira: JiraTicket | None = None

@@ -9,13 +9,16 @@ and resolving the ticket. Tickets persist to a JSON file so a restart loses none
 
 With a secret, a post must carry a Standard Webhooks signature (https://www.standardwebhooks.com),
 checked by the spec's reference library: a wrong signature, or a timestamp more than 5 minutes off
-the desk's clock (a captured request replayed), is refused 401 with the reason.
+the desk's clock (a captured request replayed), is refused 401 with the reason. ``accept_legacy``
+also takes the old ``X-Podmedic-Signature`` alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import time
@@ -36,8 +39,9 @@ class VendorDesk:
     """Tickets in memory (and in ``store`` when given), keyed by id and by idempotency key."""
 
     def __init__(self, *, sim_url: str | None = None, resolve_after_s: float | None = None,
-                 store: Path | None = None, secret: str | None = None) -> None:
+                 store: Path | None = None, secret: str | None = None, accept_legacy: bool = False) -> None:
         self.secret = secret
+        self.accept_legacy = accept_legacy
         self.hold_creates = False
         self.release = asyncio.Event()
         self.held = 0  # create answers held now (the ticket already filed)
@@ -74,6 +78,10 @@ class VendorDesk:
     def _refused(self, raw: bytes, request: web.Request) -> str:
         """Why the post's signature is refused, or ``""``."""
         assert self.secret is not None
+        if self.accept_legacy and "webhook-signature" not in request.headers:
+            expected = "sha256=" + hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
+            good = hmac.compare_digest(request.headers.get("X-Podmedic-Signature", ""), expected)
+            return "" if good else "bad or missing X-Podmedic-Signature"
         try:
             Webhook(signing_key(self.secret)).verify(raw, dict(request.headers), json_parse=False)
         except WebhookVerificationError as err:

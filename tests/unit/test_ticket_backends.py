@@ -23,7 +23,8 @@ from aiohttp import web
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.tickets import TicketActivities
+from activities.tickets import TicketActivities, webhook
+from activities.tickets.common import LEGACY_SIGNATURE_HEADER
 from podmedic.domain.steps import TicketInput, TicketNoteInput, TicketStatusInput
 from podmedic.domain.ticket_policy import JiraTicket, ServiceNowTicket, Ticket
 from podmedic_sim.vendors.base import FakeDesk
@@ -112,7 +113,7 @@ async def test_signature_is_standard_webhooks_over_id_timestamp_and_the_exact_bo
     text is its bytes; and a request older than 5 minutes is refused."""
     from standardwebhooks import Webhook, WebhookVerificationError
 
-    from activities.tickets.common import sign
+    from activities.tickets.common import legacy_sign, sign
 
     body = json.dumps({"a": 1}).encode()
     headers = sign("k", "msg_1", body)
@@ -124,11 +125,13 @@ async def test_signature_is_standard_webhooks_over_id_timestamp_and_the_exact_bo
     stale = sign("k", "msg_1", body, now=time.time() - 600)
     with pytest.raises(WebhookVerificationError, match="too old"):
         Webhook(b"k").verify(body, stale)
+    assert legacy_sign("k", body) == "sha256=" + hmac.new(b"k", body, hashlib.sha256).hexdigest()
 
 
-async def test_a_replayed_post_is_refused(
+async def test_a_replayed_post_is_refused_and_the_legacy_header_only_on_request(
         served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A post captured and sent again ten minutes later (same body, same headers) is refused by the desk."""
+    """A post captured and sent again ten minutes later (same body, same headers) is refused by the desk; the
+    old header goes out only with ``legacy_signature``."""
     from activities.tickets.common import sign
 
     desk = VendorDesk(secret="right")
@@ -142,6 +145,18 @@ async def test_a_replayed_post_is_refused(
     async with aiohttp.ClientSession() as session, session.post(f"{url}/tickets", data=body, headers=old) as answer:
         assert answer.status == 401
     assert desk.rejected == ["webhook signature refused: Message timestamp too old"]
+
+    signed = webhook._signed(Ticket(url=url), "k", body, "create")
+    assert "webhook-signature" in signed and LEGACY_SIGNATURE_HEADER not in signed
+    both = webhook._signed(Ticket(url=url, legacy_signature=True), "k", body, "create")
+    only_legacy = {"Content-Type": "application/json", "Idempotency-Key": "k-legacy",
+                   LEGACY_SIGNATURE_HEADER: both[LEGACY_SIGNATURE_HEADER]}
+    legacy = VendorDesk(secret="right", accept_legacy=True)
+    for receiver, status in ((legacy, 200), (desk, 401)):
+        receiver_url = url if receiver is desk else await served(legacy)
+        async with aiohttp.ClientSession() as session, \
+                session.post(f"{receiver_url}/tickets", data=body, headers=only_legacy) as answer:
+            assert answer.status // 100 == status // 100, (receiver.accept_legacy, answer.status)
 
 
 @pytest.mark.parametrize("version", ["2", "3"])
