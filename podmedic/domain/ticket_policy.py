@@ -105,7 +105,9 @@ class Ticket(ConfigModel):
     legacy_signature: bool = Field(False, description="Also send X-Podmedic-Signature: sha256=<hex HMAC of the "
                                                       "body>, the scheme before Standard Webhooks. It carries no "
                                                       "timestamp, so a captured request can be replayed: for "
-                                                      "receivers not yet moved, this release only.")
+                                                      "receivers not yet moved. Deprecated: running 0.1.0 "
+                                                      "workflows carry it in their policy memo, so it goes with "
+                                                      "0.1.0's histories (docs/deploy.md).")
     token_file: str | None = _file_field("webhook bearer token (sent when one is set)")
     token_env: str | None = _env_field("webhook bearer token", "PODMEDIC_TICKET_TOKEN")
     jira: JiraTicket | None = None
