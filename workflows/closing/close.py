@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from collections.abc import Callable
 from datetime import timedelta
@@ -21,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.closing import unseen_device, vendor_ticket
     from workflows.context import IncidentContext
     from workflows.device import move_off
+    from workflows.waiting.wait import wait_for
 
 
 
@@ -227,9 +227,8 @@ class Closer:
             return self.wf.resolution is not None or self.wf.abort_request is not None or (wake is not None and wake())
 
         while True:
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: woken() or bool(self.wf.placements.due(window)),
-                                              timeout=deadline - workflow.now(), timeout_summary=summary)
+            await wait_for(lambda: woken() or bool(self.wf.placements.due(window)),
+                           at_most_s=(deadline - workflow.now()).total_seconds(), summary=summary)
             moving = bool(self.wf.placements.due(window))
             await move_off.if_due(self.wf)
             if not moving or woken() or workflow.now() >= deadline:

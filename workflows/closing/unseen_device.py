@@ -11,8 +11,6 @@ meanwhile settles it as verified.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -21,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import PendingApproval, Phase
     from workflows.context import IncidentContext
     from workflows.operator_checks import decision
+    from workflows.waiting.wait import wait_for
 
 STEP = "untaint"
 GATE = "unverified_untaint"
@@ -44,14 +43,12 @@ async def ask_to_untaint(wf: IncidentContext, why: str) -> bool:
     wf.note("close", f"{why}; {rule} stays until a source that can see the device reports it Healthy, or an "
                      f"operator approves untaint; kept if nobody answers within {timeout:g}s")
     try:
-        await workflow.wait_condition(
-            lambda: wf.state.pending_approval is None or wf.abort_request is not None
-            or healthy_report(wf.events) is not None,
-            timeout=timedelta(seconds=timeout), timeout_summary=f"approval of untaint (kept after {timeout:g}s)")
-    except TimeoutError:
-        wf.state.decisions.append(decision(STEP, "timed_out_keep", "policy", f"no answer within {timeout:g}s"))
-        wf.note("close", f"no answer on untaint within {timeout:g}s: {rule} kept")
-        return False
+        if not await wait_for(lambda: wf.state.pending_approval is None or wf.abort_request is not None
+                              or healthy_report(wf.events) is not None,
+                              at_most_s=timeout, summary=f"approval of untaint (kept after {timeout:g}s)"):
+            wf.state.decisions.append(decision(STEP, "timed_out_keep", "policy", f"no answer within {timeout:g}s"))
+            wf.note("close", f"no answer on untaint within {timeout:g}s: {rule} kept")
+            return False
     finally:
         wf.state.pending_approval = None
         wf.upsert(search.AWAITING_APPROVAL, None)

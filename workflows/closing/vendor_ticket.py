@@ -7,7 +7,6 @@ What the workflow sends is capped, so a long-running flapping device cannot bloa
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from datetime import timedelta
 from typing import Any
@@ -29,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context import ClosingContext, IncidentContext
     from workflows.record.pod_notices import tell_pods
     from workflows.waiting.approval_gate import clear_to
+    from workflows.waiting.wait import wait_for
 
 
 LEMON_WAITS_FOR_VENDOR = "lemon-waits-for-vendor"
@@ -240,10 +240,8 @@ async def verify_fixed(closer: ClosingContext) -> bool:
             wf.note("close", f"ticket {wf.state.ticket_id} resolved but the device still reads Unhealthy "
                              f"after {ticket.verify_s:g}s")
             return False
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: wf.abort_request is not None or reported(),
-                                          timeout=timedelta(seconds=min(closer.policy.close.poll_s, remaining)),
-                                          timeout_summary="verify the device after the fix")
+        await wait_for(lambda: wf.abort_request is not None or reported(),
+                       at_most_s=min(closer.policy.close.poll_s, remaining), summary="verify the device after the fix")
         wf.check_abort()
 
 

@@ -8,7 +8,6 @@ keeps failing and recovering stays one incident.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 
 from temporalio import workflow
 
@@ -17,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import IncidentStopped, Phase
     from podmedic.domain.models import DeviceHealthEvent, Health, Outcome
     from workflows.context import IncidentContext
+    from workflows.waiting.wait import wait_for
 
 
 async def settle(wf: IncidentContext) -> DeviceHealthEvent:
@@ -74,10 +74,8 @@ async def corroborate(wf: IncidentContext, event: DeviceHealthEvent) -> DeviceHe
                                             f"failed: waiting {wait:g}s for another source")
         wf.note("detect", f"{event.source} does not say what failed: waiting up to {wait:g}s for the node agent, "
                           "an alert or a slice taint")
-        try:
-            await workflow.wait_condition(lambda: telling() is not None or wf.abort_request is not None,
-                                          timeout=timedelta(seconds=wait), timeout_summary="corroboration")
-        except TimeoutError:
+        if not await wait_for(lambda: telling() is not None or wf.abort_request is not None, at_most_s=wait,
+                              summary="corroboration"):
             wf.note("detect", f"no other source named the failure within {wait:g}s: classifying the report as it is")
             return event
         wf.check_abort()
@@ -92,10 +90,8 @@ async def _next_event(wf: IncidentContext, after: int, wanted: Callable[[DeviceH
     """Index of the first event after ``after`` that is ``wanted``, waiting up to ``timeout_s``."""
     def position() -> int | None:
         return next((i for i in range(after + 1, len(wf.events)) if wanted(wf.events[i])), None)
-    try:
-        await workflow.wait_condition(lambda: position() is not None or wf.abort_request is not None,
-                                      timeout=timedelta(seconds=timeout_s), timeout_summary=summary)
-    except TimeoutError:
+    if not await wait_for(lambda: position() is not None or wf.abort_request is not None, at_most_s=timeout_s,
+                          summary=summary):
         return None
     wf.check_abort()
     return position()

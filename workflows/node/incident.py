@@ -16,7 +16,6 @@ already says whether the device is covered.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -39,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.node import plugin_devices, quarantine
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
     from workflows.waiting import node_guard_permit
+    from workflows.waiting.wait import wait_for
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
@@ -194,11 +194,8 @@ class NodeIncidentWorkflow:
                      f"{rule.devices} devices fail within {rule.window_s:g}s")
         while not self.state.escalated:
             self._seen = len(self.reports)
-            try:
-                await workflow.wait_condition(lambda: self.state.escalated or len(self.reports) > self._seen,
-                                              timeout=timedelta(seconds=rule.window_s),
-                                              timeout_summary="quiet window of the node watch")
-            except TimeoutError:
+            if not await wait_for(lambda: self.state.escalated or len(self.reports) > self._seen,
+                                  at_most_s=rule.window_s, summary="quiet window of the node watch"):
                 break
         if not self.state.escalated:
             explanation = (f"no node incident: {len({r.device.resource_id for r in self.reports})} device(s) "

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_options import URGENT
     from workflows.policy_memo import policy_in_force
     from workflows.record.timeline import note
+    from workflows.waiting.wait import wait_for
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 ONE_CALL = timedelta(seconds=60)
@@ -142,14 +143,9 @@ class NodeMaintenanceWorkflow:
                        f"{at:%H:%M:%S} (save + lead {rules.lead_s:g}s before); {plan.room}")
             self.changed = False
             wait = (at - workflow.now()).total_seconds()
-            if wait > 0:
-                try:
-                    await workflow.wait_condition(lambda: self.changed, timeout=timedelta(seconds=wait),
-                                                  timeout_summary="the latest safe moment")
-                    self._note("the notice changed: planning again")
-                    continue
-                except TimeoutError:
-                    pass
+            if wait > 0 and await wait_for(lambda: self.changed, at_most_s=wait, summary="the latest safe moment"):
+                self._note("the notice changed: planning again")
+                continue
             return await self._plan(policy)  # the pods as they are now, not as when announced
 
     async def _plan(self, policy: DriverPolicy) -> MaintenancePlan:

@@ -12,7 +12,6 @@ covered devices one by one instead, held by the node incident.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -34,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context import NodeContext
     from workflows.node import plugin_devices
     from workflows.waiting import node_guard_permit
+    from workflows.waiting.wait import wait_for
 
 
 _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30),
@@ -105,10 +105,8 @@ async def _approved(wf: NodeContext) -> bool:
                f"node_quarantine --by NAME`")
     wf.note(f"node_quarantine needs approval: {action}; {on_timeout} after {timeout:g}s without an answer",
             "approval")
-    try:
-        await workflow.wait_condition(lambda: wf.state.pending_approval is None, timeout=timedelta(seconds=timeout),
-                                      timeout_summary=f"approval of node_quarantine ({on_timeout} after {timeout:g}s)")
-    except TimeoutError:
+    if not await wait_for(lambda: wf.state.pending_approval is None, at_most_s=timeout,
+                          summary=f"approval of node_quarantine ({on_timeout} after {timeout:g}s)"):
         wf.state.pending_approval = None
         decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
         wf.state.decisions.append(Decision(step="node_quarantine", decision=decision, by="policy",
@@ -169,10 +167,8 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
         if remaining <= 0:
             open_ = [s.incident_id for s in statuses if s.running] + plugin_bad
             return _keep(wf, f"still open after {q.hold_s:g}s: {', '.join(open_)}", what)
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(_changed(wf, len(wf.state.incidents) + len(wf.state.plugin_devices)),
-                                          timeout=timedelta(seconds=min(q.poll_s, remaining)),
-                                          timeout_summary="poll the device incidents")
+        await wait_for(_changed(wf, len(wf.state.incidents) + len(wf.state.plugin_devices)),
+                       at_most_s=min(q.poll_s, remaining), summary="poll the device incidents")
 
 
 def _healed_why(wf: NodeContext) -> str:

@@ -8,8 +8,6 @@ who made it; a step approved once is not asked again in the same incident.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -19,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.policy import Gate
     from workflows.context import IncidentContext
     from workflows.record.pod_notices import tell_pods
+    from workflows.waiting.wait import wait_for
 
 
 
@@ -58,19 +57,9 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
                         f"{on_timeout} after {timeout:g}s without an answer")
     await tell_pods(wf, "awaiting_approval", f"incident waits for an operator to approve {step}: {action}")
     try:
-        await workflow.wait_condition(lambda: wf.state.pending_approval is None or wf.abort_request is not None,
-                                      timeout=timedelta(seconds=timeout),
-                                      timeout_summary=f"approval of {step} ({on_timeout} after {timeout:g}s)")
-    except TimeoutError:
-        wf.state.pending_approval = None
-        decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
-        wf.state.decisions.append(Decision(step=step, decision=decision, by="policy", at=workflow.now(),
-                                           note=f"no answer within {timeout:g}s"))
-        wf.note("approval", f"no answer on {step} within {timeout:g}s: {on_timeout} (policy {wf.policy.driver})")
-        if on_timeout == "abort":
-            raise IncidentStopped(Outcome.ABORTED, f"approval of {step} not given within {timeout:g}s; "
-                                               f"aborted as the {wf.policy.driver} policy says") from None
-        wf.approved.add(step)
+        if not await wait_for(lambda: wf.state.pending_approval is None or wf.abort_request is not None,
+                              at_most_s=timeout, summary=f"approval of {step} ({on_timeout} after {timeout:g}s)"):
+            _timed_out(wf, step, timeout, on_timeout)
     finally:
         wf.upsert(search.AWAITING_APPROVAL, None)
     wf.check_abort()
@@ -80,3 +69,16 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
         wf.approved.add(step)
     wf.enter(resume, None, f"{step} {'skipped by an operator' if skipped else settled.replace('_', ' ')}; going on")
     return not skipped
+
+
+def _timed_out(wf: IncidentContext, step: str, timeout: float, on_timeout: str) -> None:
+    """Nobody answered the gate in time: record the policy's decision; abort the incident if it says so."""
+    wf.state.pending_approval = None
+    decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
+    wf.state.decisions.append(Decision(step=step, decision=decision, by="policy", at=workflow.now(),
+                                       note=f"no answer within {timeout:g}s"))
+    wf.note("approval", f"no answer on {step} within {timeout:g}s: {on_timeout} (policy {wf.policy.driver})")
+    if on_timeout == "abort":
+        raise IncidentStopped(Outcome.ABORTED, f"approval of {step} not given within {timeout:g}s; "
+                                           f"aborted as the {wf.policy.driver} policy says") from None
+    wf.approved.add(step)

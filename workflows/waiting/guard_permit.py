@@ -8,7 +8,6 @@ limit, ``skip`` drops it, ``abort`` ends the incident.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -23,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import PendingApproval, Phase
     from workflows.activity_options import GIVE_BACK, URGENT
     from workflows.context import IncidentContext
+    from workflows.waiting.wait import wait_for
 
 
 GATE = "fleet_guard"
@@ -95,10 +95,8 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
                 wf.enter(Phase.THROTTLED, None, doing)
         wf.woken = False
         pending = wf.state.pending_approval
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                _wakes(wf, step, gated=pending is not None),
-                timeout=timedelta(seconds=guard.retry_s), timeout_summary=f"fleet guard holds {step}")
+        await wait_for(_wakes(wf, step, gated=pending is not None), at_most_s=guard.retry_s,
+                       summary=f"fleet guard holds {step}")
         wf.check_abort()
         if step in wf.state.skip:
             _settle(wf)

@@ -8,7 +8,6 @@ watch's input carries no enabled guard.
 
 from __future__ import annotations
 
-import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -21,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.models import DeviceRef
     from workflows.activity_options import GIVE_BACK
     from workflows.context import NodeContext
+    from workflows.waiting.wait import wait_for
 
 
 
@@ -55,10 +55,8 @@ async def permit(wf: NodeContext) -> bool:
         wf.state.doing = f"node_quarantine waits for the fleet guard ({answer.limit}): {answer.detail}"
         wf.upsert("Throttled")
         wf.woken = False
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: wf.woken or wf.resolution is not None,
-                                          timeout=timedelta(seconds=guard.retry_s),
-                                          timeout_summary="fleet guard holds the node quarantine")
+        await wait_for(lambda: wf.woken or wf.resolution is not None, at_most_s=guard.retry_s,
+                       summary="fleet guard holds the node quarantine")
         if wf.resolution is not None:
             return False
 

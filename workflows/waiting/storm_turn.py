@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.storm_turns import TurnOver, TurnRequest
     from workflows.activity_options import GIVE_BACK
     from workflows.context import IncidentContext
+    from workflows.waiting.wait import wait_for
 
 _ASK = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5)
 _CALL = timedelta(seconds=30)
@@ -42,16 +43,12 @@ async def wait_turn(wf: IncidentContext) -> None:
              "incidents act at once (detection.storm_fence.acting)")
     wf.note("storm", doing)
     wf.enter(Phase.THROTTLED, None, doing)
-    while True:
-        try:
-            await workflow.wait_condition(lambda: wf.turn or wf.abort_request is not None,
-                                          timeout=timedelta(seconds=rule.max_hold_s), timeout_summary="storm turn")
-            break
-        except TimeoutError:
-            waited = (workflow.now() - waited_from).total_seconds()
-            wf.note("storm", f"no turn yet after {waited:.0f}s: asked again (storm_fence.max_hold_s)")
-            if not await _ask(wf):
-                return
+    while not await wait_for(lambda: wf.turn or wf.abort_request is not None, at_most_s=rule.max_hold_s,
+                             summary="storm turn"):
+        waited = (workflow.now() - waited_from).total_seconds()
+        wf.note("storm", f"no turn yet after {waited:.0f}s: asked again (storm_fence.max_hold_s)")
+        if not await _ask(wf):
+            return
     wf.check_abort()
     wf.note("storm", f"its turn came after {(workflow.now() - waited_from).total_seconds():.0f}s")
 
