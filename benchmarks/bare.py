@@ -23,8 +23,8 @@ from temporalio.worker import Worker
 
 from benchmarks.stats import percentile, rate
 from podmedic.temporal.connect import connect
-from workers.collector import sweep_cycles
-from workers.options import worker_options
+from workers.worker.collector import sweep_cycles
+from workers.worker.options import worker_options
 
 TASK_QUEUE = "bench-bare"
 
@@ -70,7 +70,7 @@ class BareWorkflow:
 
 
 def build_bare_worker(client: Client, task_queue: str = TASK_QUEUE) -> Worker:
-    """The bare worker, with the options ``workers.worker.build_worker`` gives podmedic's."""
+    """The bare worker, with the options ``workers.worker.main.build_worker`` gives podmedic's."""
     return Worker(client, task_queue=task_queue, workflows=[BareWorkflow], activities=[noop], **worker_options())
 
 

@@ -26,7 +26,7 @@ Each worker's CPU is also read thread by thread (``/proc/<pid>/task``, by kernel
 workflow threads (``workflow-proces``), the asyncio loop (``python``), the Kubernetes-call threads
 (``kube``; an incident's writes are made on the loop) and the watches (``pod-cache``, ``claim-cache``,
 ``rule-cache``), so the difference to bare has an address.
-Each worker's full collections (``workers/collector.py``) are read from the line it logs at its stop.
+Each worker's full collections (``workers/worker/collector.py``) are read from the line it logs at its stop.
 ``--runs R`` makes R whole runs, each on a fresh stack, and reports the one with the median ratio.
 """
 
@@ -55,7 +55,7 @@ ANTI_FLAP_S = 30.0
 IDLE_S = 15.0
 """How long the worker's idle CPU is read before the incidents (its pod cache's watch, in this cluster)."""
 SWEEPS = re.compile(r"collector: (\d+) full collections freed \d+ objects in ([\d.]+) ms")
-"""The line each worker logs at its stop (``workers/collector.py``): its full collections, and their time."""
+"""The line each worker logs at its stop (``workers/worker/collector.py``): its full collections, and their time."""
 TARGET_REQUESTS = 12
 TARGET_CPU_RATIO = 1.5
 

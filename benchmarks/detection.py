@@ -35,10 +35,10 @@ from benchmarks.load import LoadResult, LoadSpec, run_in_child
 from benchmarks.settings import unguarded_default_policy
 from benchmarks.stack import BenchStack, StackConfig, running_stack
 from benchmarks.stats import percentile
-from podmedic.ingest.dedup import RecentStates
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.http.app import build_app, start_site
-from podmedic.ingest.settings import HttpSettings, IngestSettings
+from workers.ingest.dedup import RecentStates
+from workers.ingest.delivery import Deliverer
+from workers.ingest.http.app import build_app, start_site
+from workers.ingest.settings import HttpSettings, IngestSettings
 
 DRIVER = "gpu.nvidia.com"
 TARGET_EVENTS_PER_S = 2000.0

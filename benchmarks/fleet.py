@@ -1,6 +1,6 @@
 """Driving a fleet of incidents on the simulator: training jobs, faults, events, and what happened.
 
-The event is delivered the way the ingest delivers it (``podmedic.ingest.delivery.Deliverer``,
+The event is delivered the way the ingest delivers it (``workers.ingest.delivery.Deliverer``,
 signal-with-start), right after the simulator was told the device failed, so "event" means
 the moment podmedic is told; detection latency is ``python -m benchmarks detection``'s subject.
 Latencies are read after the run from each incident's timeline (workflow time of the task
@@ -29,8 +29,8 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_file import PolicySet
 from podmedic.incidents.history import local_activity_marker
-from podmedic.ingest.dedup import RecentStates
-from podmedic.ingest.delivery import Deliverer
+from workers.ingest.dedup import RecentStates
+from workers.ingest.delivery import Deliverer
 
 DRIVER = "gpu.nvidia.com"
 TAINT = "taint_device"

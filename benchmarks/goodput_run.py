@@ -61,9 +61,9 @@ from benchmarks.settings import BENCH_TIMINGS, DEVICES_PER_NODE, stack_config
 from benchmarks.stack import running_stack
 from benchmarks.stats import load_1m
 from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim.config import SimTimings
 from podmedic_sim.vendors.desk import running_desk
+from workers.stack.ingest_agent import run_ingest_and_agent
 
 STEP_S = 0.1
 CHECKPOINT_EVERY = 50  # the job's own checkpoint: every 5 s of simulated training (5 real minutes)

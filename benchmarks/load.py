@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from podmedic.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
+from workers.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
 
 
 class LoadSpec(BaseModel):

@@ -52,7 +52,7 @@ async def run_memory(incidents: int, nodes: int, progress: Any = print) -> dict[
         await asyncio.sleep(3)
         rows.append({"what": "worker, idle", "rss_mib": rss_mib(worker)})
         log = open(stack.workdir / "logs" / "ingest.log", "ab")  # noqa: SIM115 (closed below)
-        ingest = subprocess.Popen([sys.executable, "-m", "podmedic.cli.main", "ingest", "--temporal-address",
+        ingest = subprocess.Popen([sys.executable, "-m", "workers.cli.main", "ingest", "--temporal-address",
                                    stack.temporal_address, "--task-queue", stack.task_queue, "--kubeconfig",
                                    str(stack.kubeconfig), "--no-http", "--state-dir", str(stack.workdir / "ingest")],
                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -35,11 +35,11 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain import search
 from podmedic.domain.policy_file import parse_policy
 from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic.temporal.converter import podmedic_data_converter
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
-from workers.worker import build_worker
+from workers.stack.ingest_agent import run_ingest_and_agent
+from workers.worker.main import build_worker
 
 POLICY = """
 drivers:

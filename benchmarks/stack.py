@@ -22,8 +22,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from podmedic.domain import search
-from podmedic.stack.readiness import free_port, wait_ready
 from podmedic.temporal.connect import connect
+from workers.stack.readiness import free_port, wait_ready
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ async def running_stack(config: StackConfig, keep_dir: Path | None = None) -> As
             *[arg for pragma in config.sqlite_pragmas for arg in ("--sqlite-pragma", pragma)],
             *search.dev_server_flags(), *config.temporal_args,
         ], logs))
-        py = [sys.executable, "-m", "podmedic.cli.main"]
+        py = [sys.executable, "-m", "workers.cli.main"]
         procs.append(_spawn("simulator", [
             *py, "sim", "serve", "--port", str(sport), "--nodes", str(config.nodes),
             "--devices-per-node", str(config.devices_per_node), "--kubeconfig", str(kubeconfig),

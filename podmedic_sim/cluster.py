@@ -139,7 +139,7 @@ class SimCluster:
         if tls:
             # Imported here: cryptography's extension module cannot be loaded again by the workflow sandbox,
             # which re-imports what a workflow's module imports (the simulator, in tests).
-            from podmedic.admission.certs import self_signed
+            from workers.admission.certs import self_signed
 
             served = self_signed(Path(kubeconfig_path).parent / "sim-tls", [shown, "localhost"])
         loop = asyncio.new_event_loop()

@@ -11,11 +11,11 @@ from temporalio.client import Client
 
 from podmedic.domain.policy_file import PolicySet
 from podmedic.kube.gateway import KubeGateway
-from podmedic.stack.ingest_agent import run_ingest_and_agent
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import VendorDesk, running_desk
 from tests.enforced import as_component
-from workers.worker import build_worker
+from workers.stack.ingest_agent import run_ingest_and_agent
+from workers.worker.main import build_worker
 
 
 @contextlib.asynccontextmanager

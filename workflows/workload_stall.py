@@ -1,7 +1,7 @@
 """A workload that stopped stepping with no device saying why: end one rank, so its controller restarts it now.
 
 The ingest saw no reporting pod of the workload move its ``podmedic.io/progress`` for the window
-(``podmedic/ingest/sources/progress.py``). Left alone, the collective timeout ends every rank later
+(``workers/ingest/sources/progress.py``). Left alone, the collective timeout ends every rank later
 (10 minutes by default for NCCL) and the controller restarts the workload then; ending one rank now
 starts the same restart without the wait (``podmedic/domain/stall.py`` says why). The incident:
 

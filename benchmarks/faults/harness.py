@@ -1,6 +1,6 @@
 """What every fault scenario uses: the stack started as separate processes, and ways to act on it.
 
-The stack is ``podmedic up``'s (``podmedic.stack.up.Stack``) with supervision off, so a scenario kills
+The stack is ``podmedic up``'s (``workers.stack.up.Stack``) with supervision off, so a scenario kills
 and restarts children itself, on the same ports and the same Temporal SQLite database. Every
 figure a scenario reports about effects is read from outside podmedic: the simulator's request
 ledger (``GET /sim/v1/ledger``) and the vendor desk's tickets; outcomes and attempt counts come
@@ -27,8 +27,8 @@ from benchmarks.faults.policy import FAULT
 from podmedic.domain import search
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.incidents.history import local_activity_marker
-from podmedic.stack.up import Stack
 from podmedic.temporal.connect import connect
+from workers.stack.up import Stack
 from workflows.device.incident import DeviceIncidentWorkflow
 
 T = TypeVar("T")

@@ -3,7 +3,7 @@
 Two ways an event could be lost. (1) HTTP: a detector's CloudEvent reports a device the simulator
 keeps healthy (so no cluster watch or node agent can open its incident: only the HTTP path can), it
 must be answered 202, and the ingest is SIGKILLed at once: 202 promises the event reached its
-incident (``podmedic/ingest/delivery.py``), so its id must be in the incident's history. An answer
+incident (``workers/ingest/delivery.py``), so its id must be in the incident's history. An answer
 other than 202, or no event recorded, fails the scenario. (2) Watch: the ingest is SIGKILLed, the
 device fails while it is down, and the restarted ingest must see it from its saved watch position:
 the incident must open and finish.

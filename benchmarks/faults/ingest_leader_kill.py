@@ -1,7 +1,7 @@
 """Scenario (f): two ingest replicas, the leader SIGKILLed in the middle of a burst of failures.
 
 A second replica joins the stack's ingest; the first, started long before, holds the Lease and runs
-the cluster watches (podmedic/ingest/leader.py). Half the devices fail and their incidents open;
+the cluster watches (workers/ingest/leader.py). Half the devices fail and their incidents open;
 the leader is SIGKILLed and the other half fail at once. Only the cluster watches can open those:
 the node agent posts to the killed replica, and keeps its reports until that replica is back. So
 the standby must take the Lease once it expires, list, and open every one; the devices of the first

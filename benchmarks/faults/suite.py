@@ -21,7 +21,7 @@ from benchmarks.faults.effects import ScenarioResult
 from benchmarks.faults.harness import Harness
 from benchmarks.faults.policy import POLICY
 from benchmarks.faults.report import Report
-from podmedic.stack.up import Stack, StackOptions
+from workers.stack.up import Stack, StackOptions
 
 log = logging.getLogger("podmedic.bench.faults")
 Scenario = Callable[[Harness, bool], Awaitable[ScenarioResult]]

@@ -20,12 +20,12 @@ here=deploy/gpu-check
 "$PY" -c 'import pynvml; pynvml.nvmlInit(); print("NVML", pynvml.nvmlSystemGetNVMLVersion(), "driver", pynvml.nvmlSystemGetDriverVersion())' \
     >"$OUT/versions.txt"
 
-"$PY" -m podmedic.cli.agent nvml --once --node gpu-check-node >"$OUT/once.json"
+"$PY" -m workers.cli.agent nvml --once --node gpu-check-node >"$OUT/once.json"
 
 "$PY" "$here/capture.py" 18188 "$OUT/posted.json" &
 capture=$!
 sleep 1
-PODMEDIC_INGEST_TOKEN=gpu-check timeout -s TERM 25 "$PY" -m podmedic.cli.agent nvml --node gpu-check-node \
+PODMEDIC_INGEST_TOKEN=gpu-check timeout -s TERM 25 "$PY" -m workers.cli.agent nvml --node gpu-check-node \
     --ingest-url http://127.0.0.1:18188 --interval 2 --report-interval 10 \
     --policy "$here/policy-low-thresholds.yaml" >"$OUT/agent.log" 2>&1 || true
 sleep 1

@@ -4,7 +4,7 @@ to go at once, instead of waiting for capacity or for its whole workload to move
 A spare is an ordinary node of a pool (the nodes sharing one value of ``pool_label``) that podmedic
 taints ``podmedic.io/spare=<pool>:NoSchedule``: no new workload lands there, and only the replacements
 podmedic pins there (a placement hold, ``placement_holds.py``) tolerate the taint; podmedic's admission
-webhook takes the toleration off any other pod (``podmedic/admission/review.py``). The fleet guard keeps
+webhook takes the toleration off any other pod (``workers/admission/review.py``). The fleet guard keeps
 ``per_pool`` spares in every pool (``activities/spares.py``), re-checking them every ``every_s``:
 
 - a spare must be able to take a rank: Ready, not cordoned, no other blocking taint (a node

@@ -37,7 +37,7 @@ async def open_run_id(client: Client, workflow_id: str) -> str | None:
 
 def guard_start(task_queue: str) -> dict[str, Any]:
     """``Client.start_workflow``'s keyword arguments that start the fleet guard unless one runs (its askers',
-    and the ingest's with its ``sighted`` signal: ``podmedic/ingest/guard_sightings.py``)."""
+    and the ingest's with its ``sighted`` signal: ``workers/ingest/guard_sightings.py``)."""
     return {"id": GUARD_WORKFLOW_ID, "task_queue": task_queue, "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
             # Its tasks answer every incident's ask: in a storm they must not queue behind the new incidents'.

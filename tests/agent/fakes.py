@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from podmedic.agent.readings import DeviceInfo, Reading
+from workers.agent.readings import DeviceInfo, Reading
 
 T0 = dt.datetime(2025, 3, 14, 9, 0, tzinfo=dt.UTC)
 GPUS = [DeviceInfo(i, f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd", "NVIDIA H100 80GB HBM3", f"00000000:{i}C:00.0")

@@ -11,16 +11,16 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.agent.loop import run_agent
-from podmedic.agent.post import Poster
-from podmedic.agent.translate import AgentConfig, Translator
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.http.app import build_app, start_site
-from podmedic.ingest.settings import HttpSettings, IngestSettings
 from tests.agent.fakes import GPUS
 from tests.agent.test_loop import ScriptedReader
 from tests.helpers import assert_eventually
+from workers.agent.loop import run_agent
+from workers.agent.post import Poster
+from workers.agent.translate import AgentConfig, Translator
+from workers.ingest.delivery import Deliverer
+from workers.ingest.http.app import build_app, start_site
+from workers.ingest.settings import HttpSettings, IngestSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

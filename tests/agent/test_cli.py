@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.cli.agent import EXIT_NO_NVML, EXIT_USAGE, add_agent_parser
 from tests.agent.test_nvml_reader import _nvml_present
+from workers.cli.agent import EXIT_NO_NVML, EXIT_USAGE, add_agent_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "podmedic.cli.agent", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "workers.cli.agent", *args], capture_output=True, text=True,
                           timeout=60, env=env, cwd=ROOT, check=False)
 
 

@@ -10,13 +10,13 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from podmedic.agent.loop import once, run_agent, run_agents
-from podmedic.agent.post import Poster
-from podmedic.agent.readings import DeviceInfo, Reading, XidEvent
-from podmedic.agent.translate import AgentConfig, Translator
-from podmedic.ingest.http.cloudevents import parse_batch
 from tests.agent.fakes import GPUS, IngestStub, reading
 from tests.helpers import assert_eventually
+from workers.agent.loop import once, run_agent, run_agents
+from workers.agent.post import Poster
+from workers.agent.readings import DeviceInfo, Reading, XidEvent
+from workers.agent.translate import AgentConfig, Translator
+from workers.ingest.http.cloudevents import parse_batch
 
 
 class ScriptedReader:

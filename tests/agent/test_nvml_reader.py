@@ -12,7 +12,7 @@ from typing import Any
 import pynvml  # type: ignore[import-untyped]
 import pytest
 
-from podmedic.agent.nvml_reader import NvmlReader, NvmlUnavailable, explain
+from workers.agent.nvml_reader import NvmlReader, NvmlUnavailable, explain
 
 NOW = dt.datetime(2025, 3, 14, 9, 0, tzinfo=dt.UTC)
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from podmedic.agent.post import BATCH, Poster
 from tests.agent.fakes import IngestStub
+from workers.agent.post import BATCH, Poster
 
 
 @pytest_asyncio.fixture

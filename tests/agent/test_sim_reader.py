@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from podmedic.agent.loop import once
-from podmedic.agent.sim_reader import SimNvmlReader, SimUnavailable, sim_nodes
-from podmedic.agent.translate import AgentConfig, Translator
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim
+from workers.agent.loop import once
+from workers.agent.sim_reader import SimNvmlReader, SimUnavailable, sim_nodes
+from workers.agent.translate import AgentConfig, Translator
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from podmedic.agent.readings import XidEvent
-from podmedic.agent.translate import AgentConfig, Translator
 from podmedic.domain.classify import classify
 from podmedic.domain.models import FailureMode, Health, Permanence
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.http.cloudevents import parse_batch
 from tests.agent.fakes import GPUS, at, reading
+from workers.agent.readings import XidEvent
+from workers.agent.translate import AgentConfig, Translator
+from workers.ingest.http.cloudevents import parse_batch
 
 NVIDIA = load_policy(None).for_driver("gpu.nvidia.com")
 

@@ -12,8 +12,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from podmedic.admission.registration import placement_webhook_configuration
-from podmedic.cli.main import build_parser
 from podmedic.domain import search
 from podmedic.domain.base import Obj
 from podmedic.domain.policy_file import load_policy, parse_policy
@@ -22,6 +20,8 @@ from podmedic.settings import PROCESSES
 from podmedic.settings.base import variables
 from podmedic_sim.resources import TAINT_RULE_VERSIONS
 from tests.deploy.conftest import ROOT, kustomize
+from workers.admission.registration import placement_webhook_configuration
+from workers.cli.main import build_parser
 
 KUSTOMIZE = ROOT / "deploy" / "kustomize"
 TARGETS = ["base", "overlays/production", "overlays/kind"]
@@ -172,8 +172,8 @@ def test_the_placement_webhook_never_blocks_pods(rendered: list[Obj]) -> None:
 
 
 def test_podmedic_up_registers_the_webhook_the_manifests_register(rendered: list[Obj]) -> None:
-    """`podmedic up` (podmedic/stack/placement_webhook.py) and the e2e tests build the configuration with
-    podmedic.admission.registration: the same webhook as deploy/'s, but for its client (a URL, no Service)."""
+    """`podmedic up` (workers/stack/placement_webhook.py) and the e2e tests build the configuration with
+    workers.admission.registration: the same webhook as deploy/'s, but for its client (a URL, no Service)."""
     config = _find(rendered, "MutatingWebhookConfiguration", "podmedic-placement")
     [hook] = config["webhooks"]
     built = placement_webhook_configuration(config["metadata"]["name"], hook["clientConfig"],

@@ -144,7 +144,7 @@ LABELLED = re.compile(r"""component\s*=\s*["'](worker|ingest|admission)["']|for_
 
 def test_only_the_real_processes_speak_as_a_component() -> None:
     """A test's own gateway labelled ``worker`` or ``ingest`` would count toward the proof (and could
-    satisfy its "nothing extra" half); only workers/worker.py and the ingest service label themselves.
+    satisfy its "nothing extra" half); only workers/worker/main.py and the ingest service label themselves.
     A test that needs labelled requests runs on a simulator without the recorder (``unaudited_sim``)."""
     offenders = []
     for path in sorted((ROOT / "tests").rglob("*.py")):

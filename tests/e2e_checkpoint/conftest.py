@@ -18,12 +18,12 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import AbortRequest, IncidentOutcome, IncidentState, Phase
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.enforced import as_component
 from tests.helpers import assert_eventually, served_sim, wait_until
-from workers.worker import build_worker
+from workers.ingest.starts import deliver_event
+from workers.worker.main import build_worker
 from workflows.device.incident import DeviceIncidentWorkflow
 
 # The taint waits for an approval nobody gives: each test stops its incident right after the checkpoint.

@@ -10,9 +10,9 @@ import pytest
 
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, Outcome, PodKey
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.starts import deliver_event
 from podmedic_sim.checkpoint_figures import format_loss, progress_loss
 from tests.e2e_checkpoint.conftest import Stack, start_job
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

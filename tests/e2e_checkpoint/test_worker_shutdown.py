@@ -24,10 +24,10 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import Phase
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.starts import deliver_event
 from podmedic_sim import SimCluster
 from tests.e2e_checkpoint.conftest import start_job
 from tests.helpers import assert_eventually
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -48,7 +48,7 @@ async def test_sigterm_lets_the_running_checkpoint_finish(dev_env: WorkflowEnvir
     task_queue = f"grace-{uuid.uuid4().hex[:8]}"
     with open(tmp_path / "worker.log", "wb") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "podmedic.cli.main", "worker", "--kubeconfig", str(sim.kubeconfig_path),
+            [sys.executable, "-m", "workers.cli.main", "worker", "--kubeconfig", str(sim.kubeconfig_path),
              "--task-queue", task_queue, "--shutdown-grace", "30"],
             env={**os.environ, "PODMEDIC_TEMPORAL_ADDRESS": client.service_client.config.target_host},
             stdout=log, stderr=subprocess.STDOUT)

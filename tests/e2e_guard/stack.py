@@ -11,16 +11,16 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.cli.connection import Target
 from podmedic.domain.incident import IncidentState
 from podmedic.domain.policy_file import PolicySet
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from podmedic_sim.audit import ENV, WRITE_VERBS, Access
 from tests.helpers import served_sim
-from workers.worker import build_worker
+from workers.cli.connection import Target
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
+from workers.worker.main import build_worker
 from workflows.device.incident import DeviceIncidentWorkflow
 
 DRIVER = "gpu.nvidia.com"

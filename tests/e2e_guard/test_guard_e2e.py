@@ -11,7 +11,6 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.cli.guard import fetch_status, render, resume
 from podmedic.domain.fleet_guard.messages import GuardStatus, ResumeRequest
 from podmedic.domain.incident import Phase
 from podmedic.domain.policy_file import parse_policy
@@ -19,6 +18,7 @@ from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED, tapped
 from tests.e2e_guard.stack import DRIVERS, disruptive, fail, sim, stack, state, target
 from tests.helpers import assert_eventually, sim_node
+from workers.cli.guard import fetch_status, render, resume
 from workflows.fleet.incident import FleetIncidentWorkflow
 
 __all__ = ["sim"]

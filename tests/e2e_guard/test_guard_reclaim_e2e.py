@@ -14,12 +14,12 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from podmedic.cli.guard import fetch_status
 from podmedic.domain.policy_file import parse_policy
 from podmedic.incidents.query import OperatorError
 from podmedic_sim import SimCluster
 from tests.e2e_guard.stack import DRIVER, DRIVERS, fail, sim, stack, target
 from tests.helpers import assert_eventually
+from workers.cli.guard import fetch_status
 
 __all__ = ["sim"]
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -20,12 +20,12 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities import holders
-from podmedic.cli.guard import fetch_status
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.e2e_guard.stack import DRIVER, fail, sim, stack, target
 from tests.helpers import KUBECTL, assert_eventually
+from workers.cli.guard import fetch_status
 
 __all__ = ["sim"]
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -19,12 +19,12 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from podmedic.cli.guard import fetch_status
 from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from tests.e2e_guard.stack import sim, stack, target
 from tests.e2e_guard.test_rule_sweep_e2e import held_by_one, rule_of
 from tests.helpers import assert_eventually, wait_until
+from workers.cli.guard import fetch_status
 
 __all__ = ["sim"]
 pytestmark = pytest.mark.asyncio(loop_scope="session")

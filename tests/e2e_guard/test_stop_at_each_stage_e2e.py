@@ -36,12 +36,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from activities import holders
-from podmedic.cli.guard import fetch_status
 from podmedic.domain.policy_file import parse_policy
 from podmedic_sim import SimCluster
 from podmedic_sim.vendors.desk import running_desk
 from tests.e2e_guard.stack import DRIVER, fail, stack, target
 from tests.helpers import KUBECTL, assert_eventually, served_sim, wait_until
+from workers.cli.guard import fetch_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 STAGES = ("grace", "fenced", "checkpointing", "noexecute", "recovering", "vendor")

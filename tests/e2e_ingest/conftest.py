@@ -17,14 +17,14 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.policy_file import PolicySet, load_policy
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.service import run_sources
-from podmedic.ingest.sources import ClusterSource, cluster_sources
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.enforced import as_component
 from tests.helpers import assert_eventually, served_sim
-from workers.worker import build_worker
+from workers.ingest.delivery import Deliverer
+from workers.ingest.service import run_sources
+from workers.ingest.sources import ClusterSource, cluster_sources
+from workers.worker.main import build_worker
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ async def ingest_worker(dev_env: WorkflowEnvironment, ingest_sim: SimCluster,
 
 class SourceSet:
     """One ingest replica's cluster sources feeding its own Deliverer, run by
-    ``podmedic.ingest.service.run_sources`` exactly as ``podmedic ingest`` runs them."""
+    ``workers.ingest.service.run_sources`` exactly as ``podmedic ingest`` runs them."""
 
     def __init__(self, client: Client, kube: KubeGateway, policies: PolicySet, task_queue: str,
                  state_dir: Path | None) -> None:

@@ -1,7 +1,7 @@
 """End to end: the cluster watch sources open the right incidents.
 
 The Temporal dev server, the simulator over HTTP, the real worker, and the cluster sources
-run by ``podmedic.ingest.service.run_sources`` into a ``Deliverer``, as ``podmedic ingest`` runs
+run by ``workers.ingest.service.run_sources`` into a ``Deliverer``, as ``podmedic ingest`` runs
 them. Each test picks devices that no pod, fault or open incident uses, and its incidents
 are terminated when it ends.
 """

@@ -24,11 +24,11 @@ from temporalio.client import Client
 from podmedic.domain.incident import IncidentState
 from podmedic.domain.models import FailureMode, Outcome, Permanence
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.http.app import build_app, start_site
-from podmedic.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
-from podmedic.ingest.settings import HttpSettings, IngestSettings
 from tests.helpers import assert_eventually
+from workers.ingest.delivery import Deliverer
+from workers.ingest.http.app import build_app, start_site
+from workers.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
+from workers.ingest.settings import HttpSettings, IngestSettings
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

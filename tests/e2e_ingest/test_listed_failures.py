@@ -1,5 +1,5 @@
 """A failure a cluster source lists (a first start, a relist, a new leader) is not reopened when the device's
-last, closed incident already saw the same state (``podmedic/ingest/handled.py``), and only then.
+last, closed incident already saw the same state (``workers/ingest/handled.py``), and only then.
 
 The Temporal dev server, no worker: an incident run opens with the failure's signal and is terminated (closed,
 as a quarantined or aborted incident is), so its history is the record a new ingest replica reads. Each
@@ -17,8 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.delivery import Deliverer
 from tests.helpers import assert_eventually
+from workers.ingest.delivery import Deliverer
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -28,13 +28,13 @@ from temporalio.service import RPCError
 
 from podmedic.domain.maintenance import GKE_LABEL, MAINTENANCE_TAINT, MaintenanceOutcome
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.http.app import build_app, start_site
-from podmedic.ingest.http.cloudevents import MAINTENANCE_TYPE
-from podmedic.ingest.settings import HttpSettings, IngestSettings
 from podmedic_sim import SimCluster
 from tests.e2e_ingest.conftest import SourceSet
 from tests.helpers import assert_eventually, clear_workloads, run_kubectl, training_leaderworkerset, wait_until
+from workers.ingest.delivery import Deliverer
+from workers.ingest.http.app import build_app, start_site
+from workers.ingest.http.cloudevents import MAINTENANCE_TYPE
+from workers.ingest.settings import HttpSettings, IngestSettings
 from workflows.node.maintenance import NodeMaintenanceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,8 +1,8 @@
 """End to end: two ingest replicas against one Temporal, the cluster watches on the Lease's holder.
 
-Both replicas run ``podmedic.ingest.service.run_ingest`` as ``podmedic ingest`` does, each with its
+Both replicas run ``workers.ingest.service.run_ingest`` as ``podmedic ingest`` does, each with its
 own cursor directory (as two pods have), campaigning for one Lease in the simulator (client-go's
-rules: podmedic/ingest/leader.py). Only the leader watches; when it stops (releasing the Lease) or
+rules: workers/ingest/leader.py). Only the leader watches; when it stops (releasing the Lease) or
 dies (leaving it to expire), the other lists from scratch and goes on: a device that failed before
 the hand-over is seen again and adds nothing to its incident (same event id), one that fails after it
 opens its incident, and no device ever gets a second incident.
@@ -21,12 +21,12 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.leader import LeaseConfig
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.helpers import assert_eventually, wait_until
+from workers.ingest.leader import LeaseConfig
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

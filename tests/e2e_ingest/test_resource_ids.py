@@ -21,7 +21,6 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from temporalio.client import Client
 
-from podmedic.ingest.sources import PodStatusSource
 from podmedic.kube import podview
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig, SimTimings
@@ -30,6 +29,7 @@ from tests.e2e_ingest.conftest import SourceSet
 from tests.e2e_ingest.test_cluster_sources import incident, runs
 from tests.helpers import E2E_TIMINGS, assert_eventually, wait_until
 from tests.simkit import gpu_pod, gpu_template
+from workers.ingest.sources import PodStatusSource
 from workflows.pod_reports.unresolved_device import UnresolvedDeviceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

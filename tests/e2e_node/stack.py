@@ -12,13 +12,13 @@ from typing import Any
 from temporalio.client import Client
 
 from podmedic.domain.policy_file import PolicySet
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.enforced import as_component
 from tests.helpers import wait_until
-from workers.worker import build_worker
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
+from workers.worker.main import build_worker
 
 
 @contextlib.asynccontextmanager

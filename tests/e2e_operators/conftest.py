@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from podmedic.stack.up import Stack, StackOptions
 from tests.e2e_operators.stack import Ops
+from workers.stack.up import Stack, StackOptions
 
 POLICY = """
 guard: {enabled: false}

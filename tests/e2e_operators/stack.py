@@ -16,9 +16,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from podmedic.incidents.query import OperatorError, show
-from podmedic.stack.up import Stack
 from podmedic.temporal.connect import connect
 from tests.helpers import assert_eventually, wait_until
+from workers.stack.up import Stack
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ class Ops:
     def cli(self, *args: str, stack: Path | None = None) -> subprocess.CompletedProcess[str]:
         """``podmedic ARGS --stack DIR`` as an operator would run it."""
         where = str(stack or self.state_dir)
-        return subprocess.run([sys.executable, "-m", "podmedic.cli.main", *args, "--stack", where],
+        return subprocess.run([sys.executable, "-m", "workers.cli.main", *args, "--stack", where],
                               capture_output=True, text=True, timeout=60, cwd=REPO,
                               env={**os.environ, "USER": "tester"})
 

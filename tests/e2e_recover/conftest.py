@@ -26,7 +26,6 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.admission.registration import PATH, placement_webhook_configuration
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, IncidentInput, PodKey
 from podmedic.domain.policy_file import parse_policy
@@ -36,7 +35,8 @@ from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
 from tests.enforced import as_component
 from tests.helpers import run_kubectl, wait_until
-from workers.worker import build_worker
+from workers.admission.registration import PATH, placement_webhook_configuration
+from workers.worker.main import build_worker
 from workflows.device.incident import DeviceIncidentWorkflow
 
 DRIVER = "gpu.nvidia.com"
@@ -101,7 +101,7 @@ def admission(sim: SimCluster, api: client.ApiClient, tmp_path_factory: pytest.T
     log = certs / "admission.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "podmedic.cli.main", "admission", "--kubeconfig", str(sim.kubeconfig_path),
+            [sys.executable, "-m", "workers.cli.main", "admission", "--kubeconfig", str(sim.kubeconfig_path),
              "--listen", f"127.0.0.1:{port}", "--self-signed-dir", str(certs), "--extra-names", "127.0.0.1",
              "--webhook-configuration", WEBHOOK], stdout=out, stderr=subprocess.STDOUT)
 

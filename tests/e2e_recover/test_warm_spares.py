@@ -26,12 +26,12 @@ from podmedic.domain.fleet_guard.messages import GUARD_WORKFLOW_ID, GuardStatus
 from podmedic.domain.fleet_guard.policy import GuardPolicy
 from podmedic.domain.placement_holds import PINNED_BY, PINNED_NODE
 from podmedic.domain.spares import SPARE_TAINT, SparesPolicy
-from podmedic.ingest.guard_sightings import GuardSightings
 from podmedic_sim import SimCluster
 from podmedic_sim.topology import POOL_LABEL
 from tests.e2e_recover.conftest import IMAGE, block_node, delete_job, fault, incident, notes, policy, ready_pod
 from tests.e2e_recover.test_same_node_workloads import _create, _start_jobset, _template
 from tests.helpers import clear_workloads, run_kubectl, wait_until
+from workers.ingest.guard_sightings import GuardSightings
 from workflows.fleet.guard import FleetGuardWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -26,12 +26,12 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain.incident import AbortRequest, IncidentOutcome
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.starts import deliver_event
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.startup import say_taint_rules
 from podmedic_sim import SimCluster
 from tests.helpers import run_kubectl, served_sim, sim_node, wait_until
-from workers.worker import build_worker
+from workers.ingest.starts import deliver_event
+from workers.worker.main import build_worker
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.stack.readiness import free_port, wait_ready
+from workers.stack.readiness import free_port, wait_ready
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 

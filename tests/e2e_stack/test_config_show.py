@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
+PODMEDIC = [sys.executable, "-m", "workers.cli.main"]
 
 
 def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from podmedic.domain.policy_file import load_policy
 
-PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
+PODMEDIC = [sys.executable, "-m", "workers.cli.main"]
 
 
 def _guard(address: str, *args: str) -> subprocess.CompletedProcess[str]:

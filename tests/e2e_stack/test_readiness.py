@@ -16,11 +16,11 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from podmedic.stack.readiness import free_port
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, wait_until
+from workers.stack.readiness import free_port
 
-PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
+PODMEDIC = [sys.executable, "-m", "workers.cli.main"]
 
 
 def _get(url: str) -> tuple[int, str]:

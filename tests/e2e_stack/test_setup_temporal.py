@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from podmedic.domain import search
 
-PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
+PODMEDIC = [sys.executable, "-m", "workers.cli.main"]
 
 
 def _setup(address: str, *args: str) -> subprocess.CompletedProcess[str]:

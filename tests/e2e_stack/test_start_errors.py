@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.stack.readiness import free_port
 from podmedic.temporal.connect import TemporalUnreachable, connect_patiently
 from tests.helpers import UNREACHABLE_KUBECONFIG
+from workers.stack.readiness import free_port
 
-PODMEDIC = [sys.executable, "-m", "podmedic.cli.main"]
+PODMEDIC = [sys.executable, "-m", "workers.cli.main"]
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
 

@@ -20,9 +20,9 @@ from temporalio.service import RPCError
 
 from podmedic.domain.incident import IncidentState
 from podmedic.domain.models import FailureMode
-from podmedic.stack.up import Stack, StackOptions
 from podmedic.temporal.connect import connect
 from tests.helpers import assert_eventually, wait_until
+from workers.stack.up import Stack, StackOptions
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

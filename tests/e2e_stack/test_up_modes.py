@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from podmedic.stack.placement_webhook import CONFIGURATION
-from podmedic.stack.up import Stack, StackOptions
 from tests.helpers import run_kubectl, wait_until
+from workers.stack.placement_webhook import CONFIGURATION
+from workers.stack.up import Stack, StackOptions
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_up_without_the_webhook_plans_no_admission(tmp_path: Path) -> None:
 
 
 def test_a_bad_device_plugin_flag_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "podmedic.cli.main", "up", "--state-dir", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "workers.cli.main", "up", "--state-dir", str(tmp_path),
                            "--device-plugin", "gpu=eight"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert "--device-plugin 'gpu=eight': expected RESOURCE=COUNT" in done.stderr
@@ -102,7 +102,7 @@ def test_a_bad_device_plugin_flag_is_refused_before_anything_starts(tmp_path: Pa
 
 def test_the_demo_holds_a_failed_jobset_rank_on_its_node(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
-    done = subprocess.run([sys.executable, "-m", "podmedic.cli.main", "demo", "--state-dir", str(tmp_path / "demo"),
+    done = subprocess.run([sys.executable, "-m", "workers.cli.main", "demo", "--state-dir", str(tmp_path / "demo"),
                            "--summary-json", str(summary)], capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads(summary.read_text())["incidents"]

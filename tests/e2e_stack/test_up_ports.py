@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.stack import readiness, up
-from podmedic.stack.readiness import StackError
-from podmedic.stack.up import PORT_RETRIES, PORTS, Stack, StackOptions
+from workers.stack import readiness, up
+from workers.stack.readiness import StackError
+from workers.stack.up import PORT_RETRIES, PORTS, Stack, StackOptions
 
 
 @pytest.fixture

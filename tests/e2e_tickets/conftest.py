@@ -21,12 +21,12 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.policy_file import PolicySet
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
-from workers.worker import build_worker
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
+from workers.worker.main import build_worker
 
 # Secrets every test's worker gets; none may ever appear in a workflow history.
 SECRETS = {

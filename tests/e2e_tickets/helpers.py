@@ -11,12 +11,12 @@ from typing import Any
 
 from temporalio.client import Client
 
-from podmedic.agent.sim_reader import SimNvmlReader
-from podmedic.agent.translate import AgentConfig, Translator
 from podmedic.domain.incident import IncidentOutcome, Phase
 from podmedic.domain.policy_file import PolicySet, parse_policy
 from podmedic_sim import SimCluster
 from tests.helpers import wait_until
+from workers.agent.sim_reader import SimNvmlReader
+from workers.agent.translate import AgentConfig, Translator
 from workflows.device.incident import DeviceIncidentWorkflow
 
 _DATA = re.compile(r'"data":\s*"([A-Za-z0-9+/=]+)"')

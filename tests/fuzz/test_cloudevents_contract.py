@@ -21,8 +21,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podmedic.ingest.errors import EventError
-from podmedic.ingest.http.cloudevents import parse_batch, parse_structured
+from workers.ingest.errors import EventError
+from workers.ingest.http.cloudevents import parse_batch, parse_structured
 
 label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?", fullmatch=True)
 subdomain = st.builds(".".join, st.lists(label, min_size=1, max_size=3)).filter(lambda s: len(s) <= 253)

@@ -12,9 +12,9 @@ from hypothesis import event as outcome
 from hypothesis import strategies as st
 
 from podmedic.domain.models import DeviceHealthEvent
-from podmedic.ingest.errors import EventError
-from podmedic.ingest.http.cloudevents import parse_batch, parse_structured
 from tests.fuzzkit import damage, json_values
+from workers.ingest.errors import EventError
+from workers.ingest.http.cloudevents import parse_batch, parse_structured
 
 ENVELOPE = ("specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject", "data")
 times = st.sampled_from(["2026-11-22T10:00:00Z", "2026-11-22T10:00:00.123456+02:00", "2026-11-22T10:00:00",

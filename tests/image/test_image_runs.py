@@ -20,9 +20,9 @@ from typing import IO, Any
 
 import pytest
 
-from podmedic.stack.up import Stack, StackOptions
 from tests.e2e_operators.stack import Ops
 from tests.image.recipe import ROOT
+from workers.stack.up import Stack, StackOptions
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("mmdebstrap") and shutil.which("podman") and os.geteuid() == 0),

@@ -12,10 +12,10 @@ from podmedic.domain.classify import classify
 from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import FailureMode, Health, Permanence
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.errors import EventError
-from podmedic.ingest.http.alertmanager import alerts_to_observations
-from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping, AlertRule, MaintenanceRule
 from tests.ingest_alertmanager.payloads import TEMPERATURE, TEMPERATURE_RESOLVED, XID_79, alert, payload
+from workers.ingest.errors import EventError
+from workers.ingest.http.alertmanager import alerts_to_observations
+from workers.ingest.http.alertmanager_mapping import AlertmanagerMapping, AlertRule, MaintenanceRule
 
 NOW = dt.datetime(2025, 3, 14, 10, 0, tzinfo=dt.UTC)
 DEFAULT = AlertmanagerMapping()

@@ -13,10 +13,10 @@ from hypothesis import event as outcome
 from hypothesis import strategies as st
 
 from podmedic.domain.models import DeviceHealthEvent, Health
-from podmedic.ingest.errors import EventError
-from podmedic.ingest.http.alertmanager import alerts_to_observations
-from podmedic.ingest.http.alertmanager_mapping import AlertmanagerMapping
 from tests.fuzzkit import damage, json_values
+from workers.ingest.errors import EventError
+from workers.ingest.http.alertmanager import alerts_to_observations
+from workers.ingest.http.alertmanager_mapping import AlertmanagerMapping
 
 NOW = dt.datetime(2025, 3, 14, 10, 0, tzinfo=dt.UTC)
 MAPPINGS = [

@@ -18,13 +18,13 @@ from aiohttp.test_utils import TestServer
 from temporalio.client import Client
 
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.http.app import build_app
-from podmedic.ingest.http.auth import AuthConfigError
-from podmedic.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
-from podmedic.ingest.settings import HttpSettings, IngestSettings
-from podmedic.stack.readiness import free_port
 from podmedic.temporal.converter import podmedic_data_converter
+from workers.ingest.delivery import Deliverer
+from workers.ingest.http.app import build_app
+from workers.ingest.http.auth import AuthConfigError
+from workers.ingest.http.cloudevents import BATCH, EVENT_TYPE, STRUCTURED
+from workers.ingest.settings import HttpSettings, IngestSettings
+from workers.stack.readiness import free_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 TOKEN = "t0ken"

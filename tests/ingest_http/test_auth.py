@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.ingest.http.auth import AuthConfigError, BearerAuth, load_auth
+from workers.ingest.http.auth import AuthConfigError, BearerAuth, load_auth
 
 
 def test_token_from_file_wins_over_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

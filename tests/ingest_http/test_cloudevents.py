@@ -10,8 +10,8 @@ import pytest
 
 from podmedic.domain.maintenance import MaintenanceNotice
 from podmedic.domain.models import DeviceRef, Health
-from podmedic.ingest.errors import EventError
-from podmedic.ingest.http.cloudevents import EVENT_TYPE, parse_batch, parse_binary, parse_structured
+from workers.ingest.errors import EventError
+from workers.ingest.http.cloudevents import EVENT_TYPE, parse_batch, parse_binary, parse_structured
 
 
 def event(i: int = 1, **data: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.ingest.settings import IngestSettings, SettingsError, load_ingest_settings, parse_ingest_settings
+from workers.ingest.settings import IngestSettings, SettingsError, load_ingest_settings, parse_ingest_settings
 
 
 def errors(text: str) -> list[tuple[str, str]]:

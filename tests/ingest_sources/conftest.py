@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from podmedic.ingest.sources import ClusterSource, Observation
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from podmedic_sim.config import DriverPlugin
 from tests.helpers import wait_until
 from tests.simkit import fast_config, gpu_pod, gpu_template, serving, unmodified_client
+from workers.ingest.sources import ClusterSource, Observation
 
 DRIVER = "gpu.nvidia.com"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from podmedic.ingest.sources.cursor import Cursor
+from workers.ingest.sources.cursor import Cursor
 
 
 class Clock:

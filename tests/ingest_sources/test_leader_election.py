@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.ingest.leader import LeaderElector, LeaseConfig, default_identity, micro_time
 from podmedic.kube.gateway import Conflict, InvalidObject, KubeGateway
 from podmedic_sim import SimCluster
 from podmedic_sim.validation_lease import MICRO_TIME
 from tests.helpers import wait_until
+from workers.ingest.leader import LeaderElector, LeaseConfig, default_identity, micro_time
 
 
 class Clock:

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from kubernetes import client
 
 from podmedic.domain.models import DeviceHealthEvent, Health
-from podmedic.ingest.sources import PodStatusSource
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.ingest_sources.conftest import Running, start_pod
+from workers.ingest.sources import PodStatusSource
 
 
 def _about(rid: str, health: Health | None = None) -> Callable[[object], bool]:

@@ -16,12 +16,12 @@ import pytest
 from kubernetes import client, config
 
 from podmedic.domain.models import Health, PluginDevice
-from podmedic.ingest.sources import PodStatusSource
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import Running
 from tests.simkit import fast_config
+from workers.ingest.sources import PodStatusSource
 
 GPU = "nvidia.com/gpu"
 

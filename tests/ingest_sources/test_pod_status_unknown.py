@@ -17,12 +17,12 @@ import pytest
 from kubernetes import config
 
 from podmedic.domain.models import DeviceHealthEvent, Health
-from podmedic.ingest.sources import PodStatusSource
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from podmedic_sim.config import DriverPlugin
 from tests.ingest_sources.conftest import Running, start_pod
 from tests.simkit import fast_config
+from workers.ingest.sources import PodStatusSource
 
 SILENT = DriverPlugin(cdi_ids="per-device", health_service=False)
 REPORTING = DriverPlugin(cdi_ids="per-device", health_service=True)

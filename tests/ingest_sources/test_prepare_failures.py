@@ -9,11 +9,11 @@ from kubernetes import client
 
 from podmedic.domain.models import ConfigProblem, DeviceHealthEvent, Health
 from podmedic.domain.policy_file import PolicySet, load_policy
-from podmedic.ingest.sources import PrepareFailureSource
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import Running, free_devices, start_pod
+from workers.ingest.sources import PrepareFailureSource
 
 BAD_CONFIG = "invalid opaque config: unknown field sharingStrategy"
 DEVICE = "device is unhealthy: XID 79, fallen off the bus"

@@ -10,12 +10,12 @@ import pytest
 from kubernetes import client
 
 from podmedic.domain.models import DeviceHealthEvent, Health
-from podmedic.ingest.sources import PodStatusSource, SliceTaintSource
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
 from tests.helpers import wait_until
 from tests.ingest_sources.conftest import Running, free_devices, start_pod
 from tests.simkit import fast_config
+from workers.ingest.sources import PodStatusSource, SliceTaintSource
 
 
 def _about(rid: str, health: Health | None = None) -> Callable[[object], bool]:

@@ -21,7 +21,7 @@ GOODPUT: tuple[Mutant, ...] = (
     Mutant(
         "stall-never-judged", "a workload that stops stepping with no device fault is restarted before its "
         "collective timeout",
-        "podmedic/ingest/sources/progress.py",
+        "workers/ingest/sources/progress.py",
         "        if window <= 0 or still < window:",
         "        if True:",
         ("tests/e2e_ingest/test_workload_stall.py", "tests/unit/test_progress_tracker.py")),
@@ -58,7 +58,7 @@ GOODPUT: tuple[Mutant, ...] = (
         ("tests/e2e_recover/test_same_node_workloads.py", "tests/unit/test_workload_status.py")),
     Mutant(
         "fellow-rank-not-kept-off", "a JobSet's other ranks leave the held replacement's GPUs alone",
-        "podmedic/admission/review.py",
+        "workers/admission/review.py",
         "    elif (hold := fellow_rank_hold(pod, namespace, holds, now)) is not None:",
         "    elif (hold := None) is not None:",
         ("tests/e2e_recover/test_same_node_workloads.py", "tests/unit/test_placement_holds.py")),
@@ -101,7 +101,7 @@ GOODPUT: tuple[Mutant, ...] = (
     Mutant(
         "maintenance-told-over-http-ignored", "a maintenance deadline told by a CloudEvent is acted on as the node "
         "label's is",
-        "podmedic/ingest/http/cloudevents.py",
+        "workers/ingest/http/cloudevents.py",
         "    return announced(ce.data.node, ce.data.deadline, source, now)",
         '    return withdrawn(ce.data.node, source, now, "")',
         ("tests/e2e_ingest/test_maintenance.py", "tests/ingest_http/test_cloudevents.py")),

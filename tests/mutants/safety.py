@@ -28,7 +28,7 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/replay/test_replay.py",)),
     Mutant(
         "ingest-acks-before-delivering", "no event lost after a 202",
-        "podmedic/ingest/http/app.py",
+        "workers/ingest/http/app.py",
         "                if len(items) == 1:\n"
         "                    done = [await self.deliverer.deliver(items[0])]",
         "                if len(items) == 1:\n"
@@ -37,7 +37,7 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/reliability/test_fault_suite.py",)),
     Mutant(
         "ingest-never-answers-202", "no event lost after a 202: the fault suite checks the answers it got",
-        "podmedic/ingest/http/app.py",
+        "workers/ingest/http/app.py",
         "        return web.json_response(body, status=202)",
         "        return web.json_response(body, status=503)",
         ("tests/reliability/test_fault_suite.py",)),
@@ -51,19 +51,19 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/reliability/test_fault_suite.py",)),
     Mutant(
         "cloudevents-refuses-every-event", "parsers accept every valid input",
-        "podmedic/ingest/http/cloudevents.py",
+        "workers/ingest/http/cloudevents.py",
         "        ce = _ONE.validate_json(body)",
         '        ce = _ONE.validate_json(b"{}")',
         ("tests/fuzz/test_cloudevents_contract.py",)),
     Mutant(
         "cloudevents-drops-the-code", "parsers carry a valid input unchanged",
-        "podmedic/ingest/http/cloudevents.py",
+        "workers/ingest/http/cloudevents.py",
         "        code=d.code,",
         "        code=None,",
         ("tests/fuzz/test_cloudevents_contract.py",)),
     Mutant(
         "cloudevents-refuses-at-the-wrong-place", "parsers refuse an invalid input at its exact place",
-        "podmedic/ingest/http/cloudevents.py",
+        "workers/ingest/http/cloudevents.py",
         '        problems.append((path_of(prefix, tuple(err["loc"])), message))',
         '        problems.append((path_of(prefix, ("data",)), message))',
         ("tests/fuzz/test_cloudevents_contract.py",)),
@@ -144,7 +144,7 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/e2e_recover/test_reschedule.py",)),
     Mutant(
         "webhook-pins-nothing", "a same_node replacement of a controller's pod is held on its node",
-        "podmedic/admission/review.py",
+        "workers/admission/review.py",
         "    hold = matching_hold(pod, namespace, holds, now)",
         "    hold = None",
         ("tests/e2e_recover/test_same_node_workloads.py",)),
@@ -181,13 +181,13 @@ SAFETY: tuple[Mutant, ...] = (
         ("tests/e2e_node/test_move_off_e2e.py",)),
     Mutant(
         "listed-failure-reopened", "two ingest replicas: a hand-over opens no second incident for a device",
-        "podmedic/ingest/delivery.py",
+        "workers/ingest/delivery.py",
         "            handled = await closed_run_that_saw(self.client, item, self._key) if listed else None",
         "            handled = None",
         ("tests/e2e_ingest/test_listed_failures.py", "tests/e2e_ingest/test_replicas.py")),
     Mutant(
         "leader-never-steps-down", "two ingest replicas: a leader that cannot renew stops watching",
-        "podmedic/ingest/leader.py",
+        "workers/ingest/leader.py",
         "            elif self._clock() - renewed >= c.renew_deadline_s:",
         "            elif False:",
         ("tests/ingest_sources/test_leader_election.py",)),

@@ -79,7 +79,7 @@ def main() -> int:
     """Run the demo, save the histories, stop the demo."""
     state = Path(tempfile.mkdtemp(prefix="podmedic-record-"))
     summary = state / "summary.json"
-    demo = subprocess.Popen([sys.executable, "-m", "podmedic.cli.main", "demo", "--keep",
+    demo = subprocess.Popen([sys.executable, "-m", "workers.cli.main", "demo", "--keep",
                              "--state-dir", str(state / "demo"), "--summary-json", str(summary)],
                             cwd=ROOT, start_new_session=True)
     try:

@@ -21,15 +21,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain import search
 from podmedic.domain.maintenance import GKE_LABEL
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.conftest import _binary
 from tests.e2e_ingest.test_maintenance import NOTICE_S, _job, _kubectl, _maintain, _policy, _running
 from tests.helpers import served_sim, wait_until
 from tests.replay.record_guard import save
-from workers.worker import build_worker
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
+from workers.worker.main import build_worker
 from workflows.node.maintenance import NodeMaintenanceWorkflow
 
 

@@ -17,15 +17,15 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain import search
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.conftest import _binary
 from tests.e2e_ingest.test_workload_stall import _hung_job, _policy, _result
 from tests.helpers import served_sim
 from tests.replay.record_guard import save
-from workers.worker import build_worker
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
+from workers.worker.main import build_worker
 from workflows.workload_stall import WorkloadStallWorkflow
 
 

@@ -23,8 +23,6 @@ from podmedic.domain import search
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.pool_fence import PoolRef
 from podmedic.domain.storm_turns import turns_workflow_id
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.conftest import _binary
@@ -32,7 +30,9 @@ from tests.e2e_node.stack import ready_jobs
 from tests.e2e_node.test_storm_turns_e2e import POLICY
 from tests.helpers import served_sim
 from tests.replay.record_guard import save
-from workers.worker import build_worker
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import IngestSettings
+from workers.worker.main import build_worker
 
 
 async def _closed(client: Client, workflow_id: str) -> None:

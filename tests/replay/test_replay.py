@@ -27,7 +27,7 @@ from temporalio.worker import Replayer
 
 import podmedic
 from podmedic.temporal.converter import podmedic_data_converter
-from workers.worker import WORKFLOWS
+from workers.worker.main import WORKFLOWS
 from workflows import patches
 
 HERE = Path(__file__).with_name("histories")

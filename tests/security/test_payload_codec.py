@@ -17,12 +17,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import load_policy
-from podmedic.ingest.starts import deliver_event
 from podmedic.temporal.codec import CodecKeyError, EncryptionCodec, load_keys
 from podmedic.temporal.codec_server import build_codec_app
 from podmedic.temporal.connect import data_converter
 from podmedic.temporal.security import TemporalSecurity
 from tests.workflow.fakes import event
+from workers.ingest.starts import deliver_event
 
 ASYNC = pytest.mark.asyncio(loop_scope="session")
 SECRET_MESSAGE = "driver says: uncorrectable ECC at row 0x7f3a (codec-marker-41)"

@@ -24,8 +24,8 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from podmedic.admission.certs import self_signed
 from podmedic_sim import SimCluster
+from workers.admission.certs import self_signed
 
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -26,15 +26,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.service import run_ingest
-from podmedic.ingest.settings import HttpSettings, IngestSettings
 from podmedic.kube.gateway import KubeGateway
 from podmedic.telemetry import Telemetry, TelemetrySettings, install
 from podmedic.telemetry.open_incidents import OpenIncidents
 from podmedic.temporal.connect import connect
 from podmedic_sim import SimCluster
 from tests.helpers import served_sim, wait_until
-from workers.worker import build_worker
+from workers.ingest.service import run_ingest
+from workers.ingest.settings import HttpSettings, IngestSettings
+from workers.worker.main import build_worker
 from workflows.device.incident import DeviceIncidentWorkflow
 
 POLICY = parse_policy("""

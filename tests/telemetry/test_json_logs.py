@@ -68,7 +68,7 @@ def test_a_line_outside_any_incident_has_no_incident_and_extra_can_name_one() ->
 
 def test_the_cli_writes_json_lines_on_stderr_only(tmp_path: Path) -> None:
     (tmp_path / "kc").write_text(UNREACHABLE_KUBECONFIG)
-    result = subprocess.run([sys.executable, "-m", "podmedic.cli.main", "--log-format", "json", "worker",
+    result = subprocess.run([sys.executable, "-m", "workers.cli.main", "--log-format", "json", "worker",
                              "--kubeconfig", str(tmp_path / "kc"), "--temporal-address", "127.0.0.1:9",
                              "--temporal-wait", "1"], capture_output=True, text=True, timeout=60)
     assert result.stdout == "" and result.returncode == 1
@@ -77,7 +77,7 @@ def test_the_cli_writes_json_lines_on_stderr_only(tmp_path: Path) -> None:
     assert any(x["logger"] == "podmedic.temporal" and x["level"] == "WARNING" and "not reachable" in x["message"]
                for x in lines), lines
     assert last.startswith("podmedic worker: cannot reach Temporal at 127.0.0.1:9")
-    bad = subprocess.run([sys.executable, "-m", "podmedic.cli.main", "--log-format", "xml", "worker"],
+    bad = subprocess.run([sys.executable, "-m", "workers.cli.main", "--log-format", "xml", "worker"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr
 

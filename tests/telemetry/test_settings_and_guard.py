@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from podmedic.cli.main import main, parse
 from podmedic.telemetry import TelemetryError, TelemetrySettings, install, load_telemetry_settings, set_guard_state
 from podmedic.telemetry.process import start_telemetry
+from workers.cli.main import main, parse
 
 
 def test_defaults_turn_everything_off() -> None:

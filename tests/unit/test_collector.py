@@ -1,4 +1,5 @@
-"""The worker's full collections: only after evictions, and stretched after a long one (``workers/collector.py``)."""
+"""The worker's full collections: only after evictions, and stretched after a long one
+(``workers/worker/collector.py``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cost import sweeps
-from workers.collector import Sweeps, sweep_cycles
-from workers.evictions import Evictions
+from workers.worker.collector import Sweeps, sweep_cycles
+from workers.worker.evictions import Evictions
 
 
 class EveryTurn(Evictions):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health, PodKey
-from podmedic.ingest.delivery import Deliverer
+from workers.ingest.delivery import Deliverer
 
 
 def _event(uid: str | None, code: int = 94) -> DeviceHealthEvent:

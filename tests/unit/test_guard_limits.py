@@ -212,7 +212,7 @@ def test_a_bad_guard_section_is_refused_with_the_field_path() -> None:
         assert path in text, text
 
 
-@pytest.mark.parametrize("policy_file", ["podmedic/stack/demo_policy.yaml", "podmedic/domain/default_policy.yaml"])
+@pytest.mark.parametrize("policy_file", ["workers/stack/demo_policy.yaml", "podmedic/domain/default_policy.yaml"])
 def test_the_demos_node_quarantine_is_not_held_by_the_pool_share_its_devices_used(policy_file: str) -> None:
     # `make demo`: node-0000 (a pool of 4 GPUs) sees three hardware faults and an idle device's XID 79.
     # Under the demo's policy all four are remediated (100% share), under the shipped one three (its floor);

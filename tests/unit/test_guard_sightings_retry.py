@@ -1,5 +1,5 @@
 """The ingest's sightings to the fleet guard when Temporal refuses a round trip: kept and sent with
-the next (``podmedic/ingest/guard_sightings.py``). The client is a stand-in for this one function; the
+the next (``workers/ingest/guard_sightings.py``). The client is a stand-in for this one function; the
 round trips themselves run against a real server in ``tests/workflow/test_guard_sightings.py``."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.guard_sightings import GuardSightings
 from tests.workflow.fakes import event
+from workers.ingest.guard_sightings import GuardSightings
 
 RULES = parse_policy("guard: {}\ndrivers:\n  default:\n    classification: {codes: {permanent: [79]}}\n")
 

@@ -17,7 +17,7 @@ import random
 import pytest
 
 from podmedic.domain.base import Obj
-from podmedic.ingest.leader import LeaderElector, LeaseConfig
+from workers.ingest.leader import LeaderElector, LeaseConfig
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

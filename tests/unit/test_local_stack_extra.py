@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.cli.main import main
-from podmedic.cli.stack import missing_local_stack
+from workers.cli.main import main
+from workers.cli.stack import missing_local_stack
 
 
 def test_up_without_the_dev_server_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -12,8 +12,8 @@ import datetime as dt
 from typing import Any
 
 from podmedic.domain.maintenance import GKE_LABEL, act_at, notice_of, request_id
-from podmedic.ingest.sources.maintenance import MaintenanceSource
 from podmedic.kube.gateway import KubeGateway
+from workers.ingest.sources.maintenance import MaintenanceSource
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 AT = 1_796_126_400  # 2026-12-01T12:00:00Z (date -u -d 2026-12-01T12:00:00Z +%s)

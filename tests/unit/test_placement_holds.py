@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from podmedic.admission.review import BadReview, ReviewStats, review
 from podmedic.domain.placement_holds import (
     KEPT_OFF_BY,
     KEPT_OFF_NODE,
@@ -35,6 +34,7 @@ from podmedic.domain.placement_holds import (
     pin_patch,
 )
 from podmedic_sim.patching import json_patch
+from workers.admission.review import BadReview, ReviewStats, review
 
 NOW = 1_000_000.0
 

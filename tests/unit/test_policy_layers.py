@@ -97,7 +97,7 @@ def test_the_embedded_policy_alone_warns_of_nothing() -> None:
 
 
 def _podmedic(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "podmedic.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "workers.cli.main", *args], capture_output=True, text=True,
                           check=False)
 
 

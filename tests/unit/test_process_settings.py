@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from podmedic.cli.main import parse
 from podmedic.domain.policy_file import load_policy
 from podmedic.domain.ticket_policy import JiraTicket, ServiceNowTicket, Ticket, ticket_variables
 from podmedic.settings import PROCESSES, SettingsError, WorkerSettings
 from podmedic.settings.base import variables
 from podmedic.temporal.security import TemporalSecurity
+from workers.cli.main import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = ("podmedic", "podmedic_sim", "activities", "workers", "workflows")

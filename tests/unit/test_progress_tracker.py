@@ -13,7 +13,7 @@ from typing import Any
 from activities.stall import moved_since
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.stall import workload_of
-from podmedic.ingest.sources.progress import ProgressTracker
+from workers.ingest.sources.progress import ProgressTracker
 
 POLICIES = parse_policy("""
 drivers:

@@ -103,7 +103,7 @@ def test_a_pod_that_ended_still_reports_its_device_by_cdi_name() -> None:
 
 
 def test_the_claim_index_keeps_the_allocation_a_deallocated_claim_had() -> None:
-    from podmedic.ingest.sources.claim_index import ClaimIndex
+    from workers.ingest.sources.claim_index import ClaimIndex
 
     index = ClaimIndex()
     index.put(_claim(*TWO))

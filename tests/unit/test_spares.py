@@ -15,7 +15,6 @@ import datetime as dt
 import json
 from typing import Any
 
-from podmedic.admission.review import ReviewStats, review
 from podmedic.domain.placement_holds import Hold, pin_patch
 from podmedic.domain.spares import (
     SPARE_POOL,
@@ -29,6 +28,7 @@ from podmedic.domain.spares import (
     spare_patch,
     unspare_patch,
 )
+from workers.admission.review import ReviewStats, review
 
 LABEL = "nvidia.com/gpu.product"
 H100 = "NVIDIA-H100-80GB-HBM3"

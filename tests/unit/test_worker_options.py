@@ -8,11 +8,11 @@ import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from podmedic.cli.main import parse
 from podmedic.settings import SettingsError
-from workers.collector import GC_THRESHOLDS, tune_gc
-from workers.evictions import EvictionCountingRunner
-from workers.options import Capacity, worker_options
+from workers.cli.main import parse
+from workers.worker.collector import GC_THRESHOLDS, tune_gc
+from workers.worker.evictions import EvictionCountingRunner
+from workers.worker.options import Capacity, worker_options
 
 
 def test_workflows_run_unsandboxed_unless_asked_with_evictions_counted() -> None:

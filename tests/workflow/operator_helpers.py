@@ -20,10 +20,10 @@ from temporalio.worker import Worker
 from podmedic.domain.incident import IncidentOutcome, IncidentState, Phase
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import PolicySet
-from podmedic.ingest.starts import deliver_event
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 Handle = WorkflowHandle[DeviceIncidentWorkflow, IncidentOutcome]

@@ -18,9 +18,9 @@ from temporalio.worker import Worker
 from podmedic.domain.incident import IncidentOutcome, Phase
 from podmedic.domain.models import DeviceHealthEvent, DeviceRef, FailureMode, Health, Permanence
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -18,10 +18,10 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome, Permanence
 from podmedic.domain.node import NodeIncidentOutcome, node_workflow_id
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 from workflows.node.incident import NodeIncidentWorkflow
 

@@ -1,11 +1,11 @@
-"""Workflows evicted from a worker's cache are freed (``workers/collector.py``).
+"""Workflows evicted from a worker's cache are freed (``workers/worker/collector.py``).
 
 A real dev server and a real worker with a two-workflow cache; ten workflows wait for a signal,
 so each start evicts another, then each is signalled, replayed and completes (and is evicted
 again). Every instance is counted while alive. The automatic collector is off, as good as the
 worker's raised thresholds in a storm: without the sweep the evicted instances stay (the SDK
 leaves each as a reference cycle), with it they are gone but the cached ones. The worker's own
-runner counts the evictions the sweep waits for (``workers/evictions.py``), in the sandbox too.
+runner counts the evictions the sweep waits for (``workers/worker/evictions.py``), in the sandbox too.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.helpers import assert_eventually
-from workers.collector import sweep_cycles
-from workers.evictions import EVICTIONS
-from workers.options import workflow_runner
+from workers.worker.collector import sweep_cycles
+from workers.worker.evictions import EVICTIONS
+from workers.worker.options import workflow_runner
 
 ALIVE: weakref.WeakSet[object] = weakref.WeakSet()
 CREATED: list[object] = []  # a weak reference per instance ever made
@@ -91,7 +91,7 @@ async def test_evicted_workflows_are_freed_by_the_sweep_not_before(dev_env: Work
     await _run_all(dev_env.client)
     # The control: every run was evicted at least once (cache of 2), and no collection ran.
     assert len(ALIVE) > WORKFLOWS, f"only {len(ALIVE)} instances left without a collection: the SDK no longer " \
-                                   "leaves evicted workflows as cycles, and workers/collector.py's sweep may go"
+                                   "leaves evicted workflows as cycles, and workers/worker/collector.py's sweep may go"
     gc.collect()
     ALIVE.clear()
     CREATED.clear()

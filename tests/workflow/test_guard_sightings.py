@@ -1,5 +1,5 @@
 """The ingest tells the fleet guard of a storm's failed devices as their events arrive, and the guard
-trips on them before any incident has asked it (``podmedic/ingest/guard_sightings.py``).
+trips on them before any incident has asked it (``workers/ingest/guard_sightings.py``).
 
 The time-skipping server; a worker runs only the guard and the fleet incident, so nothing but the
 ingest's sightings can count a device: the incidents and pool fences it starts are left unworked
@@ -20,12 +20,12 @@ from temporalio.worker import Worker
 from podmedic.domain.fleet_guard.messages import FleetSize
 from podmedic.domain.models import DeviceRef, Health
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.ingest.dedup import RecentStates
-from podmedic.ingest.delivery import Deliverer
-from podmedic.ingest.guard_sightings import GuardSightings, counts_toward_storm
 from tests.workflow.fakes import event, incident_worker
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status
 from tests.workflow.operator_helpers import own_time_skipping_env
+from workers.ingest.dedup import RecentStates
+from workers.ingest.delivery import Deliverer
+from workers.ingest.guard_sightings import GuardSightings, counts_toward_storm
 from workflows.fleet.guard import FleetGuardWorkflow
 from workflows.fleet.incident import FleetIncidentWorkflow
 

@@ -14,9 +14,9 @@ from benchmarks.fleet import local_activity_type
 from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, parse_policy
-from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import DEVICE, POD, FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import outcome_of
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -26,9 +26,9 @@ from podmedic.domain.maintenance import MaintenanceNotice, MaintenanceOutcome, M
 from podmedic.domain.node import QuarantineInput, QuarantineResult
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.steps import CheckpointInput, CheckpointReport, RecoverInput, RecoveryResult
-from podmedic.ingest.starts import deliver_maintenance
 from tests.workflow.fakes import DEVICE, POD, incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
+from workers.ingest.starts import deliver_maintenance
 from workflows.node.maintenance import NodeMaintenanceWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -32,9 +32,9 @@ from podmedic.domain.node import (
 )
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.policy_recovery import Effect
-from podmedic.ingest.starts import deliver_event
 from tests.helpers import assert_eventually
 from tests.workflow.fakes import T0, FakeCluster, event, incident_worker
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 from workflows.node.incident import NodeIncidentWorkflow
 

@@ -17,8 +17,8 @@ from podmedic.domain.incident import IncidentOutcome
 from podmedic.domain.models import DeviceRef, IncidentInput, Outcome
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.policy_ref import POLICY_MEMO, pack, ref_of, unpack
-from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -26,9 +26,9 @@ from podmedic.domain.policy_detection import StormFence
 from podmedic.domain.policy_recovery import Effect
 from podmedic.domain.pool_fence import PoolDevicesInput, PoolFenceState, PoolRef, PoolRuleInput
 from podmedic.domain.steps import TaintResult, UntaintResult
-from podmedic.ingest.storm_fence import StormFences
 from tests.workflow.fakes import event, incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
+from workers.ingest.storm_fence import StormFences
 from workflows.fleet.pool_fence import PoolFenceWorkflow
 
 

@@ -10,8 +10,8 @@ from temporalio.worker import Replayer
 from podmedic.domain import search
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import parse_policy
-from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
+from workers.ingest.starts import deliver_event
 from workflows import patches
 from workflows.device.incident import DeviceIncidentWorkflow
 

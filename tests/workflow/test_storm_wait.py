@@ -23,9 +23,9 @@ from podmedic.domain.incident import AbortRequest, IncidentOutcome, Phase
 from podmedic.domain.models import DeviceRef, Health
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.storm_turns import turns_workflow_id
-from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, state_in
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 from workflows.fleet.storm_turn_keeper import StormTurnsWorkflow
 

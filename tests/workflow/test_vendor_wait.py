@@ -25,9 +25,9 @@ from podmedic.domain import incident as record
 from podmedic.domain.incident import TIMELINE_HEAD, TIMELINE_KEPT, Phase
 from podmedic.domain.models import DeviceRef, Health, Outcome
 from podmedic.domain.policy_file import PolicySet, load_policy_layers, parse_policy
-from podmedic.ingest.starts import deliver_event
 from tests.workflow.fakes import T0, FakeCluster, event
 from tests.workflow.operator_helpers import outcome_of, own_time_skipping_env, worker
+from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -26,9 +26,9 @@ from podmedic.domain.incident import StepNotice, StepNoticeResult
 from podmedic.domain.models import Outcome, PodKey
 from podmedic.domain.policy_file import parse_policy
 from podmedic.domain.stall import StalledPod, StallOutcome, WorkloadStall
-from podmedic.ingest.starts import deliver_stall
 from tests.workflow.fakes import incident_worker
 from tests.workflow.operator_helpers import own_time_skipping_env
+from workers.ingest.starts import deliver_stall
 from workflows.workload_stall import WorkloadStallWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

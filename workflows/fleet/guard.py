@@ -135,7 +135,7 @@ class FleetGuardWorkflow:
     @workflow.signal(name=names.POLICY_IN_FORCE)
     def policy_in_force(self, policy: GuardPolicy) -> None:
         """The policy file in force, told by the ingest when it starts: warm spares are kept (or given back)
-        before any incident asks (``podmedic/ingest/guard_sightings.py``)."""
+        before any incident asks (``workers/ingest/guard_sightings.py``)."""
         self.policy = policy
         self.dirty = True
 

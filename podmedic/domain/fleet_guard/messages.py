@@ -73,7 +73,7 @@ class Sighting(BaseModel):
 
 class Sightings(BaseModel):
     """The ingest's ``sighted`` signal: devices that failed since its last one
-    (``podmedic/ingest/guard_sightings.py``)."""
+    (``workers/ingest/guard_sightings.py``)."""
 
     sightings: list[Sighting]
 
