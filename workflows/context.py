@@ -9,7 +9,6 @@ mypy checks that wherever a workflow passes ``self``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,15 +22,16 @@ with workflow.unsafe.imports_passed_through():
         IncidentState,
         Phase,
         Resolution,
-        StepNotice,
         VendorWaitCarry,
     )
-    from podmedic.domain.models import DeviceHealthEvent, Health, IncidentInput, Outcome, PodKey
+    from podmedic.domain.models import DeviceHealthEvent, Health, IncidentInput, Outcome
     from podmedic.domain.node import NodeIncidentState, NodeWatchInput
     from podmedic.domain.policy import DriverPolicy
+    from workflows.waiting.wait import WaitState
 
 if TYPE_CHECKING:
     from workflows.device.move_off import Placements
+    from workflows.record.pod_notices import PodNotices
 
 
 class IncidentContext(Protocol):
@@ -47,13 +47,8 @@ class IncidentContext(Protocol):
     approved: set[str]
     running: str | None
     done: set[str]
-    woken: bool
-    guard_asked: bool
-    turn: bool
-    turn_asked: bool
-    notices: asyncio.Task[None] | None
-    held_notice: StepNotice | None
-    annotated: set[PodKey]
+    waits: WaitState
+    notices: PodNotices
     placements: Placements
     carry: VendorWaitCarry | None
     """What the run this one continues handed over (``workflows/closing/vendor_wait_carry.py``); ``None`` in a
@@ -118,8 +113,7 @@ class NodeContext(Protocol):
     inp: NodeWatchInput
     state: NodeIncidentState
     resolution: Resolution | None
-    woken: bool
-    guard_asked: bool
+    waits: WaitState
 
     def skipped(self) -> bool:
         """Whether an operator skipped the node's quarantine."""

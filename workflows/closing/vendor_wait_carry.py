@@ -24,8 +24,8 @@ def take_up(wf: IncidentContext, carry: VendorWaitCarry) -> set[str]:
     wf.events = list(carry.events)
     wf.resolution, wf.resolved_by_operator = carry.resolution, carry.resolved_by_operator
     wf.approved, wf.done = set(carry.approved), set(carry.done)
-    wf.guard_asked, wf.turn_asked = carry.guard_asked, carry.turn_asked
-    wf.annotated = set(carry.annotated)
+    wf.waits.guard_asked, wf.waits.turn_asked = carry.guard_asked, carry.turn_asked
+    wf.notices.annotated = set(carry.annotated)
     return set(carry.seen_ids)
 
 
@@ -49,7 +49,7 @@ async def continue_wait(wf: IncidentContext, deadline: dt.datetime, gap: float, 
     carry = VendorWaitCarry(
         state=wf.state, events=news, seen_ids=[e.event_id for e in news], resolution=wf.resolution,
         resolved_by_operator=wf.resolved_by_operator, approved=sorted(wf.approved), done=sorted(wf.done),
-        guard_asked=wf.guard_asked, turn_asked=wf.turn_asked,
-        annotated=sorted(wf.annotated, key=lambda p: (p.namespace, p.name, p.uid)),
+        guard_asked=wf.waits.guard_asked, turn_asked=wf.waits.turn_asked,
+        annotated=sorted(wf.notices.annotated, key=lambda p: (p.namespace, p.name, p.uid)),
         deadline=deadline, gap_s=gap, read_healthy=read_healthy, runs=runs)
     workflow.continue_as_new(wf.inp.model_copy(update={"carry": carry.model_dump_json()}))

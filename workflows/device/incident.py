@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         IncidentStopped,
         Phase,
         Resolution,
-        StepNotice,
         VendorWaitCarry,
         fold_timeline,
     )
@@ -35,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         IncidentInput,
         Outcome,
         Permanence,
-        PodKey,
         TimelineEntry,
     )
     from podmedic.domain.node import NodeIncidentNotice
@@ -50,9 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.device.settle import corroborate, settle
     from workflows.policy_memo import policy_in_force
     from workflows.record import metrics
-    from workflows.record.pod_notices import drain, tell_pods
+    from workflows.record.pod_notices import PodNotices, drain, tell_pods
     from workflows.record.search_attributes import SearchAttributeWriter
     from workflows.waiting import guard_permit, storm_turn
+    from workflows.waiting.wait import WaitState
 
 __all__ = ["DeviceIncidentWorkflow", "IncidentStopped"]
 
@@ -78,13 +77,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.running: str | None = None
         self.done: set[str] = set()
         self.attributes = SearchAttributeWriter(bool(inp.search_attributes))
-        self.woken = False
-        self.guard_asked = False
-        self.turn = False  # a storm's keeper let it act (workflows/waiting/storm_turn.py)
-        self.turn_asked = False
-        self.notices: asyncio.Task[None] | None = None  # the last pod Event being written (record/pod_notices.py)
-        self.annotated: set[PodKey] = set()  # pods a notice of this run annotated (record/pod_notices.py)
-        self.held_notice: StepNotice | None = None  # a step's notice riding on the next (record/pod_notices.py)
+        self.waits = WaitState()
+        self.notices = PodNotices()
         self.placements = move_off.Placements()
         self.carry = VendorWaitCarry.model_validate_json(inp.carry) if inp.carry else None
         if self.carry is not None:
@@ -113,12 +107,12 @@ class DeviceIncidentWorkflow(OperatorHandlers):
     @workflow.signal
     def guard_wake(self) -> None:
         """The fleet guard has room again (a permit freed, a storm ended): ask it now."""
-        self.woken = True
+        self.waits.guard_woke = True
 
     @workflow.signal
     def storm_turn(self) -> None:
         """The storm's keeper lets this fenced incident act now (``workflows/fleet/storm_turn_keeper.py``)."""
-        self.turn = True
+        self.waits.turn_given = True
 
     # -- the pipeline ----------------------------------------------------------------------
     @workflow.run

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.node import plugin_devices, quarantine
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
     from workflows.waiting import node_guard_permit
-    from workflows.waiting.wait import wait_for
+    from workflows.waiting.wait import WaitState, wait_for
 
 _PHASES = {"Watching": Phase.WATCHING, "AwaitingApproval": Phase.AWAITING_APPROVAL, "Closed": Phase.CLOSED}
 
@@ -57,8 +57,7 @@ class NodeIncidentWorkflow:
         self.plugin_reports: list[PluginDevice] = []
         self._pods_told: set[str] = set()
         self._seen = 0
-        self.woken = False
-        self.guard_asked = False
+        self.waits = WaitState()
 
     # -- device incidents ------------------------------------------------------------------
     @workflow.signal
@@ -99,7 +98,7 @@ class NodeIncidentWorkflow:
     @workflow.signal
     def guard_wake(self) -> None:
         """The fleet guard has room again: ask it now."""
-        self.woken = True
+        self.waits.guard_woke = True
 
     @workflow.signal
     def quarantine_requested(self, report: NodeDeviceReport) -> None:

@@ -18,6 +18,7 @@ was; ``drain`` writes one still held. Nothing told is dropped.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
@@ -50,6 +51,19 @@ REASONS = {
 FOLDED = frozenset({"checkpointed"})
 
 
+@dataclass
+class PodNotices:
+    """This run's notices to the pods: the one being written, the one held to ride on the next, and the pods
+    a notice found and annotated."""
+
+    writing: asyncio.Task[None] | None = None
+    """The last notice told: each one waits for the one before it."""
+    held: StepNotice | None = None
+    """A ``FOLDED`` step's notice, leading the next notice to the same pods."""
+    annotated: set[PodKey] = field(default_factory=set)
+    """Pods a notice of this incident found and annotated (a continued run carries them)."""
+
+
 def affected_pods(wf: IncidentContext) -> list[PodKey]:
     """The pods the incident is about as they are now: a rescheduled pod's replacement
     stands in for it (recovery results are in the order of the pods found)."""
@@ -67,30 +81,30 @@ async def tell_pods(wf: IncidentContext, step: str, message: str, *, pods: list[
         return
     notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,
                         reason=REASONS[step], message=message, pods=targets, warning=warning)
-    held, wf.held_notice = wf.held_notice, None
+    held, wf.notices.held = wf.notices.held, None
     if held is not None and set(held.pods) == set(targets):
         notice = notice.model_copy(update={"message": f"{held.message}; then {message}",
                                            "warning": warning or held.warning})
     elif held is not None:
         _write(wf, held)
     if step in FOLDED:
-        wf.held_notice = notice
+        wf.notices.held = notice
         return
     _write(wf, notice)
 
 
 def _write(wf: IncidentContext, notice: StepNotice) -> None:
     """Write ``notice`` behind the ones told before it."""
-    wf.notices = asyncio.create_task(_after(wf.notices, wf, notice))
+    wf.notices.writing = asyncio.create_task(_after(wf.notices.writing, wf, notice))
 
 
 async def drain(wf: IncidentContext) -> None:
     """Write a notice still held, and wait until every notice told so far is written (or given up on)."""
-    held, wf.held_notice = wf.held_notice, None
+    held, wf.notices.held = wf.notices.held, None
     if held is not None:
         _write(wf, held)
-    if wf.notices is not None:
-        await wf.notices
+    if wf.notices.writing is not None:
+        await wf.notices.writing
 
 
 async def _after(previous: asyncio.Task[None] | None, wf: IncidentContext, notice: StepNotice) -> None:
@@ -101,7 +115,7 @@ async def _after(previous: asyncio.Task[None] | None, wf: IncidentContext, notic
 
 async def _record(wf: IncidentContext, notice: StepNotice) -> None:
     # Known when the notice is written, not when it was told: the one before it may have annotated the pods.
-    notice = notice.model_copy(update={"annotated": [p for p in notice.pods if p in wf.annotated]})
+    notice = notice.model_copy(update={"annotated": [p for p in notice.pods if p in wf.notices.annotated]})
     try:
         result = await workflow.execute_activity_method(
             NoticeActivities.notify_step, notice,
@@ -115,6 +129,6 @@ async def _record(wf: IncidentContext, notice: StepNotice) -> None:
         wf.note("notice", f"{notice.reason} not recorded on the pods: {err.cause or err}")
         return
     recorded = set(result.recorded)
-    wf.annotated.update(p for p in notice.pods if p.uid and f"{p.namespace}/{p.name}" in recorded)
+    wf.notices.annotated.update(p for p in notice.pods if p.uid and f"{p.namespace}/{p.name}" in recorded)
     if result.gone:
         wf.note("notice", f"{notice.reason}: pod(s) already gone: {', '.join(result.gone)}")

@@ -71,7 +71,7 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
     resume, held, override = wf.state.phase, "", None
     while True:
         answer = await _ask(wf, step, override_by=override)
-        wf.guard_asked = True
+        wf.waits.guard_asked = True
         if answer.granted:
             _settle(wf)
             if held:
@@ -93,7 +93,7 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
                 wf.refresh_details()
             else:
                 wf.enter(Phase.THROTTLED, None, doing)
-        wf.woken = False
+        wf.waits.guard_woke = False
         pending = wf.state.pending_approval
         await wait_for(_wakes(wf, step, gated=pending is not None), at_most_s=guard.retry_s,
                        summary=f"fleet guard holds {step}")
@@ -108,7 +108,7 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
 
 def _wakes(wf: IncidentContext, step: str, *, gated: bool) -> Callable[[], bool]:
     """What ends a wait: the guard's wake-up, an abort, a skip, an approval (when gated)."""
-    return lambda: (wf.woken or wf.abort_request is not None or step in wf.state.skip
+    return lambda: (wf.waits.guard_woke or wf.abort_request is not None or step in wf.state.skip
                     or (gated and wf.state.pending_approval is None))
 
 
@@ -135,7 +135,7 @@ def _settle(wf: IncidentContext) -> None:
 
 async def release(wf: IncidentContext) -> None:
     """Give back what the incident held (it closed); losing this only delays others by ``retry_s``."""
-    if not wf.guard_asked:
+    if not wf.waits.guard_asked:
         return
     try:
         await workflow.execute_activity_method(

@@ -43,7 +43,7 @@ async def permit(wf: NodeContext) -> bool:
             GuardActivities.ask_guard, request, start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             summary=f"ask the fleet guard: quarantine node {wf.inp.node}")
-        wf.guard_asked = True
+        wf.waits.guard_asked = True
         if answer.granted:
             if held:
                 wf.note(f"node_quarantine allowed by the fleet guard: {answer.detail}", "guard")
@@ -54,8 +54,8 @@ async def permit(wf: NodeContext) -> bool:
         wf.state.phase = "Throttled"
         wf.state.doing = f"node_quarantine waits for the fleet guard ({answer.limit}): {answer.detail}"
         wf.upsert("Throttled")
-        wf.woken = False
-        await wait_for(lambda: wf.woken or wf.resolution is not None, at_most_s=guard.retry_s,
+        wf.waits.guard_woke = False
+        await wait_for(lambda: wf.waits.guard_woke or wf.resolution is not None, at_most_s=guard.retry_s,
                        summary="fleet guard holds the node quarantine")
         if wf.resolution is not None:
             return False
@@ -63,7 +63,7 @@ async def permit(wf: NodeContext) -> bool:
 
 async def release(wf: NodeContext) -> None:
     """Give back the node's permit when the node incident closes."""
-    if not wf.guard_asked:
+    if not wf.waits.guard_asked:
         return
     try:
         await workflow.execute_activity_method(

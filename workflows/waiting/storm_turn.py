@@ -36,14 +36,14 @@ async def wait_turn(wf: IncidentContext) -> None:
         return
     if not await _ask(wf):
         return
-    wf.turn_asked = True
+    wf.waits.turn_asked = True
     waited_from = workflow.now()
     fenced = f"DeviceTaintRule {wf.state.taint_rule}" if wf.state.taint_rule else "its pool's DeviceTaintRule"
     doing = (f"fenced ({fenced}); waiting for its turn: {wf.inp.device.driver} storm, at most {rule.acting} "
              "incidents act at once (detection.storm_fence.acting)")
     wf.note("storm", doing)
     wf.enter(Phase.THROTTLED, None, doing)
-    while not await wait_for(lambda: wf.turn or wf.abort_request is not None, at_most_s=rule.max_hold_s,
+    while not await wait_for(lambda: wf.waits.turn_given or wf.abort_request is not None, at_most_s=rule.max_hold_s,
                              summary="storm turn"):
         waited = (workflow.now() - waited_from).total_seconds()
         wf.note("storm", f"no turn yet after {waited:.0f}s: asked again (storm_fence.max_hold_s)")
@@ -69,7 +69,7 @@ async def _ask(wf: IncidentContext) -> bool:
 
 async def give_back(wf: IncidentContext) -> None:
     """Tell the keeper the incident closed (it asked); losing this only holds a turn until the keeper looks."""
-    if not wf.turn_asked:
+    if not wf.waits.turn_asked:
         return
     try:
         await workflow.execute_activity_method(

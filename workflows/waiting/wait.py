@@ -10,9 +10,24 @@ means: ask again, go on, or give up as the policy says.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
+
+
+@dataclass
+class WaitState:
+    """What an incident's waits were told, and what they asked and must give back when it closes."""
+
+    guard_woke: bool = False
+    """The fleet guard has room again (its ``guard_wake`` signal): a held permit asks now."""
+    guard_asked: bool = False
+    """The incident asked the fleet guard: it gives its permit back when it closes."""
+    turn_given: bool = False
+    """A storm's keeper let the incident act (its ``storm_turn`` signal)."""
+    turn_asked: bool = False
+    """The incident asked a storm's keeper for a turn: it gives the turn back when it closes."""
 
 
 async def wait_for(until: Callable[[], bool], *, at_most_s: float, summary: str) -> bool:
