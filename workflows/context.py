@@ -2,9 +2,13 @@
 
 The stage, gate, notice, recovery and closing helpers receive one of these protocols, not the
 workflow class: they read and write the incident's record through a narrow surface, and no
-helper module imports the workflow module that imports it (no cycle, no ``TYPE_CHECKING``
-trick). ``DeviceIncidentWorkflow`` and ``NodeIncidentWorkflow`` satisfy them structurally;
-mypy checks that wherever a workflow passes ``self``.
+helper module imports the workflow module that imports it. ``DeviceIncidentWorkflow`` and
+``NodeIncidentWorkflow`` satisfy them structurally; mypy checks that wherever a workflow passes ``self``.
+
+Mutable state is grouped by owner: ``state`` is the incident's record (what the UI and the outcome show),
+``operator`` what operators asked (``device/operator_updates.py`` writes it), ``waits`` what the waits were
+told and asked (``waiting/``), ``notices`` the pod notices in flight (``record/pod_notices.py``),
+``placements`` the pods just placed (``device/move_off.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain.incident import (
-        AbortRequest,
         IncidentOutcome,
         IncidentState,
         Phase,
@@ -31,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
 
 if TYPE_CHECKING:
     from workflows.device.move_off import Placements
+    from workflows.device.operator_updates import OperatorRequests
     from workflows.record.pod_notices import PodNotices
 
 
@@ -41,12 +45,7 @@ class IncidentContext(Protocol):
     policy: DriverPolicy
     state: IncidentState
     events: list[DeviceHealthEvent]
-    resolution: Resolution | None
-    resolved_by_operator: bool
-    abort_request: AbortRequest | None
-    approved: set[str]
-    running: str | None
-    done: set[str]
+    operator: OperatorRequests
     waits: WaitState
     notices: PodNotices
     placements: Placements

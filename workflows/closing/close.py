@@ -207,8 +207,8 @@ class Closer:
         if not self.resolved_by:
             # The device held Healthy with nobody's word yet: the vendor may have marked the ticket
             # resolved meanwhile (a repair is seen before its ticket is closed), or a person resolved it.
-            if self.wf.resolution is not None:
-                self.resolved_by = self.wf.resolution.by
+            if self.wf.operator.resolution is not None:
+                self.resolved_by = self.wf.operator.resolution.by
             else:
                 await vendor_ticket.vendor_resolved(self)
         if await vendor_ticket.verify_fixed(self):
@@ -224,7 +224,8 @@ class Closer:
         deadline = workflow.now() + timedelta(seconds=seconds)
 
         def woken() -> bool:
-            return self.wf.resolution is not None or self.wf.abort_request is not None or (wake is not None and wake())
+            asked = self.wf.operator
+            return asked.resolution is not None or asked.abort_request is not None or (wake is not None and wake())
 
         while True:
             await wait_for(lambda: woken() or bool(self.wf.placements.due(window)),
@@ -247,8 +248,9 @@ class Closer:
         if not state.taint_rule:
             covered = f" (covered by node incident {state.node_incident})" if state.node_incident else ""
             return f"no DeviceTaintRule of its own to remove{covered}"
-        approved = unseen_device.STEP in self.wf.approved  # an operator's word for a device nothing can see
-        if not (self.verified_healthy or approved) and self.wf.resolution is None and not await self._stays_healthy():
+        approved = unseen_device.STEP in self.wf.operator.approved  # an operator's word for a device nothing can see
+        if (not (self.verified_healthy or approved) and self.wf.operator.resolution is None
+                and not await self._stays_healthy()):
             self.wf.note("close", f"DeviceTaintRule {state.taint_rule} kept: the device did not verify healthy")
             return f"DeviceTaintRule {state.taint_rule} kept (device not verified healthy)"
         self.wf.enter(Phase.UNTAINTING, "close", f"removing DeviceTaintRule {state.taint_rule}")

@@ -43,7 +43,7 @@ async def ask_to_untaint(wf: IncidentContext, why: str) -> bool:
     wf.note("close", f"{why}; {rule} stays until a source that can see the device reports it Healthy, or an "
                      f"operator approves untaint; kept if nobody answers within {timeout:g}s")
     try:
-        if not await wait_for(lambda: wf.state.pending_approval is None or wf.abort_request is not None
+        if not await wait_for(lambda: wf.state.pending_approval is None or wf.operator.abort_request is not None
                               or healthy_report(wf.events) is not None,
                               at_most_s=timeout, summary=f"approval of untaint (kept after {timeout:g}s)"):
             wf.state.decisions.append(decision(STEP, "timed_out_keep", "policy", f"no answer within {timeout:g}s"))
@@ -60,6 +60,6 @@ async def ask_to_untaint(wf: IncidentContext, why: str) -> bool:
     if STEP in wf.state.skip:
         wf.note("close", f"{rule} kept: untaint skipped by an operator ({wf.state.skip[STEP]})")
         return False
-    wf.approved.add(STEP)
+    wf.operator.approved.add(STEP)
     wf.note("close", f"{rule} to be removed unverified, approved by {wf.state.decisions[-1].by}")
     return True

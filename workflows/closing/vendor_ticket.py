@@ -97,7 +97,7 @@ async def file_ticket(wf: IncidentContext) -> bool:
         wf.note("ticket", f"no ticket: skipped by an operator ({wf.state.skip['ticket']})")
         return False
     state, ticket = wf.state, wf.policy.ticket
-    wf.running = "ticket"
+    wf.operator.running = "ticket"
     result = await workflow.execute_activity_method(
         TicketActivities.file_ticket,
         TicketInput(incident_id=state.incident_id, idempotency_key=wf.request_id("ticket"), url=ticket.url,
@@ -162,8 +162,8 @@ async def wait_vendor(closer: ClosingContext, deadline: dt.datetime | None = Non
                               f"the vendor resolves ticket {wf.state.ticket_id} or a person resolves the incident")
 
     def ended() -> bool:
-        if wf.resolution is not None:
-            closer.resolved_by = wf.resolution.by
+        if wf.operator.resolution is not None:
+            closer.resolved_by = wf.operator.resolution.by
             return True
         if healed():
             closer.resolved_by = ""
@@ -222,11 +222,11 @@ async def verify_fixed(closer: ClosingContext) -> bool:
     while True:
         health = await closer.read_health()
         report = healthy_report(wf.events) if health is Health.UNKNOWN else None
-        trusted = health is Health.UNKNOWN and wf.resolved_by_operator and wf.resolution is not None
+        trusted = health is Health.UNKNOWN and wf.operator.resolved_by_operator and wf.operator.resolution is not None
         if health is Health.HEALTHY or report is not None or trusted:
             how = (f"{report.source} reports it Healthy ({report.message or report.reason})" if report is not None
                    else "reads Healthy" if health is Health.HEALTHY
-                   else f"on {wf.resolution.by}'s word (resolve): nothing can see it" if wf.resolution
+                   else f"on {wf.operator.resolution.by}'s word (resolve): nothing can see it" if wf.operator.resolution
                    else "")
             wf.note("close", f"device verified after the ticket's resolution: {_cut(how)}")
             return True
@@ -240,7 +240,7 @@ async def verify_fixed(closer: ClosingContext) -> bool:
             wf.note("close", f"ticket {wf.state.ticket_id} resolved but the device still reads Unhealthy "
                              f"after {ticket.verify_s:g}s")
             return False
-        await wait_for(lambda: wf.abort_request is not None or reported(),
+        await wait_for(lambda: wf.operator.abort_request is not None or reported(),
                        at_most_s=min(closer.policy.close.poll_s, remaining), summary="verify the device after the fix")
         wf.check_abort()
 

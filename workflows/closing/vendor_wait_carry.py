@@ -22,8 +22,8 @@ def take_up(wf: IncidentContext, carry: VendorWaitCarry) -> set[str]:
     """Take up the record and the vendor wait of the run ``wf`` continues; returns the event ids seen."""
     wf.state = carry.state
     wf.events = list(carry.events)
-    wf.resolution, wf.resolved_by_operator = carry.resolution, carry.resolved_by_operator
-    wf.approved, wf.done = set(carry.approved), set(carry.done)
+    wf.operator.resolution, wf.operator.resolved_by_operator = carry.resolution, carry.resolved_by_operator
+    wf.operator.approved, wf.operator.done = set(carry.approved), set(carry.done)
     wf.waits.guard_asked, wf.waits.turn_asked = carry.guard_asked, carry.turn_asked
     wf.notices.annotated = set(carry.annotated)
     return set(carry.seen_ids)
@@ -47,8 +47,9 @@ async def continue_wait(wf: IncidentContext, deadline: dt.datetime, gap: float, 
                       f"history reached {workflow.info().get_current_history_length()} events")
     news = wf.events[news_from:][-EVENTS_CARRIED:]
     carry = VendorWaitCarry(
-        state=wf.state, events=news, seen_ids=[e.event_id for e in news], resolution=wf.resolution,
-        resolved_by_operator=wf.resolved_by_operator, approved=sorted(wf.approved), done=sorted(wf.done),
+        state=wf.state, events=news, seen_ids=[e.event_id for e in news], resolution=wf.operator.resolution,
+        resolved_by_operator=wf.operator.resolved_by_operator, approved=sorted(wf.operator.approved),
+        done=sorted(wf.operator.done),
         guard_asked=wf.waits.guard_asked, turn_asked=wf.waits.turn_asked,
         annotated=sorted(wf.notices.annotated, key=lambda p: (p.namespace, p.name, p.uid)),
         deadline=deadline, gap_s=gap, read_healthy=read_healthy, runs=runs)

@@ -119,7 +119,7 @@ async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool)
         wf.note("checkpoint", f"skipped: {skip}; last known checkpoint(s): {', '.join(last) or 'none'}")
         await tell_pods(wf, "checkpointed", f"no checkpoint requested: {skip}; last known: {', '.join(last) or 'none'}")
         return _unsaved(everyone, CheckpointStatus.SKIPPED, skip)
-    wf.running = "checkpoint"
+    wf.operator.running = "checkpoint"
     more = f" and {len(siblings)} more of their job(s)" if siblings else ""
     wf.state.doing = f"waiting up to {policy.timeout_s:g}s for {len(reachable)} pod(s){more} to save"
     wf.refresh_details()
@@ -218,7 +218,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         wf.note("taint", f"dry-run: would taint {device} {effect.value}{evicts} (DeviceTaintRule "
                          f"{wf.inp.device.object_name})")
         return True
-    wf.running = "taint"
+    wf.operator.running = "taint"
     request = TaintInput(incident_id=wf.state.incident_id, device=wf.inp.device, effect=effect, reason=wf.state.why)
     summary = f"taint {device} {effect.value}"
     if local:
@@ -229,7 +229,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
     if final or result.unavailable:
         wf.finished("taint")
     else:
-        wf.running = None
+        wf.operator.running = None
     wf.state.taint_rule = result.rule_name
     if result.unavailable:
         await node_takes_over.quarantine_instead(wf, result.unavailable)

@@ -20,12 +20,10 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.classify import classify
     from podmedic.domain.flapping import transitions_within
     from podmedic.domain.incident import (
-        AbortRequest,
         IncidentOutcome,
         IncidentState,
         IncidentStopped,
         Phase,
-        Resolution,
         VendorWaitCarry,
         fold_timeline,
     )
@@ -42,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.closing import vendor_wait_carry
     from workflows.closing.close import Closer, dry_run_close, let_go_if_stopped
     from workflows.device import disruptive_steps, move_off, repeat_offender
-    from workflows.device.operator_updates import OperatorHandlers
+    from workflows.device.operator_updates import OperatorHandlers, OperatorRequests
     from workflows.device.recovery_ladder import run_ladder
     from workflows.device.report_to_node import report_to_node
     from workflows.device.settle import corroborate, settle
@@ -66,16 +64,11 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.policy, self.policy_problem = policy_in_force(inp.policy_ref)
         self.state = IncidentState(incident_id=inp.device.workflow_id, device=inp.device)
         self.events: list[DeviceHealthEvent] = []
+        self.operator = OperatorRequests()
         self._seen: set[str] = set()
-        self.resolution: Resolution | None = None
-        self.resolved_by_operator = False  # the resolve update (a person), not a vendor's signal
-        self.abort_request: AbortRequest | None = None
         self.canceled = ""  # why, once a Temporal cancel request closed the incident
         self.work: asyncio.Task[IncidentOutcome] | None = None
         self.abort_cancels = False  # abort canceled the work (``stop_work``)
-        self.approved: set[str] = set()
-        self.running: str | None = None
-        self.done: set[str] = set()
         self.attributes = SearchAttributeWriter(bool(inp.search_attributes))
         self.waits = WaitState()
         self.notices = PodNotices()
@@ -126,7 +119,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             outcome = await asyncio.shield(work)
         except asyncio.CancelledError:
             work.cancel()
-            if self.abort_cancels and self.abort_request is not None:  # the work was canceled by abort
+            if self.abort_cancels and self.operator.abort_request is not None:  # the work was canceled by abort
                 outcome = self.finish(Outcome.ABORTED, self._aborted())
             else:
                 self.canceled = self._canceled()
@@ -157,7 +150,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         except ActivityError as err:
             if self.canceled:
                 raise asyncio.CancelledError(self.canceled) from err
-            if self.abort_cancels and self.abort_request is not None and isinstance(err.cause, CancelledError):
+            if self.abort_cancels and self.operator.abort_request is not None and isinstance(err.cause, CancelledError):
                 return self.finish(Outcome.ABORTED, self._aborted())  # the step abort cut short
             cause = err.cause or err
             return self.finish(Outcome.FAILED, f"step {self.state.phase.value} gave up: {cause}")
@@ -169,8 +162,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
             self.work.cancel()
 
     def _aborted(self) -> str:
-        assert self.abort_request is not None
-        return f"aborted by {self.abort_request.by}: {self.abort_request.reason}"
+        assert self.operator.abort_request is not None
+        return f"aborted by {self.operator.abort_request.by}: {self.operator.abort_request.reason}"
 
     def _canceled(self) -> str:
         """Why the incident ends on a Temporal cancel request, in words (the request names nobody to it)."""
@@ -277,7 +270,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         """End the incident if an operator asked to, or stop its work once Temporal canceled it."""
         if self.canceled:
             raise IncidentStopped(Outcome.ABORTED, self.canceled)
-        if self.abort_request is not None:
+        if self.operator.abort_request is not None:
             raise IncidentStopped(Outcome.ABORTED, self._aborted())
 
     def enter(self, phase: Phase, step: str | None, doing: str | None = None) -> None:
@@ -294,8 +287,8 @@ class DeviceIncidentWorkflow(OperatorHandlers):
 
     def finished(self, step: str) -> None:
         """An operator-visible step ran to its end (it can no longer be skipped)."""
-        self.done.add(step)
-        self.running = None
+        self.operator.done.add(step)
+        self.operator.running = None
 
     def refresh_details(self) -> None:
         """Rewrite the incident's current details in the Temporal UI."""

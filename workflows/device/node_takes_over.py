@@ -77,7 +77,7 @@ async def quarantine_rung(wf: IncidentContext, pod: PodRef, rung: LadderRung) ->
         wf.note("recover", f"dry-run: would {what}")
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="dry-run: not done")
     answer = await _ask_watch(wf, node, f"{wf.state.why}; ladder exhausted", rung.timeout_s)
-    wf.done.add("node_quarantine")
+    wf.operator.done.add("node_quarantine")
     detail = _record(wf, node, answer)
     wf.note("recover", f"node_quarantine: {detail}")
     return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail=detail)

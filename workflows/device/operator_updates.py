@@ -8,6 +8,8 @@ Accepted updates record who did what on the timeline and in ``decisions``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -27,17 +29,29 @@ with workflow.unsafe.imports_passed_through():
     from workflows.operator_checks import decision, require_actor, require_pending, require_unresolved, with_note
 
 
+@dataclass
+class OperatorRequests:
+    """What operators (and vendors) asked of the incident, and the steps they may still skip."""
+
+    abort_request: AbortRequest | None = None
+    resolution: Resolution | None = None
+    resolved_by_operator: bool = False
+    """The resolution came from a person (the ``resolve`` update), not a vendor's signal: where nothing can see
+    the device, it stands in for verification."""
+    approved: set[str] = field(default_factory=set)
+    """Steps whose gate was settled: not asked again in the incident."""
+    running: str | None = None
+    """The operator-visible step running now: it can no longer be skipped, only aborted."""
+    done: set[str] = field(default_factory=set)
+    """Steps that ran to their end."""
+
+
 class OperatorHandlers:
     """Mixed into the incident workflow: every handler an operator (or vendor) calls."""
 
     state: IncidentState
     policy: DriverPolicy
-    abort_request: AbortRequest | None
-    resolution: Resolution | None
-    resolved_by_operator: bool
-    approved: set[str]
-    running: str | None
-    done: set[str]
+    operator: OperatorRequests
 
     def note(self, step: str, message: str) -> None:
         """Add a line to the timeline (the workflow class provides it)."""
@@ -95,9 +109,9 @@ class OperatorHandlers:
             raise ValueError(f"unknown step {request.step!r}; steps: {', '.join(STEPS)}")
         if request.step in self.state.skip:
             raise ValueError(f"{request.step} is already skipped")
-        if request.step == self.running:
+        if request.step == self.operator.running:
             raise ValueError(f"{request.step} is running now; abort the incident to stop it")
-        if request.step in self.done:
+        if request.step in self.operator.done:
             raise ValueError(f"{request.step} already ran")
 
     # -- abort ---------------------------------------------------------------------------
@@ -111,15 +125,16 @@ class OperatorHandlers:
 
     @abort.validator
     def _validate_abort(self, request: AbortRequest) -> None:
-        if self.abort_request is not None:
-            raise ValueError(f"already aborted by {self.abort_request.by}: {self.abort_request.reason}")
+        if self.operator.abort_request is not None:
+            earlier = self.operator.abort_request
+            raise ValueError(f"already aborted by {earlier.by}: {earlier.reason}")
         self._open()
         require_actor(request.by)
         if not request.reason.strip():
             raise ValueError("a reason is required to abort")
 
     def _stop(self, request: AbortRequest) -> None:
-        self.abort_request = request
+        self.operator.abort_request = request
         step = self.state.pending_approval.step if self.state.pending_approval else "incident"
         self._decide(step, "aborted", request.by, request.reason)
         self.stop_work()
@@ -131,23 +146,23 @@ class OperatorHandlers:
 
         A person's word: where nothing can see the device to verify it, it stands in for verification."""
         self._resolved(resolution)
-        self.resolved_by_operator = True
+        self.operator.resolved_by_operator = True
         return self._answer(with_note(f"resolved by {resolution.by}", resolution.note))
 
     @resolve_update.validator
     def _validate_resolve(self, resolution: Resolution) -> None:
         self._open()
         require_actor(resolution.by)
-        require_unresolved(self.resolution)
+        require_unresolved(self.operator.resolution)
 
     def _resolved(self, resolution: Resolution) -> None:
-        self.resolution = resolution
+        self.operator.resolution = resolution
         self._decide("resolve", "resolved", resolution.by, resolution.note)
 
     @workflow.signal(name=names.RESOLVE)
     def resolve(self, resolution: Resolution) -> None:
         """Signal form of ``resolve`` (vendor callbacks), without validation."""
-        if self.resolution is None:
+        if self.operator.resolution is None:
             self._resolved(resolution)
             self.note("resolve", f"resolved by {resolution.by}: {resolution.note}")
 

@@ -59,7 +59,7 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
         for attempt in range(1, rung.attempts + 1):
             summary = f"{rung.action} {current.namespace}/{current.name} (attempt {attempt}/{rung.attempts})"
             wf.enter(Phase.RECOVERING, "recover", summary)
-            wf.running = rung.action
+            wf.operator.running = rung.action
             result = await workflow.execute_activity_method(
                 _ACTIONS[rung.action],
                 RecoverInput(
@@ -76,18 +76,18 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
                 **activity_options(wf.policy.steps.recover, summary,
                                    min_start_to_close_s=_limit_s(wf, rung)),
             )
-            wf.running = None
+            wf.operator.running = None
             for line in result.notes:
                 wf.note("recover", f"{summary}: {line}")
             verdict = "verified" if result.verified else "not verified"
             wf.note("recover", f"{summary}: {verdict}; {result.detail}")
             await _tell(wf, current, result, f"{summary}: {verdict}; {result.detail}")
             if result.verified:
-                wf.done.add(rung.action)
+                wf.operator.done.add(rung.action)
                 return result
             if result.pod is not None:
                 current = result.pod
-        wf.done.add(rung.action)
+        wf.operator.done.add(rung.action)
     return result
 
 

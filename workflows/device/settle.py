@@ -74,7 +74,7 @@ async def corroborate(wf: IncidentContext, event: DeviceHealthEvent) -> DeviceHe
                                             f"failed: waiting {wait:g}s for another source")
         wf.note("detect", f"{event.source} does not say what failed: waiting up to {wait:g}s for the node agent, "
                           "an alert or a slice taint")
-        if not await wait_for(lambda: telling() is not None or wf.abort_request is not None, at_most_s=wait,
+        if not await wait_for(lambda: telling() is not None or wf.operator.abort_request is not None, at_most_s=wait,
                               summary="corroboration"):
             wf.note("detect", f"no other source named the failure within {wait:g}s: classifying the report as it is")
             return event
@@ -90,7 +90,7 @@ async def _next_event(wf: IncidentContext, after: int, wanted: Callable[[DeviceH
     """Index of the first event after ``after`` that is ``wanted``, waiting up to ``timeout_s``."""
     def position() -> int | None:
         return next((i for i in range(after + 1, len(wf.events)) if wanted(wf.events[i])), None)
-    if not await wait_for(lambda: position() is not None or wf.abort_request is not None, at_most_s=timeout_s,
+    if not await wait_for(lambda: position() is not None or wf.operator.abort_request is not None, at_most_s=timeout_s,
                           summary=summary):
         return None
     wf.check_abort()

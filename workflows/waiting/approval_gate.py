@@ -40,7 +40,7 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
         wf.note(step, f"skipped by an operator: {wf.state.skip[step]}")
         return False
     gate = gate_of(wf, step, no_execute=no_execute)
-    if gate is None or step in wf.approved:
+    if gate is None or step in wf.operator.approved:
         return True
     if wf.policy.dry_run:
         wf.note("approval", f"dry-run: {step} would wait for an operator's approval (gate {gate.action}): {action}")
@@ -57,7 +57,7 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
                         f"{on_timeout} after {timeout:g}s without an answer")
     await tell_pods(wf, "awaiting_approval", f"incident waits for an operator to approve {step}: {action}")
     try:
-        if not await wait_for(lambda: wf.state.pending_approval is None or wf.abort_request is not None,
+        if not await wait_for(lambda: wf.state.pending_approval is None or wf.operator.abort_request is not None,
                               at_most_s=timeout, summary=f"approval of {step} ({on_timeout} after {timeout:g}s)"):
             _timed_out(wf, step, timeout, on_timeout)
     finally:
@@ -66,7 +66,7 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
     skipped = step in wf.state.skip
     settled = wf.state.decisions[-1].decision if wf.state.decisions else "approved"
     if not skipped:
-        wf.approved.add(step)
+        wf.operator.approved.add(step)
     wf.enter(resume, None, f"{step} {'skipped by an operator' if skipped else settled.replace('_', ' ')}; going on")
     return not skipped
 
@@ -81,4 +81,4 @@ def _timed_out(wf: IncidentContext, step: str, timeout: float, on_timeout: str) 
     if on_timeout == "abort":
         raise IncidentStopped(Outcome.ABORTED, f"approval of {step} not given within {timeout:g}s; "
                                            f"aborted as the {wf.policy.driver} policy says") from None
-    wf.approved.add(step)
+    wf.operator.approved.add(step)

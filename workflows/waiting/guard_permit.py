@@ -108,7 +108,7 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
 
 def _wakes(wf: IncidentContext, step: str, *, gated: bool) -> Callable[[], bool]:
     """What ends a wait: the guard's wake-up, an abort, a skip, an approval (when gated)."""
-    return lambda: (wf.waits.guard_woke or wf.abort_request is not None or step in wf.state.skip
+    return lambda: (wf.waits.guard_woke or wf.operator.abort_request is not None or step in wf.state.skip
                     or (gated and wf.state.pending_approval is None))
 
 

@@ -43,8 +43,8 @@ async def wait_turn(wf: IncidentContext) -> None:
              "incidents act at once (detection.storm_fence.acting)")
     wf.note("storm", doing)
     wf.enter(Phase.THROTTLED, None, doing)
-    while not await wait_for(lambda: wf.waits.turn_given or wf.abort_request is not None, at_most_s=rule.max_hold_s,
-                             summary="storm turn"):
+    while not await wait_for(lambda: wf.waits.turn_given or wf.operator.abort_request is not None,
+                             at_most_s=rule.max_hold_s, summary="storm turn"):
         waited = (workflow.now() - waited_from).total_seconds()
         wf.note("storm", f"no turn yet after {waited:.0f}s: asked again (storm_fence.max_hold_s)")
         if not await _ask(wf):
