@@ -38,27 +38,19 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.stall import StalledPod, StallInput, StallOutcome, step_order
     from workflows.activity_options import GIVE_BACK, URGENT
     from workflows.policy_memo import policy_in_force
-    from workflows.record.timeline import note
+    from workflows.record.timeline import PlainTimeline
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 
 
 @workflow.defn(name=names.WORKLOAD_STALL)
-class WorkloadStallWorkflow:
+class WorkloadStallWorkflow(PlainTimeline):
     """Ends one rank of a stalled workload and verifies it steps again."""
 
     def __init__(self) -> None:
         self.timeline: list[str] = []
         self.ended: StalledPod | None = None
         self.asked_guard = False
-
-    @workflow.query
-    def get_timeline(self) -> list[str]:
-        """What the incident did so far, one line each."""
-        return list(self.timeline)
-
-    def _note(self, line: str) -> None:
-        note(self.timeline, line)
 
     @workflow.run
     async def run(self, inp: StallInput) -> StallOutcome:

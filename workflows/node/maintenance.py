@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.steps import CheckpointInput, RecoverInput, RecoveryResult
     from workflows.activity_options import URGENT
     from workflows.policy_memo import policy_in_force
-    from workflows.record.timeline import note
+    from workflows.record.timeline import PlainTimeline
     from workflows.waiting.wait import wait_for
 
 READ = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
@@ -59,7 +59,7 @@ ONE_CALL = timedelta(seconds=60)
 
 
 @workflow.defn(name=names.NODE_MAINTENANCE)
-class NodeMaintenanceWorkflow:
+class NodeMaintenanceWorkflow(PlainTimeline):
     """Moves a node's pods off it at the latest safe moment before its announced maintenance."""
 
     @workflow.init
@@ -75,14 +75,6 @@ class NodeMaintenanceWorkflow:
         """A newer reading of the node's notice: a new deadline, or none (withdrawn, or the maintenance began)."""
         if notice.event_id != self.notice.event_id:
             self.notice, self.changed = notice, True
-
-    @workflow.query
-    def get_timeline(self) -> list[str]:
-        """What the incident did so far, one line each."""
-        return list(self.timeline)
-
-    def _note(self, line: str) -> None:
-        note(self.timeline, line)
 
     @workflow.run
     async def run(self, inp: MaintenanceInput) -> MaintenanceOutcome:
