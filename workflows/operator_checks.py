@@ -46,6 +46,12 @@ def decision(step: str, what: str, by: str, note: str) -> Decision:
     return Decision(step=step, decision=what, by=by, at=workflow.now(), note=note)
 
 
+def timed_out(step: str, on_timeout: str, timeout: float) -> Decision:
+    """The policy's decision at an approval gate nobody answered within ``timeout`` seconds: proceed or abort."""
+    what = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
+    return decision(step, what, "policy", f"no answer within {timeout:g}s")
+
+
 def with_note(accepted: str, note: str) -> str:
     """``accepted``, followed by the operator's note when there is one."""
     return accepted + (f": {note}" if note else "")

@@ -4,8 +4,7 @@ The ingest, the CLI and the activities start, signal and update workflows by the
 importing the workflow code: the foundation, the ingest and the activities never reach up into
 ``workflows/``. Each workflow declares itself and its handlers with the same constants
 (``@workflow.defn(name=...)``, ``@workflow.signal(name=...)``), so a name cannot drift from its
-handler; a renamed constant would also rename what running workflows' histories recorded, which the
-replay test refuses.
+handler. A name is what running workflows' histories recorded: renaming one strands their runs.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.node import NodeActivities
     from activities.quarantine import QuarantineActivities
     from activities.taint import TaintActivities
-    from podmedic.domain.incident import Decision, PendingApproval
+    from podmedic.domain.incident import PendingApproval
     from podmedic.domain.models import DeviceRef
     from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
     from podmedic.domain.node_explain import release_terms
@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_options import URGENT
     from workflows.context import NodeContext
     from workflows.node import plugin_devices
+    from workflows.operator_checks import timed_out
     from workflows.waiting import node_guard_permit
     from workflows.waiting.wait import wait_for
 
@@ -108,9 +109,7 @@ async def _approved(wf: NodeContext) -> bool:
     if not await wait_for(lambda: wf.state.pending_approval is None, at_most_s=timeout,
                           summary=f"approval of node_quarantine ({on_timeout} after {timeout:g}s)"):
         wf.state.pending_approval = None
-        decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
-        wf.state.decisions.append(Decision(step="node_quarantine", decision=decision, by="policy",
-                                           at=workflow.now(), note=f"no answer within {timeout:g}s"))
+        wf.state.decisions.append(timed_out("node_quarantine", on_timeout, timeout))
         wf.note(f"no answer on node_quarantine within {timeout:g}s: {on_timeout}", "approval")
         return on_timeout == "proceed"
     wf.state.phase = "NodeIncident"

@@ -12,10 +12,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
-    from podmedic.domain.incident import Decision, IncidentStopped, PendingApproval, Phase
+    from podmedic.domain.incident import IncidentStopped, PendingApproval, Phase
     from podmedic.domain.models import Outcome
     from podmedic.domain.policy import Gate
     from workflows.context import IncidentContext
+    from workflows.operator_checks import timed_out
     from workflows.record.pod_notices import tell_pods
     from workflows.waiting.wait import wait_for
 
@@ -74,9 +75,7 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
 def _timed_out(wf: IncidentContext, step: str, timeout: float, on_timeout: str) -> None:
     """Nobody answered the gate in time: record the policy's decision; abort the incident if it says so."""
     wf.state.pending_approval = None
-    decision = "timed_out_proceed" if on_timeout == "proceed" else "timed_out_abort"
-    wf.state.decisions.append(Decision(step=step, decision=decision, by="policy", at=workflow.now(),
-                                       note=f"no answer within {timeout:g}s"))
+    wf.state.decisions.append(timed_out(step, on_timeout, timeout))
     wf.note("approval", f"no answer on {step} within {timeout:g}s: {on_timeout} (policy {wf.policy.driver})")
     if on_timeout == "abort":
         raise IncidentStopped(Outcome.ABORTED, f"approval of {step} not given within {timeout:g}s; "
