@@ -27,6 +27,7 @@ from tests.e2e_recover.conftest import (
     incident,
     notes,
     podmedic_events,
+    pods_of,
     policy,
     ready_pod,
     start_job,
@@ -138,10 +139,21 @@ async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_
     await assert_eventually(at_the_gate, timeout=30)
     sim.call(lambda: sim.store.delete("pods", "default", pod["name"]))
     outcome = await running
-    assert outcome.recovered_by == "replaced_by_controller", notes(outcome)
+    assert outcome.recovered_by == "replaced_by_controller", _job_seen(sim, job, notes(outcome))
     assert "replaced by its Job controller (the pod was gone before podmedic evicted it)" in notes(outcome)
     assert outcome.pod is not None and outcome.pod.uid != pod["uid"] and outcome.pod.job == job
     assert "no preferred node affinity" not in notes(outcome)  # there was no pod left to place
+
+
+def _job_seen(sim: SimCluster, job: str, notes_text: str) -> str:
+    """The incident's notes with what the simulator holds of the Job (its status, pods and Events), so a
+    failure says whether the controller made no replacement or podmedic did not see it."""
+    status = sim.call(lambda: (sim.store.get("jobs", "default", job).get("status") or {}))
+    events = sim.call(lambda: [e.get("message") for e in sim.store.list("events", "default")
+                               if (e.get("involvedObject") or {}).get("name") == job])
+    pods = [{k: p.get(k) for k in ("name", "uid", "node", "phase", "ready", "deleting", "devices")}
+            for p in pods_of(sim, job)]
+    return f"{notes_text}\nJob status: {status}\nJob events: {events}\nits pods: {pods}"
 
 
 async def test_bare_pod_is_recreated_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
