@@ -55,6 +55,13 @@ class Approvals(ConfigModel):
         """The gate on ``action``, if the policy has one."""
         return next((g for g in self.gates if g.action == action), None)
 
+    def gate_holding(self, step: str, *, no_execute: bool = False) -> Gate | None:
+        """The gate holding ``step``: its own, or for a NoExecute taint (``no_execute``) ``taint_no_execute``."""
+        gate = self.gate_for(step)
+        if gate is None and step == "taint" and no_execute:
+            gate = self.gate_for("taint_no_execute")
+        return gate
+
 
 class NodeQuarantine(ConfigModel):
     """What a node incident does to its node: cordon it and taint it, until its devices heal.

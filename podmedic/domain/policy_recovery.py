@@ -38,6 +38,10 @@ class Taint(ConfigModel):
     transient: Effect = Effect.NO_SCHEDULE
     permanent: Effect = Effect.NO_EXECUTE
 
+    def effect(self, permanent: bool) -> Effect:
+        """The effect for a failure of this permanence."""
+        return self.permanent if permanent else self.transient
+
 
 Rung = Literal[
     "in_place_restart",

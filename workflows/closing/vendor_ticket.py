@@ -8,6 +8,7 @@ What the workflow sends is capped, so a long-running flapping device cannot bloa
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +20,9 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain import incident as record
     from podmedic.domain import search
     from podmedic.domain.flapping import healthy_after_the_failure, healthy_report
-    from podmedic.domain.incident import Phase
-    from podmedic.domain.models import Health
+    from podmedic.domain.incident import IncidentState, Phase
+    from podmedic.domain.models import DeviceHealthEvent, DeviceRef, Health
+    from podmedic.domain.policy import RepeatOffenders
     from podmedic.domain.steps import TicketInput, TicketNoteInput, TicketStatusInput
     from workflows.activity_options import GIVE_BACK, activity_options
     from workflows.closing import vendor_wait_carry
@@ -47,26 +49,25 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
 
 
-def evidence(wf: IncidentContext) -> dict[str, Any]:
-    """What the workflow knows for the bundle: health timeline, pods, actions, checkpoints (capped)."""
-    state = wf.state
-    events = [{"at": e.observed_at.isoformat(), "health": e.health.value, "code": e.code, "reason": e.reason,
+def evidence(state: IncidentState, events: Sequence[DeviceHealthEvent], device: DeviceRef) -> dict[str, Any]:
+    """What the incident knows for the bundle: health timeline (``events``), pods, actions, checkpoints (capped)."""
+    health = [{"at": e.observed_at.isoformat(), "health": e.health.value, "code": e.code, "reason": e.reason,
                "message": _cut(e.message), "source": e.source,
                "pod": f"{e.pod.namespace}/{e.pod.name}" if e.pod else None}
-              for e in wf.events[-MAX_EVENTS:]]
+              for e in events[-MAX_EVENTS:]]
     checkpoints = [{"pod": r.pod, "status": r.status.value, "id": r.checkpoint_id, "location": r.location}
                    for r in (state.checkpoint.results if state.checkpoint else [])][:MAX_PODS]
     return {
         "incident": state.incident_id,
-        "device": wf.inp.device.model_dump(),
+        "device": device.model_dump(),
         "node": state.node,
         "node_incident": state.node_incident,
         "failure_mode": state.failure_mode,
         "permanence": state.permanence,
         "flapping": state.flapping,
         "classification": _cut(state.why or ""),
-        "events": events,
-        "events_total": len(wf.events),
+        "events": health,
+        "events_total": len(events),
         "pods": [f"{p.namespace}/{p.name} (uid {p.uid}, node {p.node}, job {p.job or '-'})"
                  for p in state.pods[:MAX_PODS]],
         "checkpoint_ids": state.checkpoint.checkpoint_ids if state.checkpoint else [],
@@ -79,11 +80,10 @@ def evidence(wf: IncidentContext) -> dict[str, Any]:
     }
 
 
-def escalation(wf: IncidentContext) -> str:
+def escalation(state: IncidentState, rule: RepeatOffenders) -> str:
     """Why this incident warrants a ticket of its own although the device's last one may be open:
     it is the one that made the device a repeat offender. Later incidents of the lemon join its
     ticket; earlier ones joined the ticket before it."""
-    rule, state = wf.policy.repeat_offenders, wf.state
     if not state.repeat_offender or len(state.previous_incidents) + 1 != rule.incidents:
         return ""
     return f"repeat offender: {rule.incidents} incidents of this device within {rule.window_s:g}s"
@@ -101,7 +101,8 @@ async def file_ticket(wf: IncidentContext) -> bool:
     result = await workflow.execute_activity_method(
         TicketActivities.file_ticket,
         TicketInput(incident_id=state.incident_id, idempotency_key=wf.request_id("ticket"), url=ticket.url,
-                    evidence=evidence(wf), ticket=ticket, escalate=escalation(wf)),
+                    evidence=evidence(state, wf.events, wf.inp.device), ticket=ticket,
+                    escalate=escalation(state, wf.policy.repeat_offenders)),
         **activity_options(wf.policy.steps.ticket, f"{ticket.backend} ticket for {wf.inp.device.resource_id}"),
     )
     wf.finished("ticket")

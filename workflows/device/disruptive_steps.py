@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.taint import TaintActivities
     from podmedic.domain.incident import IncidentStopped, Phase
     from podmedic.domain.models import Outcome, PodRef
+    from podmedic.domain.policy import DriverPolicy
     from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.steps import (
         STOPPED_ON_DEAD_DEVICE,
@@ -39,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.record import metrics
     from workflows.record.pod_notices import tell_pods
     from workflows.waiting import guard_permit
-    from workflows.waiting.approval_gate import clear_to, gate_of
+    from workflows.waiting.approval_gate import clear_to
 
 
 async def fence(wf: IncidentContext) -> bool:
@@ -51,29 +52,24 @@ async def fence(wf: IncidentContext) -> bool:
     the workflow task that opened the incident, not queued behind every other incident's
     activity tasks in a storm.
     """
-    if wf.policy.dry_run or gate_of(wf, "taint") is not None:
+    if wf.policy.dry_run or wf.policy.approvals.gate_holding("taint") is not None:
         return False
-    final = policy_effect(wf, wf.permanent) is Effect.NO_SCHEDULE
+    final = wf.policy.taint.effect(wf.permanent) is Effect.NO_SCHEDULE
     return await taint(wf, Effect.NO_SCHEDULE, final=final, wait_for_guard=False, local=True)
-
-
-def policy_effect(wf: IncidentContext, permanent: bool) -> Effect:
-    """The DeviceTaintRule effect the driver's policy gives this permanence."""
-    return wf.policy.taint.permanent if permanent else wf.policy.taint.transient
 
 
 async def checkpoint_and_taint(wf: IncidentContext, discovery: Discovery, permanent: bool,
                                fenced: bool) -> None:
     """Checkpoint the workload, then taint the device with the policy's effect (after a fence:
     raise the fence to it when it evicts, which is what had to wait for the checkpoint)."""
-    effect = policy_effect(wf, permanent)
+    effect = wf.policy.taint.effect(permanent)
     # The opening notice names the fence's rule: the fence writes no Event of its own.
     wf.state.checkpoint = await checkpoint(wf, discovery, permanent)
     if not fenced or (wf.state.taint_rule and effect is not Effect.NO_SCHEDULE):
         await taint(wf, effect)
 
 
-def _reachable(wf: IncidentContext, pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
+def _reachable(pods: list[PodRef], permanent: bool) -> tuple[list[PodRef], list[PodRef]]:
     """The device's pods a checkpoint request can reach, and those it cannot.
 
     A transient fault leaves every pod worth asking. A device that failed for good cannot run a
@@ -86,17 +82,17 @@ def _reachable(wf: IncidentContext, pods: list[PodRef], permanent: bool) -> tupl
     return [p for p in pods if p.running], [p for p in pods if not p.running]
 
 
-def _skip_reason(wf: IncidentContext, discovery: Discovery, permanent: bool,
+def _skip_reason(driver_policy: DriverPolicy, discovery: Discovery, permanent: bool,
                  reachable: list[PodRef]) -> str | None:
-    """Why no checkpoint is asked for, as far as the policy and the pods tell (operators aside)."""
-    policy = wf.policy.checkpoint
+    """Why no checkpoint is asked for, as far as the driver's policy and the pods tell (operators aside)."""
+    policy = driver_policy.checkpoint
     if not discovery.pods:
         return "no pod uses the device"
     if not policy.enabled:
-        return f"checkpoints disabled for {wf.policy.driver}"
+        return f"checkpoints disabled for {driver_policy.driver}"
     if permanent and not reachable:
         return "device failed permanently and no pod on it still runs: nothing can save a checkpoint"
-    if wf.policy.dry_run:
+    if driver_policy.dry_run:
         pods = len(reachable) + (len(discovery.job_pods) if policy.whole_job else 0)
         return f"dry-run: would ask {pods} pod(s) to save a checkpoint ({policy.timeout_s:g}s)"
     return None
@@ -108,9 +104,9 @@ async def checkpoint(wf: IncidentContext, discovery: Discovery, permanent: bool)
     wf.enter(Phase.CHECKPOINTING, "checkpoint", "asking the workload to save its state before anything disruptive")
     policy = wf.policy.checkpoint
     siblings = discovery.job_pods if policy.whole_job else []
-    reachable, dead = _reachable(wf, discovery.pods, permanent)
+    reachable, dead = _reachable(discovery.pods, permanent)
     pods = reachable + siblings
-    skip = _skip_reason(wf, discovery, permanent, reachable)
+    skip = _skip_reason(wf.policy, discovery, permanent, reachable)
     if skip is None and not await clear_to(wf, "checkpoint", f"ask {len(pods)} pod(s) to save a checkpoint"):
         skip = f"skipped by an operator: {wf.state.skip['checkpoint']}"
     if skip:
@@ -191,7 +187,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
     """
     device = wf.inp.device.resource_id
     fenced = wf.state.taint_rule  # taken before the checkpoint: this raises it
-    node_incident = node_takes_over.covered(wf)
+    node_incident = node_takes_over.covered(wf.state, wf.policy)
     if fenced and node_incident:
         wf.note("taint", f"DeviceTaintRule {fenced} left at NoSchedule: node incident {node_incident} "
                          "quarantines the node")
@@ -240,7 +236,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         await tell_pods(wf, "taint_raised", f"device {device} taint raised to {result.effect.value}{evicts} now the "
                                        f"checkpoint is taken (DeviceTaintRule {result.rule_name})", warning=True)
         return True
-    metrics.quarantined(wf, effect.value)
+    metrics.quarantined(wf.inp.device.driver, metrics.failed_at(wf.events), effect.value)
     wf.note("taint", f"DeviceTaintRule {result.rule_name} ({effect.value}, "
                      f"{'created' if result.created else 'already present'})")
     await tell_pods(wf, "tainted", f"device {device} tainted {effect.value}{evicts} by DeviceTaintRule "

@@ -209,9 +209,9 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
             self.state.recovery.append(result)
-            metrics.recovered(self, result)
+            metrics.recovered(self.inp.device.driver, metrics.failed_at(self.events), result)
             self.track_pods()
-            move_off.placed(self, result)
+            self.placements.remember(result, workflow.now())
         await move_off.if_due(self)
         if self.policy.dry_run:
             return dry_run_close(self, self.permanent)
@@ -282,7 +282,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         if step and step not in self.state.steps:
             self.state.steps.append(step)
         self.upsert(search.PHASE, phase.value)
-        metrics.phase_entered(self, phase.value)
+        metrics.phase_entered(self.inp.device.driver, phase.value)
         self.refresh_details()
 
     def finished(self, step: str) -> None:
@@ -320,7 +320,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         self.upsert(search.OUTCOME, outcome.value)
         self.upsert(search.AWAITING_APPROVAL, None)
         self.note("close", f"{outcome.value}: {explanation}")
-        metrics.closed(self, outcome.value)
+        metrics.closed(self.inp.device.driver, outcome.value)
         workflow.set_current_details(describe.current_details(self.state) + f"\n\n**Outcome**: {explanation}")
         verified = [r for r in self.state.recovery if r.verified]
         return IncidentOutcome(

@@ -41,19 +41,17 @@ class Placements:
     node_incident_at: dt.datetime | None = None
     made: list[Placement] = field(default_factory=list)
 
+    def remember(self, result: RecoveryResult, at: dt.datetime) -> None:
+        """Remember ``result`` when it is a verified same-node placement (made ``at``)."""
+        if result.verified and result.action == "same_node" and result.pod is not None and result.same_node:
+            self.made.append(Placement(pod=result.pod, at=at))
+
     def due(self, window_s: float) -> list[Placement]:
         """Placements to move now: made at most ``window_s`` before the node incident, not yet moved."""
         if self.node_incident_at is None:
             return []
         start = self.node_incident_at - dt.timedelta(seconds=window_s)
         return [p for p in self.made if not p.moved and p.at >= start]
-
-
-def placed(wf: IncidentContext, result: RecoveryResult) -> None:
-    """Remember a verified same-node placement."""
-    if not (result.verified and result.action == "same_node" and result.pod is not None and result.same_node):
-        return
-    wf.placements.made.append(Placement(pod=result.pod, at=workflow.now()))
 
 
 async def if_due(wf: IncidentContext) -> None:
@@ -76,7 +74,7 @@ async def if_due(wf: IncidentContext) -> None:
     for pod in pods:
         result = await run_ladder(wf, pod, rungs, purpose="move-off")
         wf.state.recovery.append(result)
-        metrics.recovered(wf, result)
+        metrics.recovered(wf.inp.device.driver, metrics.failed_at(wf.events), result)
         wf.track_pods()
         verdict = "moved" if result.verified else "NOT moved"
         wf.note("recover", f"{pod.namespace}/{pod.name} {verdict} off node {pod.node}: {result.detail}")

@@ -20,22 +20,24 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain.steps import RecoveryResult
     from workflows.waiting import guard_permit
 if TYPE_CHECKING:
+    from podmedic.domain.incident import IncidentState
     from podmedic.domain.models import PodRef
+    from podmedic.domain.policy import DriverPolicy
     from workflows.context import IncidentContext
 
 SAME_NODE_RUNGS = ("same_node",)
 
 
-def covered(wf: IncidentContext) -> str | None:
-    """The node incident that quarantines this device's node, if any (and the policy quarantines)."""
-    if wf.state.node_incident and wf.policy.node_quarantine.enabled:
-        return wf.state.node_incident
+def covered(state: IncidentState, policy: DriverPolicy) -> str | None:
+    """The node incident that quarantines the device's node, if any (and the policy quarantines)."""
+    if state.node_incident and policy.node_quarantine.enabled:
+        return state.node_incident
     return None
 
 
 def skip_taint(wf: IncidentContext) -> bool:
     """True (and recorded) when the node incident covers the device instead of a rule of its own."""
-    node_incident = covered(wf)
+    node_incident = covered(wf.state, wf.policy)
     if node_incident is None:
         return False
     wf.note("taint", f"no DeviceTaintRule: covered by node incident {node_incident} (it cordons and taints the "
@@ -49,7 +51,7 @@ def skip_rung(wf: IncidentContext, rung: LadderRung) -> bool:
     put the workload back, even before it is a node incident."""
     if rung.action not in SAME_NODE_RUNGS:
         return False
-    node_incident = covered(wf)
+    node_incident = covered(wf.state, wf.policy)
     if node_incident is not None:
         wf.note("recover", f"{rung.action} skipped: node {wf.state.node} is node incident {node_incident}, which "
                            "quarantines it: a node turning bad takes no replacement")
@@ -78,7 +80,7 @@ async def quarantine_rung(wf: IncidentContext, pod: PodRef, rung: LadderRung) ->
         return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail="dry-run: not done")
     answer = await _ask_watch(wf, node, f"{wf.state.why}; ladder exhausted", rung.timeout_s)
     wf.operator.done.add("node_quarantine")
-    detail = _record(wf, node, answer)
+    detail = _record(wf.state, node, answer)
     wf.note("recover", f"node_quarantine: {detail}")
     return RecoveryResult(verified=False, action="node_quarantine", pod=pod, detail=detail)
 
@@ -88,10 +90,10 @@ async def quarantine_instead(wf: IncidentContext, unavailable: str) -> None:
     one fence left (the node incident cordons and taints the node, gated as it always is)."""
     node = wf.state.node or wf.inp.device.pool
     wf.note("taint", f"no DeviceTaintRule: {unavailable}")
-    if wf.state.failure_mode is None or covered(wf):
+    if wf.state.failure_mode is None or covered(wf.state, wf.policy):
         return
     answer = await _ask_watch(wf, node, f"{wf.state.why}; the cluster cannot taint one device", 30.0)
-    wf.note("taint", f"node quarantine instead of a device taint: {_record(wf, node, answer)}")
+    wf.note("taint", f"node quarantine instead of a device taint: {_record(wf.state, node, answer)}")
 
 
 async def _ask_watch(wf: IncidentContext, node: str, why: str, timeout_s: float) -> NodeReportResult:
@@ -109,9 +111,9 @@ async def _ask_watch(wf: IncidentContext, node: str, why: str, timeout_s: float)
     return answer
 
 
-def _record(wf: IncidentContext, node: str, answer: NodeReportResult) -> str:
+def _record(state: IncidentState, node: str, answer: NodeReportResult) -> str:
     """Remember the node incident that now covers the device; what happened, in words."""
-    if answer.node_incident and wf.state.node_incident is None:
-        wf.state.node_incident = answer.node_incident
-    state = "quarantined" if answer.quarantined else "quarantine requested (the node incident may wait for approval)"
-    return f"node {node} {state} by {answer.watch_id}"
+    if answer.node_incident and state.node_incident is None:
+        state.node_incident = answer.node_incident
+    done = "quarantined" if answer.quarantined else "quarantine requested (the node incident may wait for approval)"
+    return f"node {node} {done} by {answer.watch_id}"

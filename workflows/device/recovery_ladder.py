@@ -12,8 +12,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.recovery.recover import RecoverActivities
     from podmedic.domain.incident import Phase
     from podmedic.domain.models import PodKey, PodRef
-    from podmedic.domain.policy_recovery import LadderRung
-    from podmedic.domain.steps import CheckpointStatus, RecoverInput, RecoveryResult
+    from podmedic.domain.policy_recovery import InPlace, LadderRung
+    from podmedic.domain.steps import CheckpointReport, CheckpointStatus, RecoverInput, RecoveryResult
     from workflows.activity_options import activity_options
     from workflows.context import IncidentContext
     from workflows.device import node_takes_over
@@ -45,8 +45,10 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
         if rung.action == "node_quarantine":  # the node's watch gates it, not this incident
             result = await node_takes_over.quarantine_rung(wf, current, rung)
             continue
-        if rung.action == "in_place_restart" and (why := _cannot_restart_in_place(wf, current)):
-            wf.note("recover", f"in-place restart of {current.namespace}/{current.name} left out: {why}")
+        why_not = _cannot_restart_in_place(wf.state.checkpoint, wf.policy.recovery.in_place, current) \
+            if rung.action == "in_place_restart" else None
+        if why_not:
+            wf.note("recover", f"in-place restart of {current.namespace}/{current.name} left out: {why_not}")
             continue
         what = _WHAT[rung.action].format(pod=f"{current.namespace}/{current.name}")
         if not await clear_to(wf, rung.action, what) or not await guard_permit.permit(wf, rung.action, what):
@@ -74,7 +76,7 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
                     verify_progress=wf.policy.recovery.verify_progress,
                 ),
                 **activity_options(wf.policy.steps.recover, summary,
-                                   min_start_to_close_s=_limit_s(wf, rung)),
+                                   min_start_to_close_s=_limit_s(rung, wf.policy.recovery.eviction.max_wait_s)),
             )
             wf.operator.running = None
             for line in result.notes:
@@ -91,25 +93,23 @@ async def run_ladder(wf: IncidentContext, pod: PodRef, rungs: list[LadderRung], 
     return result
 
 
-def _cannot_restart_in_place(wf: IncidentContext, pod: PodRef) -> str | None:
-    """Why an in-place restart cannot work for ``pod``: the checkpoint found its workload hung, and the
-    mechanism needs the process to act (read a request and exit, or handle a catchable signal)."""
-    report = wf.state.checkpoint
+def _cannot_restart_in_place(report: CheckpointReport | None, in_place: InPlace, pod: PodRef) -> str | None:
+    """Why an in-place restart cannot work for ``pod``: the checkpoint (``report``) found its workload hung,
+    and the mechanism needs the process to act (read a request and exit, or handle a catchable signal)."""
     hung = report is not None and any(r.status is CheckpointStatus.HUNG and r.pod == pod.name
                                        and r.namespace in ("", pod.namespace) for r in report.results)
-    in_place = wf.policy.recovery.in_place
     if not hung or (in_place.mechanism == "exec_signal" and in_place.signal == "KILL"):
         return None
     return (f"its workload was found hung at the checkpoint, and a hung process cannot act on the "
             f"{in_place.mechanism} restart (only exec_signal with KILL ends it)")
 
 
-def _limit_s(wf: IncidentContext, rung: LadderRung) -> float:
+def _limit_s(rung: LadderRung, eviction_wait_s: float) -> float:
     """One attempt's limit: the rung's verification, a blocked eviction's wait (reschedules:
     waiting for the old pod to go and for the replacement), and a margin."""
     if rung.action == "in_place_restart":
         return rung.timeout_s + 30
-    return 2 * rung.timeout_s + wf.policy.recovery.eviction.max_wait_s + 30
+    return 2 * rung.timeout_s + eviction_wait_s + 30
 
 
 async def _tell(wf: IncidentContext, before: PodRef, result: RecoveryResult, message: str) -> None:

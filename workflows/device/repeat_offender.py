@@ -42,14 +42,15 @@ async def check(wf: IncidentContext) -> None:
         return
     ask = PreviousIncidentsInput(device=wf.inp.device, window_s=rule.window_s, now=workflow.now(),
                                  exclude_run=workflow.info().run_id)
+    options = _history_options(wf.inp.device.resource_id, rule.window_s)
     try:
         if workflow.patched(DEVICE_HISTORY_BY_UUID):
             history = await workflow.execute_activity_method(
-                HistoryActivities.device_history, ask, **_history_options(wf, rule.window_s))
+                HistoryActivities.device_history, ask, **options)
             previous = _told(wf, history)
         else:
             previous = await workflow.execute_activity_method(
-                HistoryActivities.previous_incidents, ask, **_history_options(wf, rule.window_s))
+                HistoryActivities.previous_incidents, ask, **options)
     except ActivityError as err:  # visibility down: the incident goes on as classified
         wf.note("classify", f"repeat-offender check skipped: visibility did not answer ({err.cause or err})")
         return
@@ -70,10 +71,10 @@ async def check(wf: IncidentContext) -> None:
     wf.refresh_details()
 
 
-def _history_options(wf: IncidentContext, window_s: float) -> dict[str, Any]:
+def _history_options(device: str, window_s: float) -> dict[str, Any]:
     return {"start_to_close_timeout": timedelta(seconds=30),
             "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
-            "summary": f"earlier incidents of {wf.inp.device.resource_id} within {window_s:g}s",
+            "summary": f"earlier incidents of {device} within {window_s:g}s",
             "priority": URGENT}
 
 

@@ -24,7 +24,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.taint import TaintActivities
     from podmedic.domain.incident import PendingApproval
     from podmedic.domain.models import DeviceRef
-    from podmedic.domain.node import DeviceIncidentsInput, HoldTaintsInput, QuarantineInput
+    from podmedic.domain.node import (
+        DeviceIncidentsInput,
+        HoldTaintsInput,
+        NodeIncidentState,
+        NodeWatchInput,
+        QuarantineInput,
+    )
     from podmedic.domain.node_explain import release_terms
     from podmedic.domain.policy_recovery import Effect
     from podmedic.domain.policy_steps import KUBE_REFUSALS
@@ -42,13 +48,13 @@ _RETRY = RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30)
 _TIMEOUT = timedelta(seconds=60)
 
 
-def _devices(wf: NodeContext) -> list[DeviceRef]:
-    return [DeviceRef.parse(rid) for rid in wf.state.devices]
+def _devices(state: NodeIncidentState) -> list[DeviceRef]:
+    return [DeviceRef.parse(rid) for rid in state.devices]
 
 
-def _request(wf: NodeContext, reason: str) -> QuarantineInput:
-    q = wf.inp.quarantine
-    return QuarantineInput(node=wf.inp.node, incident_id=workflow.info().workflow_id, cordon=q.cordon,
+def _request(inp: NodeWatchInput, reason: str) -> QuarantineInput:
+    q = inp.quarantine
+    return QuarantineInput(node=inp.node, incident_id=workflow.info().workflow_id, cordon=q.cordon,
                            taint_key=q.taint_key, effect=q.effect, reason=reason)
 
 
@@ -68,7 +74,7 @@ async def run(wf: NodeContext) -> str:
         return f"resolved by {by} while the fleet guard held the quarantine: node {wf.inp.node} left as it was"
     why = (f"node incident: devices {devices} failed" if wf.state.plugin_devices
            else f"node incident: devices {devices} failed together")
-    result = await workflow.execute_activity_method(QuarantineActivities.quarantine_node, _request(wf, why),
+    result = await workflow.execute_activity_method(QuarantineActivities.quarantine_node, _request(wf.inp, why),
                                                     summary=f"cordon and taint node {wf.inp.node}",
                                                     start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY,
                                                     priority=URGENT)  # its devices wait for it to be tainted
@@ -79,7 +85,7 @@ async def run(wf: NodeContext) -> str:
     wf.upsert("Quarantined")
     wf.note(f"node {wf.inp.node} {result.detail}", "quarantine")
     wf.state.held_rules = await workflow.execute_activity_method(
-        TaintActivities.hold_taints, HoldTaintsInput(devices=_devices(wf), reason=f"held by {why}"),
+        TaintActivities.hold_taints, HoldTaintsInput(devices=_devices(wf.state), reason=f"held by {why}"),
         summary="hold the devices' DeviceTaintRules", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
     if wf.state.held_rules:
         wf.note(f"holds DeviceTaintRules {', '.join(wf.state.held_rules)} while the node is quarantined",
@@ -122,7 +128,7 @@ async def _decline(wf: NodeContext, why: str) -> str:
     if not await node_guard_permit.permit(wf):
         by = wf.resolution.by if wf.resolution else "an operator"
         return f"{why}; resolved by {by} while the fleet guard held the devices' taints"
-    for device in _devices(wf):
+    for device in _devices(wf.state):
         await workflow.execute_activity_method(
             TaintActivities.taint_device,
             TaintInput(incident_id=workflow.info().workflow_id, device=device, effect=Effect.NO_SCHEDULE,
@@ -143,7 +149,7 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
     q = wf.inp.quarantine
     what = f"node {wf.inp.node} quarantine" if quarantined else "devices' taints"
     deadline = workflow.now() + timedelta(seconds=q.hold_s)
-    until = "every device incident closes healthy" if not wf.state.plugin_devices else _healed_why(wf)
+    until = "every device incident closes healthy" if not wf.state.plugin_devices else _healed_why(wf.state)
     wf.state.doing = f"{what} held until {until} (at most {q.hold_s:g}s)"
     wf.state.release = release_terms(wf.inp.node, until, q.hold_s, deadline)
     wf.details(f"**{wf.state.phase}** — {wf.state.why}\n\n{wf.state.release}")
@@ -159,7 +165,7 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
         healed = all(s.healthy for s in statuses)
         plugin_bad = await plugin_devices.still_unhealthy(wf) if wf.state.plugin_devices and healed else []
         if (statuses or wf.state.plugin_devices) and healed and not plugin_bad:
-            return await _lift(wf, _healed_why(wf), quarantined)
+            return await _lift(wf, _healed_why(wf.state), quarantined)
         if statuses and not any(s.running for s in statuses) and not healed:
             return _keep(wf, f"device incident(s) closed without a healthy device: {', '.join(closed_bad)}", what)
         remaining = (deadline - workflow.now()).total_seconds()
@@ -170,9 +176,9 @@ async def _hold(wf: NodeContext, *, quarantined: bool = True) -> str:
                        at_most_s=min(q.poll_s, remaining), summary="poll the device incidents")
 
 
-def _healed_why(wf: NodeContext) -> str:
-    parts = ["every device incident closed with its device verified healthy"] if wf.state.incidents else []
-    if wf.state.plugin_devices:
+def _healed_why(state: NodeIncidentState) -> str:
+    parts = ["every device incident closed with its device verified healthy"] if state.incidents else []
+    if state.plugin_devices:
         parts.append("the node's allocatable counts every device-plugin device again")
     return " and ".join(parts)
 
@@ -184,12 +190,12 @@ def _changed(wf: NodeContext, known: int) -> Callable[[], bool]:
 
 async def _lift(wf: NodeContext, why: str, quarantined: bool) -> str:
     if quarantined:
-        result = await workflow.execute_activity_method(QuarantineActivities.lift_quarantine, _request(wf, why),
+        result = await workflow.execute_activity_method(QuarantineActivities.lift_quarantine, _request(wf.inp, why),
                                                         summary=f"uncordon and untaint node {wf.inp.node}",
                                                         start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
         wf.state.quarantined = False
         wf.note(f"node {wf.inp.node}: {result.detail} ({why})", "quarantine")
-    held = [d for d in _devices(wf) if d.object_name in wf.state.held_rules]
+    held = [d for d in _devices(wf.state) if d.object_name in wf.state.held_rules]
     released = await workflow.execute_activity_method(
         TaintActivities.release_taints, HoldTaintsInput(devices=held, reason=why),
         summary="release the devices' DeviceTaintRules", start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)

@@ -9,58 +9,54 @@ operator means by "from the failure to the taint".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
 if TYPE_CHECKING:
+    from podmedic.domain.models import DeviceHealthEvent
     from podmedic.domain.steps import RecoveryResult
-    from workflows.context import IncidentContext
 
 
-def _driver(wf: IncidentContext) -> str:
-    return wf.inp.device.driver
+def failed_at(events: Sequence[DeviceHealthEvent]) -> datetime | None:
+    """When the device was first seen failing: the first of ``events`` that was not Healthy."""
+    return next((e.observed_at for e in events if e.health.value != "Healthy"), None)
 
 
-def _failed_at(wf: IncidentContext) -> datetime | None:
-    """When the device was first seen failing (the first event that was not Healthy)."""
-    return next((e.observed_at for e in wf.events if e.health.value != "Healthy"), None)
-
-
-def _since_failure(wf: IncidentContext) -> float | None:
-    failed = _failed_at(wf)
+def _since(failed: datetime | None) -> float | None:
     return None if failed is None else max(0.0, (workflow.now() - failed).total_seconds())
 
 
-def phase_entered(wf: IncidentContext, phase: str) -> None:
-    """Count an incident entering ``phase``."""
+def phase_entered(driver: str, phase: str) -> None:
+    """Count an incident of ``driver``'s device entering ``phase``."""
     workflow.metric_meter().create_counter(
         "podmedic_incident_phase_entries", "Device incidents entering each phase.").add(
-        1, {"driver": _driver(wf), "phase": phase})
+        1, {"driver": driver, "phase": phase})
 
 
-def quarantined(wf: IncidentContext, effect: str) -> None:
-    """Record the time from the device's failure to its DeviceTaintRule."""
-    seconds = _since_failure(wf)
+def quarantined(driver: str, failed: datetime | None, effect: str) -> None:
+    """Record the time from the device's failure (``failed_at``) to its DeviceTaintRule."""
+    seconds = _since(failed)
     if seconds is not None:
         workflow.metric_meter().create_histogram_float(
             "podmedic_time_to_quarantine", "Seconds from a device's first failing event to its taint.", "s").record(
-            seconds, {"driver": _driver(wf), "effect": effect})
+            seconds, {"driver": driver, "effect": effect})
 
 
-def recovered(wf: IncidentContext, result: RecoveryResult) -> None:
-    """Record the time from the device's failure to a verified recovery of one pod."""
-    seconds = _since_failure(wf)
+def recovered(driver: str, failed: datetime | None, result: RecoveryResult) -> None:
+    """Record the time from the device's failure (``failed_at``) to a verified recovery of one pod."""
+    seconds = _since(failed)
     if result.verified and seconds is not None:
         workflow.metric_meter().create_histogram_float(
             "podmedic_time_to_recover", "Seconds from a device's first failing event to a pod verified "
                                         "Ready on healthy devices.", "s").record(
-            seconds, {"driver": _driver(wf), "action": result.action})
+            seconds, {"driver": driver, "action": result.action})
 
 
-def closed(wf: IncidentContext, outcome: str) -> None:
-    """Count a closed incident by outcome."""
+def closed(driver: str, outcome: str) -> None:
+    """Count a closed incident of ``driver``'s device by outcome."""
     workflow.metric_meter().create_counter(
         "podmedic_incidents_closed", "Device incidents closed, by outcome.").add(
-        1, {"driver": _driver(wf), "outcome": outcome})
+        1, {"driver": driver, "outcome": outcome})

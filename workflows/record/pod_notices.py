@@ -27,7 +27,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.notice import NoticeActivities
-    from podmedic.domain.incident import StepNotice
+    from podmedic.domain.incident import IncidentState, StepNotice
     from podmedic.domain.models import PodKey
     from podmedic.domain.policy_steps import KUBE_REFUSALS
     from workflows.activity_options import BACKGROUND
@@ -64,11 +64,11 @@ class PodNotices:
     """Pods a notice of this incident found and annotated (a continued run carries them)."""
 
 
-def affected_pods(wf: IncidentContext) -> list[PodKey]:
+def affected_pods(state: IncidentState) -> list[PodKey]:
     """The pods the incident is about as they are now: a rescheduled pod's replacement
     stands in for it (recovery results are in the order of the pods found)."""
-    now = [r.pod if i < len(wf.state.recovery) and (r := wf.state.recovery[i]).pod is not None else p
-           for i, p in enumerate(wf.state.pods)]
+    now = [r.pod if i < len(state.recovery) and (r := state.recovery[i]).pod is not None else p
+           for i, p in enumerate(state.pods)]
     keys = {(p.namespace, p.name, p.uid): PodKey(namespace=p.namespace, name=p.name, uid=p.uid) for p in now}
     return list(keys.values())
 
@@ -76,7 +76,7 @@ def affected_pods(wf: IncidentContext) -> list[PodKey]:
 async def tell_pods(wf: IncidentContext, step: str, message: str, *, pods: list[PodKey] | None = None,
                     warning: bool = False) -> None:
     """Record ``step`` as an Event on each affected pod (``pods`` overrides which)."""
-    targets = affected_pods(wf) if pods is None else pods
+    targets = affected_pods(wf.state) if pods is None else pods
     if not targets or wf.policy.dry_run:  # dry run: not even an Event on the pod
         return
     notice = StepNotice(incident_id=wf.state.incident_id, run_id=workflow.info().run_id, step=step,

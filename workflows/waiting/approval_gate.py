@@ -14,21 +14,11 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
     from podmedic.domain.incident import IncidentStopped, PendingApproval, Phase
     from podmedic.domain.models import Outcome
-    from podmedic.domain.policy import Gate
     from workflows.context import IncidentContext
     from workflows.operator_checks import timed_out
     from workflows.record.pod_notices import tell_pods
     from workflows.waiting.wait import wait_for
 
-
-
-def gate_of(wf: IncidentContext, step: str, *, no_execute: bool = False) -> Gate | None:
-    """The policy gate holding ``step`` (``taint_no_execute`` holds NoExecute taints only)."""
-    approvals = wf.policy.approvals
-    gate = approvals.gate_for(step)
-    if gate is None and step == "taint" and no_execute:
-        gate = approvals.gate_for("taint_no_execute")
-    return gate
 
 
 async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: bool = False) -> bool:
@@ -40,7 +30,7 @@ async def clear_to(wf: IncidentContext, step: str, action: str, *, no_execute: b
     if step in wf.state.skip:
         wf.note(step, f"skipped by an operator: {wf.state.skip[step]}")
         return False
-    gate = gate_of(wf, step, no_execute=no_execute)
+    gate = wf.policy.approvals.gate_holding(step, no_execute=no_execute)
     if gate is None or step in wf.operator.approved:
         return True
     if wf.policy.dry_run:

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from podmedic.domain import search
     from podmedic.domain.fleet_guard.messages import PermitAnswer, PermitRelease, PermitRequest
     from podmedic.domain.incident import PendingApproval, Phase
+    from podmedic.domain.policy import DriverPolicy
     from workflows.activity_options import GIVE_BACK, URGENT
     from workflows.context import IncidentContext
     from workflows.waiting.wait import wait_for
@@ -28,10 +29,9 @@ with workflow.unsafe.imports_passed_through():
 GATE = "fleet_guard"
 
 
-def guarded(wf: IncidentContext) -> bool:
-    """Whether this incident asks the guard (its policy's section is on)."""
-    guard = wf.policy.guard
-    return guard is not None and guard.enabled
+def guarded(policy: DriverPolicy) -> bool:
+    """Whether an incident under ``policy`` asks the guard (its section is on)."""
+    return policy.guard is not None and policy.guard.enabled
 
 
 async def _ask(wf: IncidentContext, step: str, *, probe: bool = False,
@@ -55,7 +55,7 @@ async def permit(wf: IncidentContext, step: str, action: str, *, wait: bool = Tr
     """Whether ``step`` may be taken now: waits while the guard holds it; False when an operator
     skipped it meanwhile; ``None`` when the guard holds it and ``wait`` is off. In dry run the
     guard is only asked what it would do."""
-    if not guarded(wf):
+    if not guarded(wf.policy):
         return True
     if wf.policy.dry_run:
         try:
