@@ -101,6 +101,7 @@ def _diff(name: str, grants: set[Rule], calls: set[Rule]) -> list[str]:
     return lines + [f"{name}: granted but never called: {' '.join(r)}" for r in sorted(grants - calls)]
 
 
+@pytest.mark.timeout(1000)  # run alone, it first runs the covering modules (up to 900 s)
 def test_cluster_roles_grant_exactly_what_podmedic_calls(request: pytest.FixtureRequest) -> None:
     audit = Path(os.environ[ENV])
     _run_missing(request.session, audit)
