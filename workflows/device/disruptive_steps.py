@@ -236,7 +236,7 @@ async def taint(wf: IncidentContext, effect: Effect, *, final: bool = True, wait
         await tell_pods(wf, "taint_raised", f"device {device} taint raised to {result.effect.value}{evicts} now the "
                                        f"checkpoint is taken (DeviceTaintRule {result.rule_name})", warning=True)
         return True
-    metrics.quarantined(wf.inp.device.driver, metrics.failed_at(wf.events), effect.value)
+    metrics.quarantined(wf.inp.device.driver, wf.events, effect.value)
     wf.note("taint", f"DeviceTaintRule {result.rule_name} ({effect.value}, "
                      f"{'created' if result.created else 'already present'})")
     await tell_pods(wf, "tainted", f"device {device} tainted {effect.value}{evicts} by DeviceTaintRule "

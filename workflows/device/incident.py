@@ -209,7 +209,7 @@ class DeviceIncidentWorkflow(OperatorHandlers):
         for pod in discovery.pods:
             result = await run_ladder(self, pod, rungs)
             self.state.recovery.append(result)
-            metrics.recovered(self.inp.device.driver, metrics.failed_at(self.events), result)
+            metrics.recovered(self.inp.device.driver, self.events, result)
             self.track_pods()
             self.placements.remember(result, workflow.now())
         await move_off.if_due(self)

@@ -74,7 +74,7 @@ async def if_due(wf: IncidentContext) -> None:
     for pod in pods:
         result = await run_ladder(wf, pod, rungs, purpose="move-off")
         wf.state.recovery.append(result)
-        metrics.recovered(wf.inp.device.driver, metrics.failed_at(wf.events), result)
+        metrics.recovered(wf.inp.device.driver, wf.events, result)
         wf.track_pods()
         verdict = "moved" if result.verified else "NOT moved"
         wf.note("recover", f"{pod.namespace}/{pod.name} {verdict} off node {pod.node}: {result.detail}")

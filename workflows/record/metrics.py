@@ -10,7 +10,6 @@ operator means by "from the failure to the taint".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
@@ -20,12 +19,9 @@ if TYPE_CHECKING:
     from podmedic.domain.steps import RecoveryResult
 
 
-def failed_at(events: Sequence[DeviceHealthEvent]) -> datetime | None:
-    """When the device was first seen failing: the first of ``events`` that was not Healthy."""
-    return next((e.observed_at for e in events if e.health.value != "Healthy"), None)
-
-
-def _since(failed: datetime | None) -> float | None:
+def _since_failure(events: Sequence[DeviceHealthEvent]) -> float | None:
+    """Seconds since the device was first seen failing (the first of ``events`` that was not Healthy)."""
+    failed = next((e.observed_at for e in events if e.health.value != "Healthy"), None)
     return None if failed is None else max(0.0, (workflow.now() - failed).total_seconds())
 
 
@@ -36,18 +32,18 @@ def phase_entered(driver: str, phase: str) -> None:
         1, {"driver": driver, "phase": phase})
 
 
-def quarantined(driver: str, failed: datetime | None, effect: str) -> None:
-    """Record the time from the device's failure (``failed_at``) to its DeviceTaintRule."""
-    seconds = _since(failed)
+def quarantined(driver: str, events: Sequence[DeviceHealthEvent], effect: str) -> None:
+    """Record the time from the device's failure (its first failing event) to its DeviceTaintRule."""
+    seconds = _since_failure(events)
     if seconds is not None:
         workflow.metric_meter().create_histogram_float(
             "podmedic_time_to_quarantine", "Seconds from a device's first failing event to its taint.", "s").record(
             seconds, {"driver": driver, "effect": effect})
 
 
-def recovered(driver: str, failed: datetime | None, result: RecoveryResult) -> None:
-    """Record the time from the device's failure (``failed_at``) to a verified recovery of one pod."""
-    seconds = _since(failed)
+def recovered(driver: str, events: Sequence[DeviceHealthEvent], result: RecoveryResult) -> None:
+    """Record the time from the device's failure (its first failing event) to a verified recovery of one pod."""
+    seconds = _since_failure(events)
     if result.verified and seconds is not None:
         workflow.metric_meter().create_histogram_float(
             "podmedic_time_to_recover", "Seconds from a device's first failing event to a pod verified "
