@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from podmedic.domain.fleet_guard.messages import FleetSize
 from podmedic.domain.models import DeviceRef, Health
 from podmedic.domain.policy_file import PolicySet, parse_policy
+from tests.helpers import assert_eventually
 from tests.workflow.fakes import event, incident_worker
 from tests.workflow.guard_helpers import FleetOf, guard_handle, guard_status
 from tests.workflow.operator_helpers import own_time_skipping_env
@@ -27,7 +28,7 @@ from workers.ingest.dedup import RecentStates
 from workers.ingest.delivery import Deliverer
 from workers.ingest.guard_sightings import GuardSightings, counts_toward_storm
 from workflows.fleet.guard import FleetGuardWorkflow
-from workflows.fleet.incident import FleetIncidentWorkflow
+from workflows.fleet.incident import FleetIncidentState, FleetIncidentWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -72,8 +73,17 @@ async def test_in_a_storm_the_ingest_trips_the_guard_before_any_incident_asks(en
             assert await sightings.tell(event(code=79, event_id=f"e{n}", device=device(n)), rules.for_driver(DRIVER))
         status = await guard_status(client, expect="tripped")
         assert status.storm is not None
-        record = await client.get_workflow_handle_for(
-            FleetIncidentWorkflow.run, status.storm.fleet_incident).query(FleetIncidentWorkflow.get_state)
+        fleet_incident = client.get_workflow_handle_for(FleetIncidentWorkflow.run, status.storm.fleet_incident)
+
+        async def started() -> FleetIncidentState:
+            # The guard names its fleet incident when it trips and starts it as a child in the same task;
+            # the server creates the child's execution a moment after the trip is visible to a query.
+            try:
+                return await fleet_incident.query(FleetIncidentWorkflow.get_state)
+            except RPCError as err:
+                raise AssertionError(f"fleet incident not started yet: {err}") from err
+
+        record = await assert_eventually(started, timeout=10)
     assert status.storm.unhealthy == 3 and status.storm.fleet == 20
     assert status.storm.devices == [device(n).workflow_id for n in (2, 3, 4)]
     assert fleet.asks == 0  # no incident asked: the sightings alone tripped it
