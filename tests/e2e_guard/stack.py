@@ -88,3 +88,17 @@ async def state(client: Client, pool: str, device: str) -> IncidentState:
     """The device incident's state query."""
     handle = client.get_workflow_handle_for(DeviceIncidentWorkflow.run, f"device/{DRIVER}/{pool}/{device}")
     return await handle.query(DeviceIncidentWorkflow.get_state)
+
+
+async def incidents_seen(client: Client, devices: list[tuple[str, str]]) -> str:
+    """Where each device's incident stands (phase and latest timeline lines), for a failed wait's message."""
+    seen = []
+    for pool, device in devices:
+        try:
+            now = await state(client, pool, device)
+        except Exception as err:  # noqa: BLE001 - not started, or not answering: that is what to report
+            seen.append(f"{pool}/{device}: no state ({type(err).__name__}: {err})")
+            continue
+        lines = "; ".join(f"{e.step}: {e.message}" for e in now.timeline[-4:])
+        seen.append(f"{pool}/{device}: {now.phase.value} [{lines}]")
+    return "\n".join(seen)

@@ -21,7 +21,7 @@ from podmedic.domain.incident import IncidentOutcome, IncidentState, Phase
 from podmedic.domain.models import DeviceRef
 from podmedic.domain.policy_file import PolicySet
 from podmedic.temporal.converter import podmedic_data_converter
-from tests.helpers import assert_eventually
+from tests.helpers import SERVER_STARTUP_TIMEOUT, assert_eventually
 from tests.workflow.fakes import FakeCluster, event, incident_worker
 from workers.ingest.starts import deliver_event
 from workflows.device.incident import DeviceIncidentWorkflow
@@ -33,7 +33,7 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server for one test module (wrap it in a module-scoped fixture)."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
-        data_converter=podmedic_data_converter)
+        data_converter=podmedic_data_converter, test_server_startup_timeout=SERVER_STARTUP_TIMEOUT)
     yield env
     await env.shutdown()
 
