@@ -18,7 +18,6 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.base import blocking
 from activities.running_incidents import closed_among
 from podmedic.domain import workflow_names as names
 from podmedic.domain.fleet_guard.messages import (
@@ -158,7 +157,7 @@ class GuardActivities:
     async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:
         """Devices per driver and per pool (distinct names: a pool may span several slices)."""
         selector = f"spec.driver={inp.driver}" if inp.driver else ""
-        slices = await blocking(self.kube.list_slices, selector)
+        slices = await self.kube.aio.list_slices(selector)
         pools: dict[str, set[str]] = defaultdict(set)
         for rslice in slices:
             spec = rslice.get("spec") or {}

@@ -21,7 +21,6 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.base import blocking
 from activities.tickets.evidence import device_attributes
 from podmedic.domain import search
 from podmedic.domain.models import DeviceRef, FailureMode
@@ -65,10 +64,10 @@ class DeviceHistory(BaseModel):
                                                  "counts by slot); None when it was read or none is published.")
 
 
-def device_uuid(kube: KubeGateway, device: DeviceRef) -> str | None:
+async def device_uuid(kube: KubeGateway, device: DeviceRef) -> str | None:
     """The GPU's UUID as its driver publishes it in the ResourceSlice (attribute ``uuid``, or
     ``<domain>/uuid``); ``None`` when the device or the attribute is not there."""
-    attributes = device_attributes(kube, device).get("attributes") or {}
+    attributes = (await device_attributes(kube, device)).get("attributes") or {}
     found = [value for name, value in attributes.items() if name == "uuid" or name.endswith("/uuid")]
     return str(found[0]) if found and found[0] else None
 
@@ -133,7 +132,7 @@ class HistoryActivities:
         """The GPU now in the slot (its UUID) and its earlier incidents within the window, under any name."""
         uuid, unread = None, None
         try:
-            uuid = await blocking(device_uuid, self.kube, inp.device)
+            uuid = await device_uuid(self.kube, inp.device)
         except KubeError as err:  # the history still counts by slot; the UUID is the better key, not the only one
             unread = f"its ResourceSlice could not be read: {err}"[:300]
         history = await previous_incidents(self.client, inp.device, inp.window_s, now=inp.now,

@@ -30,7 +30,6 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from activities import holders
-from activities.base import blocking
 from activities.running_incidents import ClosedRun, closed_among
 from podmedic.domain import search
 from podmedic.domain import workflow_names as names
@@ -60,7 +59,7 @@ class RuleSweepActivities:
     @activity.defn(name="sweep_taint_rules")
     async def sweep_taint_rules(self, inp: SweepInput) -> SweepReport:
         """Take closed runs off podmedic's rules; settle the rules left with no holder by their device's health."""
-        rules = await blocking(self.kube.list_taint_rules, SELECTOR)
+        rules = await self.kube.aio.list_taint_rules(SELECTOR)
         report = SweepReport()
         ids = sorted({h.split("@", 1)[0] for rule in rules for h in holders.holders_of(rule)})
         closed = await closed_among(self.client, ids) if ids else {}

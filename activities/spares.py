@@ -22,8 +22,9 @@ class SpareActivities(KubeActivities):
     @activity.defn(name="keep_spares")
     async def keep_spares(self, inp: SparesInput) -> SparesReport:
         """Make and give back spares so that every pool has ``per_pool`` fit, unused ones; what changed."""
-        fleet = Fleet(await self.run(self.kube.list_nodes), await self.run(self.kube.list_slices),
-                      await self.run(self.kube.list_claims), await self.run(self.kube.list_taint_rules))
+        api = self.kube.aio
+        fleet = Fleet(await api.list_nodes(), await api.list_slices(), await api.list_claims(),
+                      await api.list_taint_rules())
         changes, pools = plan_spares(fleet, inp.policy)
         nodes = {n["metadata"]["name"]: n for n in fleet.nodes}
         report = SparesReport(pools=pools)
@@ -32,7 +33,7 @@ class SpareActivities(KubeActivities):
             body = spare_patch(nodes[change.node], change, inp.policy.pool_label, now)
             line = f"{change.action} spare {change.node} (pool {change.pool}): {change.why}"
             try:
-                await self.run(self.kube.patch_node, change.node, body)
+                await api.patch_node(change.node, body)
             except KubeError as err:
                 report.refused.append(f"{line}: refused ({err}); planned again next time")
                 for pool in report.pools:  # a spare not made is not held

@@ -126,8 +126,8 @@ class StallActivities(KubeActivities):
     async def end_stalled_rank(self, inp: EndRankInput) -> bool:
         """Delete the rank's pod (its UID only: a retry never ends its replacement); ``False`` when it was
         gone already."""
-        pod = await self.run(self.kube.get_pod, inp.pod.namespace, inp.pod.name, fresh=True)
+        pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name, fresh=True)
         if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
             return False
-        await self.run(self.kube.delete_pod, inp.pod.namespace, inp.pod.name, inp.pod.uid, inp.grace_s)
+        await self.kube.aio.delete_pod(inp.pod.namespace, inp.pod.name, inp.pod.uid, inp.grace_s)
         return True

@@ -68,7 +68,7 @@ class Rescheduler:
     async def attempt(self) -> RecoveryResult:
         """Prepare the replacement's placement, evict, verify; clean up what was prepared."""
         inp = self.inp
-        pod = await self.run(self.kube.get_pod, inp.pod.namespace, inp.pod.name)
+        pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name)
         if pod is not None and pod["metadata"].get("uid") != inp.pod.uid:
             pod = None
         owner = placement.controller_of(pod) if pod is not None else (("Job", inp.pod.job) if inp.pod.job else None)
@@ -274,16 +274,17 @@ class Rescheduler:
                   + (f"; prefers node {node}" if node else ""))
         body = placement.replacement_pod(pod, name, node, inp.incident_id, reason)
         try:
-            made = await self.run(self.kube.create_pod, inp.pod.namespace, body)
+            made = await self.kube.aio.create_pod(inp.pod.namespace, body)
         except Conflict:
-            made = await self.run(self.kube.get_pod, inp.pod.namespace, name)
-            if made is None or podview.annotations_of(made).get(placement.CHANGED_BY) != inp.incident_id:
+            existing = await self.kube.aio.get_pod(inp.pod.namespace, name)
+            if existing is None or podview.annotations_of(existing).get(placement.CHANGED_BY) != inp.incident_id:
                 return self._result(False, f"a pod named {name} exists and is not podmedic's replacement")
+            made = existing
         uid = made["metadata"]["uid"]
         self.notes.append(f"replacement {name} created, gated until {inp.pod.name} is gone")
         blocked = await self._evict()
         if blocked:
-            await self.run(self.kube.delete_pod, inp.pod.namespace, name, uid)
+            await self.kube.aio.delete_pod(inp.pod.namespace, name, uid)
             return self._result(False, blocked + f"; replacement {name} deleted")
         gone = await poll(self.run, lambda: True if self._old_gone() else None, inp.timeout_s, inp.poll_s, "old pod")
         if gone is None:

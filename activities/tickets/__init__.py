@@ -22,7 +22,6 @@ import aiohttp
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.base import blocking
 from activities.tickets import evidence as ev
 from activities.tickets import jira, servicenow, webhook
 from activities.tickets.common import TIMEOUT
@@ -58,7 +57,7 @@ class TicketActivities:
         device = inp.evidence.get("device") or {}
         if self.kube is not None and device:
             try:
-                attributes = await blocking(ev.device_attributes, self.kube, DeviceRef(**device))
+                attributes = await ev.device_attributes(self.kube, DeviceRef(**device))
             except Exception as exc:  # evidence is best effort: the ticket matters more
                 attributes = {"unavailable": str(exc)[:300]}
         if self.client is not None and info.workflow_id and info.workflow_run_id:

@@ -20,9 +20,9 @@ MAX_PREVIOUS = 20
 MAX_TEXT = 30_000  # Jira and ServiceNow refuse very long descriptions (Jira's limit is 32,767)
 
 
-def device_attributes(kube: KubeGateway, device: DeviceRef) -> dict[str, Any]:
+async def device_attributes(kube: KubeGateway, device: DeviceRef) -> dict[str, Any]:
     """The device's entry in its ResourceSlice: attributes, capacity and node (empty when not found)."""
-    for rslice in kube.pool_slices(device.driver, device.pool):
+    for rslice in await kube.aio.pool_slices(device.driver, device.pool):
         spec = rslice.get("spec") or {}
         for dev in spec.get("devices") or []:
             if dev.get("name") != device.device:

@@ -1,8 +1,8 @@
-"""The requests an incident makes on every run, described once: path, query, body, content type.
+"""The requests the activities make one at a time, described once: path, query, body, content type.
 
-An incident's writes (its Events, its pod annotations, its DeviceTaintRule) and the reads just before
-them are sent on the worker's event loop (``podmedic/kube/loop_http.py``), and the same calls are
-sent through the ``kubernetes`` client by the CLI and the ingest (``GatewayCore._request``). Each is
+The worker's activities send them on its event loop (``podmedic/kube/loop_http.py``); synchronous
+callers (the CLI, the ingest, an activity's helper of several calls run in a thread) send the same
+through the ``kubernetes`` client's connection (``GatewayCore._request``). Each is
 described here once, in the shape the generated client sends (kubernetes-client/python 37,
 ``CoreV1Api.patch_namespaced_pod`` and ``ResourceV1Api``): a patch of a dict body is a strategic
 merge patch, and podmedic's writes name ``fieldManager=podmedic``.
@@ -97,3 +97,56 @@ def delete_taint_rule(version: str, name: str, resource_version: str | None = No
     """``DELETE`` a DeviceTaintRule; with ``resource_version``, only that version (a precondition: 409 if not)."""
     body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
     return ApiRequest(f"delete devicetaintrule {name}", "DELETE", f"{_rules(version)}/{_seg(name)}", body=body)
+
+
+def _listed(what: str, path: str, label_selector: str = "", field_selector: str = "") -> ApiRequest:
+    query = (*((("labelSelector", label_selector),) if label_selector else ()),
+             *((("fieldSelector", field_selector),) if field_selector else ()))
+    return ApiRequest(" ".join(filter(None, (what, label_selector, field_selector))), "GET", path, query)
+
+
+def list_taint_rules(version: str, label_selector: str = "") -> ApiRequest:
+    """``GET`` every DeviceTaintRule, or those ``label_selector`` selects."""
+    return _listed("list devicetaintrules", _rules(version), label_selector)
+
+
+def list_slices(field_selector: str = "") -> ApiRequest:
+    """``GET`` ResourceSlices (``resource.k8s.io/v1``), all or those ``field_selector`` selects."""
+    return _listed("list resourceslices", f"/apis/{RESOURCE_GROUP}/v1/resourceslices", field_selector=field_selector)
+
+
+def list_claims() -> ApiRequest:
+    """``GET`` every ResourceClaim of every namespace (``resource.k8s.io/v1``)."""
+    return _listed("list resourceclaims", f"/apis/{RESOURCE_GROUP}/v1/resourceclaims")
+
+
+def get_node(name: str) -> ApiRequest:
+    """``GET`` a Node."""
+    return ApiRequest(f"get node {name}", "GET", f"/api/v1/nodes/{_seg(name)}")
+
+
+def list_nodes(label_selector: str = "") -> ApiRequest:
+    """``GET`` every Node, or those ``label_selector`` selects."""
+    return _listed("list nodes", "/api/v1/nodes", label_selector)
+
+
+def patch_node(name: str, body: Any) -> ApiRequest:
+    """Strategic-merge-patch a Node (``None`` removes a field)."""
+    return ApiRequest(f"patch node {name}", "PATCH", f"/api/v1/nodes/{_seg(name)}", _MANAGED, body, STRATEGIC_MERGE)
+
+
+def create_pod(namespace: str, body: Any) -> ApiRequest:
+    """``POST`` a pod."""
+    name = (body.get("metadata") or {}).get("name", "")
+    return ApiRequest(f"create pod {namespace}/{name}", "POST", f"/api/v1/namespaces/{_seg(namespace)}/pods",
+                      _MANAGED, body)
+
+
+def delete_pod(namespace: str, name: str, uid: str, grace_s: float | None = None) -> ApiRequest:
+    """``DELETE`` the pod with this UID (a precondition: 409 if the pod of that name is another), within
+    ``grace_s`` when given, else its own grace period."""
+    body: dict[str, Any] = {"preconditions": {"uid": uid}}
+    if grace_s is not None:
+        body["gracePeriodSeconds"] = int(grace_s)
+    return ApiRequest(f"delete pod {namespace}/{name}", "DELETE",
+                      f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}", body=body)

@@ -17,7 +17,6 @@ from kubernetes.client.exceptions import ApiException
 
 from podmedic.domain.base import Obj
 from podmedic.kube import api_requests as requests
-from podmedic.kube.api_requests import FIELD_MANAGER
 from podmedic.kube.core import translate as _translate
 from podmedic.kube.core import user_agent
 from podmedic.kube.errors import (
@@ -35,6 +34,7 @@ from podmedic.kube.errors import (
 from podmedic.kube.holds import HoldCalls
 from podmedic.kube.leases import LeaseCalls
 from podmedic.kube.loop_calls import LoopCalls
+from podmedic.kube.pool_nodes import of_pool
 from podmedic.kube.streams import StreamCalls
 
 # The errors are defined in podmedic/kube/errors.py and imported from here by callers.
@@ -54,18 +54,14 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
     # -- reads -------------------------------------------------------------------------------
     def list_claims(self) -> list[Obj]:
         """Every ResourceClaim in the cluster."""
-        items: list[Obj] = self._read("list resourceclaims", self.resource.list_resource_claim_for_all_namespaces)[
-            "items"
-        ]
+        items: list[Obj] = self._read_request(requests.list_claims())["items"]
         return items
 
     def list_slices(self, field_selector: str = "") -> list[Obj]:
         """ResourceSlices (drivers publish device taints there), all or by ``field_selector``: an API
         server supports only ``metadata.name``, ``spec.nodeName`` and ``spec.driver`` on them
         (kubernetes/api ``resource/v1/types.go``, ``ResourceSliceSelector*``); any other field is 400."""
-        items: list[Obj] = self._read(f"list resourceslices {field_selector}".strip(),
-                                      self.resource.list_resource_slice,
-                                      **({"field_selector": field_selector} if field_selector else {}))["items"]
+        items: list[Obj] = self._read_request(requests.list_slices(field_selector))["items"]
         return items
 
     def pool_node(self, driver: str, pool: str) -> str | None:
@@ -77,12 +73,8 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
         return self.pool_nodes.get(driver, pool)
 
     def pool_slices(self, driver: str, pool: str) -> list[Obj]:
-        """The ResourceSlices of one pool. No server selects by pool name, so the slices are selected by
-        what it supports (the pool's node when known, and the driver) and filtered here."""
-        node = self.pool_nodes.get(driver, pool)
-        selector = f"spec.nodeName={node},spec.driver={driver}" if node else f"spec.driver={driver}"
-        return [s for s in self.list_slices(selector)
-                if ((s.get("spec") or {}).get("pool") or {}).get("name") == pool]
+        """The ResourceSlices of one pool (``PoolNodes.slice_selector``)."""
+        return of_pool(self.list_slices(self.pool_nodes.slice_selector(driver, pool)), pool)
 
     def learn_pools(self) -> int:
         """Learn the node of every node-local pool from all ResourceSlices, a page at a time; how many
@@ -172,20 +164,19 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
     def get_node(self, name: str) -> Obj | None:
         """A Node, or ``None``."""
         try:
-            return self._read(f"get node {name}", self.core.read_node, name)
+            return self._read_request(requests.get_node(name))
         except NotFound:
             return None
 
     def list_nodes(self, label_selector: str = "") -> list[Obj]:
         """Every Node, or those ``label_selector`` selects."""
-        selected = {"label_selector": label_selector} if label_selector else {}
-        items: list[Obj] = self._read(f"list nodes {label_selector}".strip(), self.core.list_node, **selected)["items"]
+        items: list[Obj] = self._read_request(requests.list_nodes(label_selector))["items"]
         return items
 
     def patch_node(self, name: str, body: Obj) -> Obj:
         """Merge-patch a Node (cordon, taints, annotations); a ``metadata.resourceVersion`` in
         ``body`` makes a concurrent change a ``Conflict``."""
-        return self._call(f"patch node {name}", self.core.patch_node, name, body, field_manager=FIELD_MANAGER)
+        return self._request(requests.patch_node(name, body))
 
     def create_event(self, namespace: str, body: Obj) -> None:
         """Record a Kubernetes Event."""
@@ -205,9 +196,7 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
     # -- recovery: in-place restart and reschedule (activities/recovery/) -------------------
     def create_pod(self, namespace: str, body: Obj) -> Obj:
         """Create a pod; raises ``Conflict`` if the name exists."""
-        name = body["metadata"].get("name", "")
-        return self._call(f"create pod {namespace}/{name}", self.core.create_namespaced_pod, namespace, body,
-                          field_manager=FIELD_MANAGER)
+        return self._request(requests.create_pod(namespace, body))
 
     def patch_pod(self, namespace: str, name: str, body: Obj) -> Obj:
         """Patch a pod (strategic merge; ``None`` removes a field)."""
@@ -216,12 +205,8 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
     def delete_pod(self, namespace: str, name: str, uid: str, grace_s: float | None = None) -> None:
         """Delete the pod with this UID (within ``grace_s`` when given, else its own grace period); a missing
         or replaced one is fine."""
-        body: Obj = {"preconditions": {"uid": uid}}
-        if grace_s is not None:
-            body["gracePeriodSeconds"] = int(grace_s)
         with contextlib.suppress(NotFound, Conflict):
-            self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace,
-                       body=body)
+            self._request(requests.delete_pod(namespace, name, uid, grace_s))
 
     def try_evict(self, namespace: str, name: str, uid: str) -> str | None:
         """Evict through the Eviction API; ``None`` when evicted (or already gone), else why a
@@ -264,10 +249,8 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
     def list_taint_rules(self, label_selector: str = "") -> list[Obj]:
         """Every DeviceTaintRule, or those ``label_selector`` selects (none when the cluster serves none)."""
         try:
-            calls = self.taint_rule_calls()
+            version = self.taint_rule_version()
         except NotServed:
             return []
-        selected = {"label_selector": label_selector} if label_selector else {}
-        items: list[Obj] = self._read(f"list devicetaintrules {label_selector}".strip(), calls.list_device_taint_rule,
-                                      **selected)["items"]
+        items: list[Obj] = self._read_request(requests.list_taint_rules(version, label_selector))["items"]
         return items

@@ -1,4 +1,4 @@
-"""The gateway's calls an incident makes on every run, awaited on the event loop.
+"""The gateway's calls the activities make one at a time, awaited on the event loop.
 
 Same requests as ``KubeGateway``'s methods of the same names (both are built by
 ``podmedic/kube/api_requests.py``), answered the same way: a pod or rule the worker's caches hold is
@@ -18,14 +18,15 @@ from podmedic.domain.base import Obj
 from podmedic.kube import api_requests as requests
 from podmedic.kube.api_requests import ApiRequest
 from podmedic.kube.core import READ_RETRY_PAUSES_S
-from podmedic.kube.errors import NotFound, NotServed, ServerError, Throttled
+from podmedic.kube.errors import Conflict, NotFound, NotServed, ServerError, Throttled
+from podmedic.kube.pool_nodes import of_pool
 
 if TYPE_CHECKING:
     from podmedic.kube.gateway import KubeGateway
 
 
 class LoopCalls:
-    """``KubeGateway``'s per-incident calls, as coroutines."""
+    """``KubeGateway``'s calls of the activities, as coroutines."""
 
     def __init__(self, kube: KubeGateway) -> None:
         self.kube = kube
@@ -70,7 +71,44 @@ class LoopCalls:
         except (NotFound, NotServed):
             return None
 
+    async def list_taint_rules(self, label_selector: str = "") -> list[Obj]:
+        """``KubeGateway.list_taint_rules``: none when the cluster serves no DeviceTaintRule."""
+        try:
+            version = await self._rule_version()
+        except NotServed:
+            return []
+        return _items(await self._read(requests.list_taint_rules(version, label_selector)))
+
+    async def list_slices(self, field_selector: str = "") -> list[Obj]:
+        """``KubeGateway.list_slices``."""
+        return _items(await self._read(requests.list_slices(field_selector)))
+
+    async def pool_slices(self, driver: str, pool: str) -> list[Obj]:
+        """``KubeGateway.pool_slices``."""
+        return of_pool(await self.list_slices(self.kube.pool_nodes.slice_selector(driver, pool)), pool)
+
+    async def list_claims(self) -> list[Obj]:
+        """``KubeGateway.list_claims``."""
+        return _items(await self._read(requests.list_claims()))
+
+    async def list_nodes(self, label_selector: str = "") -> list[Obj]:
+        """``KubeGateway.list_nodes``."""
+        return _items(await self._read(requests.list_nodes(label_selector)))
+
     # -- writes ----------------------------------------------------------------------------
+    async def patch_node(self, name: str, body: Obj) -> Obj:
+        """``KubeGateway.patch_node``."""
+        return await self._call(requests.patch_node(name, body))
+
+    async def create_pod(self, namespace: str, body: Obj) -> Obj:
+        """``KubeGateway.create_pod``: ``Conflict`` if the name exists."""
+        return await self._call(requests.create_pod(namespace, body))
+
+    async def delete_pod(self, namespace: str, name: str, uid: str, grace_s: float | None = None) -> None:
+        """``KubeGateway.delete_pod``: a missing or replaced pod is fine."""
+        with contextlib.suppress(NotFound, Conflict):
+            await self._call(requests.delete_pod(namespace, name, uid, grace_s))
+
     async def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str | None], *,
                                     resource_version: str | None = None) -> Obj:
         """``KubeGateway.patch_pod_annotations``: ``Conflict`` when ``resource_version`` is not the pod's."""
@@ -92,3 +130,8 @@ class LoopCalls:
         """``KubeGateway.delete_taint_rule_if_unchanged``: a missing rule is fine."""
         with contextlib.suppress(NotFound, NotServed):
             await self._call(requests.delete_taint_rule(await self._rule_version(), name, resource_version))
+
+
+def _items(listing: Obj) -> list[Obj]:
+    items: list[Obj] = listing.get("items") or []
+    return items

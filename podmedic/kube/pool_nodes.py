@@ -51,6 +51,18 @@ class PoolNodes:
             learned += 1
         return learned
 
+    def slice_selector(self, driver: str, pool: str) -> str:
+        """The field selector of ``pool``'s ResourceSlices: no server selects by pool name, so what it does
+        support (k8s.io/api ``ResourceSliceSelectorNodeName``, ``...Driver``): the pool's node when known,
+        and the driver. Filter the answer with ``of_pool``."""
+        node = self.get(driver, pool)
+        return f"spec.nodeName={node},spec.driver={driver}" if node else f"spec.driver={driver}"
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._nodes)
+
+
+def of_pool(slices: Iterable[Obj], pool: str) -> list[Obj]:
+    """The slices of ``pool`` among ``slices`` (those ``PoolNodes.slice_selector`` selected)."""
+    return [s for s in slices if ((s.get("spec") or {}).get("pool") or {}).get("name") == pool]

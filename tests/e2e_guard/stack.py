@@ -96,7 +96,7 @@ async def incidents_seen(client: Client, devices: list[tuple[str, str]]) -> str:
     for pool, device in devices:
         try:
             now = await state(client, pool, device)
-        except Exception as err:  # noqa: BLE001 - not started, or not answering: that is what to report
+        except Exception as err:  # not started, or not answering: that is what to report
             seen.append(f"{pool}/{device}: no state ({type(err).__name__}: {err})")
             continue
         lines = "; ".join(f"{e.step}: {e.message}" for e in now.timeline[-4:])

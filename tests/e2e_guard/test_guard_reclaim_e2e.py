@@ -3,7 +3,8 @@ they hold the fleet guard's permits do not keep the next device's failure from i
 
 The operator's check: the guard allows 3 devices at once, three XID 79 incidents are terminated
 mid-remediation, each waiting at an approval gate (Terminate runs none of the incident's code, so no
-``release`` reaches the guard), and a fourth device's failure is still tainted within a minute of its approval gate's timeout.
+``release`` reaches the guard), and a fourth device's failure is still tainted within a minute of its
+approval gate's timeout.
 """
 
 from __future__ import annotations

@@ -125,3 +125,41 @@ def test_a_request_is_described_as_the_client_sends_it() -> None:
     delete = api_requests.delete_taint_rule("v1", "r", "9")
     assert (delete.method, delete.target(), delete.body) == (
         "DELETE", "/apis/resource.k8s.io/v1/devicetaintrules/r", {"preconditions": {"resourceVersion": "9"}})
+
+
+async def test_the_loop_reads_and_writes_what_the_generated_client_does(sim: SimCluster, api: client.ApiClient,
+                                                                         ns: str) -> None:
+    # The referee is kubernetes-client/python's generated CoreV1Api and ResourceV1Api (upstream, called here
+    # directly): each described request must answer what the generated method of the same call answers.
+    core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path))).for_component("loopreads")
+    loop = gateway.aio
+    try:
+        node = core.list_node().items[0].metadata.name
+        labelled = f"kubernetes.io/hostname={node}"
+        assert [n["metadata"]["name"] for n in await loop.list_nodes(labelled)] == [
+            n.metadata.name for n in core.list_node(label_selector=labelled).items] == [node]
+        driver = resource.list_resource_slice().items[0].spec.driver
+        by_driver = f"spec.driver={driver}"
+        assert sorted(s["metadata"]["name"] for s in await loop.list_slices(by_driver)) == sorted(
+            s.metadata.name for s in resource.list_resource_slice(field_selector=by_driver).items)
+        assert len(await loop.list_slices()) == len(resource.list_resource_slice().items)
+        assert len(await loop.list_claims()) == len(resource.list_resource_claim_for_all_namespaces().items)
+        assert await loop.list_taint_rules("podmedic.io/none=x") == []
+
+        patched = await loop.patch_node(node, {"metadata": {"labels": {"podmedic-loop": "1"}}})
+        assert patched["metadata"]["labels"]["podmedic-loop"] == core.read_node(node).metadata.labels["podmedic-loop"]
+        await loop.patch_node(node, {"metadata": {"labels": {"podmedic-loop": None}}})
+        assert "podmedic-loop" not in (core.read_node(node).metadata.labels or {})
+
+        made = await loop.create_pod(ns, pod_manifest("loop-made"))
+        with pytest.raises(Conflict):
+            await loop.create_pod(ns, pod_manifest("loop-made"))
+        await loop.delete_pod(ns, "loop-made", "uid-of-another-pod")  # the UID precondition: not this pod
+        kept = core.read_namespaced_pod("loop-made", ns).metadata
+        assert (kept.uid, kept.deletion_timestamp) == (made["metadata"]["uid"], None)
+        await loop.delete_pod(ns, "loop-made", made["metadata"]["uid"], grace_s=0)
+        assert "loop-made" not in {p.metadata.name for p in core.list_namespaced_pod(ns).items}
+        await loop.delete_pod(ns, "loop-made", made["metadata"]["uid"])  # gone already: fine
+    finally:
+        gateway.close()
