@@ -194,10 +194,6 @@ class KubeGateway(StreamCalls, LeaseCalls, HoldCalls):
             return None
 
     # -- recovery: in-place restart and reschedule (activities/recovery/) -------------------
-    def create_pod(self, namespace: str, body: Obj) -> Obj:
-        """Create a pod; raises ``Conflict`` if the name exists."""
-        return self._request(requests.create_pod(namespace, body))
-
     def patch_pod(self, namespace: str, name: str, body: Obj) -> Obj:
         """Patch a pod (strategic merge; ``None`` removes a field)."""
         return self._request(requests.patch_pod(namespace, name, body))

@@ -101,7 +101,7 @@ class LoopCalls:
         return await self._call(requests.patch_node(name, body))
 
     async def create_pod(self, namespace: str, body: Obj) -> Obj:
-        """``KubeGateway.create_pod``: ``Conflict`` if the name exists."""
+        """Create a pod; ``Conflict`` if the name exists."""
         return await self._call(requests.create_pod(namespace, body))
 
     async def delete_pod(self, namespace: str, name: str, uid: str, grace_s: float | None = None) -> None:
