@@ -17,12 +17,11 @@ for a running pod may only be behind the watch of its pod, so it is read once mo
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import Protocol
 
 from podmedic.domain.base import Obj
-from podmedic.kube.resource_ids import PodDeviceHealth, pod_device_health
+from podmedic.kube.resource_ids import PodDeviceHealth, claims_read, pod_device_health
 
 MAX_CLAIMS = 20_000
 """Claims kept (least recently used dropped first): about 1 KiB each, so at most ~20 MiB."""
@@ -42,56 +41,51 @@ def _kept(claim: Obj) -> Obj:
 
 
 class ClaimFetch(Protocol):
-    """``KubeGateway.get_claim``: a claim by namespace and name, from the API server when ``fresh``."""
+    """``LoopCalls.get_claim``: a claim by namespace and name, from the API server when ``fresh``."""
 
-    def __call__(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None: ...
+    async def __call__(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None: ...
 
 
 class ReservedClaims:
-    """A pod's claims by name, from memory while the claim is reserved for that pod.
-
-    Thread-safe: activities call it from the worker's API threads.
-    """
+    """A pod's claims by name, from memory while the claim is reserved for that pod (the activities'
+    event loop is its one user)."""
 
     def __init__(self, fetch: ClaimFetch, max_claims: int = MAX_CLAIMS) -> None:
         self._fetch = fetch
         self._max = max_claims
         self._claims: OrderedDict[tuple[str, str], Obj] = OrderedDict()
-        self._lock = threading.Lock()
         self.hits = 0
         self.reads = 0
 
-    def claim_of(self, pod: Obj, claim_name: str) -> Obj | None:
+    async def claim_of(self, pod: Obj, claim_name: str) -> Obj | None:
         """The claim ``claim_name`` of ``pod`` (its namespace); ``None`` when it is gone."""
         meta = pod.get("metadata") or {}
         key, uid = (str(meta.get("namespace", "")), claim_name), str(meta.get("uid") or "")
         running = bool(uid) and (pod.get("status") or {}).get("phase") not in FINISHED
         if running:
-            with self._lock:
-                cached = self._claims.get(key)
-                if cached is not None and uid in _reserved_uids(cached):
-                    self._claims.move_to_end(key)
-                    self.hits += 1
-                    return cached
-        claim = self._fetch(*key)
-        if running and claim is not None and uid not in _reserved_uids(claim):
-            claim = self._fetch(*key, fresh=True)
-        with self._lock:
-            self.reads += 1
-            if claim is not None and running and uid in _reserved_uids(claim):
-                self._claims[key] = _kept(claim)
+            cached = self._claims.get(key)
+            if cached is not None and uid in _reserved_uids(cached):
                 self._claims.move_to_end(key)
-                while len(self._claims) > self._max:
-                    self._claims.popitem(last=False)
-            else:
-                self._claims.pop(key, None)
+                self.hits += 1
+                return cached
+        claim = await self._fetch(*key)
+        if running and claim is not None and uid not in _reserved_uids(claim):
+            claim = await self._fetch(*key, fresh=True)
+        self.reads += 1
+        if claim is not None and running and uid in _reserved_uids(claim):
+            self._claims[key] = _kept(claim)
+            self._claims.move_to_end(key)
+            while len(self._claims) > self._max:
+                self._claims.popitem(last=False)
+        else:
+            self._claims.pop(key, None)
         return claim
 
-    def device_health(self, pod: Obj) -> PodDeviceHealth:
+    async def device_health(self, pod: Obj) -> PodDeviceHealth:
         """The pod's reported device health resolved to DRA devices through its claims (the kubelet
         names a device by the driver's CDI ID when it has one: ``podmedic.kube.resource_ids``)."""
-        return pod_device_health(pod, lambda name: self.claim_of(pod, name))
+        claims = {name: await self.claim_of(pod, name) for name in claims_read(pod)}
+        return pod_device_health(pod, claims.get)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._claims)
+        return len(self._claims)

@@ -6,7 +6,7 @@ import datetime as dt
 
 from temporalio import activity
 
-from activities.base import KubeActivities, cached_first
+from activities.base import KubeActivities
 from activities.claim_cache import FINISHED, ReservedClaims
 from podmedic.domain import workloads
 from podmedic.domain.base import Obj
@@ -24,39 +24,42 @@ driver's health timeout), never by more than minutes."""
 
 
 class DiscoverActivities(KubeActivities):
-    """Read-only activities: safe to retry any number of times, and tried on the event loop first
-    (``cached_first``: with a current pod cache and known claims, a discovery sends no request)."""
+    """Read-only activities: safe to retry any number of times (with a current pod cache and known
+    claims, a discovery sends no request)."""
 
     def __init__(self, kube: KubeGateway, claims: ReservedClaims | None = None) -> None:
         super().__init__(kube)
-        self.claims = claims if claims is not None else ReservedClaims(kube.get_claim)
+        self.claims = claims if claims is not None else ReservedClaims(self.api.get_claim)
 
-    def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None,
+    async def _pods_on(self, device: DeviceRef, reported_by: list[PodKey] | None = None,
                  ended_since: dt.datetime | None = None) -> list[Obj]:
         """Pods whose claims hold the device, plus pods that reported it (their claim may
         already be released: a pod that failed on the device is still affected); with
         ``ended_since``, also the node's pods that ended on the device since then."""
         pods: list[Obj] = []
         for key in reported_by or []:
-            pod = self.kube.get_pod(key.namespace, key.name)
+            pod = await self.api.get_pod(key.namespace, key.name)
             if pod is not None and (not key.uid or pod["metadata"].get("uid") == key.uid):
                 pods.append(pod)
-        node = self.kube.pool_node(device.driver, device.pool)
-        pods += self._holders_on_node(device, node, ended_since) if node else self._holders_anywhere(device)
+        node = await self.api.pool_node(device.driver, device.pool)
+        if node:
+            pods += await self._holders_on_node(device, node, ended_since)
+        else:
+            pods += await self._holders_anywhere(device)
         unique = {p["metadata"].get("uid"): p for p in pods}
         return list(unique.values())
 
-    def _holders_on_node(self, device: DeviceRef, node: str, ended_since: dt.datetime | None) -> list[Obj]:
+    async def _holders_on_node(self, device: DeviceRef, node: str, ended_since: dt.datetime | None) -> list[Obj]:
         """Pods on ``node`` whose claims hold the device: the node's pods and their few claims,
         not every claim of the cluster (that list made each discover and each health read
         O(cluster size): half the worker's CPU with 1,000 incidents open, py-spy)."""
-        pods = self.kube.list_pods_on_node(node)
-        holders = [pod for pod in pods if self._holds(pod, device)]
+        pods = await self.api.list_pods_on_node(node)
+        holders = [pod for pod in pods if await self._holds(pod, device)]
         if ended_since is None:
             return holders
         held = {pod["metadata"].get("uid") for pod in holders}
         ended = [pod for pod in pods if pod["metadata"].get("uid") not in held
-                 and self._ended_on(pod, device, ended_since)]
+                 and await self._ended_on(pod, device, ended_since)]
         return holders + self._this_allocation(ended, holders)
 
     @staticmethod
@@ -75,11 +78,11 @@ class DiscoverActivities(KubeActivities):
         return [p for p in ended if podview.started_at(p) == latest
                 or (end := podview.ended_at(p)) is None or end > latest]
 
-    def _holds(self, pod: Obj, device: DeviceRef) -> bool:
+    async def _holds(self, pod: Obj, device: DeviceRef) -> bool:
         """One of the pod's claims has the device allocated and is reserved for this pod."""
         meta = pod["metadata"]
         for name in claim_object_names(pod):
-            claim = self.claims.claim_of(pod, name)
+            claim = await self.claims.claim_of(pod, name)
             if claim is None or not podview.claim_uses_device(claim, device):
                 continue
             if any(uid in ("", meta.get("uid")) for ns, pname, uid in podview.pods_of_claim(claim)
@@ -87,7 +90,7 @@ class DiscoverActivities(KubeActivities):
                 return True
         return False
 
-    def _ended_on(self, pod: Obj, device: DeviceRef, since: dt.datetime) -> bool:
+    async def _ended_on(self, pod: Obj, device: DeviceRef, since: dt.datetime) -> bool:
         """A pod that ended on the device since ``since``, its status still naming the device not
         Healthy. A fault that kills the pod (an XID 79 aborts CUDA) can end it before discovery
         runs; the resourceclaim controller then takes it out of ``reservedFor`` and the claim is
@@ -100,25 +103,25 @@ class DiscoverActivities(KubeActivities):
         ended = podview.ended_at(pod)
         if ended is not None and ended < since:
             return False
-        reported = self.claims.device_health(pod).of(device)
+        reported = (await self.claims.device_health(pod)).of(device)
         return reported is not None and reported[0] is not Health.HEALTHY
 
-    def _holders_anywhere(self, device: DeviceRef) -> list[Obj]:
+    async def _holders_anywhere(self, device: DeviceRef) -> list[Obj]:
         """Pods holding a device of a pool that is not one node's (network-attached): every claim."""
         found: list[Obj] = []
-        for claim in self.kube.list_claims():
+        for claim in await self.api.list_claims():
             if not podview.claim_uses_device(claim, device):
                 continue
             for ns, name, uid in podview.pods_of_claim(claim):
-                pod = self.kube.get_pod(ns, name)
+                pod = await self.api.get_pod(ns, name)
                 if pod is not None and (not uid or pod["metadata"].get("uid") == uid):
                     found.append(pod)
         return found
 
-    def _driver_taints(self, device: DeviceRef) -> list[Obj]:
+    async def _driver_taints(self, device: DeviceRef) -> list[Obj]:
         """Taints the driver itself put on the device in its ResourceSlice (not podmedic's)."""
         # Only the device's own pool: listing every slice made each incident O(cluster size).
-        for rslice in self.kube.pool_slices(device.driver, device.pool):
+        for rslice in await self.api.pool_slices(device.driver, device.pool):
             spec = rslice.get("spec") or {}
             if spec.get("driver") != device.driver or (spec.get("pool") or {}).get("name") != device.pool:
                 continue
@@ -127,21 +130,21 @@ class DiscoverActivities(KubeActivities):
                     return [t for t in dev.get("taints") or [] if not str(t.get("key", "")).startswith("podmedic.io/")]
         return []
 
-    def _reading(self, device: DeviceRef, pods: list[Obj]) -> DeviceHealthReading:
+    async def _reading(self, device: DeviceRef, pods: list[Obj]) -> DeviceHealthReading:
         for pod in pods:
-            status = self.claims.device_health(pod).of(device)
+            status = (await self.claims.device_health(pod)).of(device)
             if status is not None:
                 health, message = status
                 return DeviceHealthReading(
                     health=health, message=message, source=f"pod {pod['metadata']['name']} allocatedResourcesStatus"
                 )
-        taints = self._driver_taints(device)
+        taints = await self._driver_taints(device)
         if taints:
             text = ", ".join(f"{t.get('key')}={t.get('value', '')}" for t in taints)
             return DeviceHealthReading(health=Health.UNHEALTHY, message=text, source="ResourceSlice taints")
         return DeviceHealthReading(health=Health.UNKNOWN, message="no pod reports this device", source="")
 
-    def _workload(self, pod: Obj) -> WorkloadRef | None:
+    async def _workload(self, pod: Obj) -> WorkloadRef | None:
         """The top workload above ``pod``, walking controller ownerReferences while the kind is known
         (``podmedic/domain/workloads.py``); None for a bare pod. An owner of a kind podmedic does not
         know ends the walk below it, and says so in ``how``."""
@@ -161,7 +164,7 @@ class DiscoverActivities(KubeActivities):
                 chain.append(f"Job {ref.get('name')}")
                 top = {"apiVersion": ref["apiVersion"], "kind": "Job", "metadata": {"name": ref.get("name", "")}}
                 break
-            owner = self.kube.get_owner(str(ref["apiVersion"]), kind.plural, namespace, str(ref.get("name", "")))
+            owner = await self.api.get_owner(str(ref["apiVersion"]), kind.plural, namespace, str(ref.get("name", "")))
             if owner is None:
                 break
             chain.append(f"{ref.get('kind')} {ref.get('name')}")
@@ -177,7 +180,7 @@ class DiscoverActivities(KubeActivities):
             found.how += f"; above it {unknown}, a kind podmedic does not know"
         return found
 
-    def _siblings(self, pods: list[Obj], workload: WorkloadRef | None) -> list[Obj]:
+    async def _siblings(self, pods: list[Obj], workload: WorkloadRef | None) -> list[Obj]:
         """The other live pods of the affected pods' workload (the JobSet, the LeaderWorkerSet group,
         the StatefulSet, the Job): a synchronous job saves together."""
         known = {p["metadata"].get("uid") for p in pods}
@@ -188,7 +191,7 @@ class DiscoverActivities(KubeActivities):
             groups = {(p["metadata"].get("namespace", ""), f"{podview.JOB_NAME_LABEL}={job}")
                       for p in pods if (job := podview.job_name(p))}
         for namespace, selector in sorted(groups):
-            for pod in self.kube.list_pods(namespace, selector):
+            for pod in await self.api.list_pods(namespace, selector):
                 meta = pod["metadata"]
                 phase = (pod.get("status") or {}).get("phase", "")
                 if meta.get("uid") in known or meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
@@ -197,25 +200,26 @@ class DiscoverActivities(KubeActivities):
                 siblings.append(pod)
         return siblings
 
-    def _discover(self, device: DeviceRef, reported_by: list[PodKey], first_event: dt.datetime | None) -> Discovery:
+    async def _discover(self, device: DeviceRef, reported_by: list[PodKey],
+                        first_event: dt.datetime | None) -> Discovery:
         since = first_event - ENDED_BEFORE_EVENT if first_event is not None else None
-        pods = self._pods_on(device, reported_by, ended_since=since)
+        pods = await self._pods_on(device, reported_by, ended_since=since)
         nodes = {p.get("spec", {}).get("nodeName") for p in pods} - {None}
-        workload = self._workload(pods[0]) if pods else None
+        workload = await self._workload(pods[0]) if pods else None
         return Discovery(
             node=next(iter(nodes)) if len(nodes) == 1 else None,
             pods=[podview.pod_ref(p) for p in pods],
-            reading=self._reading(device, pods),
-            job_pods=[podview.pod_ref(p) for p in self._siblings(pods, workload)],
+            reading=await self._reading(device, pods),
+            job_pods=[podview.pod_ref(p) for p in await self._siblings(pods, workload)],
             workload=workload,
         )
 
     @activity.defn(name="discover_device")
     async def discover_device(self, inp: DiscoverInput) -> Discovery:
         """Pods on the device (via ResourceClaim allocations) and its health now."""
-        return await cached_first(lambda: self._discover(inp.device, inp.reported_by, inp.first_event), self.run)
+        return await self._discover(inp.device, inp.reported_by, inp.first_event)
 
     @activity.defn(name="read_device_health")
     async def read_device_health(self, inp: DeviceInput) -> DeviceHealthReading:
         """The device's health from pods' allocatedResourcesStatus, else driver taints."""
-        return await cached_first(lambda: self._reading(inp.device, self._pods_on(inp.device)), self.run)
+        return await self._reading(inp.device, await self._pods_on(inp.device))

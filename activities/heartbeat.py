@@ -9,8 +9,8 @@ heartbeats as before, so the server still sees it alive long before its heartbea
 and a cancellation (which reaches an activity only as a heartbeat's answer) is seen at most
 the grace later.
 
-An activity that waits on a blocking call (a Kubernetes request on podmedic's threads:
-``activities/base.py``) is alive, however long the call queues: in the 10,000-device storm
+An activity that waits on a long call (a Kubernetes request waiting for the QPS budget, an exec in a
+thread) is alive, however long the call queues: in the 10,000-device storm
 (``python -m benchmarks storm``) every attempt of 334 in-place restarts timed out (20 s) without a
 heartbeat, so those incidents failed, while all 40 of the worker's threads for such calls were
 waiting on the simulator's answers (py-spy; that their calls queued past the timeout is our

@@ -58,32 +58,33 @@ class MaintenanceActivities(KubeActivities):
         super().__init__(kube)
         self.claims = claims
 
-    def plan(self, inp: PlanInput) -> MaintenancePlan:
+    async def plan(self, inp: PlanInput) -> MaintenancePlan:
         """The node's running pods that hold devices, their slowest save, and room for them on other nodes."""
-        here = self.kube.get_node(inp.node)
+        here = await self.api.get_node(inp.node)
         if here is None:
             return MaintenancePlan(node_found=False, room=f"node {inp.node} not found")
         moving, needed = [], []
-        for pod in self.kube.list_pods_on_node(inp.node):
+        for pod in await self.api.list_pods_on_node(inp.node):
             if (pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase")
                     in ("Succeeded", "Failed")):
                 continue
-            devices = sorted(self.claims.device_health(pod).devices, key=lambda d: d.resource_id)
+            devices = sorted((await self.claims.device_health(pod)).devices, key=lambda d: d.resource_id)
             if devices:
                 moving.append(MovingPod(pod=podview.pod_ref(pod), device=devices[0],
                                         save_s=_save_s(pod, inp.default_save_s)))
                 needed.append(len(devices))
-        room, enough = self._room(here, moving, needed)
+        room, enough = await self._room(here, moving, needed)
         return MaintenancePlan(pods=moving, save_s=max((m.save_s for m in moving), default=0.0), room=room,
                                enough_room=enough)
 
-    def _room(self, here: Obj, moving: list[MovingPod], needed: list[int]) -> tuple[str, bool]:
+    async def _room(self, here: Obj, moving: list[MovingPod], needed: list[int]) -> tuple[str, bool]:
         """Whether every moving pod fits (``needed``: its devices), one by one, on the free healthy devices of
         another fit node (a warm spare of the node's pool included), and where that room is."""
         if not moving:
             return "nothing to move", True
-        claims, rules, slices = self.kube.list_claims(), self.kube.list_taint_rules(), self.kube.list_slices()
-        fleet = spares.Fleet(self.kube.list_nodes(), slices, claims, rules)
+        claims, rules, slices = await self.api.list_claims(), await self.api.list_taint_rules(), \
+            await self.api.list_slices()
+        fleet = spares.Fleet(await self.api.list_nodes(), slices, claims, rules)
         name = here["metadata"]["name"]
         free: dict[str, int] = {}
         for node in fleet.nodes:
@@ -109,11 +110,11 @@ class MaintenanceActivities(KubeActivities):
     @activity.defn(name="plan_maintenance")
     async def plan_maintenance(self, inp: PlanInput) -> MaintenancePlan:
         """The pods the node's maintenance moves, their slowest save, and the room elsewhere."""
-        return await self.run(self.plan, inp)
+        return await self.plan(inp)
 
-    def back(self, inp: NodeBackInput) -> NodeBack:
+    async def back(self, inp: NodeBackInput) -> NodeBack:
         """The node Ready with its maintenance label gone."""
-        node = self.kube.get_node(inp.node)
+        node = await self.api.get_node(inp.node)
         if node is None:
             return NodeBack(back=False, down=True, detail=f"node {inp.node} not found (deleted by its maintenance?)")
         ready = any(c.get("type") == "Ready" and c.get("status") == "True"
@@ -129,4 +130,4 @@ class MaintenanceActivities(KubeActivities):
     @activity.defn(name="node_back")
     async def node_back(self, inp: NodeBackInput) -> NodeBack:
         """Is the node back: Ready, with no maintenance announced?"""
-        return await self.run(self.back, inp)
+        return await self.back(inp)

@@ -66,7 +66,7 @@ class NoticeActivities(KubeActivities):
         self.ui_url = TemporalTarget.load().ui_url
 
     async def _notice(self, inp: PodNoticeInput, key: str | None = None) -> PodNoticeResult:
-        pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name)
+        pod = await self.api.get_pod(inp.pod.namespace, inp.pod.name)
         if pod is None or (inp.pod.uid and pod["metadata"].get("uid") != inp.pod.uid):
             return PodNoticeResult(pod_found=False, event_recorded=False)
         annotations = {podview.INCIDENT: inp.incident_id, **inp.annotations}
@@ -74,10 +74,10 @@ class NoticeActivities(KubeActivities):
         # An incident's later steps find the pod annotated by its first: a write that changes nothing is skipped.
         if any(current.get(key) != value for key, value in annotations.items()):
             with contextlib.suppress(NotFound):
-                await self.kube.aio.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
+                await self.api.patch_pod_annotations(inp.pod.namespace, inp.pod.name, dict(annotations))
         # Conflict: an earlier attempt of this activity already wrote this Event.
         with contextlib.suppress(Conflict):
-            await self.kube.aio.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", ""), key))
+            await self.api.create_event(inp.pod.namespace, event_body(inp, pod["metadata"].get("uid", ""), key))
         return PodNoticeResult(pod_found=True, event_recorded=True)
 
     @activity.defn(name="notify_pod")
@@ -105,7 +105,7 @@ class NoticeActivities(KubeActivities):
         (a pod deleted since gets it too: an Event names its pod by uid, and is harmless)."""
         try:
             with contextlib.suppress(Conflict):  # an earlier attempt of this activity wrote it
-                await self.kube.aio.create_event(inp.pod.namespace, event_body(inp, inp.pod.uid, key))
+                await self.api.create_event(inp.pod.namespace, event_body(inp, inp.pod.uid, key))
         except NotFound:  # its namespace is gone, and the pod with it
             return False
         return True

@@ -46,16 +46,16 @@ class PoolFenceActivities(KubeActivities):
         """Let go of the pool's rule: deleted unless someone else holds it (or an operator edited it)."""
         return await kept_alive(self.taints.release(inp.pool.rule_name, calling_run(), inp.reason))
 
-    def _without_own_rule(self, inp: PoolDevicesInput) -> list[str]:
+    async def _without_own_rule(self, inp: PoolDevicesInput) -> list[str]:
         # One list per pool (its rules carry the pool's label), not a get per device: in a 10,000-device
         # storm under the manifests' 50 QPS, 1,251 pools' gets were 80 % of the worker's requests.
         names: set[str] = set()
         for pool in {(d.driver, d.pool) for d in inp.devices}:
-            rules = self.kube.list_taint_rules(f"{holders.POOL}={holders.pool_label(*pool)}")
+            rules = await self.api.list_taint_rules(f"{holders.POOL}={holders.pool_label(*pool)}")
             names.update(str((r.get("metadata") or {}).get("name")) for r in rules)
         return [d.resource_id for d in inp.devices if d.object_name not in names]
 
     @activity.defn(name="devices_without_own_rule")
     async def devices_without_own_rule(self, inp: PoolDevicesInput) -> list[str]:
         """The devices (resource ids) that have no DeviceTaintRule of their own."""
-        return await self.run(self._without_own_rule, inp)
+        return await self._without_own_rule(inp)

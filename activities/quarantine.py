@@ -87,9 +87,9 @@ def plan_lift(node: Obj, inp: QuarantineInput, holder: str) -> tuple[Obj | None,
 class QuarantineActivities(KubeActivities):
     """Cordon + node taint for a node incident, and its undo; both idempotent."""
 
-    def _apply(self, inp: QuarantineInput, holder: str, lift: bool) -> QuarantineResult:
+    async def _apply(self, inp: QuarantineInput, holder: str, lift: bool) -> QuarantineResult:
         for _ in range(_TRIES):
-            node = self.kube.get_node(inp.node)
+            node = await self.api.get_node(inp.node)
             if node is None:
                 return QuarantineResult(node_found=False, changed=False, detail=f"node {inp.node} not found")
             if lift:
@@ -102,29 +102,29 @@ class QuarantineActivities(KubeActivities):
             if body is None:
                 return QuarantineResult(node_found=True, changed=False, detail=detail)
             try:
-                self.kube.patch_node(inp.node, body)
+                await self.api.patch_node(inp.node, body)
             except Conflict:
                 continue
             return QuarantineResult(node_found=True, changed=True, detail=detail)
         raise Conflict(f"node {inp.node}: still changing after {_TRIES} tries", 409)
 
-    def quarantine(self, inp: QuarantineInput, holder: str) -> QuarantineResult:
+    async def quarantine(self, inp: QuarantineInput, holder: str) -> QuarantineResult:
         """Cordon (if asked) and taint the node for ``holder``."""
-        return self._apply(inp, holder, lift=False)
+        return await self._apply(inp, holder, lift=False)
 
-    def lift(self, inp: QuarantineInput, holder: str) -> QuarantineResult:
+    async def lift(self, inp: QuarantineInput, holder: str) -> QuarantineResult:
         """Undo ``holder``'s quarantine; another run's quarantine is left alone."""
-        return self._apply(inp, holder, lift=True)
+        return await self._apply(inp, holder, lift=True)
 
     @activity.defn(name="quarantine_node")
     async def quarantine_node(self, inp: QuarantineInput) -> QuarantineResult:
         """Cordon and taint the node for the calling node incident."""
         info = activity.info()
-        return await self.run(self.quarantine, inp, holder_id(info.workflow_id or "", info.workflow_run_id or ""))
+        return await self.quarantine(inp, holder_id(info.workflow_id or "", info.workflow_run_id or ""))
 
-    def plugin_capacity(self, inp: PluginCapacityInput) -> PluginCapacity:
+    async def plugin_capacity(self, inp: PluginCapacityInput) -> PluginCapacity:
         """The node's capacity and allocatable of ``inp.resources``."""
-        node = self.kube.get_node(inp.node)
+        node = await self.api.get_node(inp.node)
         if node is None:
             return PluginCapacity(node_found=False)
         status = node.get("status") or {}
@@ -136,10 +136,10 @@ class QuarantineActivities(KubeActivities):
     @activity.defn(name="node_plugin_capacity")
     async def node_plugin_capacity(self, inp: PluginCapacityInput) -> PluginCapacity:
         """Are the node's device-plugin devices healthy again (allocatable equal to capacity)?"""
-        return await self.run(self.plugin_capacity, inp)
+        return await self.plugin_capacity(inp)
 
     @activity.defn(name="lift_quarantine")
     async def lift_quarantine(self, inp: QuarantineInput) -> QuarantineResult:
         """Uncordon and untaint the node, if the calling node incident quarantined it."""
         info = activity.info()
-        return await self.run(self.lift, inp, holder_id(info.workflow_id or "", info.workflow_run_id or ""))
+        return await self.lift(inp, holder_id(info.workflow_id or "", info.workflow_run_id or ""))

@@ -54,12 +54,12 @@ class RuleSweepActivities:
     """The sweep, over one gateway, one Temporal client and the worker's device health reads."""
 
     def __init__(self, kube: KubeGateway, client: Client, read_health: ReadHealth) -> None:
-        self.kube, self.client, self.read_health = kube, client, read_health
+        self.api, self.client, self.read_health = kube.aio, client, read_health
 
     @activity.defn(name="sweep_taint_rules")
     async def sweep_taint_rules(self, inp: SweepInput) -> SweepReport:
         """Take closed runs off podmedic's rules; settle the rules left with no holder by their device's health."""
-        rules = await self.kube.aio.list_taint_rules(SELECTOR)
+        rules = await self.api.list_taint_rules(SELECTOR)
         report = SweepReport()
         ids = sorted({h.split("@", 1)[0] for rule in rules for h in holders.holders_of(rule)})
         closed = await closed_among(self.client, ids) if ids else {}
@@ -75,7 +75,7 @@ class RuleSweepActivities:
                 if plan.action != "patch":
                     continue
                 try:
-                    rule = await self.kube.aio.patch_taint_rule(name, plan.patch)
+                    rule = await self.api.patch_taint_rule(name, plan.patch)
                 except Conflict:  # changed since read: the next sweep decides on the new version
                     report.kept.append(f"{name}: changed while swept; looked at again next sweep")
                     continue
@@ -97,7 +97,7 @@ class RuleSweepActivities:
         reading = await self.read_health(device)
         if reading.health is Health.HEALTHY:
             try:
-                await self.kube.aio.delete_taint_rule_if_unchanged(name, rule["metadata"]["resourceVersion"])
+                await self.api.delete_taint_rule_if_unchanged(name, rule["metadata"]["resourceVersion"])
             except Conflict:
                 report.kept.append(f"{name}: changed while swept; looked at again next sweep")
                 return

@@ -22,7 +22,7 @@ class SpareActivities(KubeActivities):
     @activity.defn(name="keep_spares")
     async def keep_spares(self, inp: SparesInput) -> SparesReport:
         """Make and give back spares so that every pool has ``per_pool`` fit, unused ones; what changed."""
-        api = self.kube.aio
+        api = self.api
         fleet = Fleet(await api.list_nodes(), await api.list_slices(), await api.list_claims(),
                       await api.list_taint_rules())
         changes, pools = plan_spares(fleet, inp.policy)

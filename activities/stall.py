@@ -102,11 +102,11 @@ def reporting(pods: list[Obj]) -> list[Obj]:
 class StallActivities(KubeActivities):
     """Reads and the one action of a stall incident; idempotent (the deletion is by UID)."""
 
-    def _pods(self, inp: WatchStepsInput) -> list[Obj]:
+    async def _pods(self, inp: WatchStepsInput) -> list[Obj]:
         selector = pods_selector(inp.kind, inp.name, inp.group)
         if selector:
-            return reporting(self.kube.list_pods(inp.namespace, selector))
-        found = [self.kube.get_pod(p.namespace, p.name) for p in inp.pods]
+            return reporting(await self.api.list_pods(inp.namespace, selector))
+        found = [await self.api.get_pod(p.namespace, p.name) for p in inp.pods]
         return reporting([p for p in found if p is not None])
 
     @activity.defn(name="watch_steps")
@@ -114,7 +114,7 @@ class StallActivities(KubeActivities):
         """Read until a step moves or ``timeout_s`` passes, heartbeating."""
         deadline, first, heartbeat = time.monotonic() + inp.timeout_s, dict[str, str](), Heartbeat()
         while True:
-            pods = await self.run(self._pods, inp)
+            pods = await self._pods(inp)
             moved = moved_since(pods, inp.since, first, inp.gone_moves)
             steps = {p["metadata"]["name"]: podview.annotations_of(p).get(protocol.PROGRESS, "") for p in pods}
             if moved or time.monotonic() >= deadline:
@@ -126,8 +126,8 @@ class StallActivities(KubeActivities):
     async def end_stalled_rank(self, inp: EndRankInput) -> bool:
         """Delete the rank's pod (its UID only: a retry never ends its replacement); ``False`` when it was
         gone already."""
-        pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name, fresh=True)
+        pod = await self.api.get_pod(inp.pod.namespace, inp.pod.name, fresh=True)
         if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
             return False
-        await self.kube.aio.delete_pod(inp.pod.namespace, inp.pod.name, inp.pod.uid, inp.grace_s)
+        await self.api.delete_pod(inp.pod.namespace, inp.pod.name, inp.pod.uid, inp.grace_s)
         return True

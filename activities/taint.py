@@ -98,12 +98,12 @@ class TaintActivities(KubeActivities):
         name = body["metadata"]["name"]
         for _ in range(_TRIES):
             try:
-                await self.kube.aio.create_taint_rule(body)
+                await self.api.create_taint_rule(body)
                 return TaintResult(rule_name=name, created=True, effect=effect)
             except NotServed as exc:  # a feature gate is off: no retry can create it, the workflow falls back
                 return TaintResult(rule_name="", created=False, effect=effect, unavailable=str(exc))
             except Conflict:  # the rule exists: read it live (the rule cache may not have seen it yet)
-                existing = await self.kube.aio.get_taint_rule(name, fresh=True)
+                existing = await self.api.get_taint_rule(name, fresh=True)
             if existing is None:
                 continue  # deleted between create and get: create it again
             if holders.edited_by_operator(existing):
@@ -113,7 +113,7 @@ class TaintActivities(KubeActivities):
             if patch is None:
                 return TaintResult(rule_name=name, created=False, effect=_effect(existing))
             try:
-                taken = await self.kube.aio.patch_taint_rule(name, patch)
+                taken = await self.api.patch_taint_rule(name, patch)
             except Conflict:
                 continue  # someone changed it since we read it: decide again
             return TaintResult(rule_name=name, created=False, effect=_effect(taken))
@@ -126,7 +126,7 @@ class TaintActivities(KubeActivities):
         for attempt in range(_TRIES):
             # The rule cache's copy first: a write over a version it has not seen yet answers 409, and
             # every later try reads the API server's.
-            rule = await self.kube.aio.get_taint_rule(rule_name, fresh=attempt > 0)
+            rule = await self.api.get_taint_rule(rule_name, fresh=attempt > 0)
             if rule is None:  # a retry after the delete went through, or someone removed it: untainted either way
                 return UntaintResult(removed=True, detail="already removed")
             plan = holders.plan_release(rule, holder, why)
@@ -143,10 +143,10 @@ class TaintActivities(KubeActivities):
                                              by=f"podmedic worker ({holder} stopped)")
             try:
                 if plan.action == "delete":
-                    await self.kube.aio.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])
+                    await self.api.delete_taint_rule_if_unchanged(rule_name, rule["metadata"]["resourceVersion"])
                     return UntaintResult(removed=True, detail=plan.detail)
                 if plan.action == "patch":
-                    await self.kube.aio.patch_taint_rule(rule_name, plan.patch)
+                    await self.api.patch_taint_rule(rule_name, plan.patch)
             except Conflict:
                 continue  # taken over or edited since we read it: decide again on the new version
             return UntaintResult(removed=False, kept_for=plan.remaining, detail=plan.detail)
@@ -157,7 +157,7 @@ class TaintActivities(KubeActivities):
         held: list[str] = []
         for device in inp.devices:
             for attempt in range(_TRIES):
-                rule = await self.kube.aio.get_taint_rule(device.object_name, fresh=attempt > 0)
+                rule = await self.api.get_taint_rule(device.object_name, fresh=attempt > 0)
                 if rule is None or holders.edited_by_operator(rule):
                     break
                 current = holders.holders_of(rule)
@@ -170,7 +170,7 @@ class TaintActivities(KubeActivities):
                     holders.REASON: inp.reason[:1000],
                     **({holders.ORPHANED_FROM: None} if holders.orphaned_from(rule) else {})}}}
                 try:
-                    await self.kube.aio.patch_taint_rule(device.object_name, patch)
+                    await self.api.patch_taint_rule(device.object_name, patch)
                 except Conflict:
                     continue
                 held.append(device.object_name)

@@ -7,11 +7,12 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
 from podmedic_sim.store import NotFound
@@ -46,6 +47,17 @@ async def assert_eventually(
             if time.monotonic() > deadline:
                 raise
         await asyncio.sleep(interval)
+
+
+def run_on_loop(kube: KubeGateway, call: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(call)``, ``kube``'s connections of that loop closed before the loop ends (a test's
+    synchronous step that awaits one of the gateway's calls on the loop: ``KubeGateway.aio``)."""
+    async def closing() -> T:
+        try:
+            return await call
+        finally:
+            await kube.loop_http.aclose()
+    return asyncio.run(closing())
 
 
 def wait_until(check: Callable[[], T | None], *, timeout: float = 30.0, interval: float = 0.1, what: str = "") -> T:

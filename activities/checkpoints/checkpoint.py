@@ -16,7 +16,7 @@ import time
 
 from temporalio import activity
 
-from activities.base import KubeActivities, cached_first
+from activities.base import KubeActivities
 from activities.checkpoints import spec as declared
 from activities.checkpoints.hang import StallWatch
 from activities.checkpoints.methods import CHANGED_BY, MethodRunner, recorded, result
@@ -35,7 +35,7 @@ class CheckpointActivities(KubeActivities):
 
     async def _one(self, pod: PodRef, runner: MethodRunner) -> PodCheckpoint:
         """Ask one pod by its declared method (read from the live pod) and wait for its answer."""
-        current = await cached_first(lambda: self.kube.get_pod(pod.namespace, pod.name), self.run)
+        current = await self.api.get_pod(pod.namespace, pod.name)
         if current is None or current["metadata"].get("uid") != pod.uid:
             return result(pod, pod.checkpoint_method, CheckpointStatus.SKIPPED, "pod is gone")
         if (stopped := runner.stopped(pod, current)) is not None:
@@ -54,7 +54,7 @@ class CheckpointActivities(KubeActivities):
         if done is not None:
             return done
         if notes.get(protocol.REQUEST) != runner.request_id:
-            await self.kube.aio.patch_pod_annotations(pod.namespace, pod.name, {
+            await self.api.patch_pod_annotations(pod.namespace, pod.name, {
                 protocol.REQUEST: runner.request_id, INCIDENT: runner.incident_id,
                 CHANGED_BY: f"podmedic worker (checkpoint stage, {spec.method} request) for {runner.incident_id}",
             })
@@ -68,7 +68,7 @@ class CheckpointActivities(KubeActivities):
     async def request_checkpoints(self, inp: CheckpointInput) -> CheckpointReport:
         """Ask every pod at once, then wait for all answers, the driver's timeout, or the workload found hung
         (``activities/checkpoints/hang.py``): then the pods still waited for are ``hung``."""
-        runner = MethodRunner(self.kube, inp.request_id, inp.incident_id, time.monotonic() + inp.timeout_s,
+        runner = MethodRunner(self.api, inp.request_id, inp.incident_id, time.monotonic() + inp.timeout_s,
                               inp.poll_s, device_dead=inp.device_dead)
         tasks = [asyncio.create_task(self._one(p, runner)) for p in inp.pods]
         pending = set(tasks)
@@ -76,7 +76,7 @@ class CheckpointActivities(KubeActivities):
         hard_stop = runner.deadline + max(5.0, inp.poll_s * 2)
         heartbeat = Heartbeat()
         stall = StallWatch(inp.pods, inp.request_id, inp.hang_s,
-                           lambda p: cached_first(lambda: self.kube.get_pod(p.namespace, p.name), self.run))
+                           lambda p: self.api.get_pod(p.namespace, p.name))
         hung: str | None = None
         while pending and time.monotonic() < hard_stop and hung is None:
             heartbeat(f"waiting for {len(pending)} of {len(tasks)} checkpoint(s)")

@@ -13,14 +13,14 @@ import contextlib
 import time
 import urllib.parse
 
-from activities.base import blocking, cached_first
 from activities.checkpoints import answers
 from activities.checkpoints.spec import MethodSpec
 from podmedic.domain.base import Obj
 from podmedic.domain.models import PodRef
 from podmedic.domain.steps import STOPPED_ON_DEAD_DEVICE, CheckpointStatus, PodCheckpoint
 from podmedic.kube import podview
-from podmedic.kube.gateway import KubeGateway, NotFound, ProxyTimeout, ServerError, Throttled
+from podmedic.kube.gateway import NotFound, ProxyTimeout, ServerError, Throttled
+from podmedic.kube.loop_calls import LoopCalls
 from podmedic.workload import protocol
 from podmedic.workload.protocol import ERROR
 
@@ -56,11 +56,11 @@ def recorded(pod: PodRef, notes: dict[str, str], request_id: str, method: str) -
 
 
 class MethodRunner:
-    """Runs the methods for one request against one cluster (blocking calls in threads)."""
+    """Runs the methods for one request against one cluster."""
 
-    def __init__(self, kube: KubeGateway, request_id: str, incident_id: str, deadline: float, poll_s: float,
+    def __init__(self, api: LoopCalls, request_id: str, incident_id: str, deadline: float, poll_s: float,
                  device_dead: bool = False):
-        self.kube = kube
+        self.api = api
         self.request_id = request_id
         self.incident_id = incident_id
         self.deadline = deadline
@@ -85,7 +85,7 @@ class MethodRunner:
 
     async def _stopped_now(self, pod: PodRef) -> PodCheckpoint | None:
         """``stopped`` on the pod as it is now (an unreachable endpoint may be a dead process)."""
-        current = await cached_first(lambda: self.kube.get_pod(pod.namespace, pod.name))
+        current = await self.api.get_pod(pod.namespace, pod.name)
         return None if current is None else self.stopped(pod, current)
 
     def timed_out(self, pod: PodRef, method: str, detail: str = "") -> PodCheckpoint:
@@ -98,14 +98,14 @@ class MethodRunner:
                  protocol.LOCATION: ",".join(answer.locations),
                  CHANGED_BY: f"podmedic worker (checkpoint stage, {method} answer) for {self.incident_id}"}
         with contextlib.suppress(NotFound):  # the pod went away after saving: the answer still counts
-            await self.kube.aio.patch_pod_annotations(pod.namespace, pod.name, dict(notes))
+            await self.api.patch_pod_annotations(pod.namespace, pod.name, dict(notes))
         return result(pod, method, CheckpointStatus.SAVED, answer=answer)
 
     async def annotation(self, pod: PodRef) -> PodCheckpoint:
         """Wait for the workload to answer the request annotation on its pod."""
         while self.remaining() > 0:
             try:
-                current = await cached_first(lambda: self.kube.get_pod(pod.namespace, pod.name))
+                current = await self.api.get_pod(pod.namespace, pod.name)
             except (ServerError, Throttled):  # a blip of the API server: look again at the next poll
                 await asyncio.sleep(min(self.poll_s, max(self.remaining(), 0)))
                 continue
@@ -127,8 +127,8 @@ class MethodRunner:
         last = ""
         while (left := self.remaining()) > 0:
             try:
-                status, text = await blocking(
-                    self.kube.proxy_post, path, body, headers={"Idempotency-Key": self.request_id}, timeout_s=left)
+                status, text = await self.api.proxy_post(path, body, headers={"Idempotency-Key": self.request_id},
+                                                         timeout_s=left)
             except ProxyTimeout:
                 return self.timed_out(pod, "http", f"POST {spec.path} on port {spec.port} did not answer")
             except ServerError as err:
@@ -156,8 +156,8 @@ class MethodRunner:
                 return self.timed_out(pod, "kubelet", f"container {container} not reached")
             path = f"/api/v1/nodes/{node}/proxy/checkpoint/{pod.namespace}/{pod.name}/{container}"
             try:
-                status, text = await blocking(
-                    self.kube.proxy_post, path, None, query=[("timeout", str(max(int(left), 1)))], timeout_s=left)
+                status, text = await self.api.proxy_post(path, None, query=[("timeout", str(max(int(left), 1)))],
+                                                         timeout_s=left)
             except ProxyTimeout:
                 return self.timed_out(pod, "kubelet", f"kubelet on {node} did not answer for container {container}")
             except ServerError as err:

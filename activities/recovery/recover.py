@@ -29,7 +29,7 @@ class RecoverActivities(KubeActivities):
 
     def __init__(self, kube: KubeGateway, claims: ReservedClaims | None = None) -> None:
         super().__init__(kube)
-        self.claims = claims if claims is not None else ReservedClaims(kube.get_claim)
+        self.claims = claims if claims is not None else ReservedClaims(self.api.get_claim)
 
     # -- in-place restart ----------------------------------------------------------------------
     async def _request_restart(self, inp: RecoverInput) -> tuple[str, dict[str, int]] | str:
@@ -41,7 +41,7 @@ class RecoverActivities(KubeActivities):
         retry that read an old pod is refused and reads again instead of acting twice.
         """
         for fresh in (False, True, True):
-            pod = await self.kube.aio.get_pod(inp.pod.namespace, inp.pod.name, fresh=fresh)
+            pod = await self.api.get_pod(inp.pod.namespace, inp.pod.name, fresh=fresh)
             if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
                 return "pod is gone"
             planned = inplace.plan(pod, inp.in_place)
@@ -53,25 +53,26 @@ class RecoverActivities(KubeActivities):
                 return container, baseline  # a retry: acted already (or was about to); never twice
             notes = inplace.request_annotations(pod, inp.request_id, inp.in_place, inp.incident_id, container, code)
             try:
-                await self.kube.aio.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes,
+                await self.api.patch_pod_annotations(inp.pod.namespace, inp.pod.name, notes,
                                                           resource_version=pod["metadata"].get("resourceVersion"))
             except Conflict:
                 continue  # changed since it was read: decide again on the pod as it is
             if inp.in_place.mechanism == "exec_signal":
                 command = [part.replace("{signal}", inp.in_place.signal) for part in inp.in_place.command]
                 # Short: the activity heartbeats only between calls, and a kill answers at once.
-                rc, output = await self.run(self.kube.exec_in_container, inp.pod.namespace, inp.pod.name, container,
-                                            command, timeout_s=5.0)
+                rc, output = await self.api.exec_in_container(inp.pod.namespace, inp.pod.name, container, command,
+                                                              timeout_s=5.0)
                 if rc != 0:
                     return f"exec {' '.join(command)} in {container} exited {rc}: {output or 'no output'}"
             return container, inplace.container_restarts(pod)
         raise Conflict(f"pod {inp.pod.namespace}/{inp.pod.name}: changed at every try to request its restart", 409)
 
-    def _restarted(self, inp: RecoverInput, container: str, baseline: dict[str, int]) -> Obj | None:
-        pod = self.kube.get_pod(inp.pod.namespace, inp.pod.name)
+    async def _restarted(self, check: Verification, inp: RecoverInput, container: str,
+                         baseline: dict[str, int]) -> Obj | None:
+        pod = await self.api.get_pod(inp.pod.namespace, inp.pod.name)
         if pod is None or pod["metadata"].get("uid") != inp.pod.uid:
-            return None
-        return pod if inplace.restarted(pod, baseline, inp.in_place, container) else None
+            return check.offer(None)
+        return check.offer(pod if inplace.restarted(pod, baseline, inp.in_place, container) else None)
 
     @activity.defn(name="restart_in_place")
     async def restart_in_place(self, inp: RecoverInput) -> RecoveryResult:
@@ -87,8 +88,8 @@ class RecoverActivities(KubeActivities):
                                   pod=None if asked == "pod is gone" else inp.pod, detail=f"{mechanism}: {asked}")
         container, baseline = asked
         check = Verification(inp.verify_progress)
-        pod = await poll(self.run, lambda: check.offer(self._restarted(inp, container, baseline)), inp.timeout_s,
-                         inp.poll_s, "restart in place")
+        pod = await poll(lambda: self._restarted(check, inp, container, baseline), inp.timeout_s, inp.poll_s,
+                         "restart in place")
         if pod is None:
             return RecoveryResult(verified=False, action="in_place_restart", pod=inp.pod,
                                   detail=check.failure(inp.timeout_s, f"{mechanism} restart"))
@@ -97,7 +98,7 @@ class RecoverActivities(KubeActivities):
         grown = ", ".join(f"{n} {baseline.get(n, 0)} -> {counts.get(n, 0)}" for n in sorted(counts))
         return RecoveryResult(
             verified=True, action="in_place_restart", pod=ref, same_node=True,
-            devices=sorted(d.resource_id for d in self.claims.device_health(pod).devices),
+            devices=sorted(d.resource_id for d in (await self.claims.device_health(pod)).devices),
             detail=f"{mechanism}: same UID, restartCount {grown}, devices Healthy; {check.progress_note(pod)}",
         )
 
@@ -106,9 +107,9 @@ class RecoverActivities(KubeActivities):
     async def reschedule_same_node(self, inp: RecoverInput) -> RecoveryResult:
         """Evict (PDBs respected) and verify a replacement that prefers the same node, when it
         has a free healthy device (Job pods: node label; bare pods: podmedic's replacement)."""
-        return await Rescheduler(self.kube, self.run, inp, "same_node", self.claims).attempt()
+        return await Rescheduler(self.api, inp, "same_node", self.claims).attempt()
 
     @activity.defn(name="reschedule_any_node")
     async def reschedule_any_node(self, inp: RecoverInput) -> RecoveryResult:
         """Evict (PDBs respected) and verify a replacement wherever a healthy device is free."""
-        return await Rescheduler(self.kube, self.run, inp, "any_node", self.claims).attempt()
+        return await Rescheduler(self.api, inp, "any_node", self.claims).attempt()

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from podmedic.domain.base import Obj
 from podmedic.domain.placement_holds import PINNED_BY, Hold, group_of, hold_key, identity_of, pinned_to
 from podmedic.domain.steps import RecoverInput
 from podmedic.kube import podview
-from podmedic.kube.gateway import KubeError, KubeGateway
+from podmedic.kube.gateway import KubeError
+from podmedic.kube.loop_calls import LoopCalls
 
-Run = Callable[..., Awaitable[Any]]
 # A hold outlives the rung by this much at most: a worker that died mid-rung pins nothing for long.
 EXPIRY_MARGIN_S = 120.0
 
@@ -42,10 +40,10 @@ def probe_body(pod: Obj) -> Obj:
 class SameNodeHold:
     """The hold of one ``same_node`` attempt: placed and proven, then released."""
 
-    def __init__(self, kube: KubeGateway, run: Run, inp: RecoverInput, pod: Obj | None) -> None:
+    def __init__(self, api: LoopCalls, inp: RecoverInput, pod: Obj | None) -> None:
         """``pod`` ``None``: a retried attempt whose pod was evicted already; the hold an earlier attempt
         placed (same key) stays until its expiry and is only released here."""
-        self.kube, self.run, self.inp, self.pod = kube, run, inp, pod
+        self.api, self.inp, self.pod = api, inp, pod
         self.labels = identity_of(pod) if pod is not None else {}
         self.key = hold_key(inp.request_id)
         self.placed = pod is None
@@ -62,10 +60,10 @@ class SameNodeHold:
                            f"device {inp.device.resource_id} failed",
                     expires_at=time.time() + inp.timeout_s + inp.eviction.max_wait_s + EXPIRY_MARGIN_S,
                     tolerations=tolerations)
-        await self.run(self.kube.put_hold, inp.pod.namespace, self.key, hold.model_dump_json(), inp.incident_id)
+        await self.api.put_hold(inp.pod.namespace, self.key, hold.model_dump_json(), inp.incident_id)
         self.placed = True
         try:
-            probed = await self.run(self.kube.probe_pod, inp.pod.namespace, probe_body(self.pod))
+            probed = await self.api.probe_pod(inp.pod.namespace, probe_body(self.pod))
         except KubeError as err:
             return f"the admission probe (a dry-run create) was refused: {err}"
         if pinned_to(probed) != node:
@@ -79,20 +77,19 @@ class SameNodeHold:
         makes them again free to go elsewhere. What was done, as notes."""
         if not self.placed:
             return []
-        await self.run(self.kube.drop_hold, self.inp.pod.namespace, self.key)
+        await self.api.drop_hold(self.inp.pod.namespace, self.key)
         if verified or not self.labels:
             return []
-        notes: list[str] = await self.run(self._unpin_pending)
-        return notes
+        return await self._unpin_pending()
 
-    def _unpin_pending(self) -> list[str]:
+    async def _unpin_pending(self) -> list[str]:
         notes = []
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
-        for pod in self.kube.list_pods(self.inp.pod.namespace, selector):
+        for pod in await self.api.list_pods(self.inp.pod.namespace, selector):
             meta = pod["metadata"]
             if podview.annotations_of(pod).get(PINNED_BY) == self.inp.incident_id and \
                     not (pod.get("spec") or {}).get("nodeName"):
-                self.kube.delete_pod(self.inp.pod.namespace, meta["name"], meta.get("uid", ""))
+                await self.api.delete_pod(self.inp.pod.namespace, meta["name"], meta.get("uid", ""))
                 notes.append(f"deleted {meta['name']}, pinned to {self.inp.pod.node} and still Pending: its "
                              "controller makes it again, unpinned")
         return notes

@@ -19,7 +19,6 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.base import cached_first
 from activities.heartbeat import Heartbeat
 from podmedic.domain.base import Obj
 from podmedic.kube import podview
@@ -88,10 +87,8 @@ class Verification:
                 f"{self.baseline} within {timeout_s:g}s")
 
 
-async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callable[[], Any], timeout_s: float,
-               poll_s: float, *details: Any) -> Any:
-    """Call ``check`` (on the loop while the caches answer it, else through ``run``, in a thread:
-    ``activities.base.cached_first``) until it returns a value or ``timeout_s`` passes (``None``);
+async def poll(check: Callable[[], Awaitable[Any]], timeout_s: float, poll_s: float, *details: Any) -> Any:
+    """Await ``check`` until it returns a value or ``timeout_s`` passes (``None``);
     ``details`` are heartbeated so a retried attempt resumes where this was (after the first second
     of waiting: ``activities/heartbeat.py``). The last call, at the
     deadline, reads pods from the API server (``live_reads``)."""
@@ -104,9 +101,9 @@ async def poll(run: Callable[[Callable[[], Any]], Awaitable[Any]], check: Callab
                 # The pods polled come from the worker's watch (podmedic/kube/pod_cache.py); a verdict
                 # that fails the rung is taken from the API server itself, never from a watch that lags.
                 with live_reads():
-                    found = await run(check)
+                    found = await check()
             else:
-                found = await cached_first(check, run)
+                found = await check()
         except (ServerError, Throttled) as err:
             # One failed read of a bounded poll is a poll that saw nothing yet: failing the whole
             # attempt for it would redo the rung's action bookkeeping and burn a retry on a blip.

@@ -21,14 +21,11 @@ said from their uids and restart counts before and after (``others_line``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 from activities.recovery.verify import poll
 from podmedic.domain.base import Obj
 from podmedic.domain.stall import pods_selector, workload_of
 from podmedic.domain.workloads import IN_PLACE_RESTART_ATTEMPT, restarts_in_place
-from podmedic.kube.gateway import KubeGateway
+from podmedic.kube.loop_calls import LoopCalls
 
 JOBSET = "jobset.sigs.k8s.io/jobset-name"
 LWS = "leaderworkerset.sigs.k8s.io/name"
@@ -83,14 +80,14 @@ def others_line(workload: str, before: dict[str, int], after: dict[str, int]) ->
             f"{len(before) - len(kept)} recreated")
 
 
-def workload_pods(kube: KubeGateway, pod: Obj) -> list[Obj]:
+async def workload_pods(api: LoopCalls, pod: Obj) -> list[Obj]:
     """The pods of the pod's workload by its controller's label (``podmedic/domain/stall.py``: a JobSet's, a
     LeaderWorkerSet group's, a Job's); ``[]`` for one known only by its owner."""
     found = workload_of(pod)
     selector = pods_selector(*found) if found else None
     if selector is None:
         return []
-    return kube.list_pods(pod["metadata"].get("namespace", "default"), selector)
+    return await api.list_pods(pod["metadata"].get("namespace", "default"), selector)
 
 
 def replicas_not_ready(obj: Obj, what: str) -> str | None:
@@ -100,37 +97,36 @@ def replicas_not_ready(obj: Obj, what: str) -> str | None:
     return None if ready >= want else f"{ready} of {want} {what} ready"
 
 
-def workload_not_ready(kube: KubeGateway, pod: Obj) -> tuple[str, str | None]:
+async def workload_not_ready(api: LoopCalls, pod: Obj) -> tuple[str, str | None]:
     """The workload the pod belongs to (``""``: none to check) and why it is not ready (``None``: it is)."""
     meta = pod["metadata"]
     ns, labels = meta.get("namespace", "default"), meta.get("labels") or {}
     if JOBSET in labels:
-        js = kube.get_owner("jobset.x-k8s.io/v1alpha2", "jobsets", ns, labels[JOBSET])
+        js = await api.get_owner("jobset.x-k8s.io/v1alpha2", "jobsets", ns, labels[JOBSET])
         if js is None:
             return f"JobSet {labels[JOBSET]}", "the JobSet is gone"
         why = jobset_not_ready(js)
         if why is None and restarts_in_place(js):
-            why = barrier_not_lifted(js, workload_pods(kube, pod))
+            why = barrier_not_lifted(js, await workload_pods(api, pod))
         return f"JobSet {labels[JOBSET]}", why
     if LWS in labels:
-        lws = kube.get_owner("leaderworkerset.x-k8s.io/v1", "leaderworkersets", ns, labels[LWS])
+        lws = await api.get_owner("leaderworkerset.x-k8s.io/v1", "leaderworkersets", ns, labels[LWS])
         return f"LeaderWorkerSet {labels[LWS]}", ("it is gone" if lws is None else replicas_not_ready(lws, "groups"))
     owner = _controller(pod)
     if owner is not None and owner.get("kind") == "StatefulSet":
-        sts = kube.get_owner("apps/v1", "statefulsets", ns, str(owner.get("name")))
+        sts = await api.get_owner("apps/v1", "statefulsets", ns, str(owner.get("name")))
         return f"StatefulSet {owner.get('name')}", ("it is gone" if sts is None else replicas_not_ready(sts, "pods"))
     return "", None
 
 
-async def await_whole(run: Callable[..., Awaitable[Any]], kube: KubeGateway, pod: Obj, timeout_s: float,
-                      poll_s: float) -> tuple[str, str | None]:
+async def await_whole(api: LoopCalls, pod: Obj, timeout_s: float, poll_s: float) -> tuple[str, str | None]:
     """Poll the pod's workload until it runs whole; its name (``""``: none to check) and why it still does
     not after ``timeout_s`` (``None``: it does)."""
     last: list[tuple[str, str | None]] = []
 
-    def whole() -> bool | None:
-        last[:] = [workload_not_ready(kube, pod)]
+    async def whole() -> bool | None:
+        last[:] = [await workload_not_ready(api, pod)]
         return True if last[0][1] is None else None
 
-    await poll(run, whole, timeout_s, poll_s, "workload")
+    await poll(whole, timeout_s, poll_s, "workload")
     return last[0] if last else ("", None)

@@ -31,6 +31,7 @@ class ApiRequest:
     query: tuple[tuple[str, str], ...] = ()
     body: Any = None
     content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()
 
     def target(self) -> str:
         """The path with its query string, as sent."""
@@ -120,6 +121,31 @@ def list_claims() -> ApiRequest:
     return _listed("list resourceclaims", f"/apis/{RESOURCE_GROUP}/v1/resourceclaims")
 
 
+def list_pods(namespace: str, label_selector: str) -> ApiRequest:
+    """``GET`` the pods of ``namespace`` that ``label_selector`` selects."""
+    return _listed(f"list pods {namespace}", f"/api/v1/namespaces/{_seg(namespace)}/pods", label_selector)
+
+
+def list_pods_on_node(node: str) -> ApiRequest:
+    """``GET`` the pods of every namespace bound to ``node`` (field selector ``spec.nodeName``)."""
+    return _listed("list pods", "/api/v1/pods", field_selector=f"spec.nodeName={node}")
+
+
+def get_owner(api_version: str, plural: str, namespace: str, name: str) -> ApiRequest:
+    """``GET`` a namespaced object by its ownerReference's ``apiVersion`` and its kind's plural (a Job,
+    JobSet, StatefulSet, LeaderWorkerSet, ...)."""
+    group, _, version = api_version.rpartition("/")
+    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    return ApiRequest(f"get {plural}.{group or 'core'} {namespace}/{name}", "GET",
+                      f"{base}/namespaces/{_seg(namespace)}/{plural}/{_seg(name)}")
+
+
+def get_claim(namespace: str, name: str) -> ApiRequest:
+    """``GET`` a ResourceClaim (``resource.k8s.io/v1``)."""
+    return ApiRequest(f"get resourceclaim {namespace}/{name}", "GET",
+                      f"/apis/{RESOURCE_GROUP}/v1/namespaces/{_seg(namespace)}/resourceclaims/{_seg(name)}")
+
+
 def get_node(name: str) -> ApiRequest:
     """``GET`` a Node."""
     return ApiRequest(f"get node {name}", "GET", f"/api/v1/nodes/{_seg(name)}")
@@ -140,6 +166,50 @@ def create_pod(namespace: str, body: Any) -> ApiRequest:
     name = (body.get("metadata") or {}).get("name", "")
     return ApiRequest(f"create pod {namespace}/{name}", "POST", f"/api/v1/namespaces/{_seg(namespace)}/pods",
                       _MANAGED, body)
+
+
+def probe_pod(namespace: str, body: Any) -> ApiRequest:
+    """``POST`` a pod with ``dryRun=All``: admission (webhooks included) runs, nothing is stored."""
+    name = body["metadata"].get("name") or body["metadata"].get("generateName", "")
+    return ApiRequest(f"create pod {namespace}/{name} (dry run)", "POST", f"/api/v1/namespaces/{_seg(namespace)}/pods",
+                      (("dryRun", "All"), *_MANAGED), body)
+
+
+def evict_pod(namespace: str, name: str, uid: str) -> ApiRequest:
+    """``POST`` an Eviction (policy/v1) of the pod with this UID: the API server deletes it unless a
+    PodDisruptionBudget forbids it (429, the budget named in the Status's causes)."""
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}}}
+    return ApiRequest(f"evict pod {namespace}/{name}", "POST",
+                      f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}/eviction", body=body)
+
+
+def _configmap(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{_seg(namespace)}/configmaps/{_seg(name)}"
+
+
+def get_configmap(namespace: str, name: str) -> ApiRequest:
+    """``GET`` a ConfigMap."""
+    return ApiRequest(f"get configmap {namespace}/{name}", "GET", _configmap(namespace, name))
+
+
+def patch_configmap(namespace: str, name: str, body: Any) -> ApiRequest:
+    """Strategic-merge-patch a ConfigMap (``None`` removes a data key)."""
+    return ApiRequest(f"patch configmap {namespace}/{name}", "PATCH", _configmap(namespace, name), _MANAGED, body,
+                      STRATEGIC_MERGE)
+
+
+def create_configmap(namespace: str, body: Any) -> ApiRequest:
+    """``POST`` a ConfigMap."""
+    return ApiRequest(f"create configmap {namespace}/{body['metadata']['name']}", "POST",
+                      f"/api/v1/namespaces/{_seg(namespace)}/configmaps", _MANAGED, body)
+
+
+def proxy_post(path: str, body: Any, headers: dict[str, str] | None = None,
+               query: list[tuple[str, str]] | None = None) -> ApiRequest:
+    """``POST`` through a proxy subresource (``/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/...`` or
+    ``/api/v1/nodes/{node}/proxy/...``); ``body`` sent as JSON (none when ``None``)."""
+    return ApiRequest(f"POST {path}", "POST", path, tuple(query or ()), body, JSON, tuple((headers or {}).items()))
 
 
 def delete_pod(namespace: str, name: str, uid: str, grace_s: float | None = None) -> ApiRequest:

@@ -18,18 +18,18 @@ from podmedic import __version__
 from podmedic.domain.base import Obj
 from podmedic.kube.api_requests import JSON, ApiRequest
 from podmedic.kube.api_versions import GROUP, TAINT_RULE_VERSIONS, TaintRuleApi, choose
-from podmedic.kube.cache_only import may_request
 from podmedic.kube.errors import (
     KubeConfigError,
     KubeError,
     NotFound,
     NotServed,
+    ProxyTimeout,
     ServerError,
     Throttled,
     from_answer,
 )
 from podmedic.kube.json_text import parse
-from podmedic.kube.loop_http import LoopHttp
+from podmedic.kube.loop_http import Answer, LoopHttp
 from podmedic.kube.object_cache import CLAIMS, TAINT_RULES, ObjectCache
 from podmedic.kube.pod_cache import PodCache
 from podmedic.kube.pool_nodes import PoolNodes
@@ -42,8 +42,9 @@ USER_AGENT = "podmedic"
 READ_RETRY_PAUSES_S = (0.1, 0.3)
 """Pauses between the tries of a read that met a 429 or a 5xx (``KubeGateway._read``)."""
 POOL_CONNECTIONS = 48
-"""Kept-alive connections to the API server: one per thread that calls it at once (the worker's
-40 in ``activities/base.py``); the client's default, 5 per CPU, would open and drop the rest."""
+"""Kept-alive connections to the API server: one per thread that calls it at once (the ingest's sources
+and watches, the caches' watches, a command's calls); the client's default, 5 per CPU, would open and
+drop the rest."""
 
 URLLIB3_RETRIES = 3
 """urllib3's tries again of a request whose connection broke (its default, ``Retry.DEFAULT``)."""
@@ -224,7 +225,7 @@ class GatewayCore:
         """
         slept = 0.0
         for attempt in range(MAX_RETRIES + 1):
-            self._take(getattr(fn, "__name__", "request"))
+            self._take()
             try:
                 return fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
             except ApiException as exc:
@@ -235,10 +236,8 @@ class GatewayCore:
                 self.limiter.note_refused()
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _take(self, what: str) -> None:
-        """Before every request: refused within ``cache_only`` (``podmedic/kube/cache_only.py``), before a
-        token is spent; then a token of the QPS budget (which may wait for one)."""
-        may_request(what)
+    def _take(self) -> None:
+        """Before every request: a token of the QPS budget (which may wait for one)."""
         self.limiter.take()
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
@@ -262,17 +261,40 @@ class GatewayCore:
         return self._read(req.what, self._described, req)
 
     def _described(self, req: ApiRequest, *, _preload_content: bool = False, _request_timeout: Any = None) -> Any:
-        """``req`` sent as the generated client sends its calls (``ApiClient.param_serialize`` and
-        ``call_api``); the raw answer, or ``ApiException`` for an answer not 2xx, as ``_send`` expects."""
-        headers = {"Accept": JSON, **({"Content-Type": req.content_type} if req.body is not None else {})}
-        method, url, headers, body, _ = self._api.param_serialize(
-            req.method, req.path, query_params=list(req.query), header_params=headers, body=req.body,
-            auth_settings=["BearerToken"])
-        answer = self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=_request_timeout)
+        """``req`` sent as the generated client sends its calls; the raw answer, or ``ApiException`` for an
+        answer not 2xx, as ``_send`` expects."""
+        answer = self._sent(req, _request_timeout)
         if not 200 <= answer.status <= 299:
             answer.read()
             raise ApiException.from_response(http_resp=answer, body=None, data=None)
         return answer.response
+
+    def _sent(self, req: ApiRequest, timeout: Any) -> Any:
+        """``req`` through the client's connection (``ApiClient.param_serialize`` and ``call_api``, as the
+        generated calls do); its ``RESTResponse`` whatever the status."""
+        headers = {"Accept": JSON, **({"Content-Type": req.content_type} if req.body is not None else {}),
+                   **dict(req.headers)}
+        method, url, headers, body, _ = self._api.param_serialize(
+            req.method, req.path, query_params=list(req.query), header_params=headers, body=req.body,
+            auth_settings=["BearerToken"])
+        return self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+
+    def _exchange(self, req: ApiRequest, *, timeout_s: float | None = None) -> Answer:
+        """``LoopHttp.exchange`` in this thread, without sending a throttled request again: the last answer
+        whatever its status; ``ProxyTimeout`` when ``timeout_s`` passes with no answer."""
+        self._take()
+        timeout = (min(self.timeout_s, timeout_s), timeout_s) if timeout_s is not None else self.timeout_s
+        try:
+            answer = self._sent(req, timeout)
+            data = answer.read() or b""
+        except urllib3.exceptions.TimeoutError as exc:
+            if timeout_s is not None:
+                raise ProxyTimeout(f"{req.what}: no answer within {timeout_s:g}s") from exc
+            raise ServerError(f"{req.what}: no answer within {self.timeout_s:g}s") from exc
+        except (OSError, urllib3.exceptions.HTTPError, ApiException) as exc:  # ApiException: status 0, no answer
+            raise ServerError(f"{req.what}: {exc}") from exc
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        return Answer(int(answer.status), str(answer.reason or ""), answer.headers, text)
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """``_call`` for a read: a 429 or 5xx is tried again twice (0.1 s, then 0.3 s later) before it fails.

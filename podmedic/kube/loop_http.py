@@ -18,6 +18,7 @@ import asyncio
 import ssl
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -25,8 +26,7 @@ from yarl import URL
 
 from podmedic.domain.base import Obj
 from podmedic.kube.api_requests import ApiRequest
-from podmedic.kube.cache_only import may_request
-from podmedic.kube.errors import ServerError, from_answer
+from podmedic.kube.errors import ProxyTimeout, ServerError, from_answer
 from podmedic.kube.json_text import compact, parse
 from podmedic.kube.throttle import MAX_RETRIES, MAX_WAIT_S, TokenBucket, throttle_wait
 
@@ -36,6 +36,21 @@ CONNECTION_RETRIES = 3
 """Tries again of a request whose connection failed, as urllib3's ``Retry(3)`` in the client's calls: a
 connection that could not be made, for any method; one that broke, only for a method safe to repeat."""
 REPEATABLE = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An API server's answer: status, reason phrase, headers and body text."""
+
+    status: int
+    reason: str
+    headers: Any
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the status is 2xx."""
+        return 200 <= self.status <= 299
 
 
 def tls_context(settings: Any) -> ssl.SSLContext | None:
@@ -89,6 +104,7 @@ class LoopHttp:
         headers = {"Accept": "application/json", "User-Agent": user_agent}
         if req.body is not None:
             headers["Content-Type"] = req.content_type
+        headers.update(req.headers)
         # The kubeconfig loaders' refresh hook runs here, as before every request of the client.
         auth = self._settings.auth_settings().get("BearerToken")
         if auth and auth.get("value"):
@@ -99,42 +115,60 @@ class LoopHttp:
         """Send ``req``; its answer parsed (``{}`` when empty). A throttling 429 is sent again after its
         ``Retry-After`` (at most ``MAX_RETRIES`` times and ``MAX_WAIT_S`` in all); every other refusal
         raises its ``KubeError``, and a connection that fails past its retries ``ServerError``."""
+        answer = await self.exchange(req, user_agent)
+        if not answer.ok:
+            raise from_answer(answer.status, answer.text, answer.reason, req.what)
+        result: Obj = parse(answer.text) if answer.text else {}
+        return result
+
+    async def exchange(self, req: ApiRequest, user_agent: str, *, timeout_s: float | None = None,
+                       throttled_again: bool = True) -> Answer:
+        """Send ``req`` and return its last answer whatever its status (an Eviction's 429 names the
+        budget in its body; a proxied call's answer is the workload's). With ``throttled_again``, a
+        throttling 429 is sent again after its ``Retry-After`` as in ``call``. ``timeout_s``, when
+        given, bounds this request (``ProxyTimeout`` past it) instead of the gateway's timeout."""
         slept = 0.0
         for attempt in range(MAX_RETRIES + 1):
-            status, reason, headers, text = await self._send(req, user_agent)
-            if 200 <= status <= 299:
-                result: Obj = parse(text) if text else {}
-                return result
-            wait = throttle_wait(status, headers, text) if attempt < MAX_RETRIES else None
+            answer = await self._send(req, user_agent, timeout_s)
+            wait = throttle_wait(answer.status, answer.headers, answer.text) \
+                if throttled_again and attempt < MAX_RETRIES else None
             if wait is None or slept + wait > MAX_WAIT_S:
-                raise from_answer(status, text, reason, req.what)
+                return answer
             await asyncio.sleep(wait)
             slept += wait
             self.limiter.note_refused()
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        raise AssertionError("unreachable: the last attempt returns")
 
-    async def _send(self, req: ApiRequest, user_agent: str) -> tuple[int, str, Any, str]:
+    async def _send(self, req: ApiRequest, user_agent: str, timeout_s: float | None) -> Answer:
         """One request (and its tries again on a failed connection), after a token of the QPS budget each."""
-        may_request(req.what)
         url = URL(self._host + req.target(), encoded=True)
         data = compact(req.body) if req.body is not None else None
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s if timeout_s is None else timeout_s)
         for retry in range(CONNECTION_RETRIES + 1):
             if (wait := self.limiter.reserve()) > 0:
                 await asyncio.sleep(wait)
             try:
                 async with self._session().request(req.method, url, data=data, headers=self._headers(req, user_agent),
-                                                   server_hostname=self._server_name) as answer:
+                                                   server_hostname=self._server_name, timeout=timeout) as answer:
                     body = await answer.read()
-                    return answer.status, answer.reason or "", answer.headers, body.decode("utf-8", "replace")
+                    return Answer(answer.status, answer.reason or "", answer.headers, body.decode("utf-8", "replace"))
             except aiohttp.ClientConnectorError as exc:  # never reached the server: safe to send again
                 if retry == CONNECTION_RETRIES:
                     raise ServerError(f"{req.what}: {exc}") from exc
             except TimeoutError as exc:
+                if timeout_s is not None:
+                    raise ProxyTimeout(f"{req.what}: no answer within {timeout_s:g}s") from exc
                 raise ServerError(f"{req.what}: no answer within {self.timeout_s:g}s") from exc
             except (aiohttp.ClientError, OSError) as exc:  # broke on the way: again only if repeating is safe
                 if retry == CONNECTION_RETRIES or req.method not in REPEATABLE:
                     raise ServerError(f"{req.what}: {exc}") from exc
         raise AssertionError("unreachable: the last try returns or raises")
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections (a loop about to end: ``asyncio.run``'s last step)."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
 
     def close(self) -> None:
         """Drop every loop's connections (a loop that has ended has closed them already)."""

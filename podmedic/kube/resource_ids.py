@@ -172,6 +172,25 @@ def _reports(pod: Obj) -> dict[tuple[str, str], tuple[Health, str]]:
     return found
 
 
+def claims_read(pod: Obj) -> list[str]:
+    """The ResourceClaims ``pod_device_health`` looks up for ``pod``: those of its entries that name a
+    device by an ID of the driver's (a CDI ID) rather than ``driver/pool/device``."""
+    names: list[str] = []
+    for entry_name, rid in _reports(pod):
+        pod_claim = entry_name.removeprefix("claim:").split("/", 1)[0] if entry_name.startswith("claim:") else ""
+        if pod_claim and not _names_device(rid) and (name := claim_object_name(pod, pod_claim)) is not None:
+            names.append(name)
+    return list(dict.fromkeys(names))
+
+
+def _names_device(resource_id: str) -> bool:
+    try:
+        DeviceRef.parse(resource_id)
+    except ValueError:
+        return False
+    return True
+
+
 def pod_device_health(pod: Obj, claim_of: ClaimOf) -> PodDeviceHealth:
     """Every device the pod's containers report, resolved to DRA devices (see the module doc)."""
     out = PodDeviceHealth()

@@ -1,7 +1,6 @@
-"""The gateway's calls that are not one JSON request and answer: watches, proxy POSTs, exec.
+"""The gateway's calls that are not one JSON request and answer: lists by page, watches, exec.
 
-Lists page through ``continue`` tokens; watches decode lines as plain JSON; proxy POSTs return
-whatever the workload or kubelet answered; exec speaks the WebSocket channel protocol.
+Lists page through ``continue`` tokens; watches decode lines as plain JSON; exec speaks the WebSocket channel protocol.
 """
 
 from __future__ import annotations
@@ -15,13 +14,13 @@ from kubernetes.client.exceptions import ApiException
 
 from podmedic.domain.base import Obj
 from podmedic.kube.core import GatewayCore, translate
-from podmedic.kube.errors import KubeError, ProxyTimeout, ServerError
+from podmedic.kube.errors import KubeError, ServerError
 from podmedic.kube.json_text import parse
 from podmedic.kube.watch_lines import stream_lines
 
 
 class StreamCalls(GatewayCore):
-    """List/watch for the ingest's cluster sources, proxy POSTs for checkpoints, exec for restarts."""
+    """List/watch for the ingest's cluster sources and the caches, exec for restarts."""
 
     # -- generic list/watch for the ingest's cluster sources ---------------------------------
     def _lister(self, kind: str) -> Callable[..., Any]:
@@ -87,7 +86,7 @@ class StreamCalls(GatewayCore):
         """
         lister = self._lister(kind)
         selector = {"field_selector": field_selector} if field_selector else {}
-        self._take(f"watch {kind}")
+        self._take()
         try:
             resp = lister(watch=True, resource_version=resource_version or None, timeout_seconds=timeout_s,
                           allow_watch_bookmarks=True, _preload_content=False,
@@ -111,35 +110,6 @@ class StreamCalls(GatewayCore):
             resp.close()
             resp.release_conn()
 
-    def proxy_post(self, path: str, body: Obj | None, *, headers: dict[str, str] | None = None,
-                   query: list[tuple[str, str]] | None = None, timeout_s: float) -> tuple[int, str]:
-        """POST through an API server proxy subresource (``/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/...``
-        or ``/api/v1/nodes/{node}/proxy/...``) and return ``(status, body text)`` whatever the status.
-
-        Non-2xx answers are returned, not raised: what the workload or kubelet said is the result.
-        Raises ``ProxyTimeout`` when nothing answers within ``timeout_s`` and ``ServerError`` when
-        the connection fails. Needs RBAC ``create`` on ``pods/proxy`` or ``nodes/proxy``.
-        """
-        header_params = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
-        method, url, header_params, body_out, _ = self._api.param_serialize(
-            "POST", path, query_params=query or [], header_params=header_params, body=body,
-            auth_settings=["BearerToken"],
-        )
-        self._take(f"POST {path}")
-        try:
-            resp = self._api.call_api(method, url, header_params=header_params, body=body_out,
-                                      _request_timeout=(min(self.timeout_s, timeout_s), timeout_s))
-            resp.read()
-        except urllib3.exceptions.TimeoutError as exc:
-            raise ProxyTimeout(f"POST {path}: no answer within {timeout_s:g}s") from exc
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ServerError(f"POST {path}: {exc}") from exc
-        except ApiException as exc:
-            return int(exc.status or 0), str(exc.body or exc.reason or "")
-        data = resp.data or b""
-        return int(resp.status), data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
-
-
     # -- recovery: in-place restart and reschedule (activities/recovery/) -------------------
     def exec_in_container(self, namespace: str, name: str, container: str | None, command: list[str],
                           timeout_s: float = 10.0) -> tuple[int, str]:
@@ -156,7 +126,7 @@ class StreamCalls(GatewayCore):
                                       "tty": False, "_preload_content": False}
             if container:
                 kwargs["container"] = container
-            self._take(f"exec in {namespace}/{name}")
+            self._take()
             try:
                 resp = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, name, namespace, **kwargs)
             except ApiException as exc:

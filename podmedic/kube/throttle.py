@@ -162,6 +162,18 @@ def _refused_by_budget(body: str | None) -> bool:
     return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes)
 
 
+def budget_refusal(body: str | None) -> str:
+    """Why an Eviction was refused with 429 (a PodDisruptionBudget), in the Status's own words: its
+    message and its causes' (kubernetes pkg/registry/core/pod/storage/eviction.go)."""
+    try:
+        status = json.loads(body or "{}")
+    except ValueError:
+        status = {}
+    status = status if isinstance(status, dict) else {}
+    causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
+    return "; ".join([status.get("message") or "eviction refused (429)", *filter(None, causes)])
+
+
 def sleep_for_retry(seconds: float, slept_so_far: float) -> bool:
     """Sleep ``seconds`` unless that would pass ``MAX_WAIT_S`` in all; whether it slept."""
     if slept_so_far + seconds > MAX_WAIT_S:

@@ -19,6 +19,7 @@ from kubernetes import client
 from activities.recovery.placement import GATE
 from activities.recovery.reschedule import remove_own_gate
 from podmedic.kube.gateway import KubeGateway
+from tests.helpers import run_on_loop
 from tests.sim.conftest import pod_manifest
 
 OTHER_GATE = "kueue.x-k8s.io/admission"  # another controller's gate on the same pod
@@ -56,7 +57,7 @@ def test_podmedic_removes_its_gate_and_leaves_another_controllers(kubeconfig: Pa
     _gated(v1, ns, "theirs", [OTHER_GATE])
     kube = KubeGateway(kubeconfig)  # no component: test set-up is not a podmedic process
     for name in ("both", "mine", "theirs"):
-        remove_own_gate(kube, ns, name)
+        run_on_loop(kube, remove_own_gate(kube.aio, ns, name))
     assert _gates(v1, ns, "both") == [OTHER_GATE]
     assert _gates(v1, ns, "mine") == []
     assert _gates(v1, ns, "theirs") == [OTHER_GATE]

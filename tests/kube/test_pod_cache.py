@@ -8,19 +8,14 @@ the watch is unbroken, and anything the cache cannot answer goes to the API serv
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
-from activities.base import cached_first
 from activities.recovery.verify import poll
-from podmedic.kube.cache_only import WouldRequest, cache_only
 from podmedic.kube.gateway import Conflict, KubeGateway
 from podmedic.kube.reflector import live_reads
 from podmedic_sim import SimCluster
@@ -96,17 +91,14 @@ async def test_a_poll_takes_its_failing_verdict_from_the_api_server(
     gets = _requests(sim, "get")
     seen: list[int] = []
 
-    def check() -> str | None:
+    async def check() -> str | None:
         before = _requests(sim, "get")
-        found = kube.get_pod("default", pod["name"])
+        found = await kube.aio.get_pod("default", pod["name"])
         seen.append(_requests(sim, "get") - before)
         return "live" if found is not None and seen[-1] else None
 
-    async def run(fn: Callable[[], Any]) -> Any:
-        return await asyncio.to_thread(fn)
-
     # The SDK's ActivityEnvironment gives the poll a real activity context (its heartbeats, its logger).
-    assert await ActivityEnvironment().run(poll, run, check, 0.5, 0.1) == "live"
+    assert await ActivityEnvironment().run(poll, check, 0.5, 0.1) == "live"
     assert seen[-1] == 1 and sum(seen[:-1]) == 0 and len(seen) >= 3, seen
     with live_reads():
         kube.get_pod("default", pod["name"])
@@ -161,39 +153,14 @@ def test_a_patch_naming_an_old_version_is_refused(sim: SimCluster, api: client.A
                                    resource_version=old["metadata"]["resourceVersion"])
 
 
-def test_within_cache_only_nothing_is_sent_and_no_token_spent(
+async def test_a_cached_read_on_the_loop_sends_nothing_and_a_missing_pod_is_asked_for(
         sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
     pod = start_pod(sim, api)
     wait_until(lambda: kube.get_pod("default", pod["name"]), what="the pod in the cache")
     gets, taken = _requests(sim, "get"), kube.limiter.taken
-    with cache_only():
-        assert kube.get_pod("default", pod["name"])["metadata"]["name"] == pod["name"]  # type: ignore[index]
-        with pytest.raises(WouldRequest):
-            kube.get_pod("default", "no-such-pod")
-        with pytest.raises(WouldRequest), live_reads():
-            kube.get_pod("default", pod["name"])
-    assert (_requests(sim, "get"), kube.limiter.taken) == (gets, taken)
-    assert kube.get_pod("default", "no-such-pod") is None  # outside it, the same read is sent
-    assert _requests(sim, "get") == gets + 1
-
-
-async def test_a_cached_read_runs_on_the_loop_and_any_other_in_a_thread(
-        sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
-    pod = start_pod(sim, api)
-    wait_until(lambda: kube.get_pod("default", pod["name"]), what="the pod in the cache")
-    loop_thread, threads = threading.get_ident(), []
-
-    def read(name: str) -> Callable[[], Any]:
-        def look() -> Any:
-            threads.append(threading.get_ident())
-            return kube.get_pod("default", name)
-        return look
-
-    gets = _requests(sim, "get")
-    assert await cached_first(read(pod["name"])) is not None
-    assert threads == [loop_thread] and _requests(sim, "get") == gets  # no hand-off, no request
-    threads.clear()
-    assert await cached_first(read("no-such-pod")) is None
-    # Refused on the loop before anything was sent, then read from the API server in a thread.
-    assert threads[0] == loop_thread and threads[1:] and threads[1] != loop_thread, threads
-    assert _requests(sim, "get") == gets + 1
+    assert (await kube.aio.get_pod("default", pod["name"]) or {})["metadata"]["name"] == pod["name"]
+    assert (_requests(sim, "get"), kube.limiter.taken) == (gets, taken)  # no request, no token
+    assert await kube.aio.get_pod("default", "no-such-pod") is None
+    with live_reads():
+        assert await kube.aio.get_pod("default", pod["name"]) is not None
+    assert _requests(sim, "get") == gets + 2

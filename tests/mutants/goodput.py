@@ -71,7 +71,7 @@ GOODPUT: tuple[Mutant, ...] = (
     Mutant(
         "spare-never-used", "a rank whose node has no free healthy GPU moves to a warm spare of its pool",
         "activities/recovery/reschedule.py",
-        "                self.spare = await self.run(room.warm_spare, self.kube, self.claims, inp, pod)",
+        "                self.spare = await room.warm_spare(self.api, self.claims, inp, pod)",
         "                self.spare = None",
         ("tests/e2e_recover/test_warm_spares.py",)),
     Mutant(

@@ -45,7 +45,7 @@ SAFETY: tuple[Mutant, ...] = (
         "taint-retry-makes-a-second-rule", "no duplicated effect: a retried taint takes over its own rule",
         "activities/taint.py",
         "            except Conflict:  # the rule exists: read it live (the rule cache may not have seen it yet)\n"
-        "                existing = await self.kube.aio.get_taint_rule(name, fresh=True)",
+        "                existing = await self.api.get_taint_rule(name, fresh=True)",
         '            except Conflict:\n                body["metadata"]["name"] = name = name + "-again"\n'
         "                continue",
         ("tests/reliability/test_fault_suite.py",)),
@@ -108,9 +108,9 @@ SAFETY: tuple[Mutant, ...] = (
         "gate-removal-lists-the-remaining-gates", "podmedic removes its scheduling gate and no other's",
         "activities/recovery/reschedule.py",
         '        gate = {"name": placement.GATE, "$patch": "delete"}\n'
-        '        kube.patch_pod(namespace, name, {"spec": {"schedulingGates": [gate]}})',
+        '        await api.patch_pod(namespace, name, {"spec": {"schedulingGates": [gate]}})',
         '        kept = [g for g in present if g.get("name") != placement.GATE]\n'
-        '        kube.patch_pod(namespace, name, {"spec": {"schedulingGates": kept}})',
+        '        await api.patch_pod(namespace, name, {"spec": {"schedulingGates": kept}})',
         ("tests/fidelity/test_patch_and_update.py",)),
     Mutant(
         "jira-cloud-uses-the-removed-search", "Jira Cloud tickets go through the current search",
@@ -220,8 +220,8 @@ SAFETY: tuple[Mutant, ...] = (
     Mutant(
         "replacement-of-any-workload", "each incident's recovery names its own workload's pod",
         "activities/recovery/reschedule.py",
-        "        return self.kube.list_pods(self.inp.pod.namespace, self.selector)",
-        "        return self.kube.list_pods(self.inp.pod.namespace, \"\")",
+        "        return await self.api.list_pods(self.inp.pod.namespace, self.selector)",
+        "        return await self.api.list_pods(self.inp.pod.namespace, \"\")",
         ("tests/e2e_recover/test_reschedule.py",)),
     Mutant(
         "timeline-grows-without-bound", "a chatty device keeps an incident's record and queries bounded",

@@ -11,6 +11,7 @@ from kubernetes import client, watch
 
 from podmedic.kube.gateway import Conflict, Forbidden, InvalidObject, KubeGateway, ServerError
 from podmedic_sim import SimCluster
+from tests.helpers import run_on_loop
 from tests.sim.conftest import Raw
 
 
@@ -159,10 +160,11 @@ def test_an_eviction_conflict_while_the_pod_is_still_there_is_no_eviction(
     try:
         # Read as "evicted", the reschedule rung would wait for a replacement that never comes.
         with pytest.raises(Conflict):
-            kube.try_evict("default", "evict-409", uid)
+            run_on_loop(kube, kube.aio.try_evict("default", "evict-409", uid))
         assert kube.get_pod("default", "evict-409") is not None
-        assert kube.try_evict("default", "evict-409", "uid-of-a-replaced-pod") is None  # precondition: gone
-        assert kube.try_evict("default", "evict-409", uid) is None
+        # The UID precondition names a pod replaced since: gone, as far as this eviction goes.
+        assert run_on_loop(kube, kube.aio.try_evict("default", "evict-409", "uid-of-a-replaced-pod")) is None
+        assert run_on_loop(kube, kube.aio.try_evict("default", "evict-409", uid)) is None
         pod = kube.get_pod("default", "evict-409")
         assert pod is None or pod["metadata"].get("deletionTimestamp")
     finally:

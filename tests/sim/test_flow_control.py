@@ -22,6 +22,7 @@ from kubernetes import client
 
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
+from tests.helpers import run_on_loop
 from tests.sim.conftest import pod_manifest
 
 
@@ -142,7 +143,7 @@ def test_an_eviction_throttled_by_the_server_is_waited_out_not_read_as_a_budget(
     gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("evictor")
     try:
         gateway.list_pods(ns, "")  # spends the second's budget: the eviction meets a 429
-        refused = gateway.try_evict(ns, "apf-evict", uid)
+        refused = run_on_loop(gateway, gateway.aio.try_evict(ns, "apf-evict", uid))
     finally:
         gateway.close()
         state = _flow(sim)["users"]["podmedic-evictor"]

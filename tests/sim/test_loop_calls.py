@@ -163,3 +163,56 @@ async def test_the_loop_reads_and_writes_what_the_generated_client_does(sim: Sim
         await loop.delete_pod(ns, "loop-made", made["metadata"]["uid"])  # gone already: fine
     finally:
         gateway.close()
+
+
+async def test_the_loops_recovery_calls_answer_as_the_generated_client(sim: SimCluster, api: client.ApiClient,
+                                                                        ns: str) -> None:
+    # The referee again: the generated CoreV1Api, BatchV1Api and ResourceV1Api. Pod reads of a gateway
+    # with no caches go to the API server, so both sides ask it.
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    gateway = KubeGateway(Path(str(sim.kubeconfig_path))).for_component("looprecovery")
+    loop = gateway.aio
+    try:
+        _pod(sim, api, ns, "loop-listed")
+        core.patch_namespaced_pod("loop-listed", ns, {"metadata": {"labels": {"podmedic-loop": "listed"}}})
+        selected = "podmedic-loop=listed"
+        assert [p["metadata"]["name"] for p in await loop.list_pods(ns, selected)] == [
+            p.metadata.name for p in core.list_namespaced_pod(ns, label_selector=selected).items] == ["loop-listed"]
+        pods = core.list_pod_for_all_namespaces().items
+        node = next(p.spec.node_name for p in pods if p.spec.node_name)
+        assert sorted(p["metadata"]["uid"] for p in await loop.list_pods_on_node(node)) == sorted(
+            p.metadata.uid for p in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items)
+
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "loop-owner"},
+               "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                              "containers": [{"name": "c", "image": "busybox"}]}}}}
+        batch.create_namespaced_job(ns, job)
+        owner = await loop.get_owner("batch/v1", "jobs", ns, "loop-owner")
+        made = batch.read_namespaced_job("loop-owner", ns).metadata
+        assert owner is not None and owner["metadata"]["uid"] == made.uid
+        assert await loop.get_owner("batch/v1", "jobs", ns, "no-such-job") is None
+        assert await loop.get_claim(ns, "no-such-claim") is None
+
+        probed = await loop.probe_pod(ns, {"apiVersion": "v1", "kind": "Pod",
+                                           "metadata": {"generateName": "loop-probe-"},
+                                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        assert probed["metadata"]["name"].startswith("loop-probe-")
+        assert not [p for p in core.list_namespaced_pod(ns).items if p.metadata.name.startswith("loop-probe-")]
+
+        await loop.put_hold(ns, "k1", "one", "incident-1")  # creates the ConfigMap
+        await loop.put_hold(ns, "k2", "two", "incident-2")  # merges into it
+        held = core.read_namespaced_config_map("podmedic-placement-holds", ns)
+        assert held.data == {"k1": "one", "k2": "two"} and held.metadata.annotations["podmedic.io/changed-by"] == \
+            "incident-2"
+        await loop.drop_hold(ns, "k1")
+        assert core.read_namespaced_config_map("podmedic-placement-holds", ns).data == {"k2": "two"}
+        assert gateway.read_holds(ns) == {"k2": "two"}
+
+        uid = core.read_namespaced_pod("loop-listed", ns).metadata.uid
+        assert await loop.try_evict(ns, "loop-listed", "uid-of-a-replaced-pod") is None  # the precondition: gone
+        assert core.read_namespaced_pod("loop-listed", ns).metadata.deletion_timestamp is None
+        assert await loop.try_evict(ns, "loop-listed", uid) is None
+        left = [p for p in core.list_namespaced_pod(ns).items if p.metadata.name == "loop-listed"]
+        assert not left or left[0].metadata.deletion_timestamp is not None
+    finally:
+        gateway.close()

@@ -24,7 +24,7 @@ from activities.discover import ENDED_BEFORE_EVENT, DiscoverActivities
 from podmedic.domain.models import DeviceRef, Health
 from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster
-from tests.helpers import served_sim, wait_until
+from tests.helpers import run_on_loop, served_sim, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +58,16 @@ def test_a_pod_the_fault_ended_is_found_by_its_status_once_its_claim_is_released
     claim_name = wait_until(lambda: _released_claim(kube, pod["namespace"], pod["name"]), timeout=30,
                                  what="the pod Failed and its claim deallocated")
 
-    found = DiscoverActivities(kube)._discover(device, [], dt.datetime.now(dt.UTC))
+    found = run_on_loop(kube, DiscoverActivities(kube)._discover(device, [], dt.datetime.now(dt.UTC)))
 
     assert [p.name for p in found.pods] == [pod["name"]], f"claim {claim_name} released; found {found.pods}"
     assert found.reading.health is Health.UNHEALTHY and "allocatedResourcesStatus" in found.reading.source
     assert found.node == device.pool
     # A first event long after the pod ended: the pod ended of something else, before this incident.
     later = dt.datetime.now(dt.UTC) + ENDED_BEFORE_EVENT + dt.timedelta(minutes=1)
-    assert DiscoverActivities(kube)._discover(device, [], later).pods == []
+    assert run_on_loop(kube, DiscoverActivities(kube)._discover(device, [], later)).pods == []
     # A health read (no first event) is about pods that hold the device now, never one that ended.
-    assert DiscoverActivities(kube)._pods_on(device) == []
+    assert run_on_loop(kube, DiscoverActivities(kube)._pods_on(device)) == []
 
 
 def test_a_pod_that_ended_reporting_the_device_healthy_is_not_this_faults(sim: SimCluster, kube: KubeGateway) -> None:
@@ -77,7 +77,7 @@ def test_a_pod_that_ended_reporting_the_device_healthy_is_not_this_faults(sim: S
     wait_until(lambda: _released_claim(kube, pod["namespace"], pod["name"]), timeout=30,
                     what="the pod Failed and its claim deallocated")
 
-    assert DiscoverActivities(kube)._discover(device, [], dt.datetime.now(dt.UTC)).pods == []
+    assert run_on_loop(kube, DiscoverActivities(kube)._discover(device, [], dt.datetime.now(dt.UTC))).pods == []
 
 
 def _released_claim(kube: KubeGateway, namespace: str, name: str) -> str | None:
@@ -131,4 +131,5 @@ def test_a_pod_using_a_claim_by_name_is_found(sim: SimCluster, kube: KubeGateway
                                   None), timeout=30, what="the pod Ready")
     device = DeviceRef.parse(pod["devices"][0])
 
-    assert [p.name for p in DiscoverActivities(kube)._discover(device, [], None).pods] == ["named-claim"]
+    found = run_on_loop(kube, DiscoverActivities(kube)._discover(device, [], None))
+    assert [p.name for p in found.pods] == ["named-claim"]

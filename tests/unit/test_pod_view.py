@@ -41,12 +41,12 @@ def test_containers_running(pod: dict[str, Any], expected: bool) -> None:
 
 
 class _Kube:
-    """``get_pod`` only: the pod as the API server would return it."""
+    """``LoopCalls.get_pod`` only: the pod as the API server would return it."""
 
     def __init__(self, pod: dict[str, Any]) -> None:
         self.pod = pod
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return self.pod
 
 

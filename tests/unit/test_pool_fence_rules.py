@@ -59,7 +59,7 @@ async def test_the_pools_own_rules_are_found_with_one_list(sim: SimCluster, kube
                            f"{ref.workflow_id}@run")
     await fence._fence(PoolRuleInput(pool=PoolRef(driver=DRIVER, pool="node-0000"), reason="storm"), "pool@run")
     before = _rule_reads(sim)
-    without = fence._without_own_rule(PoolDevicesInput(devices=pool))
+    without = await fence._without_own_rule(PoolDevicesInput(devices=pool))
     after = _rule_reads(sim)
     # The pool's own rule covers them all, but it is not theirs; node-0001's gpu-1 rule is not node-0000's.
     assert without == [pool[1].resource_id, pool[3].resource_id]

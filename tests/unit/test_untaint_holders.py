@@ -113,24 +113,24 @@ async def test_a_node_incident_holding_the_rule_keeps_it(kube: KubeGateway) -> N
     assert (await taint.release(inp.device.object_name, NODE_RUN, "node healed")).removed
 
 
-def test_quarantine_is_idempotent_and_lift_restores_the_node(kube: KubeGateway) -> None:
+async def test_quarantine_is_idempotent_and_lift_restores_the_node(kube: KubeGateway) -> None:
     q = QuarantineActivities(kube)
     req = QuarantineInput(node="node-0001", incident_id="node/node-0001", cordon=True,
                           taint_key="podmedic.io/node-quarantine", effect="NoSchedule", reason="3 devices failed")
-    assert q.quarantine(req, NODE_RUN).changed
-    assert not q.quarantine(req, NODE_RUN).changed  # a retry changes nothing
+    assert (await q.quarantine(req, NODE_RUN)).changed
+    assert not (await q.quarantine(req, NODE_RUN)).changed  # a retry changes nothing
     node = kube.get_node("node-0001") or {}
     assert node["spec"]["unschedulable"] is True
     assert [t["key"] for t in node["spec"]["taints"]] == ["podmedic.io/node-quarantine"]
     notes = node["metadata"]["annotations"]
     assert notes["podmedic.io/quarantined-by"] == NODE_RUN and "podmedic" in notes["podmedic.io/changed-by"]
-    assert not q.lift(req, "node/node-0001@other-run").changed  # not that run's quarantine
-    lifted = q.lift(req, NODE_RUN)
+    assert not (await q.lift(req, "node/node-0001@other-run")).changed  # not that run's quarantine
+    lifted = await q.lift(req, NODE_RUN)
     assert lifted.changed and "uncordoned" in lifted.detail
     node = kube.get_node("node-0001") or {}
     assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
     # A node an operator had cordoned before stays cordoned after the lift.
     kube.patch_node("node-0001", {"spec": {"unschedulable": True}})
-    q.quarantine(req, NODE_RUN)
-    assert "left cordoned" in q.lift(req, NODE_RUN).detail
+    await q.quarantine(req, NODE_RUN)
+    assert "left cordoned" in (await q.lift(req, NODE_RUN)).detail
     assert (kube.get_node("node-0001") or {})["spec"]["unschedulable"] is True

@@ -1,5 +1,5 @@
-"""An activity waiting on a slow blocking call stays alive, and keeps what a retry resumes from
-(``activities/heartbeat.py``, ``activities/base.py``).
+"""An activity waiting on a slow call stays alive, and keeps what a retry resumes from
+(``activities/heartbeat.py``; ``activities/base.py`` awaits every API call of an activity so).
 
 The Temporal dev server (heartbeat timeouts are real time there). In the 10,000-device storm calls
 queued past the 20 s heartbeat timeout on the worker's threads and every attempt of 12 in-place
@@ -23,8 +23,7 @@ from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.base import blocking
-from activities.heartbeat import beat
+from activities.heartbeat import beat, kept_alive
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -40,13 +39,13 @@ class Call(BaseModel):
 
 @activity.defn(name="slow_call")
 async def slow_call(how: Call) -> list[Any]:
-    """Heartbeats where it got to, waits on a slow call on podmedic's threads (or, as before, on a
-    thread with no keep-alive); a retried attempt returns what the first left to resume from."""
+    """Heartbeats where it got to, waits on a slow call kept alive (or, the control, a plain await); a
+    retried attempt returns what the first left to resume from."""
     if activity.info().attempt > 1:
         return list(activity.info().heartbeat_details)
     beat("evicted", 7)
     if how.kept_alive:
-        await blocking(time.sleep, SLOW_CALL_S)
+        await kept_alive(asyncio.to_thread(time.sleep, SLOW_CALL_S))
     else:
         await asyncio.to_thread(time.sleep, SLOW_CALL_S)
     if how.fail_after:
@@ -67,7 +66,7 @@ class SlowCallWorkflow:
 
 async def _run(env: WorkflowEnvironment, how: Call) -> list[Any]:
     queue = f"tq-{uuid.uuid4().hex[:8]}"
-    # Unsandboxed: what is under test is the activity; this module imports the worker's threads.
+    # Unsandboxed: what is under test is the activity.
     async with Worker(env.client, task_queue=queue, workflows=[SlowCallWorkflow], activities=[slow_call],
                       workflow_runner=UnsandboxedWorkflowRunner()):
         return await env.client.execute_workflow(SlowCallWorkflow.run, how, id=queue, task_queue=queue)
@@ -82,7 +81,7 @@ async def test_a_retry_resumes_from_the_details_sent_before_the_slow_call(dev_en
 
 
 async def test_without_the_keep_alive_the_same_wait_is_a_heartbeat_timeout(dev_env: WorkflowEnvironment) -> None:
-    # The control: the call on a thread as before, with no heartbeat until it returns.
+    # The control: the same call with no heartbeat until it returns.
     with pytest.raises(WorkflowFailureError) as failed:
         await _run(dev_env, Call(kept_alive=False))
     cause = failed.value.cause

@@ -17,6 +17,7 @@ from activities.checkpoints.checkpoint import CheckpointActivities
 from activities.claim_cache import ReservedClaims
 from activities.discover import DiscoverActivities
 from activities.fleet_guard import GuardActivities
+from activities.heartbeat import kept_alive
 from activities.history import HistoryActivities
 from activities.maintenance import MaintenanceActivities
 from activities.node import NodeActivities
@@ -34,6 +35,7 @@ from activities.tickets import TicketActivities
 from podmedic.domain.steps import DeviceInput
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.load_report import kube_load_reports
+from podmedic.kube.loop_calls import LoopCalls
 from podmedic.kube.startup import learning_pools, say_taint_rules
 from podmedic.telemetry.probes import Readiness, api_server_check, temporal_check
 from workers.worker.collector import sweep_cycles
@@ -61,7 +63,8 @@ WORKFLOWS = [DeviceIncidentWorkflow, ConfigIncidentWorkflow, NodeIncidentWorkflo
 def all_activities(kube: KubeGateway, client: Client) -> Sequence[Any]:
     """Every activity podmedic registers, bound to one cluster gateway and one Temporal client."""
     kube = kube.for_component("worker")  # requests say who made them (RBAC proof: tests/deploy)
-    claims = ReservedClaims(kube.get_claim)  # one cache: discovery's reads serve the health reads and recovery
+    # One cache: discovery's reads serve the health reads and recovery.
+    claims = ReservedClaims(LoopCalls(kube, around=kept_alive).get_claim)
     discover, checkpoint = DiscoverActivities(kube, claims), CheckpointActivities(kube)
     taint, recover = TaintActivities(kube, run_closed(client)), RecoverActivities(kube, claims)
     ticket = TicketActivities(kube, client)

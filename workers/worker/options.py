@@ -40,7 +40,7 @@ class Capacity:
     for a checkpoint's answer, a replacement's readiness, a workload's progress; a slot is held while
     waiting. In a 10,000-device storm 200 slots, each held by a poll of a minute, let 3 activities a
     second start while 8,600 queued for 22 minutes. Waiting costs a slot a coroutine; the API calls
-    themselves go through 32 threads and the QPS budget (``activities/base.py``)."""
+    themselves share the QPS budget (``podmedic/kube/throttle.py``)."""
 
 
 DEFAULT_CAPACITY = Capacity()
