@@ -20,7 +20,7 @@ from podmedic.kube.gateway import Conflict, KubeGateway
 from podmedic.kube.reflector import live_reads
 from podmedic_sim import SimCluster
 from podmedic_sim.audit import UNSCOPED
-from tests.helpers import wait_until
+from tests.helpers import run_on_loop, wait_until
 from tests.ingest_sources.conftest import start_pod
 
 
@@ -60,8 +60,8 @@ def test_reads_come_from_the_watch_and_follow_other_writers(sim: SimCluster, api
     seen = wait_until(lambda: (p := kube.get_pod("default", pod["name"])) and
                       p["metadata"].get("annotations", {}).get("t") == "one" and p, what="the write seen")
     assert "managedFields" not in seen["metadata"]
-    on_node = kube.list_pods_on_node(pod["node"])
-    by_label = kube.list_pods("default", f"app={pod['name']}")
+    on_node = run_on_loop(kube, kube.aio.list_pods_on_node(pod["node"]))
+    by_label = run_on_loop(kube, kube.aio.list_pods("default", f"app={pod['name']}"))
     assert pod["name"] in {p["metadata"]["name"] for p in on_node}
     # The API server's own answers to the same questions (the unmodified client, not podmedic's gateway).
     live = client.CoreV1Api(api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={pod['node']}")
@@ -73,10 +73,10 @@ def test_reads_come_from_the_watch_and_follow_other_writers(sim: SimCluster, api
 def test_a_set_based_selector_and_an_unknown_pod_are_asked_of_the_api_server(
         sim: SimCluster, api: client.ApiClient, kube: KubeGateway) -> None:
     pod = _labelled(sim, api)
-    wait_until(lambda: kube.list_pods("default", f"app={pod['name']}"), what="the label seen")
+    wait_until(lambda: run_on_loop(kube, kube.aio.list_pods("default", f"app={pod['name']}")), what="the label seen")
     gets, lists = _requests(sim, "get"), _requests(sim, "list")
     assert kube.get_pod("default", "no-such-pod") is None
-    found = kube.list_pods("default", f"app in ({pod['name']})")
+    found = run_on_loop(kube, kube.aio.list_pods("default", f"app in ({pod['name']})"))
     assert [p["metadata"]["name"] for p in found] == [pod["name"]]
     assert (_requests(sim, "get"), _requests(sim, "list")) == (gets + 1, lists + 1)
 

@@ -15,6 +15,7 @@ from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.load_report import KubeLoadReport
 from podmedic.kube.throttle import TokenBucket
 from podmedic_sim import SimCluster
+from tests.helpers import run_on_loop
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def _lists(sim: SimCluster, n: int, qps: float, burst: int) -> None:
     gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=qps, burst=burst).for_component("worker")
     try:
         for _ in range(n):
-            gateway.list_pods("default", "")
+            run_on_loop(gateway, gateway.aio.list_pods("default", ""))
     finally:
         gateway.close()
 

@@ -108,8 +108,12 @@ def test_ledger_counts_podmedic_requests_and_injected_answers(sim: SimCluster, r
         rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "ledger-t"},
                 "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "node-0000", "device": "gpu-0"},
                          "taint": {"key": "podmedic.io/unhealthy", "effect": "NoSchedule"}}}
-        kube.create_taint_rule(rule)
-        kube.delete_taint_rule("ledger-t")
+
+        async def create_and_delete() -> None:
+            made = await kube.aio.create_taint_rule(rule)
+            await kube.aio.delete_taint_rule_if_unchanged("ledger-t", made["metadata"]["resourceVersion"])
+
+        run_on_loop(kube, create_and_delete())
     finally:
         raw("DELETE", "/sim/v1/faults/api")
         kube.close()

@@ -95,7 +95,7 @@ def test_the_client_side_limit_keeps_under_the_servers_budget(sim: SimCluster) -
     try:
         started = time.monotonic()
         for _ in range(35):
-            gateway.list_pods("default", "")
+            run_on_loop(gateway, gateway.aio.list_pods("default", ""))
         elapsed = time.monotonic() - started
     finally:
         gateway.close()
@@ -124,7 +124,7 @@ def test_every_request_the_server_saw_took_a_token(sim: SimCluster) -> None:
     gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("counted")
     try:
         for _ in range(3):
-            gateway.list_pods("default", "")
+            run_on_loop(gateway, gateway.aio.list_pods("default", ""))
     finally:
         gateway.close()
         state = _flow(sim)["users"]["podmedic-counted"]
@@ -142,7 +142,7 @@ def test_an_eviction_throttled_by_the_server_is_waited_out_not_read_as_a_budget(
     _flow(sim, {"qps": 1, "burst": 1})
     gateway = KubeGateway(Path(str(sim.kubeconfig_path)), qps=0, burst=1).for_component("evictor")
     try:
-        gateway.list_pods(ns, "")  # spends the second's budget: the eviction meets a 429
+        run_on_loop(gateway, gateway.aio.list_pods(ns, ""))  # spends the second's budget: the eviction meets a 429
         refused = run_on_loop(gateway, gateway.aio.try_evict(ns, "apf-evict", uid))
     finally:
         gateway.close()

@@ -21,7 +21,7 @@ from podmedic.kube.errors import BadRequest
 from podmedic.kube.gateway import KubeGateway
 from podmedic.kube.pool_nodes import PoolNodes
 from podmedic_sim import SimCluster
-from tests.helpers import served_sim
+from tests.helpers import run_on_loop, served_sim
 
 DRIVER = "gpu.nvidia.com"
 
@@ -60,15 +60,15 @@ def test_learned_pools_are_found_without_a_request(sim: SimCluster, kube: KubeGa
     assert len(published) == 3  # one pool per node
     assert kube.learn_pools() == len(published)
     sim.ledger.counts.clear()
-    assert {key: kube.pool_node(*key) for key in published} == published
+    assert {key: run_on_loop(kube, kube.aio.pool_node(*key)) for key in published} == published
     assert _slice_requests(sim) == 0
 
 
 def test_a_pool_not_learned_is_read_at_its_first_use_only(sim: SimCluster, kube: KubeGateway) -> None:
     (driver, pool), node = next(iter(_published(sim).items()))
     sim.ledger.counts.clear()
-    assert kube.pool_node(driver, pool) == node
-    assert kube.pool_node(driver, pool) == node
+    assert run_on_loop(kube, kube.aio.pool_node(driver, pool)) == node
+    assert run_on_loop(kube, kube.aio.pool_node(driver, pool)) == node
     assert _slice_requests(sim) == 1
 
 
@@ -78,9 +78,10 @@ def test_a_pool_of_a_node_added_later_is_found_by_what_the_server_selects(sim: S
     driver and keeps the pool's slices."""
     (driver, pool), node = sorted(_published(sim).items())[-1]
     with pytest.raises(BadRequest, match=r"list resourceslices spec\.pool\.name"):
-        kube.list_slices(f"spec.pool.name={pool}")  # not retried: the same request can never succeed
-    assert kube.pool_node(driver, pool) == node
-    assert [s["spec"]["pool"]["name"] for s in kube.pool_slices(driver, pool)] == [pool]
+        # Not retried: the same request can never succeed.
+        run_on_loop(kube, kube.aio.list_slices(f"spec.pool.name={pool}"))
+    assert run_on_loop(kube, kube.aio.pool_node(driver, pool)) == node
+    assert [s["spec"]["pool"]["name"] for s in run_on_loop(kube, kube.aio.pool_slices(driver, pool))] == [pool]
 
 
 def test_a_network_attached_pool_has_no_node(sim: SimCluster, kube: KubeGateway) -> None:
@@ -90,7 +91,7 @@ def test_a_network_attached_pool_has_no_node(sim: SimCluster, kube: KubeGateway)
     _test_client(sim).create_resource_slice(body)
     try:
         assert kube.learn_pools() == 3  # the node-local slices only
-        assert kube.pool_node(DRIVER, "fabric") is None
+        assert run_on_loop(kube, kube.aio.pool_node(DRIVER, "fabric")) is None
     finally:
         _test_client(sim).delete_resource_slice("fabric-0")
 

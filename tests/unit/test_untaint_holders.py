@@ -95,11 +95,12 @@ async def test_a_rule_an_operator_edited_is_kept(kube: KubeGateway) -> None:
     taint = TaintActivities(kube)
     inp = _taint("gpu-2")
     await taint.ensure(inp, OLD)
-    kube.patch_taint_rule(inp.device.object_name, {"spec": {"taint": {"effect": "NoExecute"}}})
+    await kube.aio.patch_taint_rule(inp.device.object_name, {"spec": {"taint": {"effect": "NoExecute"}}})
     kept = await taint.release(inp.device.object_name, OLD, "closed")
     assert not kept.removed and "edited by an operator" in kept.detail
-    assert kube.get_taint_rule(inp.device.object_name) is not None
-    kube.delete_taint_rule(inp.device.object_name)
+    rule = kube.get_taint_rule(inp.device.object_name)
+    assert rule is not None
+    await kube.aio.delete_taint_rule_if_unchanged(inp.device.object_name, rule["metadata"]["resourceVersion"])
 
 
 async def test_a_node_incident_holding_the_rule_keeps_it(kube: KubeGateway) -> None:
