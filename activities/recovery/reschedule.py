@@ -71,8 +71,9 @@ class Rescheduler:
             pod = None
         owner = placement.controller_of(pod) if pod is not None else (("Job", inp.pod.job) if inp.pod.job else None)
         if owner is not None and owner[0] not in REPLACING_CONTROLLERS:
-            return await self._result(False, f"pod is controlled by a {owner[0]} ({owner[1]}): podmedic reschedules "
-                                       "pods of Jobs (JobSets), StatefulSets (LeaderWorkerSets) and bare pods")
+            return await self._result(False, f"pod is controlled by a {owner[0]} ({owner[1]}): podmedic "
+                                             "reschedules pods of Jobs (JobSets), StatefulSets (LeaderWorkerSets) "
+                                             "and bare pods")
         node = inp.pod.node if self.action == "same_node" else None
         if node:
             why_not = await room.short_on_own_node(self.api, self.claims, inp, pod)
@@ -186,7 +187,7 @@ class Rescheduler:
                 workload, why = await await_whole(self.api, found, inp.timeout_s, inp.poll_s)
                 if why is not None:
                     return await self._result(False, f"replacement {found['metadata']['name']} Ready, but {workload} "
-                                               f"not running whole within {inp.timeout_s:g}s: {why}", found)
+                                                     f"not running whole within {inp.timeout_s:g}s: {why}", found)
                 if workload:
                     self.notes.append(f"{workload} running whole again (its status)")
                 if others:  # a note only: a read that fails does not undo a verified recovery
@@ -214,7 +215,7 @@ class Rescheduler:
         placed = f"{name} Ready on {landed} ({'same node' if same else 'another node'}); {progress}"
         if replaced_before:
             result = await self._result(True, f"replaced by its Job controller (the pod was gone before podmedic "
-                                        f"evicted it): {placed}", found)
+                                              f"evicted it): {placed}", found)
             return result.model_copy(update={"action": REPLACED_BY_CONTROLLER})
         if self.spare is not None and landed == self.spare:
             why = "is going away" if self.inp.move_off else "had no free healthy device"
@@ -296,7 +297,7 @@ class Rescheduler:
             return await self._result(False, check.failure(inp.timeout_s, f"replacement {name}"))
         where = "same node" if found["spec"].get("nodeName") == inp.pod.node else "another node"
         return await self._result(True, f"bare pod recreated as {name}, Ready on {found['spec'].get('nodeName')} "
-                                  f"({where}); {check.progress_note(found)}", found)
+                                        f"({where}); {check.progress_note(found)}", found)
 
     async def _old_gone(self) -> bool | None:
         """``True`` once the old pod is gone (or replaced under its name), else ``None``: ``poll``'s answer."""
