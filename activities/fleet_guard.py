@@ -130,7 +130,7 @@ class GuardActivities:
 
     def __init__(self, client: Client, kube: KubeGateway) -> None:
         self.client = client
-        self.api = kube.aio
+        self.kube = kube
 
     @activity.defn(name="ask_guard")
     async def ask_guard(self, req: PermitRequest) -> PermitAnswer:
@@ -157,7 +157,7 @@ class GuardActivities:
     async def fleet_size(self, inp: FleetSizeInput) -> FleetSize:
         """Devices per driver and per pool (distinct names: a pool may span several slices)."""
         selector = f"spec.driver={inp.driver}" if inp.driver else ""
-        slices = await self.api.list_slices(selector)
+        slices = await self.kube.aio.list_slices(selector)
         pools: dict[str, set[str]] = defaultdict(set)
         for rslice in slices:
             spec = rslice.get("spec") or {}

@@ -10,12 +10,14 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from podmedic.kube.gateway import KubeGateway
 from podmedic_sim import SimCluster, SimConfig
 from podmedic_sim.config import SimTimings
 from podmedic_sim.store import NotFound
+
+if TYPE_CHECKING:  # not imported at run time: workflows defined in test modules import this in the sandbox
+    from podmedic.kube.gateway import KubeGateway
 
 T = TypeVar("T")
 

@@ -217,5 +217,8 @@ def _close_now(session: aiohttp.ClientSession) -> None:
         closing.send(None)
     except StopIteration:
         return
-    closing.close()
+    except RuntimeError:  # its loop is closed and refused the transports' close: they go with the loop
+        pass
+    else:
+        closing.close()
     session.detach()
