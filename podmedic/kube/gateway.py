@@ -3,7 +3,8 @@
 Everything podmedic reads or changes in a cluster goes through ``KubeGateway``, so the
 RBAC it needs is visible in one place, and API errors become the few exception types of
 ``podmedic/kube/errors.py``, which Temporal retry policies name by class. The connection is
-``core.py``'s; list/watch, proxy and exec are ``streams.py``'s.
+``core.py``'s; paged lists, watches and exec are ``streams.py``'s; the worker's activities' calls,
+sent on its event loop, are ``loop_calls.py``'s.
 """
 
 from __future__ import annotations

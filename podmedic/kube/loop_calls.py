@@ -1,11 +1,11 @@
-"""The gateway's calls the activities make one at a time, awaited on the event loop.
+"""Every call the worker's activities make to the cluster, awaited on the event loop.
 
-Same requests as ``KubeGateway``'s methods of the same names (both are built by
-``podmedic/kube/api_requests.py``), answered the same way: a pod or rule the worker's caches hold is
-read from them, a read is tried again on a 429 or 5xx, and the errors are ``KubeError``'s. They are
-sent by ``LoopHttp`` (``podmedic/kube/loop_http.py``) instead of in a thread: an incident's Events,
-annotations and DeviceTaintRule cost a quarter of the CPU. Where ``LoopHttp`` cannot reach the
-cluster (an HTTP proxy), each call is the gateway's own, in a thread.
+Each request is described once (``podmedic/kube/api_requests.py``, as the synchronous gateway sends
+it for the processes that run in threads) and answered as ``GatewayCore`` answers it: a pod, claim or
+rule the worker's caches hold is read from them, a read is tried again on a 429 or 5xx, and the errors
+are ``KubeError``'s. They are sent by ``LoopHttp`` (``podmedic/kube/loop_http.py``) instead of in a
+thread: a write cost a quarter of the CPU. Where ``LoopHttp`` cannot reach the cluster (an HTTP proxy),
+each request goes through the client in a thread; pods/exec always does (``exec_in_container``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ async def _plain(call: Awaitable[Any]) -> Any:
 
 
 class LoopCalls:
-    """``KubeGateway``'s calls of the activities, as coroutines."""
+    """The activities' calls to the cluster, as coroutines, over one ``KubeGateway``'s connection and caches."""
 
     def __init__(self, kube: KubeGateway, around: Around = _plain) -> None:
         """``around`` awaits each request: the worker's activities stay alive while one waits for its
