@@ -98,6 +98,10 @@ class LoopHttp:
                 connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=self._tls if self._tls else False),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s), skip_auto_headers=("User-Agent",))
             self._sessions[loop] = session
+            if not self._closing.alive:
+                # Used again after ``close`` (a call still under way as a worker stops): the new session is
+                # closed when this is collected, as the client's pool reopens and is dropped.
+                self._closing = weakref.finalize(self, _close_sessions, self._sessions)
         return session
 
     def _headers(self, req: ApiRequest, user_agent: str) -> dict[str, str]:

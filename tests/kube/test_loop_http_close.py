@@ -132,6 +132,20 @@ def test_a_gateway_closed_on_its_running_loop_closes_its_connections(server: Ser
     assert _left_open(lambda: asyncio.run(use_and_close()), unraisable) == []
 
 
+def test_a_gateway_used_again_after_its_close_closes_what_it_opened_again(server: Server,
+                                                                           unraisable: list[str]) -> None:
+    # A worker stopping: its gateway is closed while an activity's call is still under way, and that call
+    # (or the next) opens the loop's connections again; nobody closes the gateway a second time.
+    async def close_then_use() -> None:
+        http = _http(server)
+        await http.call(REQUEST, "test")
+        http.close()
+        await http.call(REQUEST, "test")
+        del http  # collected on its running loop
+
+    assert _left_open(lambda: asyncio.run(close_then_use()), unraisable) == []
+
+
 def test_a_gateway_closed_while_another_loop_runs_here_closes_its_connections(
         server: Server, unraisable: list[str]) -> None:
     def run() -> None:
