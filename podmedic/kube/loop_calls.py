@@ -74,6 +74,13 @@ class LoopCalls:
                 await asyncio.sleep(pause)
         return await self._call(req)
 
+    async def _found(self, req: ApiRequest) -> Obj | None:
+        """``_read``; ``None`` when the object is not there (404)."""
+        try:
+            return await self._read(req)
+        except NotFound:
+            return None
+
     async def _rule_version(self) -> str:
         if self.kube.discovered_taint_rules() is None:  # discovery: a few blocking reads, once per process
             await asyncio.to_thread(self.kube.taint_rule_api)
@@ -84,34 +91,22 @@ class LoopCalls:
         """``KubeGateway.get_pod``: the cached pod, else the API server's; ``None`` when it is gone."""
         if not fresh and self.kube.pods is not None and (cached := self.kube.pods.get(namespace, name)) is not None:
             return cached
-        try:
-            return await self._read(requests.get_pod(namespace, name))
-        except NotFound:
-            return None
+        return await self._found(requests.get_pod(namespace, name))
 
     async def get_claim(self, namespace: str, name: str, *, fresh: bool = False) -> Obj | None:
         """``KubeGateway.get_claim``: the cached claim, else the API server's; ``None`` when it is gone."""
         if not fresh and self.kube.claims is not None and (cached := self.kube.claims.get(namespace, name)) is not None:
             return cached
-        try:
-            return await self._read(requests.get_claim(namespace, name))
-        except NotFound:
-            return None
+        return await self._found(requests.get_claim(namespace, name))
 
     async def get_owner(self, api_version: str, plural: str, namespace: str, name: str) -> Obj | None:
         """A pod's owner (a Job, JobSet, StatefulSet, LeaderWorkerSet, ...: any namespaced kind, by its
         ownerReference's apiVersion), or ``None`` if it is gone."""
-        try:
-            return await self._read(requests.get_owner(api_version, plural, namespace, name))
-        except NotFound:
-            return None
+        return await self._found(requests.get_owner(api_version, plural, namespace, name))
 
     async def get_node(self, name: str) -> Obj | None:
         """A Node, or ``None``."""
-        try:
-            return await self._read(requests.get_node(name))
-        except NotFound:
-            return None
+        return await self._found(requests.get_node(name))
 
     async def list_pods(self, namespace: str, label_selector: str) -> list[Obj]:
         """Pods in ``namespace`` matching ``label_selector`` (from the pod cache when it is current)."""

@@ -83,6 +83,7 @@ class LoopHttp:
         self._server_name: str | None = name if name and self._tls else None
         self.limiter = limiter
         self.timeout_s = timeout_s
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.usable = not settings.proxy
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = \
             weakref.WeakKeyDictionary()
@@ -96,7 +97,7 @@ class LoopHttp:
         if session is None or session.closed:
             session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=self._tls if self._tls else False),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s), skip_auto_headers=("User-Agent",))
+                timeout=self._timeout, skip_auto_headers=("User-Agent",))
             self._sessions[loop] = session
             if not self._closing.alive:
                 # Used again after ``close`` (a call still under way as a worker stops): the new session is
@@ -147,7 +148,7 @@ class LoopHttp:
         """One request (and its tries again on a failed connection), after a token of the QPS budget each."""
         url = URL(self._host + req.target(), encoded=True)
         data = compact(req.body) if req.body is not None else None
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s if timeout_s is None else timeout_s)
+        timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
         for retry in range(CONNECTION_RETRIES + 1):
             if (wait := self.limiter.reserve()) > 0:
                 await asyncio.sleep(wait)
