@@ -1,9 +1,8 @@
 """ResourceClaims read once while they are reserved: the claim GETs of discovery and health reads.
 
-Every discover and every health read looks at each claim of each pod on the device's node: 8
-GETs per read on an 8-GPU node, 16,000 in a 1,000-device storm. In the orchestration
-benchmark those GETs were 11 % of the worker's CPU (py-spy), and as much again in
-the simulator that served them.
+Every discover and every health read looks at each claim of each pod on the device's node: a
+GET per claim per read, thousands in a storm, a share of the worker's CPU and as much again of
+the API server's (docs/BENCHMARKS.md).
 
 A claim's allocation cannot change while the claim is reserved for a pod: the scheduler
 allocates before it reserves, and a claim is deallocated only once ``reservedFor`` is empty

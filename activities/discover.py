@@ -52,7 +52,7 @@ class DiscoverActivities(KubeActivities):
     async def _holders_on_node(self, device: DeviceRef, node: str, ended_since: dt.datetime | None) -> list[Obj]:
         """Pods on ``node`` whose claims hold the device: the node's pods and their few claims,
         not every claim of the cluster (that list made each discover and each health read
-        O(cluster size): half the worker's CPU with 1,000 incidents open, py-spy)."""
+        O(cluster size), the worker's largest cost with many incidents open)."""
         pods = await self.api.list_pods_on_node(node)
         holders = [pod for pod in pods if await self._holds(pod, device)]
         if ended_since is None:

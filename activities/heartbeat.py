@@ -10,11 +10,10 @@ and a cancellation (which reaches an activity only as a heartbeat's answer) is s
 the grace later.
 
 An activity that waits on a long call (a Kubernetes request waiting for the QPS budget, an exec in a
-thread) is alive, however long the call queues: in the 10,000-device storm
-(``python -m benchmarks storm``) every attempt of 334 in-place restarts timed out (20 s) without a
-heartbeat, so those incidents failed, while all 40 of the worker's threads for such calls were
-waiting on the simulator's answers (py-spy; that their calls queued past the timeout is our
-reading). ``kept_alive`` heartbeats while such a call is under way,
+thread) is alive, however long the call queues: in a hall-wide storm (``python -m benchmarks storm``)
+in-place restarts whose calls queued behind a busy API server timed out without a heartbeat, attempt
+after attempt, and their incidents failed (docs/BENCHMARKS.md). ``kept_alive`` heartbeats while such
+a call is under way,
 with the details last sent (a retried attempt resumes from them, so a keep-alive must not blank
 them). A dead worker sends nothing, so the heartbeat timeout still finds it; each call is bounded by
 its own timeout, the attempt by its start-to-close timeout.
@@ -77,8 +76,8 @@ async def kept_alive(call: Awaitable[T]) -> T:
     assert timeout is not None
     every = max(timeout.total_seconds() / 4, 0.1)
     # A timer on the loop, not a task that waits on the call: nearly every call ends long before the first
-    # beat, and a timer armed and cancelled costs the loop less than a wait set up around each call (the
-    # wait was a third of what handing a call to a thread cost the worker's loop: py-spy, benchmarks cost).
+    # beat, and a timer armed and cancelled costs the loop less than a wait set up around each call
+    # (py-spy of the worker's loop in ``python -m benchmarks cost``).
     loop = asyncio.get_running_loop()
     pending = asyncio.ensure_future(call)
     beats: asyncio.TimerHandle | None = None

@@ -61,8 +61,8 @@ class NoticeActivities(KubeActivities):
 
     def __init__(self, kube: KubeGateway) -> None:
         super().__init__(kube)
-        # Read once: the settings are the process's, and reading them at every step was 1.4 % of the
-        # worker's busy CPU (py-spy, python -m benchmarks cost).
+        # Read once: the settings are the process's and do not change; reading them (environment and
+        # files) at every step showed in the worker's profile.
         self.ui_url = TemporalTarget.load().ui_url
 
     async def _notice(self, inp: PodNoticeInput, key: str | None = None) -> PodNoticeResult:

@@ -47,8 +47,8 @@ class PoolFenceActivities(KubeActivities):
         return await kept_alive(self.taints.release(inp.pool.rule_name, calling_run(), inp.reason))
 
     async def _without_own_rule(self, inp: PoolDevicesInput) -> list[str]:
-        # One list per pool (its rules carry the pool's label), not a get per device: in a 10,000-device
-        # storm under the manifests' 50 QPS, 1,251 pools' gets were 80 % of the worker's requests.
+        # One list per pool (its rules carry the pool's label), not a get per device: in a storm under the
+        # manifests' QPS limit, the pools' gets per device were most of the worker's requests.
         names: set[str] = set()
         for pool in {(d.driver, d.pool) for d in inp.devices}:
             rules = await self.api.list_taint_rules(f"{holders.POOL}={holders.pool_label(*pool)}")

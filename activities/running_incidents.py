@@ -1,9 +1,9 @@
 """Which of some incidents are running, by one visibility query instead of a describe each.
 
 The node quarantine asks after its devices' incidents every poll, and in a storm so does every
-pool fence: 1,250 fences of 8 devices each in the 10,000-device storm. A describe per incident
-decodes the whole execution (memo, search attributes, pending activities): with the describes'
-round trips, 22 % of the worker's Python time in that storm (py-spy). One
+pool fence: a fence per node in a hall-wide storm. A describe per incident decodes the whole
+execution (memo, search attributes, pending activities): with the describes' round trips, a large
+share of the worker's Python time in a storm (py-spy, docs/BENCHMARKS.md). One
 ``ListWorkflowExecutions`` per poll names the running ones; the answer is read raw, workflow ids
 only. Visibility may lag the executions by moments: an incident that just closed can still be
 listed running (its asker looks again next poll), one that just started may be missing (its

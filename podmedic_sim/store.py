@@ -33,9 +33,9 @@ def json_copy(value: Any) -> Any:
     """A deep copy of a JSON value (dicts, lists and immutable scalars), as stored objects are.
 
     ``copy.deepcopy`` keeps a memo for shared and cyclic references that JSON cannot have:
-    a third of the simulator's CPU went to it in ``python -m benchmarks orchestration`` (py-spy),
-    the training jobs' progress writes copying their Job and pods every second. This is about
-    three times faster on a pod.
+    a large share of the simulator's CPU went to it in ``python -m benchmarks orchestration``
+    (py-spy), the training jobs' progress writes copying their Job and pods every second. This is
+    several times faster on a pod (docs/BENCHMARKS.md).
     """
     if isinstance(value, dict):
         return {key: json_copy(item) for key, item in value.items()}

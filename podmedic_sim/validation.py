@@ -3,7 +3,7 @@
 The JSON schemas shipped by ``kubernetes-validate`` catch unknown fields and wrong types;
 they lack the enums and name rules the real API server enforces, which ``semantic_causes``
 adds for the fields podmedic and its workloads touch. Compiled validators are cached per
-kind: building one costs ~20 ms, validating a pod ~0.2 ms.
+kind: building one costs far more than validating an object with it.
 """
 
 from __future__ import annotations

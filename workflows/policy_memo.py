@@ -30,5 +30,5 @@ def policy_in_force(ref: PolicyRef) -> tuple[DriverPolicy, str]:
 
 
 def _defaults(driver: str) -> DriverPolicy:
-    # Built only for an unusable memo: every incident building it "just in case" cost 1 KiB each.
+    # Built only for an unusable memo: built "just in case", every cached incident would hold a copy.
     return DriverPolicy(driver=driver)

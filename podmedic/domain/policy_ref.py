@@ -4,8 +4,8 @@ The policy in force when an incident opens must travel with it (editing the file
 running incident), but inlining every field into the workflow's input made the Temporal UI's Input
 pane a page of policy per incident. The input now names it (``PolicyRef``: driver, podmedic
 release, digest) and the policy itself rides in the start's memo under ``POLICY_MEMO``, compressed
-(its canonical JSON, zlib: 4 KB of the shipped NVIDIA entry become 1.4 KB, under the 2 KB at which
-Temporal warns about a memo), which the workflow reads in its constructor (deterministic, no
+(its canonical JSON, zlib: the shipped NVIDIA entry stays under the 2 KB at which Temporal warns
+about a memo), which the workflow reads in its constructor (deterministic, no
 activity: the fence stays in the incident's first workflow task) and checks against the digest
 before acting on it.
 """
@@ -62,8 +62,8 @@ def packed_digest(data: bytes) -> str:
     release's model adds with defaults (re-dumping the parsed policy would name other content).
 
     Kept per content, as ``unpack``: every incident checks its memo against its input when its
-    workflow is loaded, and decompressing and hashing the policy each time was 3 of the 11 busy
-    samples of the worker's workflow threads in ``python -m benchmarks cost`` (py-spy, under load).
+    workflow is loaded, and decompressing and hashing the policy each time was a visible share of the
+    worker's workflow threads in ``python -m benchmarks cost`` (py-spy, under load).
     """
     try:
         return "sha256:" + hashlib.sha256(zlib.decompress(data)).hexdigest()
@@ -76,8 +76,8 @@ def unpack(data: bytes) -> DriverPolicy:
     """The policy ``pack`` made (raises ``ValueError`` on anything else).
 
     The same bytes give the same instance: every incident of one policy shares one parsed, frozen
-    policy. Parsed per incident it was the largest part of a cached incident's Python memory
-    (30 KiB of the shipped NVIDIA entry; 2,500 cached incidents in a storm held 73 MiB of copies).
+    policy. Parsed per incident it was the largest part of a cached incident's Python memory, and a
+    storm caches thousands of incidents.
     """
     try:
         return DriverPolicy.model_validate_json(zlib.decompress(data))

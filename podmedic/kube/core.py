@@ -108,8 +108,8 @@ class GatewayCore:
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise KubeConfigError(f"{where}: {why}") from None
         # The loaders' refresh hook runs before every request and writes ``host`` back, and a host written
-        # looks the proxy up again in the whole environment (a pod has a variable per Service): 0.095 ms a
-        # request with 35 variables, 0.002 ms once resolved here (the environment does not change).
+        # looks the proxy up again in the whole environment (a pod has a variable per Service); resolved
+        # once here, the lookup is gone from every request (the environment does not change).
         settings.proxy = settings.proxy
         api_client = client.ApiClient(settings)
         self._api = api_client
@@ -299,9 +299,9 @@ class GatewayCore:
     def _read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """``_call`` for a read: a 429 or 5xx is tried again twice (0.1 s, then 0.3 s later) before it fails.
 
-        A step reads several objects per attempt; at 30 % injected 5xx (``python -m benchmarks faults``),
-        discover's five reads all succeeded in only one attempt in six, and an incident failed after
-        ten attempts. A read changes nothing, so trying it again here is always safe.
+        A step reads several objects per attempt: with a flaky API server (``python -m benchmarks faults``)
+        all of discover's reads seldom succeed in one attempt, and an incident would run out of its step's
+        attempts. A read changes nothing, so trying it again here is always safe.
         """
         for pause in READ_RETRY_PAUSES_S:
             try:

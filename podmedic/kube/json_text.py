@@ -2,10 +2,9 @@
 
 Every answer the worker reads, and every change its pod cache's watch streams, is JSON text:
 in the cost benchmark's worker (py-spy, GIL samples) the standard library's ``json`` took a
-tenth of the Python time, most of it re-writing each watched pod for the cache. pydantic-core
-(already installed with pydantic) parses the same text into the same plain values about a
-third faster, and writes it three times faster (a 2 KB pod: 7.7 µs against 10.8 µs to parse,
-5.2 µs against 17.4 µs to write).
+large share of the Python time, most of it re-writing each watched pod for the cache. pydantic-core
+(already installed with pydantic) parses the same text into the same plain values faster, and
+writes it several times faster (docs/BENCHMARKS.md, "What the design rests on").
 """
 
 from __future__ import annotations

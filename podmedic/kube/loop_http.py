@@ -1,15 +1,15 @@
 """The gateway's requests sent on the event loop (aiohttp), for the worker's activities.
 
-Every other call of the gateway is blocking and runs in a thread. An incident's writes need not:
-sent through the ``kubernetes`` client in a thread, one Event cost the worker 410-480 us of CPU
-(the client's layers, urllib3 and ``http.client``'s header parsing, and the hand-off to the thread
-and back); sent here, 100-120 us (800 creates against the simulator, one and eight at a time). The
-connection is the gateway's own (``kubernetes.client.Configuration``: host, CA, client certificate,
-bearer token and its refresh hook, ``tls_server_name``), the QPS budget is shared with the client's
-calls (``throttle.TokenBucket``), and answers are read as ``GatewayCore`` reads them: a 429 with
-``Retry-After`` is sent again after it, anything else not 2xx is a ``KubeError``
-(``podmedic/kube/errors.py``). A cluster reached through an HTTP proxy is not served here
-(``usable``): its calls go through the client in a thread.
+Every call an activity makes is sent here (``loop_calls.py``), not through the ``kubernetes``
+client in a thread: the client's layers, urllib3 and ``http.client``'s header parsing, and the
+hand-off to a thread and back cost the worker several times the CPU of a request sent on the loop
+(docs/BENCHMARKS.md, "What the design rests on"). The processes that run in threads keep the
+client (``GatewayCore``). The connection is the gateway's own (``kubernetes.client.Configuration``:
+host, CA, client certificate, bearer token and its refresh hook, ``tls_server_name``), the QPS
+budget is shared with the client's calls (``throttle.TokenBucket``), and answers are read as
+``GatewayCore`` reads them: a 429 with ``Retry-After`` is sent again after it, anything else not
+2xx is a ``KubeError`` (``podmedic/kube/errors.py``). A cluster reached through an HTTP proxy is
+not served here (``usable``): its calls go through the client in a thread.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Every pod of the cluster as one watch last saw it: the worker's reads without a request each.
 
-An incident used to read its pods by polling: the checkpoint handshake every second, the
-restart's verification every two, discovery's and every health read's lists. That was
-two thirds of its API requests (``python -m benchmarks cost``). The cache is a reflector
+An incident reads its pods again and again: the checkpoint handshake every second, the
+restart's verification every two, discovery's and every health read's lists. Sent as requests,
+those reads were most of its API requests (docs/BENCHMARKS.md). The cache is a reflector
 (``podmedic/kube/reflector.py``) with an index by node: pods are kept whole but for
-``metadata.managedFields``, each as its compact JSON text with its labels and node beside it (a
-simulator pod: 11.9 KB parsed against 2.2 KB as text).
+``metadata.managedFields``, each as its compact JSON text with its labels and node beside it (text
+is several times smaller than the parsed dicts).
 
 Reads are answered from the cache only while it is *current* (``reflector.py``). A pod the
 cache does not hold is read live too: it may be newer than the watch (a replacement just created); a selector

@@ -3,9 +3,9 @@
 A watch answers one JSON object per line, and a busy one packs many lines into each chunk the
 socket hands over. The ``kubernetes`` client's ``watch.iter_resp_lines`` copies what is left of
 its buffer after every line it takes, so a chunk of n lines costs n copies of the chunk: with
-4,000 pods writing their progress, the pod cache's watch thread held the GIL 92 % of the time
-in that copy (py-spy, ``python -m benchmarks storm --nodes 500``) and the worker took new
-workflow tasks at 6 a second. Here each chunk is scanned once and each line copied once.
+thousands of pods writing their progress, the pod cache's watch thread held the GIL most of the
+time in that copy (py-spy, ``python -m benchmarks storm``) and starved the worker's workflow
+tasks. Here each chunk is scanned once and each line copied once.
 """
 
 from __future__ import annotations

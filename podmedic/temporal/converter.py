@@ -2,9 +2,9 @@
 
 The SDK builds a new payload converter for every workflow run a worker loads, and
 ``temporalio.contrib.pydantic`` caches its ``TypeAdapter``s on the converter: every incident
-built an adapter for each activity result type anew, 5 % of the worker's Python time in
-``python -m benchmarks orchestration`` (py-spy, 300 incidents). Here the cache belongs to the
-process. The wire format is the contrib converter's (``json/plain``, ``pydantic_core.to_json``),
+built an adapter for each activity result type anew, a measurable share of the worker's Python
+time (docs/BENCHMARKS.md, "What the design rests on"). Here the cache belongs to the process.
+The wire format is the contrib converter's (``json/plain``, ``pydantic_core.to_json``),
 so a history written with either reads back with the other.
 """
 

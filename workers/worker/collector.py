@@ -2,30 +2,27 @@
 
 Two forces pull apart. A worker allocates hundreds of short-lived objects per workflow task and
 activity (payloads, protobuf messages, API answers), nearly all freed by reference counting, and
-CPython's default collector thresholds start a collection every 700 allocations: perf on the
-worker in the orchestration benchmark (300 incidents) found 6 % of its CPU in the collector, so
-``tune_gc`` raises them. But every workflow the SDK evicts from its cache (the cache is full, or
-its run completed) is left as a reference cycle: the SDK tears its coroutines down by raising
-into them, and the tracebacks hold frames that hold the workflow. Only a full collection frees
-those, and with the raised thresholds one came so seldom that in a 10,000-device storm (12,500
-open workflows, 1,500 cached) the worker held 5 million garbage objects of some 17,700 evicted
-workflows and grew by 2 MB a second to 2 GiB. ``sweep_cycles`` runs a full collection on a
-clock, which bounds that garbage to some seconds of evictions. A full collection walks every
-object alive but what ``gc.freeze`` hid at the worker's start: in the same storm one every 5 s was
-30 % of the worker's Python time (py-spy, 15 s of samples: about 1.5 s each). So the clock stretches:
-after a collection that took ``t``, the next comes ``max(5 s, t / 5 %)`` later, at most 5 % of the
-worker's time however large its heap. And a sweep is made only when workflows were evicted since
-the one before (``workers/worker/evictions.py``), and once more after that, for the evictions still under
-way while it ran. On a clock alone, a worker holding its open incidents, or idle, walked its whole
-heap every 5 s to free nothing: in ``python -m benchmarks cost`` (200 incidents, run beside a
-10,000-device storm), 94 of the 137 busy samples of the worker's event loop (py-spy).
+CPython's default collector thresholds start a collection every 700 allocations, a visible share
+of a worker's CPU (perf), so ``tune_gc`` raises them. But every workflow the SDK evicts from its
+cache (the cache is full, or its run completed) is left as a reference cycle: the SDK tears its
+coroutines down by raising into them, and the tracebacks hold frames that hold the workflow. Only
+a full collection frees those, and with the raised thresholds one came so seldom that a worker
+through a hall-wide storm (far more open workflows than cached ones) grew until its memory limit.
+``sweep_cycles`` runs a full collection on a clock, which bounds that garbage to some seconds of
+evictions. A full collection walks every object alive but what ``gc.freeze`` hid at the worker's
+start, and on a storm's heap one every 5 s took a large share of the worker's Python time. So the
+clock stretches: after a collection that took ``t``, the next comes ``max(5 s, t / 5 %)`` later, at
+most 5 % of the worker's time however large its heap. And a sweep is made only when workflows were
+evicted since the one before (``workers/worker/evictions.py``), and once more after that, for the
+evictions still under way while it ran: on a clock alone, a worker holding its open incidents, or
+idle, walked its whole heap every 5 s to free nothing.
 
 A walk's cost is the heap's size, whatever it frees, so a few evicted runs do not get one of their
 own: a collection comes once ``SWEEP_BATCH`` runs were evicted since the last (in a storm, at
 every turn), or once the first of fewer has waited ``SWEEP_WITHIN_S``. The garbage stays bounded
-(250 runs, about 29 MiB, or 30 s of evictions) and a quiet worker walks its heap a few times a
-minute at most: a sweep at each 5 s turn that saw an eviction was still 50 of the 147 busy samples
-of the worker's loop in a quiet ``cost`` run.
+(``SWEEP_BATCH`` runs, or ``SWEEP_WITHIN_S`` of evictions) and a quiet worker walks its heap a few
+times a minute at most. The measurements behind each rule are in docs/BENCHMARKS.md ("What the
+design rests on") and docs/SCALING.md.
 """
 
 from __future__ import annotations
@@ -48,7 +45,7 @@ SWEEP_EVERY_S = 5.0
 """Seconds between the full collections of ``sweep_cycles``, at the least."""
 
 SWEEP_BATCH = 250
-"""Evicted workflows that get a full collection at the next turn (about 29 MiB of garbage at 118 KiB each)."""
+"""Evicted workflows that get a full collection at the next turn: a few tens of MiB of garbage at most."""
 
 SWEEP_WITHIN_S = 30.0
 """The longest an evicted workflow waits for its full collection when fewer than ``SWEEP_BATCH`` are."""

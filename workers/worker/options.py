@@ -17,8 +17,8 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     Unsandboxed by default: podmedic runs only its own workflows, whose determinism CI proves
     in the sandbox (``tests/workflow`` run every workflow there, ``tests/replay`` replays recorded
     histories there). The sandbox re-imports the workflow modules for every incident and compiles
-    code for every payload it converts: a fifth of the worker's CPU in ``python -m benchmarks
-    orchestration`` (py-spy), for a check CI already makes. Either way its evictions are counted
+    code for every payload it converts: a large share of the worker's CPU in ``python -m benchmarks
+    orchestration`` (py-spy, docs/BENCHMARKS.md), for a check CI already makes. Either way its evictions are counted
     for the collector (``workers/worker/evictions.py``).
     """
     return EvictionCountingRunner(SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner())
@@ -38,9 +38,9 @@ class Capacity:
     concurrent_activities: int = 1000
     """Activities running at once (SDK default 100). Most of an incident's activities wait, not work:
     for a checkpoint's answer, a replacement's readiness, a workload's progress; a slot is held while
-    waiting. In a 10,000-device storm 200 slots, each held by a poll of a minute, let 3 activities a
-    second start while 8,600 queued for 22 minutes. Waiting costs a slot a coroutine; the API calls
-    themselves share the QPS budget (``podmedic/kube/throttle.py``)."""
+    waiting. In a hall-wide storm too few slots, each held by a poll of a minute, let activities start
+    a few a second while thousands queued (docs/BENCHMARKS.md). Waiting costs a slot a coroutine; the API
+    calls themselves share the QPS budget (``podmedic/kube/throttle.py``)."""
 
 
 DEFAULT_CAPACITY = Capacity()

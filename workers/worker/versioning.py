@@ -4,7 +4,7 @@ With both set, the worker joins Temporal's Worker Deployment ``<name>`` as versi
 new versions are rolled out with ``temporal worker deployment set-current-version`` (docs/deploy.md).
 Every podmedic workflow is ``AUTO_UPGRADE``: incidents wait days for a vendor, so pinning them would
 keep old workers running that long; instead each new build must replay the recorded histories
-(``tests/replay``) before it ships. Without the variables the worker is unversioned, as before.
+(``tests/replay``) before it ships. Without the variables the worker is unversioned.
 """
 
 from __future__ import annotations

@@ -38,11 +38,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_options import ONE_CALL, UNTIL_DONE, URGENT
 
 LOOK_BACKOFF = 8
-"""The longest wait between two looks at a pool's devices, in ``poll_s``. In a 10,000-device storm
-whose 8,500 incidents' workflow tasks waited up to 22 minutes to be handed out, the 1,251 pools
-looked every 15 s (eight rule reads and their incidents' status each time, and always found a
-device whose incident had not run yet), and their writes were 1,899 of the dev server's 2,769
-that ran out of time."""
+"""The longest wait between two looks at a pool's devices, in ``poll_s``. In a hall-wide storm whose
+incidents' workflow tasks wait long to be handed out, every pool looking at each ``poll_s`` (a rule
+read and its incidents' status each time, and always finding a device whose incident has not run
+yet) made most of the server's writes that ran out of time (docs/BENCHMARKS.md)."""
 
 
 @workflow.defn(name=names.POOL_FENCE)
