@@ -152,7 +152,9 @@ class Rescheduler:
         if details and isinstance(details[0], list):
             known = set(details[0])
         else:
-            # Pods that existed with the affected one are not replacements; later ones are.
+            # Pods that existed with the affected one are not replacements; later ones are. Creation is
+            # stamped to the second (metav1.Time): a replacement made within the affected pod's first
+            # second reads as one that existed with it, and is not found.
             owned = await self._owned_pods()
             known = {p["metadata"]["uid"] for p in owned
                      if not p["metadata"].get("creationTimestamp", "") > inp.pod.created} | {inp.pod.uid}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -75,6 +76,12 @@ async def _job_on_node1(sim: SimCluster) -> tuple[str, dict[str, Any]]:
     return job, pod
 
 
+async def _past_its_creation_second(sim: SimCluster, pod: dict[str, Any]) -> None:
+    stamp = sim.call(lambda: sim.store.get("pods", "default", pod["name"]))["metadata"]["creationTimestamp"]
+    later = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) + dt.timedelta(seconds=1)
+    await asyncio.sleep(max(0.0, (later - dt.datetime.now(dt.UTC)).total_seconds()))
+
+
 async def test_job_pod_replacement_lands_on_the_same_node(sim: SimCluster, worker: tuple[Client, str]) -> None:
     client, queue = worker
     job, pod = await _job_on_node1(sim)
@@ -116,6 +123,11 @@ async def test_a_pod_its_job_replaced_before_podmedic_evicted_it_is_recorded_as_
     # machine twice failed it ("replacement: not Ready with Healthy devices within 10s").
     client, queue = worker
     job, pod = await _job_on_node1(sim)
+    # Kubernetes stamps creationTimestamp to the second (metav1.Time, RFC 3339), and podmedic tells the pods
+    # that existed with the affected one from its replacements by it: a replacement made within the affected
+    # pod's first second reads as one of those. The simulator's pods step every 0.05 s, so without this wait
+    # the delete below can land in that second.
+    await _past_its_creation_second(sim, pod)
     fault(sim, pod, clears_on_restart=False)
     base = policy("[{action: same_node, timeout_s: 60}]")
     gated = base.model_copy(update={"approvals": base.approvals.model_copy(update={
