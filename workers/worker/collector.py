@@ -7,7 +7,7 @@ of a worker's CPU (perf), so ``tune_gc`` raises them. But every workflow the SDK
 cache (the cache is full, or its run completed) is left as a reference cycle: the SDK tears its
 coroutines down by raising into them, and the tracebacks hold frames that hold the workflow. Only
 a full collection frees those, and with the raised thresholds one came so seldom that a worker
-through a hall-wide storm (far more open workflows than cached ones) grew until its memory limit.
+through a hall-wide storm (far more open workflows than cached ones) grew without bound.
 ``sweep_cycles`` runs a full collection on a clock, which bounds that garbage to some seconds of
 evictions. A full collection walks every object alive but what ``gc.freeze`` hid at the worker's
 start, and on a storm's heap one every 5 s took a large share of the worker's Python time. So the
